@@ -1,0 +1,1 @@
+"""The modelgraph command line (installed as modelgraph.cli)."""

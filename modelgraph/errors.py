@@ -1,0 +1,129 @@
+"""The exception hierarchy of modelgraph.
+
+Exceptions mean a job could not be done; findings are data (see ``modelgraph.validate``).
+Each family maps to one exit code, decided in one place in the CLI (``cli/exit_codes.py``):
+
+* :class:`LoadError` and subclasses: the file cannot be read as a model (exit 3)
+* :class:`UnsupportedError` and subclasses: recognised but not supported (exit 4)
+* :class:`RunError` and subclasses: the runner failed while executing (exit 5)
+* :class:`UsageError`: the caller asked for something that does not exist (exit 2)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ModelGraphError(Exception):
+    """Base class of every error modelgraph raises on purpose."""
+
+
+class UsageError(ModelGraphError):
+    """The request names something that does not exist (an unknown input, layer or option)."""
+
+
+# --- cannot load (exit 3) -------------------------------------------------------------------
+
+
+class LoadError(ModelGraphError):
+    """The file could not be read as a Keras model."""
+
+
+class FormatError(LoadError):
+    """The container is unreadable, truncated, or of no format modelgraph knows."""
+
+
+class UnsupportedFormatError(LoadError):
+    """A recognised format that is out of scope (a SavedModel directory, a subclassed model)."""
+
+
+class SecurityError(LoadError):
+    """The file tries something a reader must refuse (zip bomb, path traversal, HDF5 external link)."""
+
+
+class ConfigError(LoadError):
+    """The model config does not follow any Keras schema; ``where`` is a JSON path."""
+
+    def __init__(self, message: str, where: str = "") -> None:
+        self.where = where
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class GraphError(LoadError):
+    """The config's layer/node structure is broken."""
+
+
+class DanglingReferenceError(GraphError):
+    """A node or model input/output names a layer that does not exist."""
+
+
+class IndexOutOfRangeError(GraphError):
+    """A reference's node index or tensor index is past what its layer has."""
+
+
+class CycleError(GraphError):
+    """The layer graph has a cycle."""
+
+
+class DuplicateNameError(GraphError):
+    """Two layers (or ops) share one name."""
+
+
+class DisconnectedGraphError(GraphError):
+    """An output depends on an input layer that is not among the model's inputs."""
+
+
+class WeightsError(LoadError):
+    """Weights are missing, unreadable, or do not fit the architecture."""
+
+
+# --- unsupported (exit 4) -------------------------------------------------------------------
+
+
+class UnsupportedError(ModelGraphError):
+    """Something recognised that this tool does not support."""
+
+
+class UnsupportedLayerError(UnsupportedError):
+    """The runner has no kernel for a layer class."""
+
+    def __init__(self, class_name: str, layer: str | None = None) -> None:
+        self.class_name = class_name
+        self.layer = layer
+        where = f" (layer '{layer}')" if layer else ""
+        super().__init__(f"layer class '{class_name}' is not supported by the NumPy runner{where}")
+
+
+class UnsupportedConfigError(UnsupportedError):
+    """A kernel does not implement one config value; names the class, the key and the value."""
+
+    def __init__(self, class_name: str, key: str, value: Any, layer: str | None = None) -> None:
+        self.class_name = class_name
+        self.key = key
+        self.value = value
+        self.layer = layer
+        where = f" (layer '{layer}')" if layer else ""
+        super().__init__(f"{class_name}: {key}={value!r} is not supported{where}")
+
+
+class ToolMissingError(UnsupportedError):
+    """An external program (Graphviz ``dot``) is not installed."""
+
+
+# --- run failed (exit 5) --------------------------------------------------------------------
+
+
+class RunError(ModelGraphError):
+    """Execution failed."""
+
+
+class KernelError(RunError):
+    """A kernel raised; names the node, the layer and the input shapes. ``__cause__`` is the original."""
+
+    def __init__(self, node: str, class_name: str, input_shapes: Any, cause: BaseException) -> None:
+        self.node = node
+        self.class_name = class_name
+        self.input_shapes = input_shapes
+        super().__init__(
+            f"{class_name} node {node} failed on input shapes {input_shapes}: {type(cause).__name__}: {cause}"
+        )

@@ -1,0 +1,1 @@
+"""Loaders, one module per container format."""

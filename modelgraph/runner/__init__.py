@@ -1,0 +1,1 @@
+"""The pure NumPy runner: a plan compiled once from a ModelGraph, executed many times."""

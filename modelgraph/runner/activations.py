@@ -1,0 +1,188 @@
+"""Keras activation functions by name, with the semantics of the Keras version that wrote the file.
+
+Two names differ between versions: ``hard_sigmoid`` is ``clip(0.2x + 0.5, 0, 1)`` in Keras 1/2 and
+``relu6(x + 3) / 6`` in Keras 3, and ``hard_silu``/``hard_swish`` follow the Keras 3 definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from modelgraph.errors import UnsupportedConfigError
+
+Activation = Callable[[np.ndarray], np.ndarray]
+
+_SELU_ALPHA = 1.6732632423543772
+_SELU_SCALE = 1.0507009873554805
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """Numerically stable logistic function that keeps the input dtype."""
+    return 0.5 * (np.tanh(0.5 * x) + 1)
+
+
+def softplus(x: np.ndarray) -> np.ndarray:
+    """log(1 + exp(x)) without overflow."""
+    return np.logaddexp(x.dtype.type(0), x)
+
+
+def softmax(x: np.ndarray, axis: int | tuple[int, ...] = -1) -> np.ndarray:
+    """Softmax over ``axis`` with the max subtracted first, like Keras."""
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, x.dtype.type(0))
+
+
+def elu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))).astype(x.dtype, copy=False)
+
+
+def erf(z: np.ndarray) -> np.ndarray:
+    """Vectorised erf in float64 (Chebyshev fit, relative error below 1.2e-7 everywhere)."""
+    z = np.asarray(z, dtype=np.float64)
+    a = np.abs(z)
+    t = 1.0 / (1.0 + 0.5 * a)
+    poly = -1.26551223 + t * (
+        1.00002368
+        + t
+        * (
+            0.37409196
+            + t
+            * (
+                0.09678418
+                + t
+                * (
+                    -0.18628806
+                    + t
+                    * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))
+                )
+            )
+        )
+    )
+    erfc = t * np.exp(-a * a + poly)
+    return np.where(z >= 0, 1.0 - erfc, erfc - 1.0)
+
+
+def gelu_exact(x: np.ndarray) -> np.ndarray:
+    """0.5 x (1 + erf(x / sqrt(2))), the Keras activation ``gelu`` (approximate=False)."""
+    x64 = x.astype(np.float64)
+    return (0.5 * x64 * (1.0 + erf(x64 / np.sqrt(2.0)))).astype(x.dtype)
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """The tanh approximation of GELU (the Keras 3 op ``Gelu`` with ``approximate=True``)."""
+    c = np.sqrt(2.0 / np.pi)
+    return (0.5 * x * (1 + np.tanh(c * (x + 0.044715 * x**3)))).astype(x.dtype, copy=False)
+
+
+def hard_sigmoid_keras2(x: np.ndarray) -> np.ndarray:
+    return np.clip(0.2 * x + 0.5, 0, 1).astype(x.dtype, copy=False)
+
+
+def hard_sigmoid_keras3(x: np.ndarray) -> np.ndarray:
+    return (np.clip(x + 3, 0, 6) / 6).astype(x.dtype, copy=False)
+
+
+def sparsemax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Sparsemax (Martins & Astudillo 2016) over ``axis``."""
+    moved = np.moveaxis(x, axis, -1)
+    z = np.sort(moved, axis=-1)[..., ::-1]
+    k = np.arange(1, z.shape[-1] + 1, dtype=x.dtype)
+    cumsum = np.cumsum(z, axis=-1)
+    support = (1 + k * z) > cumsum
+    k_z = np.sum(support, axis=-1, keepdims=True)
+    tau = (np.take_along_axis(cumsum, k_z - 1, axis=-1) - 1) / k_z.astype(x.dtype)
+    out = np.maximum(moved - tau, 0)
+    return np.moveaxis(out, -1, axis).astype(x.dtype, copy=False)
+
+
+def _glu(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    a, b = np.split(x, 2, axis=axis)
+    return a * sigmoid(b)
+
+
+def _table(keras_major: int) -> dict[str, Activation]:
+    hard_sigmoid = hard_sigmoid_keras2 if keras_major < 3 else hard_sigmoid_keras3
+    return {
+        "linear": lambda x: x,
+        "relu": relu,
+        "relu6": lambda x: np.clip(x, 0, 6).astype(x.dtype, copy=False),
+        "sigmoid": sigmoid,
+        "tanh": np.tanh,
+        "softplus": softplus,
+        "softsign": lambda x: x / (1 + np.abs(x)),
+        "exponential": np.exp,
+        "elu": elu,
+        "selu": lambda x: _SELU_SCALE * elu(x, _SELU_ALPHA),
+        "softmax": softmax,
+        "log_softmax": log_softmax,
+        "hard_sigmoid": hard_sigmoid,
+        "hard_silu": lambda x: x * hard_sigmoid_keras3(x),
+        "hard_swish": lambda x: x * hard_sigmoid_keras3(x),
+        "swish": lambda x: x * sigmoid(x),
+        "silu": lambda x: x * sigmoid(x),
+        "gelu": gelu_exact,
+        "leaky_relu": lambda x: np.where(x >= 0, x, 0.2 * x).astype(x.dtype, copy=False),
+        "mish": lambda x: x * np.tanh(softplus(x)),
+        "celu": lambda x: (np.maximum(x, 0) + np.minimum(np.expm1(np.minimum(x, 0)), 0)).astype(x.dtype),
+        "glu": _glu,
+        "squareplus": lambda x: (x + np.sqrt(x * x + 4)) / 2,
+        "sparse_plus": lambda x: np.where(x <= -1, 0, np.where(x >= 1, x, (x + 1) ** 2 / 4)).astype(x.dtype),
+        "soft_shrink": lambda x: np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0)).astype(x.dtype),
+        "hard_shrink": lambda x: np.where(np.abs(x) > 0.5, x, 0).astype(x.dtype),
+        "hard_tanh": lambda x: np.clip(x, -1, 1).astype(x.dtype, copy=False),
+        "tanh_shrink": lambda x: x - np.tanh(x),
+        "log_sigmoid": lambda x: -softplus(-x),
+        "sparse_sigmoid": lambda x: np.where(x <= -1, 0, np.where(x >= 1, 1, 0.5 * (x + 1))).astype(x.dtype),
+        "sparsemax": sparsemax,
+    }
+
+
+_TABLES: dict[int, dict[str, Activation]] = {}
+
+_KERAS_FUNCTION_MODULES = ("keras.activations", "keras.src.activations", "tf_keras.activations")
+
+
+def activation_name(value: Any) -> str | None:
+    """The built-in activation name a config value denotes, or None when it is no built-in name."""
+    if value is None:
+        return "linear"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping) and value.get("class_name") == "function":
+        module = value.get("module") or ""
+        name = value.get("config")
+        if isinstance(name, str) and module.startswith(_KERAS_FUNCTION_MODULES):
+            return name
+    return None
+
+
+def get_activation(
+    value: Any, keras_version: tuple[int, int, int] = (3, 0, 0), class_name: str = "Activation"
+) -> Activation:
+    """The activation a config value (name string, None, or Keras function dict) denotes."""
+    major = keras_version[0]
+    table = _TABLES.get(major)
+    if table is None:
+        table = _TABLES[major] = _table(major)
+    name = activation_name(value)
+    if name is None or name not in table:
+        raise UnsupportedConfigError(class_name, "activation", value)
+    return table[name]
+
+
+def known_activations() -> list[str]:
+    """Every activation name the runner implements."""
+    return sorted(_table(3))

@@ -1,0 +1,97 @@
+"""The kernel registry: Keras class name -> kernel factory.
+
+The contract every kernel follows (kernels/<family>.py):
+
+* A factory is registered with ``@register("Dense")`` (several names allowed). Keras 3 op nodes
+  (``keras.src.ops.*``, whose class names clash with layers) are keyed ``"op:<ClassName>"``
+  (``"op:Add"``); tf.keras ``TFOpLambda``/``SlicingOpLambda`` are keyed ``"tf:<function>"``
+  (``"tf:__operators__.add"``, ``"tf:math.multiply"``).
+* The factory receives a :class:`KernelSpec` once, at plan time, reads only the config keys it
+  uses (with Keras's defaults), pre-transforms weights for speed, and raises
+  ``UnsupportedConfigError(class_name, key, value, layer)`` for any value it does not implement.
+* It returns a callable invoked as ``fn(*args, **kwargs)`` with the node's recorded call structure,
+  tensors replaced by NumPy arrays, constants as recorded. It returns one array or a tuple of arrays
+  (a node's outputs in ``tensor_index`` order).
+* The interpreter drops ``training=False/None`` and ``mask=None`` before the call. A node recorded
+  with ``training=True`` whose kernel is registered ``training_sensitive=True`` (Dropout, BatchNorm,
+  noise layers) is refused centrally with ``UnsupportedConfigError``; for every other kernel
+  ``training`` has no effect and is dropped too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from modelgraph.errors import UnsupportedLayerError
+
+Kernel = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What a kernel factory gets to know about one layer."""
+
+    name: str
+    class_name: str
+    config: Mapping[str, Any]
+    weights: Mapping[str, np.ndarray] = field(default_factory=dict)
+    keras_version: tuple[int, int, int] = (3, 0, 0)
+    compute_dtype: str = "float32"
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A config value, or ``default`` when the key is absent."""
+        return self.config.get(key, default)
+
+
+KernelFactory = Callable[[KernelSpec], Kernel]
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    factory: KernelFactory
+    training_sensitive: bool
+
+
+_REGISTRY: dict[str, KernelEntry] = {}
+
+
+def register(*class_names: str, training_sensitive: bool = False) -> Callable[[KernelFactory], KernelFactory]:
+    """Register a kernel factory under one or more Keras class names (see the module docstring)."""
+
+    def decorate(factory: KernelFactory) -> KernelFactory:
+        for class_name in class_names:
+            if class_name in _REGISTRY:
+                raise RuntimeError(f"kernel for {class_name!r} registered twice")
+            _REGISTRY[class_name] = KernelEntry(factory, training_sensitive)
+        return factory
+
+    return decorate
+
+
+def _ensure_loaded() -> None:
+    # Importing the package registers every family (kernels/__init__.py lists them).
+    import modelgraph.runner.kernels  # noqa: F401
+
+
+def get_entry(key: str, layer: str | None = None) -> KernelEntry:
+    """The registry entry for a key, or :class:`UnsupportedLayerError`."""
+    _ensure_loaded()
+    try:
+        return _REGISTRY[key]
+    except KeyError:
+        raise UnsupportedLayerError(key, layer) from None
+
+
+def get_kernel(key: str, layer: str | None = None) -> KernelFactory:
+    """The kernel factory for a key, or :class:`UnsupportedLayerError`."""
+    return get_entry(key, layer).factory
+
+
+def supported() -> list[str]:
+    """Every registered key, sorted."""
+    _ensure_loaded()
+    return sorted(_REGISTRY)

@@ -1,0 +1,1 @@
+"""Validation rules, one module per family."""

@@ -1,0 +1,1 @@
+"""Pydantic schemas: saved Keras config records and JSON report models (installed as modelgraph.schemas)."""
