@@ -75,7 +75,9 @@ def own_weight_names(class_name: str, config: Mapping[str, Any]) -> tuple[str, .
         names = ("depthwise_kernel", "pointwise_kernel")
         return names + ("bias",) if _flag(config, "use_bias") else names
     if class_name == "BatchNormalization":
-        names = (("gamma",) if _flag(config, "scale") else ()) + (("beta",) if _flag(config, "center") else ())
+        names = (("gamma",) if _flag(config, "scale") else ()) + (
+            ("beta",) if _flag(config, "center") else ()
+        )
         return names + ("moving_mean", "moving_variance")
     if class_name in ("LayerNormalization", "GroupNormalization"):
         return (("gamma",) if _flag(config, "scale") else ()) + (("beta",) if _flag(config, "center") else ())

@@ -16,7 +16,11 @@ def _declared_packages() -> set[str]:
 
 def _package_folders() -> set[str]:
     found = set()
-    roots = {"modelgraph": ROOT / "modelgraph", "modelgraph.cli": ROOT / "cli", "modelgraph.schemas": ROOT / "schemas"}
+    roots = {
+        "modelgraph": ROOT / "modelgraph",
+        "modelgraph.cli": ROOT / "cli",
+        "modelgraph.schemas": ROOT / "schemas",
+    }
     for prefix, folder in roots.items():
         for init in folder.rglob("__init__.py"):
             rel = init.parent.relative_to(folder)
