@@ -1,0 +1,1 @@
+"""Kernels: applications family (see modelgraph/runner/registry.py for the contract)."""

@@ -1,0 +1,1 @@
+"""Kernels: attention family (see modelgraph/runner/registry.py for the contract)."""

@@ -1,0 +1,1 @@
+"""Kernels: conv family (see modelgraph/runner/registry.py for the contract)."""

@@ -1,0 +1,1 @@
+"""Kernels: core family (see modelgraph/runner/registry.py for the contract)."""

@@ -1,0 +1,1 @@
+"""Kernels: merge family (see modelgraph/runner/registry.py for the contract)."""

@@ -1,0 +1,1 @@
+"""Kernels: normalization family (see modelgraph/runner/registry.py for the contract)."""

@@ -1,0 +1,1 @@
+"""Kernels: ops family (see modelgraph/runner/registry.py for the contract)."""

@@ -1,0 +1,1 @@
+"""Kernels: pooling family (see modelgraph/runner/registry.py for the contract)."""

@@ -1,0 +1,1 @@
+"""Kernels: preprocessing family (see modelgraph/runner/registry.py for the contract)."""

@@ -1,0 +1,1 @@
+"""Kernels: recurrent family (see modelgraph/runner/registry.py for the contract)."""

@@ -1,0 +1,1 @@
+"""Kernels: reshaping family (see modelgraph/runner/registry.py for the contract)."""
