@@ -1,0 +1,117 @@
+"""Tell a model file's format from its content, never from its extension."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from modelgraph.errors import FormatError, UnsupportedFormatError
+
+Format = Literal[
+    "keras_zip",  # Keras 3 / tf.keras 2.13+ .keras zip
+    "keras_dir",  # the same three files unzipped in a directory
+    "legacy_h5",  # full-model HDF5 with a model_config attribute
+    "legacy_weights_h5",  # save_weights('x.h5'): layer_names, no model_config
+    "keras3_weights_h5",  # Keras 3 save_weights: layers/ and vars/ groups, no root attributes
+    "keras3_sharded_weights",  # <name>.weights.json + shards
+    "json_config",  # model.to_json() / get_config()
+    "tfjs_layers",  # TF.js layers model.json + shards
+]
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+ZIP_SIGNATURE = b"PK\x03\x04"
+_JSON_PROBE = 1 << 16
+
+
+def detect(path: str | Path) -> Format:
+    """The format of a file or directory, by content; FormatError/UnsupportedFormatError otherwise."""
+    p = Path(path)
+    if not p.exists():
+        raise FormatError(f"{p}: no such file or directory")
+    if p.is_dir():
+        return _detect_dir(p)
+    with p.open("rb") as fh:
+        head = fh.read(8)
+        if head.startswith(ZIP_SIGNATURE):
+            return "keras_zip"
+        if _is_hdf5(fh, head):
+            return _detect_h5(p)
+        fh.seek(0)
+        probe = fh.read(_JSON_PROBE)
+    text = probe.lstrip()
+    if text.startswith(b"{"):
+        return _detect_json(p, probe)
+    if p.name == "saved_model.pb" or head[:1] == b"\x08":
+        raise UnsupportedFormatError(
+            f"{p}: a TensorFlow SavedModel protobuf is out of scope (export the model to .keras or .h5)"
+        )
+    if not head:
+        raise FormatError(f"{p}: the file is empty")
+    raise FormatError(f"{p}: not a Keras model (no zip, HDF5 or JSON signature; starts with {head[:8]!r})")
+
+
+def _is_hdf5(fh, head: bytes) -> bool:
+    if head == HDF5_SIGNATURE:
+        return True
+    # A user block may precede the superblock: the signature then sits at 512, 1024, 2048, ...
+    offset = 512
+    while offset <= 1 << 20:
+        fh.seek(offset)
+        if fh.read(8) == HDF5_SIGNATURE:
+            return True
+        offset *= 2
+    return False
+
+
+def _detect_dir(p: Path) -> Format:
+    if (p / "config.json").is_file() and (
+        (p / "model.weights.h5").exists() or (p / "metadata.json").is_file()
+    ):
+        return "keras_dir"
+    if (p / "saved_model.pb").exists():
+        raise UnsupportedFormatError(
+            f"{p}: a TensorFlow SavedModel directory is out of scope (load it in TensorFlow and save as .keras or .h5)"
+        )
+    if (p / "model.json").is_file():
+        return "tfjs_layers"
+    raise FormatError(f"{p}: a directory without config.json (Keras) or model.json (TF.js)")
+
+
+def _detect_h5(p: Path) -> Format:
+    import h5py
+
+    try:
+        with h5py.File(p, "r") as f:
+            attrs = set(f.attrs.keys())
+            keys = set(f.keys())
+    except OSError as exc:
+        raise FormatError(f"{p}: unreadable HDF5 file ({exc})") from None
+    if "model_config" in attrs:
+        return "legacy_h5"
+    if "layer_names" in attrs or any(a.startswith("layer_names") for a in attrs) or "nb_layers" in attrs:
+        return "legacy_weights_h5"
+    if "layers" in keys or "vars" in keys or "_layer_checkpoint_dependencies" in keys:
+        return "keras3_weights_h5"
+    raise FormatError(f"{p}: an HDF5 file with neither a model_config nor a Keras weights layout")
+
+
+def _detect_json(p: Path, probe: bytes) -> Format:
+    try:
+        head = probe.decode("utf-8", errors="replace")
+    except Exception:  # pragma: no cover - decode with errors="replace" cannot fail
+        head = ""
+    if '"layers-model"' in head or '"modelTopology"' in head or '"weightsManifest"' in head:
+        return "tfjs_layers"
+    if '"weight_map"' in head:
+        return "keras3_sharded_weights"
+    if len(probe) < _JSON_PROBE:
+        try:
+            doc = json.loads(probe)
+        except ValueError:
+            return "json_config"  # let the reader report the JSON error with its position
+        if isinstance(doc, dict) and doc.get("format") == "layers-model":
+            return "tfjs_layers"
+        if isinstance(doc, dict) and "weight_map" in doc:
+            return "keras3_sharded_weights"
+    return "json_config"

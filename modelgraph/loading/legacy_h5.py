@@ -1,0 +1,73 @@
+"""Legacy HDF5 files: full models (``model_config`` attribute) and ``save_weights('x.h5')`` files."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from modelgraph import safe_io
+from modelgraph.errors import FormatError
+from modelgraph.graph import ModelGraph
+from modelgraph.loading.h5store import stored_array
+from modelgraph.loading.normalize import build_graph
+from modelgraph.loading.weights import StoredArray, bind_named
+
+
+def load_legacy_h5(path: Path) -> ModelGraph:
+    """Read a full-model legacy ``.h5``: architecture from ``model_config``, weights from ``model_weights``."""
+    f = safe_io.open_h5(path)
+    raw_config = safe_io.read_attr(f, "model_config", None)
+    if raw_config is None:
+        raise FormatError(f"{path}: no model_config attribute (a weights-only file? pass it with --weights)")
+    config = safe_io.parse_json(_text(raw_config), where=f"{path}:model_config").value
+    keras_version = _text(safe_io.read_attr(f, "keras_version", None))
+    info: dict[str, Any] = {"backend": _text(safe_io.read_attr(f, "backend", None))}
+    training = safe_io.read_attr(f, "training_config", None)
+    if training is not None:
+        info["training_config"] = safe_io.parse_json(_text(training), where=f"{path}:training_config").value
+    graph = build_graph(config, keras_version=keras_version, format="legacy_h5", source=str(path))
+    weights_root = safe_io.safe_group(f, "model_weights", required=False)
+    if weights_root is not None:
+        graph, notes = bind_named(graph, legacy_groups(weights_root, str(path)))
+        info["weight_notes"] = notes
+    info["_handles"] = (f,)
+    return replace(graph, metadata=MappingProxyType(info))
+
+
+def legacy_groups(root: Any, source: str) -> list[tuple[str, StoredArray]]:
+    """``(layer group, array)`` for every weight listed in ``layer_names`` / ``weight_names``."""
+    layer_names = [_text(n) for n in _as_list(safe_io.read_attr(root, "layer_names", []))]
+    arrays: list[tuple[str, StoredArray]] = []
+    for layer_name in layer_names:
+        group = safe_io.safe_group(root, layer_name, required=False)
+        if group is None:
+            raise FormatError(f"{source}: layer_names lists '{layer_name}' but the file has no such group")
+        for weight_name in (_text(n) for n in _as_list(safe_io.read_attr(group, "weight_names", []))):
+            dset = safe_io.safe_dataset(group, weight_name, required=False)
+            if dset is None:
+                raise FormatError(f"{source}: weight '{weight_name}' of layer '{layer_name}' is missing")
+            arrays.append(
+                (
+                    layer_name,
+                    stored_array(dset, weight_name, f"{source}:/{group.name.lstrip('/')}/{weight_name}"),
+                )
+            )
+    return arrays
+
+
+def _as_list(value: Any) -> list[Any]:
+    if isinstance(value, list):
+        return value
+    if value is None or (hasattr(value, "size") and value.size == 0):
+        return []
+    return [value]
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)

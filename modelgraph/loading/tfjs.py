@@ -1,0 +1,128 @@
+"""TensorFlow.js layers models: ``model.json`` plus ``groupN-shardKofM.bin`` weight shards."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from modelgraph.errors import ConfigError, FormatError, SecurityError
+from modelgraph.graph import ModelGraph
+from modelgraph.loading.files import read_json_file
+from modelgraph.loading.normalize import build_graph
+from modelgraph.loading.weights import StoredArray, bind_named
+
+_DTYPES = {
+    "float32": "<f4",
+    "int32": "<i4",
+    "bool": "|b1",
+    "uint8": "|u1",
+    "uint16": "<u2",
+    "float16": "<f2",
+    "int8": "|i1",
+}
+
+
+def load_tfjs(path: Path) -> ModelGraph:
+    """Read a TF.js layers model (``path`` is model.json or its directory)."""
+    model_json = path / "model.json" if path.is_dir() else path
+    doc = read_json_file(model_json)
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("modelTopology"), Mapping):
+        raise ConfigError("a TF.js model.json needs a 'modelTopology' object", "$.modelTopology")
+    topology = doc["modelTopology"]
+    config = topology.get("model_config", topology)
+    keras_version = topology.get("keras_version")
+    graph = build_graph(
+        config,
+        keras_version=keras_version,
+        format="tfjs_layers",
+        source=str(model_json),
+        path="$.modelTopology.model_config",
+    )
+    manifest = doc.get("weightsManifest") or []
+    arrays = list(_manifest_arrays(manifest, model_json.parent))
+    graph, notes = bind_named(graph, ((None, a) for a in arrays))
+    info = {
+        "generatedBy": doc.get("generatedBy"),
+        "convertedBy": doc.get("convertedBy"),
+        "weight_notes": notes,
+    }
+    return replace(graph, metadata=MappingProxyType(info))
+
+
+def _manifest_arrays(manifest: Any, folder: Path) -> list[StoredArray]:
+    if not isinstance(manifest, list):
+        raise ConfigError("weightsManifest must be a list", "$.weightsManifest")
+    result: list[StoredArray] = []
+    for g, group in enumerate(manifest):
+        where = f"$.weightsManifest[{g}]"
+        if not isinstance(group, Mapping) or not isinstance(group.get("paths"), list):
+            raise ConfigError("a manifest group needs 'paths' and 'weights'", where)
+        shard_paths = []
+        for name in group["paths"]:
+            shard = (folder / str(name)).resolve()
+            if folder.resolve() not in shard.parents:
+                raise SecurityError(f"{where}.paths: shard '{name}' points outside the model folder")
+            if not shard.is_file():
+                raise FormatError(f"{where}.paths: shard file '{name}' is missing")
+            shard_paths.append(shard)
+        total = sum(p.stat().st_size for p in shard_paths)
+        offset = 0
+        for w, entry in enumerate(group.get("weights") or []):
+            array, size = _describe(entry, f"{where}.weights[{w}]", shard_paths, offset)
+            if offset + size > total:
+                raise FormatError(
+                    f"{where}.weights[{w}] '{entry.get('name')}': the shards hold {total} bytes, the manifest needs {offset + size}"
+                )
+            result.append(array)
+            offset += size
+    return result
+
+
+def _describe(entry: Any, where: str, shards: list[Path], offset: int) -> tuple[StoredArray, int]:
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+        raise ConfigError("a manifest weight needs 'name', 'shape' and 'dtype'", where)
+    shape = entry.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ConfigError(f"bad shape {shape!r}", where)
+    quant = entry.get("quantization")
+    stored_dtype = (quant or {}).get("dtype", entry.get("dtype", "float32"))
+    if stored_dtype not in _DTYPES:
+        raise ConfigError(f"unsupported weight dtype {stored_dtype!r}", where)
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    size = count * np.dtype(_DTYPES[stored_dtype]).itemsize
+    out_dtype = (quant or {}).get("original_dtype", entry.get("dtype", "float32")) if quant else stored_dtype
+
+    def reader() -> np.ndarray:
+        raw = _read_span(shards, offset, size)
+        values = np.frombuffer(raw, dtype=_DTYPES[stored_dtype]).reshape(shape)
+        if quant and stored_dtype in ("uint8", "uint16"):
+            scale = float(quant.get("scale", 1.0))
+            low = float(quant.get("min", 0.0))
+            return (values.astype(np.float32) * np.float32(scale) + np.float32(low)).astype(out_dtype)
+        if quant and stored_dtype == "float16":
+            return values.astype(np.float32)
+        return values.copy()
+
+    return StoredArray(
+        entry["name"], tuple(shape), str(np.dtype(out_dtype)), f"{shards[0].name}+{offset}", reader
+    ), size
+
+
+def _read_span(shards: list[Path], offset: int, size: int) -> bytes:
+    """Bytes [offset, offset+size) of the shards concatenated."""
+    out = bytearray()
+    position = 0
+    for shard in shards:
+        length = shard.stat().st_size
+        if offset < position + length and offset + size > position:
+            start = max(offset - position, 0)
+            with shard.open("rb") as fh:
+                fh.seek(start)
+                out += fh.read(min(length - start, offset + size - position - start))
+        position += length
+    return bytes(out)
