@@ -1,0 +1,92 @@
+"""The ``modelgraph`` command group.
+
+Commands are imported only when invoked, so ``modelgraph --version`` and ``--help`` stay fast.
+Every command's exception ends here: one line on stderr and the exit code from
+:mod:`modelgraph.cli.exit_codes` (a traceback only with ``--traceback``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from typing import Any
+
+import click
+
+from modelgraph._version import __version__
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "inspect": ("modelgraph.cli.inspect_cmd", "Summary table of a model: layers, shapes, params, depths."),
+    "validate": ("modelgraph.cli.validate_cmd", "Check model files for every problem at once (CI-friendly)."),
+    "rules": ("modelgraph.cli.validate_cmd", "List every validation rule with its id and severity."),
+    "render": ("modelgraph.cli.render_cmd", "Draw a model graph with Graphviz (DOT, SVG, PNG, PDF)."),
+    "diff": ("modelgraph.cli.diff_cmd", "Compare two models: structure, config, wiring, weights."),
+    "run": ("modelgraph.cli.run_cmd", "Run a model with the NumPy runner; compare with expected outputs."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group that imports each command's module on first use and maps errors to exit codes."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in COMMANDS if _available(name)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS or not _available(cmd_name):
+            return None
+        module = importlib.import_module(COMMANDS[cmd_name][0])
+        return getattr(module, f"{cmd_name}_command")
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every error leaves through one door
+            if isinstance(exc, SystemExit):
+                raise
+            from modelgraph.cli.exit_codes import INTERNAL, code_for
+
+            code = code_for(exc)
+            if ctx.params.get("traceback"):
+                import traceback
+
+                traceback.print_exception(exc, file=sys.stderr)
+            prefix = "internal error: " if code == INTERNAL else ""
+            message = str(exc).strip().replace("\n", " ") or type(exc).__name__
+            if code == INTERNAL:
+                message = f"{type(exc).__name__}: {message} (rerun with --traceback and report it)"
+            click.echo(f"modelgraph: error: {prefix}{message}", err=True)
+            ctx.exit(code)
+
+
+def _available(name: str) -> bool:
+    return importlib.util.find_spec(COMMANDS[name][0]) is not None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="modelgraph")
+@click.option("--traceback", is_flag=True, help="Show the Python traceback of an error.")
+def cli(traceback: bool) -> None:
+    """Read, inspect, validate, render, diff and run saved Keras models without Keras.
+
+    \b
+    Exit codes: 0 ok, 1 findings/differences/mismatch, 2 usage, 3 cannot load,
+    4 unsupported (or Graphviz missing), 5 run failed, 70 internal error.
+    """
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli.main(prog_name="modelgraph")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
