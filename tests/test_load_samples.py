@@ -1,0 +1,74 @@
+"""Every committed sample, in every format Keras wrote it, loads with Keras's own depths and counts.
+
+The goldens (samples/goldens/*.json) were recorded from the live Keras model by
+samples/make_samples.py: layer and node depths, layer order, node input references, param counts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import modelgraph.loading as loading
+from modelgraph.graph import ModelGraph
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+GOLDENS = sorted((SAMPLES / "goldens").glob("*.json"))
+
+
+def _cases():
+    for golden_path in GOLDENS:
+        golden = json.loads(golden_path.read_text())
+        files = golden.get("files", {})
+        for kind, entry in files.items():
+            if kind in golden.get("format_errors", {}):
+                continue
+            yield pytest.param(golden_path.stem, kind, entry, id=f"{golden_path.stem}-{kind}")
+
+
+def _load(kind: str, entry, golden: dict) -> ModelGraph:
+    files = golden["files"]
+    if isinstance(entry, list):
+        first = SAMPLES / entry[0]
+        if kind.startswith("weights"):
+            return loading.load(SAMPLES / files["json"], weights=first)
+        return loading.load(first.parent if kind.endswith("dir") else first)
+    path = SAMPLES / entry
+    if kind.startswith("weights"):
+        return loading.load(SAMPLES / files["json"], weights=path)
+    return loading.load(path)
+
+
+def _check_structure(graph: ModelGraph, golden: dict, where: str) -> None:
+    depths = {lyr.name: lyr.depth for lyr in graph.layers}
+    assert depths == golden["layer_depths"], where
+    assert [lyr.name for lyr in graph.layers if lyr.depth is not None] == golden["operations_order"], where
+    for name, node_depths in golden.get("node_depths", {}).items():
+        assert [n.depth for n in graph.nodes_of(name)] == node_depths, f"{where}: node depths of {name}"
+    for name, refs in golden.get("node_input_refs", {}).items():
+        ours = [[[r.layer, r.node_index, r.tensor_index] for r in n.inputs] for n in graph.nodes_of(name)]
+        assert ours == refs, f"{where}: inputs of {name}"
+    assert graph.input_names == golden["input_names"], where
+    assert [[r.layer, r.node_index, r.tensor_index] for r in graph.outputs] == golden["output_refs"], where
+    for name, nested in golden.get("nested", {}).items():
+        sub = graph.layer(name).subgraph
+        assert sub is not None, f"{where}: {name} is not nested"
+        if "layer_depths" in nested:
+            _check_structure(sub, nested, f"{where}/{name}")
+
+
+@pytest.mark.parametrize(("stem", "kind", "entry"), list(_cases()))
+def test_sample_loads_with_keras_depths(stem: str, kind: str, entry) -> None:
+    golden = json.loads((SAMPLES / "goldens" / f"{stem}.json").read_text())
+    graph = _load(kind, entry, golden)
+    _check_structure(graph, golden, f"{stem}:{kind}")
+    if graph.has_weights:
+        assert graph.param_count == golden["params"]["total"]
+    elif "npz" not in kind and kind != "json":
+        pytest.fail(f"{stem}:{kind} loaded without weights: {dict(graph.metadata)}")
+
+
+def test_there_are_samples() -> None:
+    assert len(GOLDENS) >= 4
