@@ -1,1 +1,1190 @@
-"""Kernels: ops family (see modelgraph/runner/registry.py for the contract)."""
+"""Kernels: raw op nodes (Keras 3 ``keras.src.ops.*``) and tf.keras ``TFOpLambda``/``SlicingOpLambda``.
+
+See modelgraph/runner/registry.py for the contract. Two key families live here:
+
+* ``"op:<ClassName>"``: Keras 3 operations. Constructor arguments are in the op's config
+  (``{"name": "split", "indices_or_sections": 2, "axis": -1}``); the kernel is called with the
+  recorded positional args (``fn(x, 3.0)``, ``fn([a, b])`` for Concatenate/Stack,
+  ``fn(x, (slice(None), 0))`` for GetItem) and kwargs (``fn(x, constant_values=None)`` for Pad).
+* ``"tf:<function>"``: tf.keras TF-op layers, called with the first argument followed by the
+  recorded keyword arguments (``fn(x, y=3.0, name=None)``, ``fn([a, b], axis=-1)``,
+  ``fn(x, slice_spec=[...])``). A constant first argument (``_CONSTANT_VALUE``) arrives as the value
+  itself (``fn(2.0, y=x)``). ``name`` keywords are ignored.
+
+Constants are combined with tensors NumPy-2 style (Python scalars are weak and keep float32 float32);
+list constants take the dtype of the tensor operand. A result promoted to float64 when no input
+tensor was float64 is brought back to float32, like Keras's ``floatx``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from modelgraph.errors import UnsupportedConfigError
+from modelgraph.runner import activations as act
+from modelgraph.runner.registry import Kernel, KernelSpec, register
+
+_NO_DEFAULT = object()
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _is_tensor(v: Any) -> bool:
+    return isinstance(v, np.ndarray)
+
+
+def _tensor_dtype(values: Sequence[Any]) -> np.dtype | None:
+    for v in values:
+        if _is_tensor(v):
+            return v.dtype
+    return None
+
+
+def _const(v: Any, dtype: np.dtype | None) -> Any:
+    """A non-tensor operand: lists become arrays of the tensor dtype, scalars stay weak."""
+    if isinstance(v, list | tuple):
+        arr = np.asarray(v)
+        if dtype is not None and arr.dtype.kind in "biuf" and np.dtype(dtype).kind in "biuf":
+            return arr.astype(dtype)
+        return _fix_float(arr, [])
+    return v
+
+
+def _fix_float(result: Any, inputs: Sequence[Any]) -> Any:
+    """Bring a float64 result back to float32 unless a float64 tensor went in (Keras floatx)."""
+    if (
+        isinstance(result, np.ndarray | np.generic)
+        and result.dtype == np.float64
+        and not any(_is_tensor(v) and v.dtype == np.float64 for v in inputs)
+    ):
+        return np.asarray(result, dtype=np.float32)
+    return result
+
+
+def _operands(*values: Any) -> list[Any]:
+    dtype = _tensor_dtype(values)
+    out = [_const(v, dtype) for v in values]
+    if not any(_is_tensor(v) for v in out) and out:
+        # only constants: make the first an array so the result is one
+        out[0] = _fix_float(np.asarray(out[0]), [])
+    return out
+
+
+def _as_array(x: Any) -> np.ndarray:
+    if _is_tensor(x):
+        return x
+    return _fix_float(np.asarray(x), [])
+
+
+def _axis(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def _params(
+    spec: KernelSpec,
+    source: Mapping[str, Any],
+    known: Mapping[str, Any],
+    where: str,
+    ignore: Sequence[str] = ("name",),
+) -> dict[str, Any]:
+    """The known parameters from ``source`` with defaults; unknown keys with a real value are refused."""
+    out: dict[str, Any] = {}
+    for key, value in source.items():
+        if key in ignore:
+            continue
+        if key in known:
+            out[key] = value
+        elif value is not None and value is not False:
+            raise UnsupportedConfigError(spec.class_name, f"{where}{key}", value, spec.name)
+    for key, default in known.items():
+        if key not in out:
+            if default is _NO_DEFAULT:
+                raise UnsupportedConfigError(spec.class_name, f"{where}{key}", "<missing>", spec.name)
+            out[key] = default
+    return out
+
+
+def _dtype(spec: KernelSpec, key: str, value: Any) -> np.dtype:
+    name = value.get("config", {}).get("name") if isinstance(value, Mapping) else value
+    if not isinstance(name, str) or name in ("bfloat16", "string") or name.startswith("float8"):
+        raise UnsupportedConfigError(spec.class_name, key, value, spec.name)
+    try:
+        return np.dtype(name)
+    except TypeError:
+        raise UnsupportedConfigError(spec.class_name, key, value, spec.name) from None
+
+
+def _decode_index(item: Any) -> Any:
+    """One element of a getitem key, in any of the recorded forms, as a NumPy index."""
+    if isinstance(item, Mapping):
+        cls = item.get("class_name")
+        if cls == "__ellipsis__":
+            return Ellipsis
+        cfg = item.get("config", item) if cls == "__slice__" else item
+        if set(cfg) <= {"start", "stop", "step"}:
+            return slice(
+                _int_or_none(cfg.get("start")), _int_or_none(cfg.get("stop")), _int_or_none(cfg.get("step"))
+            )
+        raise ValueError(f"unknown index element {item!r}")
+    if isinstance(item, np.ndarray) and item.ndim == 0:
+        return int(item)
+    return item
+
+
+def _int_or_none(v: Any) -> int | None:
+    if v is None:
+        return None
+    return int(v)
+
+
+def _decode_key(key: Any) -> Any:
+    if isinstance(key, list | tuple):
+        return tuple(_decode_index(k) for k in key)
+    return _decode_index(key)
+
+
+# ---------------------------------------------------------------------------------------------
+# element-wise functions shared by both families
+
+
+def _hard_sigmoid3(x: np.ndarray) -> np.ndarray:
+    return act.hard_sigmoid_keras3(x)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return act.erf(x).astype(x.dtype if x.dtype.kind == "f" else np.float32)
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    return 1 / np.sqrt(x)
+
+
+def _gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
+    return act.gelu_tanh(x) if approximate else act.gelu_exact(x)
+
+
+def _log_softmax(x: np.ndarray, axis: Any = -1) -> np.ndarray:
+    axis = _axis(axis)
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def _logsumexp(x: np.ndarray, axis: Any = None, keepdims: bool = False) -> np.ndarray:
+    axis = _axis(axis)
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0).astype(x.dtype)
+    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else np.squeeze(out, axis=axis)
+
+
+_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "negative": np.negative,
+    "abs": np.abs,
+    "square": np.square,
+    "sqrt": np.sqrt,
+    "rsqrt": _rsqrt,
+    "exp": np.exp,
+    "log": np.log,
+    "log1p": np.log1p,
+    "expm1": np.expm1,
+    "tanh": np.tanh,
+    "sin": np.sin,
+    "cos": np.cos,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "sign": np.sign,
+    "reciprocal": np.reciprocal,
+    "logical_not": np.logical_not,
+    "erf": _erf,
+    "relu": act.relu,
+    "relu6": lambda x: np.clip(x, 0, 6).astype(x.dtype, copy=False),
+    "sigmoid": act.sigmoid,
+    "silu": lambda x: x * act.sigmoid(x),
+    "softplus": act.softplus,
+    "softsign": lambda x: x / (1 + np.abs(x)),
+    "selu": lambda x: 1.0507009873554805 * act.elu(x, 1.6732632423543772),
+    "log_sigmoid": lambda x: -act.softplus(-x),
+    "hard_sigmoid3": _hard_sigmoid3,
+    "hard_silu": lambda x: x * _hard_sigmoid3(x),
+    "tanh_shrink": lambda x: x - np.tanh(x),
+    "hard_tanh": lambda x: np.clip(x, -1, 1).astype(x.dtype, copy=False),
+    "sparse_plus": lambda x: np.where(x <= -1, 0, np.where(x >= 1, x, (x + 1) ** 2 / 4)).astype(x.dtype),
+    "sparse_sigmoid": lambda x: np.where(x <= -1, 0, np.where(x >= 1, 1, 0.5 * (x + 1))).astype(x.dtype),
+}
+
+_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide": np.true_divide,
+    "power": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "floor_divide": np.floor_divide,
+    "mod": np.mod,
+    "equal": np.equal,
+    "not_equal": np.not_equal,
+    "greater": np.greater,
+    "greater_equal": np.greater_equal,
+    "less": np.less,
+    "less_equal": np.less_equal,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
+    "matmul": np.matmul,
+    "dot": np.dot,
+    "squared_difference": lambda a, b: np.square(np.subtract(a, b)),
+}
+
+
+def _apply_unary(fn: Callable[[np.ndarray], np.ndarray], x: Any) -> np.ndarray:
+    x = _as_array(x)
+    if x.dtype.kind in "biu" and fn not in (np.negative, np.abs, np.square, np.sign, np.logical_not):
+        x = x.astype(np.float32)
+    return _fix_float(fn(x), [x])
+
+
+def _apply_binary(fn: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    a, b = _operands(a, b)
+    return _fix_float(np.asarray(fn(a, b)), [a, b])
+
+
+def _divide_no_nan(a: Any, b: Any) -> Any:
+    a, b = _operands(a, b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.true_divide(a, b)
+    return _fix_float(np.where(np.asarray(b) == 0, 0, out).astype(np.result_type(out)), [a, b])
+
+
+# ---------------------------------------------------------------------------------------------
+# Keras 3 operations ("op:<ClassName>")
+
+
+def _op_simple(class_names: Sequence[str], fn: Callable[[np.ndarray], np.ndarray]) -> None:
+    def factory(spec: KernelSpec) -> Kernel:
+        _params(spec, spec.config, {}, "")
+
+        def kernel(x: Any) -> np.ndarray:
+            return _apply_unary(fn, x)
+
+        return kernel
+
+    register(*(f"op:{c}" for c in class_names))(factory)
+
+
+for _names, _key in [
+    (("Negative",), "negative"),
+    (("Absolute", "Abs"), "abs"),
+    (("Square",), "square"),
+    (("Sqrt",), "sqrt"),
+    (("Rsqrt",), "rsqrt"),
+    (("Exp",), "exp"),
+    (("Log",), "log"),
+    (("Log1p",), "log1p"),
+    (("Expm1",), "expm1"),
+    (("Tanh",), "tanh"),
+    (("Sin",), "sin"),
+    (("Cos",), "cos"),
+    (("Floor",), "floor"),
+    (("Ceil",), "ceil"),
+    (("Sign",), "sign"),
+    (("Reciprocal",), "reciprocal"),
+    (("LogicalNot",), "logical_not"),
+    (("Erf",), "erf"),
+    (("Relu",), "relu"),
+    (("Relu6",), "relu6"),
+    (("Sigmoid",), "sigmoid"),
+    (("Silu",), "silu"),
+    (("Softplus",), "softplus"),
+    (("Softsign",), "softsign"),
+    (("Selu",), "selu"),
+    (("LogSigmoid",), "log_sigmoid"),
+    (("HardSigmoid",), "hard_sigmoid3"),
+    (("HardSilu",), "hard_silu"),
+    (("TanhShrink",), "tanh_shrink"),
+    (("HardTanh",), "hard_tanh"),
+    (("SparsePlus",), "sparse_plus"),
+    (("SparseSigmoid",), "sparse_sigmoid"),
+]:
+    _op_simple(_names, _UNARY[_key])
+
+
+def _op_binary(class_names: Sequence[str], fn: Callable[[Any, Any], Any]) -> None:
+    def factory(spec: KernelSpec) -> Kernel:
+        _params(spec, spec.config, {}, "")
+
+        def kernel(x1: Any, x2: Any) -> Any:
+            return _apply_binary(fn, x1, x2)
+
+        return kernel
+
+    register(*(f"op:{c}" for c in class_names))(factory)
+
+
+for _names, _key in [
+    (("Add",), "add"),
+    (("Subtract",), "subtract"),
+    (("Multiply",), "multiply"),
+    (("Divide", "TrueDivide"), "divide"),
+    (("Power",), "power"),
+    (("Maximum",), "maximum"),
+    (("Minimum",), "minimum"),
+    (("FloorDivide",), "floor_divide"),
+    (("Mod",), "mod"),
+    (("Equal",), "equal"),
+    (("NotEqual",), "not_equal"),
+    (("Greater",), "greater"),
+    (("GreaterEqual",), "greater_equal"),
+    (("Less",), "less"),
+    (("LessEqual",), "less_equal"),
+    (("LogicalAnd",), "logical_and"),
+    (("LogicalOr",), "logical_or"),
+    (("LogicalXor",), "logical_xor"),
+    (("Matmul",), "matmul"),
+    (("Dot",), "dot"),
+]:
+    _op_binary(_names, _BINARY[_key])
+
+
+def _op_with_config(
+    class_names: Sequence[str], known: Mapping[str, Any]
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``impl(spec, params) -> kernel`` with the config read through ``known``."""
+
+    def decorate(impl: Callable[..., Any]) -> Callable[..., Any]:
+        def factory(spec: KernelSpec) -> Kernel:
+            return impl(spec, _params(spec, spec.config, known, ""))
+
+        register(*(f"op:{c}" for c in class_names))(factory)
+        return impl
+
+    return decorate
+
+
+_REDUCTIONS: dict[str, Callable[..., Any]] = {
+    "Mean": np.mean,
+    "Sum": np.sum,
+    "Prod": np.prod,
+    "Max": np.max,
+    "Min": np.min,
+    "Std": np.std,
+    "Var": np.var,
+    "Any": np.any,
+    "All": np.all,
+}
+
+
+def _op_reduction(class_name: str, fn: Callable[..., Any]) -> None:
+    known: dict[str, Any] = {"axis": None, "keepdims": False}
+    if class_name in ("Max", "Min"):
+        known["initial"] = None
+    if class_name == "Prod":
+        known["dtype"] = None
+
+    @_op_with_config([class_name], known)
+    def impl(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+        axis = _axis(p["axis"])
+        extra: dict[str, Any] = {}
+        if p.get("initial") is not None:
+            extra["initial"] = p["initial"]
+        if p.get("dtype") is not None:
+            extra["dtype"] = _dtype(spec, "dtype", p["dtype"])
+
+        def kernel(x: Any) -> np.ndarray:
+            x = _as_array(x)
+            if class_name in ("Mean", "Std", "Var") and x.dtype.kind in "biu":
+                x = x.astype(np.float32)
+            return np.asarray(fn(x, axis=axis, keepdims=bool(p["keepdims"]), **extra))
+
+        return kernel
+
+
+for _cls, _fn in _REDUCTIONS.items():
+    _op_reduction(_cls, _fn)
+
+
+@_op_with_config(["Logsumexp"], {"axis": None, "keepdims": False})
+def _op_logsumexp(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    return lambda x: _logsumexp(_as_array(x), p["axis"], bool(p["keepdims"]))
+
+
+def _op_arg(class_name: str, fn: Callable[..., Any]) -> None:
+    @_op_with_config([class_name], {"axis": None, "keepdims": False})
+    def impl(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+        def kernel(x: Any) -> np.ndarray:
+            x = _as_array(x)
+            if p["axis"] is None:
+                out = fn(x.reshape(-1))
+                out = np.reshape(out, (1,) * x.ndim) if p["keepdims"] else out
+            else:
+                out = fn(x, axis=p["axis"], keepdims=bool(p["keepdims"]))
+            return np.asarray(out, dtype=np.int32)
+
+        return kernel
+
+
+_op_arg("Argmax", np.argmax)
+_op_arg("Argmin", np.argmin)
+
+
+@_op_with_config(["Softmax"], {"axis": -1})
+def _op_softmax(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    axis = _axis(p["axis"])
+    return lambda x: act.softmax(_as_array(x), axis=axis)
+
+
+@_op_with_config(["LogSoftmax"], {"axis": -1})
+def _op_log_softmax(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    return lambda x: _log_softmax(_as_array(x), p["axis"])
+
+
+@_op_with_config(["Gelu"], {"approximate": True})
+def _op_gelu(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    approximate = bool(p["approximate"])
+    return lambda x: _gelu(_as_array(x), approximate)
+
+
+@_op_with_config(["LeakyRelu"], {"negative_slope": 0.2})
+def _op_leaky_relu(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    slope = p["negative_slope"]
+
+    def kernel(x: Any) -> np.ndarray:
+        x = _as_array(x)
+        return np.where(x >= 0, x, slope * x).astype(x.dtype, copy=False)
+
+    return kernel
+
+
+@_op_with_config(["Elu"], {"alpha": 1.0})
+def _op_elu(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    return lambda x: act.elu(_as_array(x), p["alpha"])
+
+
+@_op_with_config(["Celu"], {"alpha": 1.0})
+def _op_celu(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    alpha = p["alpha"]
+
+    def kernel(x: Any) -> np.ndarray:
+        x = _as_array(x)
+        neg = alpha * np.expm1(np.minimum(x, 0) / alpha)
+        return (np.maximum(x, 0) + neg).astype(x.dtype, copy=False)
+
+    return kernel
+
+
+@_op_with_config(["Glu"], {"axis": -1})
+def _op_glu(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    def kernel(x: Any) -> np.ndarray:
+        a, b = np.split(_as_array(x), 2, axis=p["axis"])
+        return a * act.sigmoid(b)
+
+    return kernel
+
+
+@_op_with_config(["SoftShrink"], {"threshold": 0.5})
+def _op_soft_shrink(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    t = p["threshold"]
+
+    def kernel(x: Any) -> np.ndarray:
+        x = _as_array(x)
+        return np.where(x > t, x - t, np.where(x < -t, x + t, 0)).astype(x.dtype, copy=False)
+
+    return kernel
+
+
+@_op_with_config(["HardShrink"], {"threshold": 0.5})
+def _op_hard_shrink(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    t = p["threshold"]
+
+    def kernel(x: Any) -> np.ndarray:
+        x = _as_array(x)
+        return np.where(np.abs(x) > t, x, 0).astype(x.dtype, copy=False)
+
+    return kernel
+
+
+@_op_with_config(["Squareplus"], {"b": 4})
+def _op_squareplus(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    b = p["b"]
+
+    def kernel(x: Any) -> np.ndarray:
+        x = _as_array(x)
+        return ((x + np.sqrt(x * x + b)) / 2).astype(x.dtype, copy=False)
+
+    return kernel
+
+
+@_op_with_config(["Normalize"], {"axis": -1, "order": 2, "epsilon": None})
+def _op_normalize(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    if p["order"] != 2:
+        raise UnsupportedConfigError(spec.class_name, "order", p["order"], spec.name)
+    eps = 1e-12 if p["epsilon"] is None else p["epsilon"]
+    axis = _axis(p["axis"])
+
+    def kernel(x: Any) -> np.ndarray:
+        x = _as_array(x)
+        sq = np.sum(np.square(x), axis=axis, keepdims=True)
+        return (x / np.sqrt(np.maximum(sq, eps))).astype(x.dtype, copy=False)
+
+    return kernel
+
+
+@_op_with_config(["Clip"], {"x_min": _NO_DEFAULT, "x_max": _NO_DEFAULT})
+def _op_clip(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    def kernel(x: Any) -> np.ndarray:
+        x = _as_array(x)
+        return np.clip(x, p["x_min"], p["x_max"]).astype(x.dtype, copy=False)
+
+    return kernel
+
+
+@_op_with_config(["Cast", "ConvertToTensor", "SaturateCast"], {"dtype": None, "sparse": None, "ragged": None})
+def _op_cast(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    if p["sparse"] or p["ragged"]:
+        raise UnsupportedConfigError(spec.class_name, "sparse", p["sparse"], spec.name)
+    dtype = None if p["dtype"] is None else _dtype(spec, "dtype", p["dtype"])
+    saturate = spec.class_name == "SaturateCast"
+
+    def kernel(x: Any) -> np.ndarray:
+        x = _as_array(x)
+        if dtype is None:
+            return x
+        if saturate and dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            x = np.clip(x, info.min, info.max)
+        return x.astype(dtype)
+
+    return kernel
+
+
+@_op_with_config(["Reshape"], {"newshape": _NO_DEFAULT})
+def _op_reshape(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    # newshape includes the batch dimension (unlike the Reshape layer's target_shape)
+    shape = tuple(-1 if d is None else int(d) for d in p["newshape"])
+    return lambda x: np.reshape(_as_array(x), shape)
+
+
+@_op_with_config(["Transpose"], {"axes": None})
+def _op_transpose(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    axes = _axis(p["axes"])
+    return lambda x: np.transpose(_as_array(x), axes)
+
+
+@_op_with_config(["ExpandDims"], {"axis": _NO_DEFAULT})
+def _op_expand_dims(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    axis = _axis(p["axis"])
+    return lambda x: np.expand_dims(_as_array(x), axis)
+
+
+@_op_with_config(["Squeeze"], {"axis": None})
+def _op_squeeze(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    axis = _axis(p["axis"])
+    return lambda x: np.squeeze(_as_array(x), axis=axis)
+
+
+@_op_with_config(["Concatenate"], {"axis": 0})
+def _op_concatenate(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    def kernel(xs: Sequence[Any]) -> np.ndarray:
+        parts = _operands(*xs)
+        if p["axis"] is None:
+            return np.concatenate([np.ravel(v) for v in parts])
+        return np.concatenate(parts, axis=p["axis"])
+
+    return kernel
+
+
+@_op_with_config(["Stack"], {"axis": 0})
+def _op_stack(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    return lambda xs: np.stack(_operands(*xs), axis=p["axis"])
+
+
+@_op_with_config(["Unstack"], {"num": None, "axis": 0})
+def _op_unstack(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    def kernel(x: Any) -> tuple[np.ndarray, ...]:
+        x = np.moveaxis(_as_array(x), p["axis"], 0)
+        return tuple(x[i] for i in range(x.shape[0]))
+
+    return kernel
+
+
+@_op_with_config(["Split"], {"indices_or_sections": _NO_DEFAULT, "axis": 0})
+def _op_split(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    ios = p["indices_or_sections"]
+    ios = list(ios) if isinstance(ios, list | tuple) else int(ios)
+    return lambda x: tuple(np.split(_as_array(x), ios, axis=p["axis"]))
+
+
+@_op_with_config(["GetItem"], {})
+def _op_get_item(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    return lambda x, key: _as_array(x)[_decode_key(key)]
+
+
+@_op_with_config(["Where"], {})
+def _op_where(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    def kernel(condition: Any, x1: Any = None, x2: Any = None) -> np.ndarray:
+        if x1 is None or x2 is None:
+            # the index form has a data-dependent shape
+            raise UnsupportedConfigError(spec.class_name, "x1/x2", None, spec.name)
+        x1, x2 = _operands(x1, x2)
+        return _fix_float(np.where(np.asarray(condition, dtype=bool), x1, x2), [x1, x2])
+
+    return kernel
+
+
+@_op_with_config(["Einsum"], {"subscripts": _NO_DEFAULT})
+def _op_einsum(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    subscripts = p["subscripts"]
+    return lambda *operands: np.einsum(subscripts, *_operands(*operands))
+
+
+@_op_with_config(["Tensordot"], {"axes": 2})
+def _op_tensordot(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    axes = p["axes"]
+    return lambda x1, x2: np.tensordot(*_operands(x1, x2), axes=axes)
+
+
+@_op_with_config(["Tile"], {"repeats": _NO_DEFAULT})
+def _op_tile(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    return lambda x: np.tile(_as_array(x), p["repeats"])
+
+
+@_op_with_config(["Repeat"], {"repeats": _NO_DEFAULT, "axis": None})
+def _op_repeat(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    return lambda x: np.repeat(_as_array(x), p["repeats"], axis=p["axis"])
+
+
+_PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap", "maximum", "minimum", "mean")
+
+
+@_op_with_config(["Pad"], {"pad_width": _NO_DEFAULT, "mode": "constant"})
+def _op_pad(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    mode = p["mode"]
+    if mode not in _PAD_MODES:
+        raise UnsupportedConfigError(spec.class_name, "mode", mode, spec.name)
+    width = p["pad_width"]
+
+    def kernel(x: Any, constant_values: Any = None) -> np.ndarray:
+        x = _as_array(x)
+        if mode == "constant":
+            return np.pad(x, width, mode="constant", constant_values=constant_values or 0)
+        if constant_values is not None:
+            raise UnsupportedConfigError(spec.class_name, "constant_values", constant_values, spec.name)
+        return np.pad(x, width, mode=mode)
+
+    return kernel
+
+
+@_op_with_config(["Take"], {"axis": None})
+def _op_take(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    def kernel(x: Any, indices: Any) -> np.ndarray:
+        x = _as_array(x)
+        idx = np.asarray(indices).astype(np.int64)
+        size = x.size if p["axis"] is None else x.shape[p["axis"]]
+        idx = np.where(idx < 0, idx + size, idx)
+        return np.take(x, idx, axis=p["axis"])
+
+    return kernel
+
+
+@_op_with_config(["Flip"], {"axis": None})
+def _op_flip(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    return lambda x: np.flip(_as_array(x), axis=_axis(p["axis"]))
+
+
+@_op_with_config(["Moveaxis"], {"source": _NO_DEFAULT, "destination": _NO_DEFAULT})
+def _op_moveaxis(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    return lambda x: np.moveaxis(_as_array(x), p["source"], p["destination"])
+
+
+@_op_with_config(["Swapaxes"], {"axis1": _NO_DEFAULT, "axis2": _NO_DEFAULT})
+def _op_swapaxes(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    return lambda x: np.swapaxes(_as_array(x), p["axis1"], p["axis2"])
+
+
+@_op_with_config(["Cumsum", "Cumprod"], {"axis": None, "dtype": None})
+def _op_cumulative(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    fn = np.cumsum if spec.class_name == "Cumsum" else np.cumprod
+    dtype = None if p["dtype"] is None else _dtype(spec, "dtype", p["dtype"])
+    return lambda x: fn(_as_array(x), axis=p["axis"], dtype=dtype)
+
+
+@_op_with_config(["Round"], {"decimals": 0})
+def _op_round(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    return lambda x: np.round(_as_array(x), p["decimals"])
+
+
+@_op_with_config(["Triu", "Tril"], {"k": 0})
+def _op_tri(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    fn = np.triu if spec.class_name == "Triu" else np.tril
+    return lambda x: fn(_as_array(x), p["k"])
+
+
+@_op_with_config(["ZerosLike", "OnesLike"], {"dtype": None})
+def _op_fill_like(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    fn = np.zeros_like if spec.class_name == "ZerosLike" else np.ones_like
+    dtype = None if p["dtype"] is None else _dtype(spec, "dtype", p["dtype"])
+    return lambda x: fn(_as_array(x), dtype=dtype)
+
+
+@_op_with_config(["StopGradient"], {})
+def _op_stop_gradient(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+    return lambda x: _as_array(x)
+
+
+# ---------------------------------------------------------------------------------------------
+# tf.keras TFOpLambda / SlicingOpLambda ("tf:<function>")
+
+
+def _tf(*functions: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return register(*(f"tf:{f}" for f in functions))
+
+
+def _tf_kwargs(spec: KernelSpec, kwargs: Mapping[str, Any], known: Mapping[str, Any]) -> dict[str, Any]:
+    return _params(spec, kwargs, known, "call argument ")
+
+
+def _tf_unary(functions: Sequence[str], fn: Callable[[np.ndarray], np.ndarray]) -> None:
+    def factory(spec: KernelSpec) -> Kernel:
+        def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+            _tf_kwargs(spec, kwargs, {})
+            return _apply_unary(fn, x)
+
+        return kernel
+
+    _tf(*functions)(factory)
+
+
+for _functions, _key in [
+    (("math.negative",), "negative"),
+    (("math.abs",), "abs"),
+    (("math.square",), "square"),
+    (("math.sqrt",), "sqrt"),
+    (("math.rsqrt",), "rsqrt"),
+    (("math.exp",), "exp"),
+    (("math.log",), "log"),
+    (("math.log1p",), "log1p"),
+    (("math.expm1",), "expm1"),
+    (("math.tanh",), "tanh"),
+    (("math.sin",), "sin"),
+    (("math.cos",), "cos"),
+    (("math.floor",), "floor"),
+    (("math.ceil",), "ceil"),
+    (("math.sign",), "sign"),
+    (("math.reciprocal",), "reciprocal"),
+    (("math.logical_not",), "logical_not"),
+    (("math.erf",), "erf"),
+    (("nn.relu",), "relu"),
+    (("nn.relu6",), "relu6"),
+    (("math.sigmoid", "nn.sigmoid"), "sigmoid"),
+    (("math.softplus", "nn.softplus"), "softplus"),
+    (("math.softsign", "nn.softsign"), "softsign"),
+    (("nn.selu",), "selu"),
+    (("math.log_sigmoid",), "log_sigmoid"),
+]:
+    _tf_unary(_functions, _UNARY[_key])
+
+
+def _tf_binary(functions: Sequence[str], fn: Callable[[Any, Any], Any]) -> None:
+    def factory(spec: KernelSpec) -> Kernel:
+        def kernel(x: Any, **kwargs: Any) -> Any:
+            p = _tf_kwargs(spec, kwargs, {"y": _NO_DEFAULT})
+            return _apply_binary(fn, x, p["y"])
+
+        return kernel
+
+    _tf(*functions)(factory)
+
+
+for _functions, _key in [
+    (("__operators__.add", "math.add"), "add"),
+    (("math.subtract",), "subtract"),
+    (("math.multiply",), "multiply"),
+    (("math.truediv", "math.divide"), "divide"),
+    (("math.pow",), "power"),
+    (("math.maximum",), "maximum"),
+    (("math.minimum",), "minimum"),
+    (("math.floordiv", "compat.v1.floor_div"), "floor_divide"),
+    (("math.floormod", "math.mod"), "mod"),
+    (("math.equal", "__operators__.eq"), "equal"),
+    (("math.not_equal", "__operators__.ne"), "not_equal"),
+    (("math.greater",), "greater"),
+    (("math.greater_equal",), "greater_equal"),
+    (("math.less",), "less"),
+    (("math.less_equal",), "less_equal"),
+    (("math.logical_and",), "logical_and"),
+    (("math.logical_or",), "logical_or"),
+    (("math.logical_xor",), "logical_xor"),
+    (("math.squared_difference",), "squared_difference"),
+]:
+    _tf_binary(_functions, _BINARY[_key])
+
+
+@_tf("math.divide_no_nan")
+def _tf_divide_no_nan(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> Any:
+        return _divide_no_nan(x, _tf_kwargs(spec, kwargs, {"y": _NO_DEFAULT})["y"])
+
+    return kernel
+
+
+@_tf("linalg.matmul")
+def _tf_matmul(spec: KernelSpec) -> Kernel:
+    known = {"b": _NO_DEFAULT, "transpose_a": False, "transpose_b": False, "adjoint_a": False}
+    known |= {"adjoint_b": False, "a_is_sparse": False, "b_is_sparse": False, "output_type": None}
+
+    def kernel(a: Any, **kwargs: Any) -> np.ndarray:
+        p = _tf_kwargs(spec, kwargs, known)
+        a, b = _operands(a, p["b"])
+        a = np.asarray(a)
+        b = np.asarray(b)
+        if p["transpose_a"] or p["adjoint_a"]:
+            a = np.swapaxes(a, -1, -2)
+        if p["transpose_b"] or p["adjoint_b"]:
+            b = np.swapaxes(b, -1, -2)
+        out = np.matmul(a, b)
+        if p["output_type"] is not None:
+            out = out.astype(_dtype(spec, "output_type", p["output_type"]))
+        return out
+
+    return kernel
+
+
+@_tf("nn.silu")
+def _tf_silu(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        beta = _tf_kwargs(spec, kwargs, {"beta": 1.0})["beta"]
+        x = _as_array(x)
+        return x * act.sigmoid(x * x.dtype.type(beta) if beta != 1.0 else x)
+
+    return kernel
+
+
+@_tf("nn.gelu")
+def _tf_gelu(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        return _gelu(_as_array(x), bool(_tf_kwargs(spec, kwargs, {"approximate": False})["approximate"]))
+
+    return kernel
+
+
+@_tf("nn.leaky_relu")
+def _tf_leaky_relu(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        alpha = _tf_kwargs(spec, kwargs, {"alpha": 0.2})["alpha"]
+        x = _as_array(x)
+        return np.where(x >= 0, x, alpha * x).astype(x.dtype, copy=False)
+
+    return kernel
+
+
+@_tf("nn.elu")
+def _tf_elu(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        _tf_kwargs(spec, kwargs, {})
+        return act.elu(_as_array(x), 1.0)
+
+    return kernel
+
+
+@_tf("nn.softmax")
+def _tf_softmax(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        p = _tf_kwargs(spec, kwargs, {"axis": None, "dim": None})
+        axis = p["axis"] if p["axis"] is not None else p["dim"]
+        axis = -1 if axis is None else _axis(axis)
+        return act.softmax(_as_array(x), axis=axis)
+
+    return kernel
+
+
+@_tf("nn.log_softmax")
+def _tf_log_softmax(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        axis = _tf_kwargs(spec, kwargs, {"axis": None})["axis"]
+        return _log_softmax(_as_array(x), -1 if axis is None else axis)
+
+    return kernel
+
+
+_TF_REDUCTIONS: dict[str, Callable[..., Any]] = {
+    "math.reduce_mean": np.mean,
+    "math.reduce_sum": np.sum,
+    "math.reduce_max": np.max,
+    "math.reduce_min": np.min,
+    "math.reduce_prod": np.prod,
+    "math.reduce_std": np.std,
+    "math.reduce_variance": np.var,
+    "math.reduce_any": np.any,
+    "math.reduce_all": np.all,
+    "math.reduce_logsumexp": _logsumexp,
+}
+
+
+def _tf_reduction(function: str, fn: Callable[..., Any]) -> None:
+    def factory(spec: KernelSpec) -> Kernel:
+        def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+            p = _tf_kwargs(spec, kwargs, {"axis": None, "keepdims": False})
+            x = _as_array(x)
+            out = np.asarray(fn(x, axis=_axis(p["axis"]), keepdims=bool(p["keepdims"])))
+            return out.astype(x.dtype, copy=False)
+
+        return kernel
+
+    _tf(function)(factory)
+
+
+for _function, _fn in _TF_REDUCTIONS.items():
+    _tf_reduction(_function, _fn)
+
+
+def _tf_arg(functions: Sequence[str], fn: Callable[..., Any]) -> None:
+    def factory(spec: KernelSpec) -> Kernel:
+        def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+            p = _tf_kwargs(spec, kwargs, {"axis": None, "output_type": "int64"})
+            axis = 0 if p["axis"] is None else p["axis"]
+            return fn(_as_array(x), axis=axis).astype(_dtype(spec, "output_type", p["output_type"]))
+
+        return kernel
+
+    _tf(*functions)(factory)
+
+
+_tf_arg(("math.argmax",), np.argmax)
+_tf_arg(("math.argmin",), np.argmin)
+
+
+@_tf("concat")
+def _tf_concat(spec: KernelSpec) -> Kernel:
+    def kernel(values: Any, **kwargs: Any) -> np.ndarray:
+        axis = _tf_kwargs(spec, kwargs, {"axis": _NO_DEFAULT})["axis"]
+        values = values if isinstance(values, list | tuple) else [values]
+        return np.concatenate(_operands(*values), axis=axis)
+
+    return kernel
+
+
+@_tf("stack")
+def _tf_stack(spec: KernelSpec) -> Kernel:
+    def kernel(values: Any, **kwargs: Any) -> np.ndarray:
+        axis = _tf_kwargs(spec, kwargs, {"axis": 0})["axis"]
+        return np.stack(_operands(*values), axis=axis)
+
+    return kernel
+
+
+@_tf("unstack")
+def _tf_unstack(spec: KernelSpec) -> Kernel:
+    def kernel(value: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        p = _tf_kwargs(spec, kwargs, {"num": None, "axis": 0})
+        x = np.moveaxis(_as_array(value), p["axis"], 0)
+        return tuple(x[i] for i in range(x.shape[0]))
+
+    return kernel
+
+
+@_tf("reshape")
+def _tf_reshape(spec: KernelSpec) -> Kernel:
+    def kernel(tensor: Any, **kwargs: Any) -> np.ndarray:
+        shape = _tf_kwargs(spec, kwargs, {"shape": _NO_DEFAULT})["shape"]
+        shape = np.asarray(shape).astype(np.int64).reshape(-1)
+        return np.reshape(_as_array(tensor), tuple(int(d) for d in shape))
+
+    return kernel
+
+
+@_tf("transpose", "compat.v1.transpose")
+def _tf_transpose(spec: KernelSpec) -> Kernel:
+    def kernel(a: Any, **kwargs: Any) -> np.ndarray:
+        perm = _tf_kwargs(spec, kwargs, {"perm": None, "conjugate": False})["perm"]
+        return np.transpose(_as_array(a), None if perm is None else tuple(int(v) for v in perm))
+
+    return kernel
+
+
+@_tf("linalg.matrix_transpose", "linalg.adjoint")
+def _tf_matrix_transpose(spec: KernelSpec) -> Kernel:
+    def kernel(a: Any, **kwargs: Any) -> np.ndarray:
+        _tf_kwargs(spec, kwargs, {"conjugate": False})
+        return np.swapaxes(_as_array(a), -1, -2)
+
+    return kernel
+
+
+@_tf("expand_dims", "compat.v1.expand_dims")
+def _tf_expand_dims(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        p = _tf_kwargs(spec, kwargs, {"axis": None, "dim": None})
+        axis = p["axis"] if p["axis"] is not None else p["dim"]
+        if axis is None:
+            raise UnsupportedConfigError(spec.class_name, "call argument axis", None, spec.name)
+        return np.expand_dims(_as_array(x), int(axis))
+
+    return kernel
+
+
+@_tf("squeeze", "compat.v1.squeeze")
+def _tf_squeeze(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        p = _tf_kwargs(spec, kwargs, {"axis": None, "squeeze_dims": None})
+        axis = p["axis"] if p["axis"] is not None else p["squeeze_dims"]
+        axis = tuple(axis) if isinstance(axis, list | tuple) else axis
+        if axis == ():
+            axis = None
+        return np.squeeze(_as_array(x), axis=axis)
+
+    return kernel
+
+
+@_tf("split")
+def _tf_split(spec: KernelSpec) -> Kernel:
+    def kernel(value: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        p = _tf_kwargs(spec, kwargs, {"num_or_size_splits": _NO_DEFAULT, "axis": 0, "num": None})
+        x = _as_array(value)
+        splits = p["num_or_size_splits"]
+        axis = int(p["axis"])
+        if isinstance(splits, list | tuple | np.ndarray):
+            sizes = [int(s) for s in np.asarray(splits).reshape(-1)]
+            if -1 in sizes:
+                sizes[sizes.index(-1)] = x.shape[axis] - (sum(sizes) + 1)
+            return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+        return tuple(np.split(x, int(splits), axis=axis))
+
+    return kernel
+
+
+@_tf("tile")
+def _tf_tile(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        return np.tile(_as_array(x), _tf_kwargs(spec, kwargs, {"multiples": _NO_DEFAULT})["multiples"])
+
+    return kernel
+
+
+@_tf("pad", "compat.v1.pad")
+def _tf_pad(spec: KernelSpec) -> Kernel:
+    modes = {"CONSTANT": "constant", "REFLECT": "reflect", "SYMMETRIC": "symmetric"}
+
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        p = _tf_kwargs(spec, kwargs, {"paddings": _NO_DEFAULT, "mode": "CONSTANT", "constant_values": 0})
+        mode = str(p["mode"]).upper()
+        if mode not in modes:
+            raise UnsupportedConfigError(spec.class_name, "call argument mode", p["mode"], spec.name)
+        x = _as_array(x)
+        width = [tuple(int(v) for v in pair) for pair in p["paddings"]]
+        if mode == "CONSTANT":
+            return np.pad(x, width, mode="constant", constant_values=p["constant_values"])
+        return np.pad(x, width, mode=modes[mode])
+
+    return kernel
+
+
+@_tf("reverse")
+def _tf_reverse(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        axis = _axis(_tf_kwargs(spec, kwargs, {"axis": _NO_DEFAULT})["axis"])
+        return np.flip(_as_array(x), axis=axis)
+
+    return kernel
+
+
+@_tf("gather", "compat.v1.gather")
+def _tf_gather(spec: KernelSpec) -> Kernel:
+    known = {"indices": _NO_DEFAULT, "axis": None, "batch_dims": 0, "validate_indices": None}
+
+    def kernel(params: Any, **kwargs: Any) -> np.ndarray:
+        p = _tf_kwargs(spec, kwargs, known)
+        if p["batch_dims"]:
+            raise UnsupportedConfigError(
+                spec.class_name, "call argument batch_dims", p["batch_dims"], spec.name
+            )
+        axis = 0 if p["axis"] is None else int(p["axis"])
+        return np.take(_as_array(params), np.asarray(p["indices"]).astype(np.int64), axis=axis)
+
+    return kernel
+
+
+@_tf("cast")
+def _tf_cast(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        dtype = _dtype(spec, "call argument dtype", _tf_kwargs(spec, kwargs, {"dtype": _NO_DEFAULT})["dtype"])
+        x = _as_array(x)
+        if x.dtype.kind == "f" and dtype.kind in "iu":
+            x = np.trunc(x)
+        return x.astype(dtype)
+
+    return kernel
+
+
+@_tf("clip_by_value")
+def _tf_clip(spec: KernelSpec) -> Kernel:
+    def kernel(t: Any, **kwargs: Any) -> np.ndarray:
+        p = _tf_kwargs(spec, kwargs, {"clip_value_min": _NO_DEFAULT, "clip_value_max": _NO_DEFAULT})
+        x = _as_array(t)
+        lo, hi = _operands(x, p["clip_value_min"], p["clip_value_max"])[1:]
+        return np.minimum(np.maximum(x, lo), hi).astype(x.dtype, copy=False)
+
+    return kernel
+
+
+@_tf("where")
+def _tf_where(spec: KernelSpec) -> Kernel:
+    def kernel(condition: Any, **kwargs: Any) -> np.ndarray:
+        p = _tf_kwargs(spec, kwargs, {"x": None, "y": None})
+        if p["x"] is None or p["y"] is None:
+            raise UnsupportedConfigError(spec.class_name, "call argument x/y", None, spec.name)
+        x, y = _operands(p["x"], p["y"])
+        return _fix_float(np.where(np.asarray(condition, dtype=bool), x, y), [x, y])
+
+    return kernel
+
+
+@_tf("math.cumsum")
+def _tf_cumsum(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        p = _tf_kwargs(spec, kwargs, {"axis": 0, "exclusive": False, "reverse": False})
+        x = _as_array(x)
+        axis = int(p["axis"])
+        if p["reverse"]:
+            x = np.flip(x, axis)
+        out = np.cumsum(x, axis=axis, dtype=x.dtype)
+        if p["exclusive"]:
+            out = out - x
+        return np.flip(out, axis) if p["reverse"] else out
+
+    return kernel
+
+
+@_tf("math.l2_normalize")
+def _tf_l2_normalize(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        p = _tf_kwargs(spec, kwargs, {"axis": None, "epsilon": 1e-12, "dim": None})
+        axis = p["axis"] if p["axis"] is not None else p["dim"]
+        x = _as_array(x)
+        sq = np.sum(np.square(x), axis=_axis(axis), keepdims=True)
+        return (x / np.sqrt(np.maximum(sq, p["epsilon"]))).astype(x.dtype, copy=False)
+
+    return kernel
+
+
+@_tf("identity")
+def _tf_identity(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        _tf_kwargs(spec, kwargs, {})
+        return _as_array(x)
+
+    return kernel
+
+
+@_tf("__operators__.getitem")
+def _tf_getitem(spec: KernelSpec) -> Kernel:
+    def kernel(x: Any, **kwargs: Any) -> np.ndarray:
+        key = _tf_kwargs(spec, kwargs, {"slice_spec": _NO_DEFAULT, "var": None})["slice_spec"]
+        return _as_array(x)[_decode_key(key)]
+
+    return kernel
