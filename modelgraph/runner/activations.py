@@ -20,8 +20,9 @@ _SELU_SCALE = 1.0507009873554805
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
-    """Numerically stable logistic function that keeps the input dtype."""
-    return 0.5 * (np.tanh(0.5 * x) + 1)
+    """Numerically stable logistic function that keeps the input dtype (accurate in both tails)."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -96,14 +97,19 @@ def hard_sigmoid_keras3(x: np.ndarray) -> np.ndarray:
 
 
 def sparsemax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Sparsemax (Martins & Astudillo 2016) over ``axis``."""
+    """Sparsemax over ``axis`` exactly as Keras 3 computes it (every backend, 3.15.1).
+
+    Keras's threshold is ``tau = (sum of the cumulative sums over the support - 1) / k``, not the
+    paper's ``(cumsum[k] - 1) / k`` (``keras/src/backend/*/nn.py::sparsemax``); the two agree when
+    the support has one element. We follow Keras, since the runner must match it.
+    """
     moved = np.moveaxis(x, axis, -1)
-    z = np.sort(moved, axis=-1)[..., ::-1]
-    k = np.arange(1, z.shape[-1] + 1, dtype=x.dtype)
+    z = -np.sort(-moved, axis=-1)
     cumsum = np.cumsum(z, axis=-1)
-    support = (1 + k * z) > cumsum
-    k_z = np.sum(support, axis=-1, keepdims=True)
-    tau = (np.take_along_axis(cumsum, k_z - 1, axis=-1) - 1) / k_z.astype(x.dtype)
+    r = np.arange(1, z.shape[-1] + 1, dtype=x.dtype)
+    support = z - (cumsum - 1) / r > 0
+    k = np.sum(support, axis=-1, keepdims=True).astype(x.dtype)
+    tau = (np.sum(np.where(support, cumsum, 0), axis=-1, keepdims=True) - 1) / k
     out = np.maximum(moved - tau, 0)
     return np.moveaxis(out, -1, axis).astype(x.dtype, copy=False)
 
@@ -113,41 +119,103 @@ def _glu(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return a * sigmoid(b)
 
 
+def _lowp_safe(fn: Activation) -> Activation:
+    """Run ``fn`` in float32 for float16/bfloat16 (and integer) inputs, returning the input's float dtype.
+
+    NumPy has no bfloat16 and several of the formulas above would lose too much precision (or overflow)
+    in float16; TensorFlow's CPU kernels also compute half-precision activations in float32.
+    """
+
+    def wrapped(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x)
+        dtype = x.dtype
+        if dtype == np.float32 or dtype == np.float64:
+            return fn(x)
+        if dtype.kind in "iub":
+            return fn(x.astype(np.float32))
+        return fn(x.astype(np.float32)).astype(dtype)
+
+    wrapped.__name__ = getattr(fn, "__name__", "activation")
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+def _relu6(x: np.ndarray) -> np.ndarray:
+    return np.clip(x, 0, 6).astype(x.dtype, copy=False)
+
+
+def _leaky_relu(x: np.ndarray) -> np.ndarray:
+    # The function form (keras.activations.leaky_relu / tf.nn.leaky_relu) defaults to 0.2;
+    # the LeakyReLU *layer* defaults to 0.3 (see kernels/core.py).
+    return np.where(x > 0, x, 0.2 * x).astype(x.dtype, copy=False)
+
+
+def _celu(x: np.ndarray) -> np.ndarray:
+    return (np.maximum(x, 0) + np.expm1(np.minimum(x, 0))).astype(x.dtype, copy=False)
+
+
+def _sparse_plus(x: np.ndarray) -> np.ndarray:
+    return np.where(x <= -1, 0, np.where(x < 1, 0.25 * (x + 1) ** 2, x)).astype(x.dtype, copy=False)
+
+
+def _soft_shrink(x: np.ndarray) -> np.ndarray:
+    return np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0)).astype(x.dtype, copy=False)
+
+
+def _hard_shrink(x: np.ndarray) -> np.ndarray:
+    return np.where(np.abs(x) > 0.5, x, 0).astype(x.dtype, copy=False)
+
+
+def _sparse_sigmoid(x: np.ndarray) -> np.ndarray:
+    return np.where(x <= -1, 0, np.where(x >= 1, 1, 0.5 * (x + 1))).astype(x.dtype, copy=False)
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    return x * sigmoid(x)
+
+
+def _hard_silu(x: np.ndarray) -> np.ndarray:
+    return x * hard_sigmoid_keras3(x)
+
+
 def _table(keras_major: int) -> dict[str, Activation]:
     hard_sigmoid = hard_sigmoid_keras2 if keras_major < 3 else hard_sigmoid_keras3
-    return {
+    table: dict[str, Activation] = {
         "linear": lambda x: x,
         "relu": relu,
-        "relu6": lambda x: np.clip(x, 0, 6).astype(x.dtype, copy=False),
+        "relu6": _relu6,
         "sigmoid": sigmoid,
         "tanh": np.tanh,
         "softplus": softplus,
         "softsign": lambda x: x / (1 + np.abs(x)),
         "exponential": np.exp,
         "elu": elu,
-        "selu": lambda x: _SELU_SCALE * elu(x, _SELU_ALPHA),
+        "selu": lambda x: (_SELU_SCALE * elu(x, _SELU_ALPHA)).astype(x.dtype, copy=False),
         "softmax": softmax,
         "log_softmax": log_softmax,
         "hard_sigmoid": hard_sigmoid,
-        "hard_silu": lambda x: x * hard_sigmoid_keras3(x),
-        "hard_swish": lambda x: x * hard_sigmoid_keras3(x),
-        "swish": lambda x: x * sigmoid(x),
-        "silu": lambda x: x * sigmoid(x),
+        "hard_silu": _hard_silu,
+        "hard_swish": _hard_silu,
+        "swish": _silu,
+        "silu": _silu,
         "gelu": gelu_exact,
-        "leaky_relu": lambda x: np.where(x >= 0, x, 0.2 * x).astype(x.dtype, copy=False),
+        "leaky_relu": _leaky_relu,
         "mish": lambda x: x * np.tanh(softplus(x)),
-        "celu": lambda x: (np.maximum(x, 0) + np.minimum(np.expm1(np.minimum(x, 0)), 0)).astype(x.dtype),
+        "celu": _celu,
         "glu": _glu,
         "squareplus": lambda x: (x + np.sqrt(x * x + 4)) / 2,
-        "sparse_plus": lambda x: np.where(x <= -1, 0, np.where(x >= 1, x, (x + 1) ** 2 / 4)).astype(x.dtype),
-        "soft_shrink": lambda x: np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0)).astype(x.dtype),
-        "hard_shrink": lambda x: np.where(np.abs(x) > 0.5, x, 0).astype(x.dtype),
+        "sparse_plus": _sparse_plus,
+        "soft_shrink": _soft_shrink,
+        "hard_shrink": _hard_shrink,
         "hard_tanh": lambda x: np.clip(x, -1, 1).astype(x.dtype, copy=False),
         "tanh_shrink": lambda x: x - np.tanh(x),
         "log_sigmoid": lambda x: -softplus(-x),
-        "sparse_sigmoid": lambda x: np.where(x <= -1, 0, np.where(x >= 1, 1, 0.5 * (x + 1))).astype(x.dtype),
+        "sparse_sigmoid": _sparse_sigmoid,
         "sparsemax": sparsemax,
     }
+    safe = {name: _lowp_safe(fn) for name, fn in table.items()}
+    safe["linear"] = table["linear"]
+    return safe
 
 
 _TABLES: dict[int, dict[str, Activation]] = {}
@@ -170,16 +238,24 @@ def activation_name(value: Any) -> str | None:
 
 
 def get_activation(
-    value: Any, keras_version: tuple[int, int, int] = (3, 0, 0), class_name: str = "Activation"
+    value: Any,
+    keras_version: tuple[int, int, int] = (3, 0, 0),
+    class_name: str = "Activation",
+    layer: str | None = None,
 ) -> Activation:
-    """The activation a config value (name string, None, or Keras function dict) denotes."""
+    """The activation a config value (name string, None, or Keras function dict) denotes.
+
+    ``keras_version`` is the version that wrote the file (``hard_sigmoid`` differs between 2 and 3);
+    an unknown name raises :class:`UnsupportedConfigError` naming ``class_name``, ``activation`` and
+    ``layer``.
+    """
     major = keras_version[0]
     table = _TABLES.get(major)
     if table is None:
         table = _TABLES[major] = _table(major)
     name = activation_name(value)
     if name is None or name not in table:
-        raise UnsupportedConfigError(class_name, "activation", value)
+        raise UnsupportedConfigError(class_name, "activation", value, layer)
     return table[name]
 
 

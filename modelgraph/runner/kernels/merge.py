@@ -1,1 +1,162 @@
-"""Kernels: merge family (see modelgraph/runner/registry.py for the contract)."""
+"""Kernels: merge family (see modelgraph/runner/registry.py for the contract).
+
+Merge layers are called with ONE list argument, ``fn([a, b, ...])``. Element-wise merges broadcast
+like Keras's ``Merge.call``: when ranks differ, the lower-rank inputs get size-1 axes inserted at
+axis 1 (after the batch axis) until the ranks match, then ordinary broadcasting applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from modelgraph.errors import UnsupportedConfigError
+from modelgraph.runner.kernels.core import as_float, check_keys, flag
+from modelgraph.runner.registry import Kernel, KernelSpec, register
+
+
+def _as_list(spec: KernelSpec, args: tuple) -> list[np.ndarray]:
+    if len(args) == 1 and isinstance(args[0], list | tuple):
+        items = list(args[0])
+    else:
+        items = list(args)
+    if not items:
+        raise ValueError(f"{spec.class_name} '{spec.name}' was called without inputs")
+    return [np.asarray(x) for x in items]
+
+
+def _same_rank(xs: list[np.ndarray]) -> list[np.ndarray]:
+    top = max(x.ndim for x in xs)
+    out = []
+    for x in xs:
+        while x.ndim < top:
+            x = np.expand_dims(x, 1)
+        out.append(x)
+    return out
+
+
+def _elementwise(reduce: Callable[[list[np.ndarray]], np.ndarray], exactly: int | None = None):
+    def factory(spec: KernelSpec) -> Kernel:
+        check_keys(spec, set())
+
+        def run(*args: object) -> np.ndarray:
+            xs = _as_list(spec, args)
+            if exactly is not None and len(xs) != exactly:
+                raise ValueError(f"A {spec.class_name} layer takes exactly {exactly} inputs; got {len(xs)}")
+            if len(xs) < 1:
+                raise ValueError(f"{spec.class_name} needs at least one input")
+            return reduce(_same_rank(xs))
+
+        return run
+
+    return factory
+
+
+def _sum(xs: Sequence[np.ndarray]) -> np.ndarray:
+    out = xs[0]
+    for x in xs[1:]:
+        out = out + x
+    return out
+
+
+def _prod(xs: Sequence[np.ndarray]) -> np.ndarray:
+    out = xs[0]
+    for x in xs[1:]:
+        out = out * x
+    return out
+
+
+def _maximum(xs: Sequence[np.ndarray]) -> np.ndarray:
+    out = xs[0]
+    for x in xs[1:]:
+        out = np.maximum(out, x)
+    return out
+
+
+def _minimum(xs: Sequence[np.ndarray]) -> np.ndarray:
+    out = xs[0]
+    for x in xs[1:]:
+        out = np.minimum(out, x)
+    return out
+
+
+def _average(xs: Sequence[np.ndarray]) -> np.ndarray:
+    return _sum(xs) / len(xs)
+
+
+register("Add")(_elementwise(_sum))
+register("Subtract")(_elementwise(lambda xs: xs[0] - xs[1], exactly=2))
+register("Multiply")(_elementwise(_prod))
+register("Average")(_elementwise(_average))
+register("Maximum")(_elementwise(_maximum))
+register("Minimum")(_elementwise(_minimum))
+
+
+@register("Concatenate")
+def concatenate(spec: KernelSpec) -> Kernel:
+    check_keys(spec, {"axis"})
+    axis = spec.get("axis", -1)
+    if isinstance(axis, bool) or not isinstance(axis, int):
+        raise UnsupportedConfigError(spec.class_name, "axis", axis, spec.name)
+
+    def run(*args: object) -> np.ndarray:
+        return np.concatenate(_as_list(spec, args), axis=axis)
+
+    return run
+
+
+def _l2_normalize(x: np.ndarray, axis: int, keras3: bool) -> np.ndarray:
+    square_sum = np.sum(np.square(x), axis=axis, keepdims=True)
+    if keras3:
+        # keras.ops.normalize: x * min(rsqrt(sum x^2), 1 / epsilon), epsilon = 1e-7
+        with np.errstate(divide="ignore"):
+            inv = np.minimum(1 / np.sqrt(square_sum), x.dtype.type(1e7))
+    else:
+        # tf.linalg.l2_normalize: x * rsqrt(max(sum x^2, 1e-12))
+        inv = 1 / np.sqrt(np.maximum(square_sum, x.dtype.type(1e-12)))
+    return x * inv
+
+
+def _batch_dot(x: np.ndarray, y: np.ndarray, ax: int, ay: int) -> np.ndarray:
+    """Contract x's axis ``ax`` with y's axis ``ay`` per batch item; Keras's ``batch_dot`` shapes."""
+    batch = x.shape[0]
+    xm = np.moveaxis(x, ax, -1)
+    ym = np.moveaxis(y, ay, 1)
+    x_rest, y_rest = xm.shape[1:-1], ym.shape[2:]
+    out = np.matmul(xm.reshape(batch, -1, xm.shape[-1]), ym.reshape(batch, ym.shape[1], -1))
+    out = out.reshape((batch, *x_rest, *y_rest))
+    if x.ndim == 2 and y.ndim == 2:
+        out = out.reshape(batch, 1)  # Keras keeps a trailing axis of size 1
+    return out
+
+
+@register("Dot")
+def dot(spec: KernelSpec) -> Kernel:
+    check_keys(spec, {"axes", "normalize"})
+    axes = spec.get("axes")
+    ok = (isinstance(axes, int) and not isinstance(axes, bool)) or (
+        isinstance(axes, list | tuple) and len(axes) == 2 and all(isinstance(a, int) for a in axes)
+    )
+    if not ok:
+        raise UnsupportedConfigError(spec.class_name, "axes", axes, spec.name)
+    normalize = flag(spec, "normalize", False)
+    keras3 = spec.keras_version[0] >= 3
+
+    def run(*args: object) -> np.ndarray:
+        xs = _as_list(spec, args)
+        if len(xs) != 2:
+            raise ValueError(f"A Dot layer takes exactly 2 inputs; got {len(xs)}")
+        x, y = as_float(xs[0]), as_float(xs[1])
+        pair = [axes, axes] if isinstance(axes, int) else list(axes)
+        ax, ay = pair[0] % x.ndim, pair[1] % y.ndim
+        if ax == 0 or ay == 0:
+            raise ValueError("Dot cannot contract the batch axis 0")
+        if x.shape[ax] != y.shape[ay]:
+            raise ValueError(f"Dot axes {pair} do not match: {x.shape} vs {y.shape}")
+        if normalize:
+            x = _l2_normalize(x, ax, keras3)
+            y = _l2_normalize(y, ay, keras3)
+        return _batch_dot(x, y, ax, ay)
+
+    return run

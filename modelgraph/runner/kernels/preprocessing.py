@@ -1,1 +1,115 @@
-"""Kernels: preprocessing family (see modelgraph/runner/registry.py for the contract)."""
+"""Kernels: preprocessing family (see modelgraph/runner/registry.py for the contract).
+
+Both layers cast their input to the compute dtype first (uint8 images become float32).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from modelgraph.errors import UnsupportedConfigError
+from modelgraph.runner.kernels.core import check_keys, flag, weight
+from modelgraph.runner.registry import Kernel, KernelSpec, register
+
+
+def _compute_dtype(spec: KernelSpec) -> np.dtype:
+    try:
+        dtype = np.dtype(spec.compute_dtype)
+    except TypeError:
+        dtype = np.dtype(np.float32)
+    return dtype if dtype.kind == "f" else np.dtype(np.float32)
+
+
+def _numbers(spec: KernelSpec, key: str, default: Any) -> np.ndarray | None:
+    """A scalar or (nested) list config value as a float64 array; ``__numpy__`` records unwrapped."""
+    value = spec.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, Mapping) and value.get("class_name") == "__numpy__":
+        inner = value.get("config")
+        value = inner.get("value") if isinstance(inner, Mapping) else None
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise UnsupportedConfigError(spec.class_name, key, spec.get(key), spec.name) from None
+    if arr.dtype == object or isinstance(value, bool):
+        raise UnsupportedConfigError(spec.class_name, key, spec.get(key), spec.name)
+    return arr
+
+
+@register("Rescaling")
+def rescaling(spec: KernelSpec) -> Kernel:
+    check_keys(spec, {"scale", "offset"})
+    scale = _numbers(spec, "scale", 1.0)
+    offset = _numbers(spec, "offset", 0.0)
+    if scale is None:
+        raise UnsupportedConfigError(spec.class_name, "scale", None, spec.name)
+    if offset is None:
+        raise UnsupportedConfigError(spec.class_name, "offset", None, spec.name)
+    dtype = _compute_dtype(spec)
+    # A list scale/offset broadcasts over the last (channel) axis -- channels_last, Keras's default
+    # image_data_format; the data format is a global Keras setting the file does not record.
+    scale_c, offset_c = scale.astype(dtype), offset.astype(dtype)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return np.asarray(x).astype(dtype, copy=False) * scale_c + offset_c
+
+    return run
+
+
+@register("Normalization")
+def normalization(spec: KernelSpec) -> Kernel:
+    check_keys(spec, {"axis", "mean", "variance", "invert"})
+    axis = spec.get("axis", -1)
+    if axis is None:
+        axes: tuple[int, ...] = ()
+    elif isinstance(axis, int) and not isinstance(axis, bool):
+        axes = (axis,)
+    elif isinstance(axis, list | tuple) and all(isinstance(a, int) and not isinstance(a, bool) for a in axis):
+        axes = tuple(axis)
+    else:
+        raise UnsupportedConfigError(spec.class_name, "axis", axis, spec.name)
+    invert = flag(spec, "invert", False)
+    mean_cfg = _numbers(spec, "mean", None)
+    var_cfg = _numbers(spec, "variance", None)
+    if (mean_cfg is None) != (var_cfg is None):
+        key = "mean" if mean_cfg is None else "variance"
+        raise UnsupportedConfigError(spec.class_name, key, None, spec.name)
+    from_config = mean_cfg is not None
+    if from_config:
+        mean, var = mean_cfg, var_cfg
+    else:
+        mean = weight(spec, "mean").astype(np.float64)
+        var = weight(spec, "variance").astype(np.float64)
+    assert mean is not None and var is not None
+    dtype = _compute_dtype(spec)
+    cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def params(ndim: int) -> tuple[np.ndarray, np.ndarray]:
+        keep = sorted(a + ndim if a < 0 else a for a in axes)
+        if any(not 0 <= a < ndim for a in keep):
+            raise ValueError(f"Normalization '{spec.name}': axis={axis} out of range for rank {ndim}")
+        shape = [1] * ndim
+        if mean.ndim == 0:
+            m, v = mean, var
+        else:
+            # config values fill the kept axes from the right (Normalization.build); the adapted
+            # weights have exactly the kept axes' shape.
+            for i in range(1, mean.ndim + 1):
+                shape[keep[-i]] = mean.shape[-i]
+            m, v = mean.reshape(shape), var.reshape(shape)
+        denom = np.maximum(np.sqrt(v), 1e-7)  # backend.epsilon()
+        return m.astype(dtype), denom.astype(dtype)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x).astype(dtype, copy=False)
+        p = cache.get(x.ndim)
+        if p is None:
+            p = cache[x.ndim] = params(x.ndim)
+        m, denom = p
+        return m + x * denom if invert else (x - m) / denom
+
+    return run
