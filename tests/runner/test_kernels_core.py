@@ -185,6 +185,10 @@ def test_inert_keys_accepted():
         "kernel_constraint": None,
         "activity_regularizer": None,
         "batch_input_shape": [None, 3],
+        # Keras merges LoRA into the saved kernel (Dense.save_own_variables), so it is accepted
+        "lora_rank": 2,
+        "lora_alpha": 2,
+        "quantization_config": None,
     }
     fn = get_kernel("Dense")(_spec("Dense", config, DENSE_W))
     assert fn(np.ones((1, 3), np.float32)).tolist() == [[3.0, 3.0]]
