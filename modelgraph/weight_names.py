@@ -79,6 +79,8 @@ def own_weight_names(class_name: str, config: Mapping[str, Any]) -> tuple[str, .
             ("beta",) if _flag(config, "center") else ()
         )
         return names + ("moving_mean", "moving_variance")
+    if class_name == "LayerNormalization" and _flag(config, "rms_scaling", False):
+        return ("gamma",)  # Keras 3: rms_scaling always creates gamma and never beta
     if class_name in ("LayerNormalization", "GroupNormalization"):
         return (("gamma",) if _flag(config, "scale") else ()) + (("beta",) if _flag(config, "center") else ())
     if class_name == "Embedding":
