@@ -13,7 +13,7 @@ Everything here works on plain keys so that it can be tested on random DAGs dire
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from modelgraph.errors import CycleError
@@ -116,3 +116,47 @@ def _fmt(node: Hashable) -> str:
     if isinstance(node, tuple) and len(node) == 2:
         return f"{node[0]}[{node[1]}]"
     return str(node)
+
+
+def find_cycles(parents: Mapping[NodeKey, Sequence[NodeKey]]) -> list[list[NodeKey]]:
+    """Every cycle of the node graph, one strongly connected component each (iterative Tarjan)."""
+    index: dict[NodeKey, int] = {}
+    low: dict[NodeKey, int] = {}
+    on_stack: set[NodeKey] = set()
+    stack: list[NodeKey] = []
+    cycles: list[list[NodeKey]] = []
+    counter = 0
+    for root in parents:
+        if root in index:
+            continue
+        work: list[tuple[NodeKey, int]] = [(root, 0)]
+        while work:
+            node, position = work.pop()
+            if position == 0:
+                index[node] = low[node] = counter
+                counter += 1
+                stack.append(node)
+                on_stack.add(node)
+            children = [c for c in parents.get(node, ()) if c in parents]
+            if position < len(children):
+                work.append((node, position + 1))
+                child = children[position]
+                if child not in index:
+                    work.append((child, 0))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in parents.get(node, ()):
+                    cycles.append(list(reversed(component)))
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return cycles

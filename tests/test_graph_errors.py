@@ -159,10 +159,12 @@ def test_disconnected_input():
 
 
 def test_keras3_dict_nodes_and_op_nodes():
-    kt = lambda name: {
-        "class_name": "__keras_tensor__",
-        "config": {"shape": [None, 4], "dtype": "float32", "keras_history": [name, 0, 0]},
-    }  # noqa: E731
+    def kt(name):
+        return {
+            "class_name": "__keras_tensor__",
+            "config": {"shape": [None, 4], "dtype": "float32", "keras_history": [name, 0, 0]},
+        }
+
     cfg = {
         "module": "keras.src.models.functional",
         "class_name": "Functional",
@@ -236,3 +238,47 @@ def test_schema_error_carries_json_path():
     cfg["config"]["layers"][1]["config"]["layers"][1]["class_name"] = 7
     with pytest.raises(ConfigError, match=r"\$\.config\.layers\[1\]\.config\.layers\[1\]\.class_name"):
         build_graph(cfg, keras_version="2.15.0")
+
+
+def test_collect_mode_reports_every_problem_at_once():
+    from modelgraph.errors import LoadError
+
+    cfg = _k2_model()
+    _layer(cfg, "add")["inbound_nodes"] = [[["inner", 1, 0, {}], ["ghost", 0, 0, {}], ["inner", 9, 0, {}]]]
+    cfg["config"]["layers"].append(copy.deepcopy(_layer(cfg, "add")))
+    problems: list[LoadError] = []
+    graph = build_graph(cfg, keras_version="2.15.0", problems=problems)
+    kinds = sorted(type(p).__name__ for p in problems)
+    assert kinds == ["DanglingReferenceError", "DuplicateNameError", "IndexOutOfRangeError"]
+    assert [str(r) for r in graph.node("add", 0).inputs] == ["inner[0][0]"]
+
+
+def test_collect_mode_reports_each_cycle():
+    from modelgraph.errors import LoadError
+
+    layers = [{"class_name": "InputLayer", "name": "a", "config": {"name": "a"}, "inbound_nodes": []}]
+    for x, y in (("p", "q"), ("q", "p"), ("r", "s"), ("s", "r")):
+        layers.append(
+            {"class_name": "Dense", "name": x, "config": {"name": x}, "inbound_nodes": [[[y, 0, 0, {}]]]}
+        )
+    layers.append(
+        {
+            "class_name": "Add",
+            "name": "out",
+            "config": {"name": "out"},
+            "inbound_nodes": [[["p", 0, 0, {}], ["r", 0, 0, {}]]],
+        }
+    )
+    cfg = {
+        "class_name": "Functional",
+        "config": {
+            "name": "c",
+            "layers": layers,
+            "input_layers": [["a", 0, 0]],
+            "output_layers": [["out", 0, 0]],
+        },
+    }
+    problems: list[LoadError] = []
+    graph = build_graph(cfg, keras_version="2.15.0", problems=problems)
+    assert [type(p).__name__ for p in problems] == ["CycleError", "CycleError"]
+    assert all(lyr.depth is None for lyr in graph.layers)

@@ -16,6 +16,7 @@ algorithm (:mod:`modelgraph.topology`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Literal
@@ -25,18 +26,32 @@ from pydantic import ValidationError
 
 from modelgraph.errors import (
     ConfigError,
+    CycleError,
     DanglingReferenceError,
     DisconnectedGraphError,
     DuplicateNameError,
     GraphError,
     IndexOutOfRangeError,
+    LoadError,
     UnsupportedFormatError,
 )
 from modelgraph.graph import Layer, LayerKind, ModelGraph, Node, TensorRef, keras_major
 from modelgraph.schemas.keras_config import FunctionalConfig, LayerRecord, SequentialConfig
-from modelgraph.topology import map_graph
+from modelgraph.topology import Topology, find_cycles, map_graph
 
 NodeDialect = Literal["dict", "list"]
+
+# Where structural problems go: raised at once (strict, the default) or collected (validate).
+_PROBLEMS: ContextVar[list[LoadError] | None] = ContextVar("modelgraph_graph_problems", default=None)
+
+
+def _report(error: LoadError) -> None:
+    """Raise ``error``, or record it and carry on when the caller collects every problem."""
+    sink = _PROBLEMS.get()
+    if sink is None:
+        raise error
+    sink.append(error)
+
 
 MODEL_CLASSES = frozenset({"Functional", "Model", "Sequential", "Container"})
 _TF_OP_CLASSES = frozenset({"TFOpLambda", "SlicingOpLambda"})
@@ -80,8 +95,28 @@ def build_graph(
     source: str = "",
     metadata: Mapping[str, Any] | None = None,
     path: str = "$",
+    problems: list[LoadError] | None = None,
 ) -> ModelGraph:
-    """Build the graph of a model envelope ``{"class_name": ..., "config": ...}``."""
+    """Build the graph of a model envelope ``{"class_name": ..., "config": ...}``.
+
+    By default the first structural problem raises. With a ``problems`` list, every problem found
+    (dangling or out-of-range references, duplicate names, cycles, disconnected inputs, bad nodes)
+    is appended to it instead, and the best graph that can still be built is returned: broken
+    references are dropped, and a graph with a cycle has no depths.
+    """
+    if problems is not None:
+        token = _PROBLEMS.set(problems)
+        try:
+            return build_graph(
+                envelope,
+                keras_version=keras_version,
+                format=format,
+                source=source,
+                metadata=metadata,
+                path=path,
+            )
+        finally:
+            _PROBLEMS.reset(token)
     if not isinstance(envelope, Mapping):
         raise ConfigError(f"expected a model object, found {type(envelope).__name__}", path)
     class_name = envelope.get("class_name")
@@ -186,9 +221,12 @@ def _make_raw_layers(
         if not name:
             raise ConfigError("layer has no name", lpath)
         if name in layers:
-            raise DuplicateNameError(
-                f"layer name '{name}' is used twice ({layers[name].path} and {lpath}); Keras requires unique names"
+            _report(
+                DuplicateNameError(
+                    f"layer name '{name}' is used twice ({layers[name].path} and {lpath}); Keras requires unique names"
+                )
             )
+            continue
         kind = _layer_kind(record, dialect)
         subgraph = None
         if kind == "model":
@@ -354,12 +392,13 @@ def _leading_node(layer: _RawLayer) -> bool:
 
 def _normalise(
     ref: TensorRef, layers: Mapping[str, _RawLayer], dialect: NodeDialect, io: bool, where: str
-) -> TensorRef:
+) -> TensorRef | None:
     producer = layers.get(ref.layer)
     if producer is None:
         known = sorted(layers)
         hint = f"; layers are {known}" if len(known) <= 12 else f"; the model has {len(known)} layers"
-        raise DanglingReferenceError(f"{where} refers to unknown layer '{ref.layer}' ({ref}){hint}")
+        _report(DanglingReferenceError(f"{where} refers to unknown layer '{ref.layer}' ({ref}){hint}"))
+        return None
     offset = 0
     if dialect == "list" and _leading_node(producer):
         offset = 1
@@ -369,14 +408,17 @@ def _normalise(
         # Input layers have exactly one node; Keras maps every reference to it to node 0.
         normalised = TensorRef(ref.layer, 0, ref.tensor_index)
         if ref.node_index - offset != 0:
-            raise IndexOutOfRangeError(
-                f"{where} refers to {ref}, but input layer '{ref.layer}' has only node 0"
+            _report(
+                IndexOutOfRangeError(
+                    f"{where} refers to {ref}, but input layer '{ref.layer}' has only node 0"
+                )
             )
+            return None
         return normalised
     node_index = ref.node_index - offset
     count = len(producer.nodes)
     if not 0 <= node_index < count:
-        raise IndexOutOfRangeError(
+        return _out_of_range(
             f"{where} refers to {ref}, but layer '{ref.layer}' has {count} node(s)"
             + (
                 f" (index is {'1-based' if offset else '0-based'} in this dialect)"
@@ -385,13 +427,18 @@ def _normalise(
             )
         )
     if ref.tensor_index < 0:
-        raise IndexOutOfRangeError(f"{where} refers to {ref}: negative tensor index")
+        return _out_of_range(f"{where} refers to {ref}: negative tensor index")
     if producer.subgraph is not None and ref.tensor_index >= len(producer.subgraph.outputs):
-        raise IndexOutOfRangeError(
+        return _out_of_range(
             f"{where} refers to {ref}, but nested model '{ref.layer}' has "
             f"{len(producer.subgraph.outputs)} output(s)"
         )
     return TensorRef(ref.layer, node_index, ref.tensor_index)
+
+
+def _out_of_range(message: str) -> None:
+    _report(IndexOutOfRangeError(message))
+    return None
 
 
 def _map_refs(value: Any, fn: Any) -> Any:
@@ -431,13 +478,18 @@ def _build_functional(class_name: str, config: Any, keras_version: str | None, p
             layer.nodes.append(_RawNode((), {}, layer.path))
             continue
         for j, raw in enumerate(layer.record.inbound_nodes):
-            layer.nodes.append(_parse_node(raw, layer, dialect, f"{layer.path}.inbound_nodes[{j}]"))
+            node_path = f"{layer.path}.inbound_nodes[{j}]"
+            try:
+                layer.nodes.append(_parse_node(raw, layer, dialect, node_path))
+            except ConfigError as exc:
+                _report(exc)
+                layer.nodes.append(_RawNode((), {}, node_path))  # keeps later node indices right
 
     for layer in layers.values():
         for j, node in enumerate(layer.nodes):
             where = f"layer '{layer.name}' node {j}"
 
-            def fix(ref: TensorRef, where: str = where) -> TensorRef:
+            def fix(ref: TensorRef, where: str = where) -> TensorRef | None:
                 return _normalise(ref, layers, dialect, False, where)
 
             node.args = _map_refs(node.args, fix)
@@ -454,11 +506,14 @@ def _build_functional(class_name: str, config: Any, keras_version: str | None, p
     outputs = tuple(tensor_refs(output_structure))
     for ref in inputs:
         if layers[ref.layer].kind != "input":
-            raise GraphError(
-                f"model input {ref} is not an InputLayer ('{ref.layer}' is {layers[ref.layer].class_name})"
+            _report(
+                GraphError(
+                    f"model input {ref} is not an InputLayer ('{ref.layer}' is {layers[ref.layer].class_name})"
+                )
             )
+    inputs = tuple(ref for ref in inputs if layers[ref.layer].kind == "input")
     if not outputs:
-        raise GraphError("the model has no outputs")
+        _report(GraphError("the model has no outputs"))
     return _assemble(
         class_name, body.name or "model", layers, inputs, outputs, input_structure, output_structure, {}
     )
@@ -483,15 +538,26 @@ def _assemble(
         key: [r.node_key for r in refs] for key, refs in node_inputs.items()
     }
     input_nodes = [r.node_key for r in inputs]
-    topo = map_graph([r.node_key for r in outputs], parents_cache.__getitem__, input_nodes)
+    try:
+        topo = map_graph([r.node_key for r in outputs], parents_cache.__getitem__, input_nodes)
+    except CycleError as exc:
+        _report(exc)  # only reached when collecting: report every cycle, then go on without depths
+        for cycle in find_cycles(parents_cache):
+            if exc.args and all(f"{n[0]}[{n[1]}]" not in str(exc) for n in cycle):
+                _report(
+                    CycleError("nodes " + " -> ".join(f"{n[0]}[{n[1]}]" for n in cycle) + " form a cycle")
+                )
+        topo = Topology((), {}, {}, (), {})
 
     model_inputs = {r.layer for r in inputs}
     for key in topo.node_order:
         layer = layers[key[0]]
         if layer.kind == "input" and key[0] not in model_inputs:
-            raise DisconnectedGraphError(
-                f"graph disconnected: the outputs depend on input layer '{key[0]}', which is not a model "
-                f"input (model inputs are {sorted(model_inputs)})"
+            _report(
+                DisconnectedGraphError(
+                    f"graph disconnected: the outputs depend on input layer '{key[0]}', which is not a model "
+                    f"input (model inputs are {sorted(model_inputs)})"
+                )
             )
 
     nodes: list[Node] = []

@@ -114,6 +114,8 @@ def bind_keras3(graph: ModelGraph, tree: Keras3Tree) -> tuple[ModelGraph, list[s
         bound: list[Weight] = []
         for rel, names in groups:
             found = tree.vars_at(f"{tree_path}/{rel}")
+            if found is None:  # tf.keras 2.13-2.15 named sub-layer groups by their private attribute
+                found = tree.vars_at(f"{tree_path}/_{rel}")
             if not names:
                 continue
             if found is None:
