@@ -1,1 +1,397 @@
-"""Kernels: conv family (see modelgraph/runner/registry.py for the contract)."""
+"""Kernels: conv family (see modelgraph/runner/registry.py for the contract).
+
+Semantics (KERAS-FORMATS.md 5.1): TF ``SAME`` padding puts the extra pixel after; ``causal`` pads
+``(k-1)*d`` on the left; kernels are ``(k..., in/groups, filters)``, transposed kernels
+``(k..., filters, in)``, depthwise ``(k..., in, depth_multiplier)`` with output channel ``c*dm + m``.
+
+Speed: weights are reshaped once in the factory; a dense conv is one im2col copy plus one matmul
+(1x1 convs are a plain matmul), depthwise convs (and grouped convs with one input channel per group)
+loop over kernel taps only, transposed convs are one matmul plus a scatter-add per tap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from modelgraph.runner.kernels._conv_utils import (
+    check_keys,
+    data_format,
+    float_dtype,
+    from_last,
+    fused_activation,
+    im2col,
+    int_tuple,
+    out_sizes,
+    pad_spatial,
+    padding_mode,
+    tap_reduce,
+    taps,
+    to_last,
+    unsupported,
+    window_pads,
+)
+from modelgraph.runner.registry import Kernel, KernelSpec, register
+
+_CONV_KEYS = (
+    "filters",
+    "kernel_size",
+    "strides",
+    "padding",
+    "data_format",
+    "dilation_rate",
+    "groups",
+    "activation",
+    "use_bias",
+)
+
+
+def _weight(spec: KernelSpec, name: str, dtype: np.dtype) -> np.ndarray:
+    try:
+        value = spec.weights[name]
+    except KeyError:
+        raise ValueError(
+            f"{spec.class_name} layer '{spec.name}' has no weight '{name}'; it has {sorted(spec.weights)}"
+        ) from None
+    return np.asarray(value, dtype=dtype)
+
+
+def _bias(spec: KernelSpec, dtype: np.dtype, size: int) -> np.ndarray | None:
+    use_bias = spec.get("use_bias", True)
+    if use_bias not in (True, False, None):
+        raise unsupported(spec, "use_bias", use_bias)
+    if use_bias is False:
+        return None
+    bias = _weight(spec, "bias", dtype).reshape(-1)
+    if bias.shape != (size,):
+        raise ValueError(
+            f"{spec.class_name} layer '{spec.name}': bias shape {bias.shape}, expected ({size},)"
+        )
+    return bias
+
+
+def _check_kernel(spec: KernelSpec, kernel: np.ndarray, kernel_size: tuple[int, ...], rank: int) -> None:
+    if kernel.ndim != rank + 2 or tuple(kernel.shape[:rank]) != kernel_size:
+        raise ValueError(
+            f"{spec.class_name} layer '{spec.name}': kernel shape {kernel.shape} does not match "
+            f"kernel_size {kernel_size}"
+        )
+
+
+def _finish(
+    out: np.ndarray, bias: np.ndarray | None, act: Callable[[np.ndarray], np.ndarray] | None, fmt: str
+) -> np.ndarray:
+    if bias is not None:
+        out += bias
+    if act is not None:
+        out = act(out)
+    return from_last(out, fmt)
+
+
+def _depthwise_core(
+    x: np.ndarray,
+    kernel: np.ndarray,
+    strides: tuple[int, ...],
+    dilation: tuple[int, ...],
+) -> np.ndarray:
+    """Depthwise conv of a padded channels-last array; kernel ``(k..., C, M)`` -> ``(B, *out, C*M)``.
+
+    Output channel ``c*M + m`` reads input channel ``c``: for M > 1 the input channels are repeated
+    M times so every tap is one element-wise multiply-add over contiguous channels.
+    """
+    ks = kernel.shape[:-2]
+    channels, mult = kernel.shape[-2:]
+    if mult > 1:
+        x = np.repeat(x, mult, axis=-1)
+    flat = kernel.reshape(*ks, channels * mult)
+    scratch = np.empty(0, dtype=x.dtype)
+
+    def first(dst: np.ndarray, src: np.ndarray, tap: tuple[int, ...]) -> None:
+        np.multiply(src, flat[tap], out=dst)
+
+    def step(dst: np.ndarray, src: np.ndarray, tap: tuple[int, ...]) -> None:
+        nonlocal scratch
+        if scratch.size < dst.size:
+            scratch = np.empty(dst.size, dtype=x.dtype)
+        tmp = scratch[: dst.size].reshape(dst.shape)
+        np.multiply(src, flat[tap], out=tmp)
+        np.add(dst, tmp, out=dst)
+
+    return tap_reduce(x, ks, strides, dilation, channels * mult, first, step)
+
+
+def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
+    check_keys(spec, _CONV_KEYS)
+    dtype = float_dtype(spec)
+    fmt = data_format(spec)
+    kernel_size = int_tuple(spec, "kernel_size", rank, None)
+    strides = int_tuple(spec, "strides", rank, 1)
+    dilation = int_tuple(spec, "dilation_rate", rank, 1)
+    mode = padding_mode(spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
+    groups = spec.get("groups", 1) or 1
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+        raise unsupported(spec, "groups", groups)
+    kernel = _weight(spec, "kernel", dtype)
+    _check_kernel(spec, kernel, kernel_size, rank)
+    cin_g, filters = kernel.shape[-2:]
+    if spec.get("filters") not in (None, filters) or filters % groups:
+        raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs filters/groups")
+    cin = cin_g * groups
+    bias = _bias(spec, dtype, filters)
+    act = fused_activation(spec)
+    ktot = int(np.prod(kernel_size))
+
+    if groups > 1 and cin_g == 1:
+        # One input channel per group (ConvNeXt's depthwise-as-groups): a depthwise conv.
+        depthwise = np.ascontiguousarray(kernel.reshape(*kernel_size, groups, filters // groups))
+
+        def core(x: np.ndarray) -> np.ndarray:
+            return _depthwise_core(x, depthwise, strides, dilation)
+
+    elif groups > 1:
+        fg = filters // groups
+        # (k..., cg, G*fg) -> (G, k*cg, fg), matching im2col's (taps..., channel) column order.
+        grouped = np.ascontiguousarray(kernel.reshape(ktot * cin_g, groups, fg).transpose(1, 0, 2))
+
+        def core(x: np.ndarray) -> np.ndarray:
+            out = out_sizes(x.shape[1:-1], kernel_size, strides, dilation)
+            cols = im2col(x, kernel_size, strides, dilation, groups)
+            y = np.matmul(cols, grouped)  # (G, N, fg)
+            return y.transpose(1, 0, 2).reshape(x.shape[0], *out, filters)
+
+    elif ktot == 1:
+        flat = np.ascontiguousarray(kernel.reshape(cin, filters))
+
+        def core(x: np.ndarray) -> np.ndarray:
+            if any(s != 1 for s in strides):
+                x = x[(slice(None), *(slice(None, None, s) for s in strides))]
+            return (x.reshape(-1, cin) @ flat).reshape(*x.shape[:-1], filters)
+
+    else:
+        flat = np.ascontiguousarray(kernel.reshape(ktot * cin, filters))
+
+        def core(x: np.ndarray) -> np.ndarray:
+            out = out_sizes(x.shape[1:-1], kernel_size, strides, dilation)
+            return (im2col(x, kernel_size, strides, dilation) @ flat).reshape(x.shape[0], *out, filters)
+
+    def run(inputs: Any) -> np.ndarray:
+        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
+        if x.ndim != rank + 2 or x.shape[-1] != cin:
+            raise ValueError(f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}")
+        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+        return _finish(core(pad_spatial(x, pads)), bias, act, fmt)
+
+    return run
+
+
+@register("Conv1D", "Convolution1D")
+def conv1d(spec: KernelSpec) -> Kernel:
+    return _make_conv(spec, 1)
+
+
+@register("Conv2D", "Convolution2D")
+def conv2d(spec: KernelSpec) -> Kernel:
+    return _make_conv(spec, 2)
+
+
+@register("Conv3D", "Convolution3D")
+def conv3d(spec: KernelSpec) -> Kernel:
+    return _make_conv(spec, 3)
+
+
+# --- depthwise and separable -----------------------------------------------------------------
+
+
+def _depthwise_params(spec: KernelSpec, rank: int) -> tuple[Any, ...]:
+    fmt = data_format(spec)
+    kernel_size = int_tuple(spec, "kernel_size", rank, None)
+    strides = int_tuple(spec, "strides", rank, 1)
+    dilation = int_tuple(spec, "dilation_rate", rank, 1)
+    mode = padding_mode(spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
+    mult = spec.get("depth_multiplier", 1)
+    if not isinstance(mult, int) or isinstance(mult, bool) or mult < 1:
+        raise unsupported(spec, "depth_multiplier", mult)
+    return fmt, kernel_size, strides, dilation, mode, mult
+
+
+def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
+    # tf.keras DepthwiseConv* configs also carry Conv's "filters" (None) and "groups" (1).
+    check_keys(spec, ("kernel_size", "strides", "padding", "data_format", "dilation_rate", "depth_multiplier",
+                      "activation", "use_bias", "filters", "groups"))  # fmt: skip
+    if spec.get("filters") is not None:
+        raise unsupported(spec, "filters", spec.get("filters"))
+    if spec.get("groups", 1) not in (1, None):
+        raise unsupported(spec, "groups", spec.get("groups"))
+    dtype = float_dtype(spec)
+    fmt, kernel_size, strides, dilation, mode, mult = _depthwise_params(spec, rank)
+    name = "kernel" if "kernel" in spec.weights else "depthwise_kernel"
+    kernel = np.ascontiguousarray(_weight(spec, name, dtype))
+    _check_kernel(spec, kernel, kernel_size, rank)
+    if kernel.shape[-1] != mult:
+        raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs depth_multiplier")
+    channels = kernel.shape[-2]
+    bias = _bias(spec, dtype, channels * mult)
+    act = fused_activation(spec)
+
+    def run(inputs: Any) -> np.ndarray:
+        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
+        if x.ndim != rank + 2 or x.shape[-1] != channels:
+            raise ValueError(
+                f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
+            )
+        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+        return _finish(_depthwise_core(pad_spatial(x, pads), kernel, strides, dilation), bias, act, fmt)
+
+    return run
+
+
+@register("DepthwiseConv1D")
+def depthwise_conv1d(spec: KernelSpec) -> Kernel:
+    return _make_depthwise(spec, 1)
+
+
+@register("DepthwiseConv2D")
+def depthwise_conv2d(spec: KernelSpec) -> Kernel:
+    return _make_depthwise(spec, 2)
+
+
+def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
+    check_keys(spec, ("kernel_size", "strides", "padding", "data_format", "dilation_rate", "depth_multiplier",
+                      "activation", "use_bias", "filters", "groups"))  # fmt: skip
+    if spec.get("groups", 1) not in (1, None):
+        raise unsupported(spec, "groups", spec.get("groups"))
+    dtype = float_dtype(spec)
+    fmt, kernel_size, strides, dilation, mode, mult = _depthwise_params(spec, rank)
+    depthwise = np.ascontiguousarray(_weight(spec, "depthwise_kernel", dtype))
+    _check_kernel(spec, depthwise, kernel_size, rank)
+    channels = depthwise.shape[-2]
+    pointwise = _weight(spec, "pointwise_kernel", dtype)
+    filters = pointwise.shape[-1]
+    if depthwise.shape[-1] != mult or pointwise.size != channels * mult * filters:
+        raise ValueError(
+            f"{spec.class_name} layer '{spec.name}': kernels {depthwise.shape}, {pointwise.shape}"
+        )
+    if spec.get("filters") not in (None, filters):
+        raise ValueError(
+            f"{spec.class_name} layer '{spec.name}': filters vs pointwise kernel {pointwise.shape}"
+        )
+    pointwise = np.ascontiguousarray(pointwise.reshape(channels * mult, filters))
+    bias = _bias(spec, dtype, filters)
+    act = fused_activation(spec)
+
+    def run(inputs: Any) -> np.ndarray:
+        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
+        if x.ndim != rank + 2 or x.shape[-1] != channels:
+            raise ValueError(
+                f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
+            )
+        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+        mid = _depthwise_core(pad_spatial(x, pads), depthwise, strides, dilation)
+        out = (mid.reshape(-1, channels * mult) @ pointwise).reshape(*mid.shape[:-1], filters)
+        return _finish(out, bias, act, fmt)
+
+    return run
+
+
+@register("SeparableConv1D", "SeparableConvolution1D")
+def separable_conv1d(spec: KernelSpec) -> Kernel:
+    return _make_separable(spec, 1)
+
+
+@register("SeparableConv2D", "SeparableConvolution2D")
+def separable_conv2d(spec: KernelSpec) -> Kernel:
+    return _make_separable(spec, 2)
+
+
+# --- transposed convolutions -----------------------------------------------------------------
+
+
+def transpose_length(
+    size: int, kernel: int, stride: int, dilation: int, mode: str, output_padding: int | None
+) -> int:
+    """Output length of a transposed conv (Keras ``compute_conv_transpose_output_shape``)."""
+    effective = (kernel - 1) * dilation + 1
+    if mode == "valid":
+        extra = max(effective, stride) - effective if output_padding is None else output_padding
+        return (size - 1) * stride + effective + extra
+    if output_padding is None:
+        return size * stride
+    return (size - 1) * stride + effective % 2 + output_padding
+
+
+def _make_transpose(spec: KernelSpec, rank: int) -> Kernel:
+    check_keys(spec, (*_CONV_KEYS, "output_padding"))
+    if spec.get("groups", 1) not in (1, None):
+        raise unsupported(spec, "groups", spec.get("groups"))
+    dtype = float_dtype(spec)
+    fmt = data_format(spec)
+    kernel_size = int_tuple(spec, "kernel_size", rank, None)
+    strides = int_tuple(spec, "strides", rank, 1)
+    dilation = int_tuple(spec, "dilation_rate", rank, 1)
+    mode = padding_mode(spec, ("valid", "same"))
+    output_padding = (
+        None if spec.get("output_padding") is None else int_tuple(spec, "output_padding", rank, 0)
+    )
+    kernel = _weight(spec, "kernel", dtype)
+    _check_kernel(spec, kernel, kernel_size, rank)
+    filters, cin = kernel.shape[-2:]
+    if spec.get("filters") not in (None, filters):
+        raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs filters")
+    ktot = int(np.prod(kernel_size))
+    # (k..., F, Cin) -> (Cin, k..., F): one matmul gives every tap's contribution at once.
+    flat = np.ascontiguousarray(np.moveaxis(kernel, -1, 0).reshape(cin, ktot * filters))
+    bias = _bias(spec, dtype, filters)
+    act = fused_activation(spec)
+    ops = output_padding or (None,) * rank
+
+    def run(inputs: Any) -> np.ndarray:
+        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
+        if x.ndim != rank + 2 or x.shape[-1] != cin:
+            raise ValueError(f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}")
+        batch, sizes = x.shape[0], x.shape[1:-1]
+        lengths = [
+            transpose_length(n, k, s, d, mode, op)
+            for n, k, s, d, op in zip(sizes, kernel_size, strides, dilation, ops, strict=True)
+        ]
+        starts = []
+        for n, k, s, d, length in zip(sizes, kernel_size, strides, dilation, lengths, strict=True):
+            full = (n - 1) * s + (k - 1) * d + 1
+            # TF derives the crop from the forward conv of the output size back to the input size.
+            starts.append(max(full - length, 0) // 2 if mode == "same" else 0)
+        spans = [
+            max((n - 1) * s + (k - 1) * d + 1, b + length)
+            for n, k, s, d, b, length in zip(
+                sizes, kernel_size, strides, dilation, starts, lengths, strict=True
+            )
+        ]
+        contrib = (x.reshape(-1, cin) @ flat).reshape(batch, *sizes, *kernel_size, filters)
+        buf = np.zeros((batch, *spans, filters), dtype=dtype)
+        lead = (slice(None),) * (rank + 1)
+        for tap, sl in taps(kernel_size, strides, dilation, sizes):
+            buf[(slice(None), *sl)] += contrib[(*lead, *tap)]
+        crop = tuple(slice(b, b + length) for b, length in zip(starts, lengths, strict=True))
+        out = buf[(slice(None), *crop)]
+        if bias is not None:
+            out = out + bias
+        elif act is None:
+            out = np.ascontiguousarray(out)
+        return _finish(out, None, act, fmt)
+
+    return run
+
+
+@register("Conv1DTranspose", "Convolution1DTranspose")
+def conv1d_transpose(spec: KernelSpec) -> Kernel:
+    return _make_transpose(spec, 1)
+
+
+@register("Conv2DTranspose", "Convolution2DTranspose", "Deconvolution2D", "Deconv2D")
+def conv2d_transpose(spec: KernelSpec) -> Kernel:
+    return _make_transpose(spec, 2)
+
+
+@register("Conv3DTranspose", "Convolution3DTranspose", "Deconvolution3D", "Deconv3D")
+def conv3d_transpose(spec: KernelSpec) -> Kernel:
+    return _make_transpose(spec, 3)
