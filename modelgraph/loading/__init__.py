@@ -4,35 +4,41 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from modelgraph.errors import FormatError
+from modelgraph.errors import FormatError, LoadError
 from modelgraph.graph import ModelGraph
 from modelgraph.loading.detect import detect
 
 
-def load(path: str | Path, weights: str | Path | None = None) -> ModelGraph:
-    """Read any Keras model file into a :class:`ModelGraph`; ``weights`` attaches a weights file."""
+def load(
+    path: str | Path, weights: str | Path | None = None, problems: list[LoadError] | None = None
+) -> ModelGraph:
+    """Read any Keras model file into a :class:`ModelGraph`; ``weights`` attaches a weights file.
+
+    With a ``problems`` list, structural problems of the config are collected there instead of
+    raised (see :func:`modelgraph.loading.normalize.build_graph`); container errors still raise.
+    """
     p = Path(path)
     fmt = detect(p)
     if fmt == "keras_zip":
         from modelgraph.loading.keras_zip import load_keras_zip
 
-        graph = load_keras_zip(p)
+        graph = load_keras_zip(p, problems)
     elif fmt == "keras_dir":
         from modelgraph.loading.keras_zip import load_keras_dir
 
-        graph = load_keras_dir(p)
+        graph = load_keras_dir(p, problems)
     elif fmt == "legacy_h5":
         from modelgraph.loading.legacy_h5 import load_legacy_h5
 
-        graph = load_legacy_h5(p)
+        graph = load_legacy_h5(p, problems)
     elif fmt == "json_config":
         from modelgraph.loading.json_config import load_json_config
 
-        graph = load_json_config(p)
+        graph = load_json_config(p, problems)
     elif fmt == "tfjs_layers":
         from modelgraph.loading.tfjs import load_tfjs
 
-        graph = load_tfjs(p)
+        graph = load_tfjs(p, problems)
     else:
         raise FormatError(
             f"{p}: a weights-only file ({fmt}); give the architecture and attach it with --weights {p.name}"

@@ -27,13 +27,17 @@ def envelope_of(doc: Any, where: str) -> Mapping[str, Any]:
     )
 
 
-def load_json_config(path: Path) -> ModelGraph:
+def load_json_config(path: Path, problems: list | None = None) -> ModelGraph:
     """Read an architecture-only JSON file (no weights)."""
     doc = read_json_file(path)
     envelope = envelope_of(doc, "$")
     version = doc.get("keras_version") if isinstance(doc, Mapping) else None
     return build_graph(
-        envelope, keras_version=version or _guess_version(envelope), format="json_config", source=str(path)
+        envelope,
+        keras_version=version or _guess_version(envelope),
+        format="json_config",
+        source=str(path),
+        problems=problems,
     )
 
 

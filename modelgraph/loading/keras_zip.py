@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from modelgraph import safe_io
@@ -20,7 +22,7 @@ WEIGHTS_H5 = "model.weights.h5"
 WEIGHTS_NPZ = "model.weights.npz"
 
 
-def load_keras_zip(path: Path) -> ModelGraph:
+def load_keras_zip(path: Path, problems: list | None = None) -> ModelGraph:
     """Read a ``.keras`` zip: its config graph, its metadata and (lazily) its weights."""
     archive = safe_io.open_zip(path)
     names = set(archive.names())
@@ -31,10 +33,19 @@ def load_keras_zip(path: Path) -> ModelGraph:
     config = archive.read_json(CONFIG).value
     metadata = archive.read_json(METADATA).value if METADATA in names else {}
     weights_file = archive.open_member(WEIGHTS_H5) if WEIGHTS_H5 in names else None
-    return _load(path, config, metadata, weights_file, WEIGHTS_NPZ in names, "keras_zip", keep=archive)
+    return _load(
+        path,
+        config,
+        metadata,
+        weights_file,
+        WEIGHTS_NPZ in names,
+        "keras_zip",
+        keep=archive,
+        problems=problems,
+    )
 
 
-def load_keras_dir(path: Path) -> ModelGraph:
+def load_keras_dir(path: Path, problems: list | None = None) -> ModelGraph:
     """Read the unzipped form: a directory holding config.json, metadata.json, model.weights.h5."""
     config = read_json_file(path / CONFIG)
     metadata = read_json_file(path / METADATA) if (path / METADATA).is_file() else {}
@@ -46,15 +57,30 @@ def load_keras_dir(path: Path) -> ModelGraph:
         weights if weights.is_file() else None,
         (path / WEIGHTS_NPZ).exists(),
         "keras_dir",
+        problems=problems,
     )
 
 
 def _load(
-    path: Path, config: Any, metadata: Any, weights_file: Any, has_npz: bool, fmt: str, keep: Any = None
+    path: Path,
+    config: Any,
+    metadata: Any,
+    weights_file: Any,
+    has_npz: bool,
+    fmt: str,
+    keep: Any = None,
+    problems: list | None = None,
 ) -> ModelGraph:
     meta = KerasMetadata.model_validate(metadata if isinstance(metadata, dict) else {})
     info: dict[str, Any] = {"metadata.json": metadata if isinstance(metadata, dict) else {}}
-    graph = build_graph(config, keras_version=meta.keras_version, format=fmt, source=str(path), metadata=info)
+    graph = build_graph(
+        config,
+        keras_version=meta.keras_version,
+        format=fmt,
+        source=str(path),
+        metadata=info,
+        problems=problems,
+    )
     if weights_file is not None:
         h5 = safe_io.open_h5(weights_file)
         graph, notes = bind_keras3(graph, keras3_tree([h5], f"{path}/{WEIGHTS_H5}"))
@@ -65,7 +91,5 @@ def _load(
         info["weights_unavailable"] = (
             "weights are in model.weights.npz, whose members are pickled objects; modelgraph never unpickles"
         )
-    from dataclasses import replace
-    from types import MappingProxyType
 
     return replace(graph, metadata=MappingProxyType(info))

@@ -15,7 +15,7 @@ from modelgraph.loading.normalize import build_graph
 from modelgraph.loading.weights import StoredArray, bind_named
 
 
-def load_legacy_h5(path: Path) -> ModelGraph:
+def load_legacy_h5(path: Path, problems: list | None = None) -> ModelGraph:
     """Read a full-model legacy ``.h5``: architecture from ``model_config``, weights from ``model_weights``."""
     f = safe_io.open_h5(path)
     raw_config = safe_io.read_attr(f, "model_config", None)
@@ -27,7 +27,9 @@ def load_legacy_h5(path: Path) -> ModelGraph:
     training = safe_io.read_attr(f, "training_config", None)
     if training is not None:
         info["training_config"] = safe_io.parse_json(_text(training), where=f"{path}:training_config").value
-    graph = build_graph(config, keras_version=keras_version, format="legacy_h5", source=str(path))
+    graph = build_graph(
+        config, keras_version=keras_version, format="legacy_h5", source=str(path), problems=problems
+    )
     weights_root = safe_io.safe_group(f, "model_weights", required=False)
     if weights_root is not None:
         graph, notes = bind_named(graph, legacy_groups(weights_root, str(path)))

@@ -27,7 +27,7 @@ _DTYPES = {
 }
 
 
-def load_tfjs(path: Path) -> ModelGraph:
+def load_tfjs(path: Path, problems: list | None = None) -> ModelGraph:
     """Read a TF.js layers model (``path`` is model.json or its directory)."""
     model_json = path / "model.json" if path.is_dir() else path
     doc = read_json_file(model_json)
@@ -42,6 +42,7 @@ def load_tfjs(path: Path) -> ModelGraph:
         format="tfjs_layers",
         source=str(model_json),
         path="$.modelTopology.model_config",
+        problems=problems,
     )
     manifest = doc.get("weightsManifest") or []
     arrays = list(_manifest_arrays(manifest, model_json.parent))
