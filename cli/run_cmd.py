@@ -1,0 +1,513 @@
+"""``modelgraph run``: run a model with the NumPy runner, save outputs, compare with a reference.
+
+stdout carries the payload (a text summary, or one JSON document with ``--format json``); the
+progress bar and errors go to stderr. Errors propagate to the command group, which maps them to exit
+codes; a parity mismatch with ``--expect`` exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import BaseModel
+
+RUN_SCHEMA_VERSION = "1.0"
+
+
+# --- report models (the JSON payload) ------------------------------------------------------------
+
+
+class _Report(BaseModel):
+    model_config = {"extra": "forbid"}
+
+
+class TensorSummary(_Report):
+    name: str
+    shape: list[int]
+    dtype: str
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    nan: int = 0
+    inf: int = 0
+
+
+class HistogramBin(_Report):
+    low: float
+    high: float
+    count: int
+
+
+class TensorComparisonReport(_Report):
+    name: str
+    kind: str
+    passed: bool
+    shape: list[int]
+    reference_shape: list[int]
+    max_abs: float
+    mean_abs: float
+    max_rel: float
+    mean_rel: float
+    mismatches: int
+    size: int
+    nan: int
+    inf: int
+    reference_nan: int
+    reference_inf: int
+    worst_index: list[int] | None = None
+    histogram: list[HistogramBin] = []
+    note: str = ""
+
+
+class ComparisonReport(_Report):
+    reference: str
+    atol: float
+    rtol: float
+    passed: bool
+    first_divergence: str | None = None
+    missing: list[str] = []
+    tensors: list[TensorComparisonReport]
+
+
+class LayerProfile(_Report):
+    node: str
+    layer: str
+    class_name: str
+    calls: int
+    seconds: float
+    output_bytes: int
+    live_bytes: int
+
+
+class ProfileReport(_Report):
+    total_seconds: float
+    kernel_seconds: float
+    peak_live_bytes: int
+    weight_bytes: int
+    layers: list[LayerProfile]
+
+
+class RunReport(_Report):
+    schema_version: str = RUN_SCHEMA_VERSION
+    model: str
+    inputs: list[TensorSummary]
+    outputs: list[TensorSummary]
+    intermediates: list[str] = []
+    saved_to: str | None = None
+    comparison: ComparisonReport | None = None
+    profile: ProfileReport | None = None
+
+
+class CheckProblem(_Report):
+    layer: str
+    class_name: str
+    kind: str
+    message: str
+
+
+class CheckReport(_Report):
+    schema_version: str = RUN_SCHEMA_VERSION
+    model: str
+    supported: bool
+    problems: list[CheckProblem]
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+def _summary(name: str, x: Any) -> TensorSummary:
+    import numpy as np
+
+    a = np.asarray(x)
+    s = TensorSummary(name=name, shape=[int(d) for d in a.shape], dtype=str(a.dtype))
+    if a.size and a.dtype.kind in "fiub":
+        f = a.astype(np.float64)
+        finite = np.isfinite(f)
+        s.nan = int(np.isnan(f).sum())
+        s.inf = int(np.isinf(f).sum())
+        if finite.any():
+            v = f[finite]
+            s.min, s.max, s.mean = float(v.min()), float(v.max()), float(v.mean())
+    return s
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _fmt_num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.6g}"
+
+
+def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    for r in rows:
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return lines
+
+
+def _comparison_report(comp: Any, reference: str) -> ComparisonReport:
+    return ComparisonReport(
+        reference=reference,
+        atol=comp.atol,
+        rtol=comp.rtol,
+        passed=comp.passed,
+        first_divergence=comp.first_divergence,
+        missing=comp.missing,
+        tensors=[
+            TensorComparisonReport(
+                name=t.name,
+                kind=t.kind,
+                passed=t.passed,
+                shape=list(t.shape),
+                reference_shape=list(t.ref_shape),
+                max_abs=t.max_abs,
+                mean_abs=t.mean_abs,
+                max_rel=t.max_rel,
+                mean_rel=t.mean_rel,
+                mismatches=t.mismatches,
+                size=t.size,
+                nan=t.nan,
+                inf=t.inf,
+                reference_nan=t.ref_nan,
+                reference_inf=t.ref_inf,
+                worst_index=None if t.worst_index is None else list(t.worst_index),
+                histogram=[HistogramBin(low=lo, high=hi, count=c) for lo, hi, c in t.histogram],
+                note=t.note,
+            )
+            for t in comp.tensors
+        ],
+    )
+
+
+def _profile_report(profile: Any) -> ProfileReport:
+    layers = [
+        LayerProfile(
+            node=s.label,
+            layer=s.path,
+            class_name=s.class_name,
+            calls=s.calls,
+            seconds=s.seconds,
+            output_bytes=s.output_bytes,
+            live_bytes=s.live_bytes,
+        )
+        for s in profile.steps
+        if s.calls
+    ]
+    return ProfileReport(
+        total_seconds=profile.total_seconds,
+        kernel_seconds=sum(s.seconds for s in layers),
+        peak_live_bytes=profile.peak_live_bytes,
+        weight_bytes=profile.weight_bytes,
+        layers=layers,
+    )
+
+
+def _text_report(report: RunReport) -> str:
+    lines: list[str] = [f"model: {report.model}"]
+    lines.append("outputs:")
+    rows = [
+        [o.name, str(tuple(o.shape)), o.dtype, _fmt_num(o.min), _fmt_num(o.max), _fmt_num(o.mean)]
+        for o in report.outputs
+    ]
+    lines += ["  " + line for line in _table(rows, ["name", "shape", "dtype", "min", "max", "mean"])]
+    bad = [o for o in report.outputs if o.nan or o.inf]
+    for o in bad:
+        lines.append(f"  warning: output {o.name} has {o.nan} NaN and {o.inf} Inf values")
+    if report.intermediates:
+        lines.append(f"intermediates: {len(report.intermediates)} kept")
+    if report.saved_to:
+        lines.append(f"saved: {report.saved_to}")
+    comp = report.comparison
+    if comp is not None:
+        verdict = "PASSED" if comp.passed else "FAILED"
+        lines.append(
+            f"comparison with {comp.reference} (|a-b| <= {comp.atol:g} + {comp.rtol:g}*|b|): {verdict}"
+        )
+        rows = []
+        for t in comp.tensors:
+            status = "ok" if t.passed else ("SHAPE" if t.note == "shape mismatch" else "FAIL")
+            rows.append(
+                [
+                    t.name,
+                    status,
+                    f"{t.max_abs:.3e}",
+                    f"{t.mean_abs:.3e}",
+                    f"{t.max_rel:.3e}",
+                    f"{t.mismatches}/{t.size}",
+                    f"{t.nan}/{t.inf}",
+                ]
+            )
+        lines += [
+            "  " + line
+            for line in _table(rows, ["tensor", "", "max abs", "mean abs", "max rel", "mismatch", "nan/inf"])
+        ]
+        for t in comp.tensors:
+            if t.note == "shape mismatch":
+                lines.append(f"  {t.name}: shape {tuple(t.shape)} vs reference {tuple(t.reference_shape)}")
+            if t.kind == "output" and t.histogram:
+                from modelgraph.runner.compare import TensorComparison, histogram_lines
+
+                lines.append(f"  abs error histogram of {t.name}:")
+                tc = TensorComparison(
+                    t.name,
+                    t.kind,
+                    (),
+                    (),
+                    t.passed,
+                    histogram=[(b.low, b.high, b.count) for b in t.histogram],
+                )
+                lines += ["  " + h for h in histogram_lines(tc)]
+            if not t.passed and t.worst_index is not None:
+                lines.append(f"  {t.name}: worst element at {tuple(t.worst_index)}")
+        for key in comp.missing:
+            lines.append(f"  missing: the run produced nothing for reference key {key!r}")
+        if comp.first_divergence:
+            lines.append(f"first diverging layer: {comp.first_divergence}")
+    prof = report.profile
+    if prof is not None:
+        lines.append(
+            f"profile: {prof.total_seconds * 1e3:.2f} ms total, {prof.kernel_seconds * 1e3:.2f} ms in kernels, "
+            f"peak activations {_fmt_bytes(prof.peak_live_bytes)}, weights {_fmt_bytes(prof.weight_bytes)}"
+        )
+        total = prof.kernel_seconds or 1.0
+        top = sorted(prof.layers, key=lambda r: -r.seconds)[:25]
+        rows = [
+            [
+                r.node,
+                r.class_name,
+                f"{r.seconds * 1e3:.3f}",
+                f"{100 * r.seconds / total:.1f}",
+                _fmt_bytes(r.output_bytes),
+                _fmt_bytes(r.live_bytes),
+            ]
+            for r in top
+        ]
+        lines += ["  " + line for line in _table(rows, ["node", "class", "ms", "%", "output", "live"])]
+        if len(prof.layers) > len(top):
+            lines.append(f"  ... {len(prof.layers) - len(top)} more layers (--format json lists all)")
+    return "\n".join(lines)
+
+
+# --- the command ---------------------------------------------------------------------------------------
+
+
+@click.command("run")
+@click.argument("model", type=click.Path(exists=True, dir_okay=True, path_type=Path))
+@click.option(
+    "--input",
+    "-i",
+    "inputs",
+    multiple=True,
+    metavar="FILE|NAME=FILE",
+    help="Inputs: .npz by input name, or .npy for one input.",
+)
+@click.option(
+    "--random", "use_random", is_flag=True, help="Draw random inputs of the declared shapes and dtypes."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for --random.")
+@click.option(
+    "--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Batch size for --random."
+)
+@click.option(
+    "--output",
+    "-o",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Save outputs (and taps) to an .npz.",
+)
+@click.option(
+    "--expect",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Reference .npz to compare with.",
+)
+@click.option("--atol", type=float, default=1e-5, show_default=True, help="Absolute tolerance for --expect.")
+@click.option("--rtol", type=float, default=1e-4, show_default=True, help="Relative tolerance for --expect.")
+@click.option("--tap", "taps", multiple=True, metavar="LAYER", help="Keep this layer's output (repeatable).")
+@click.option("--all-intermediates", is_flag=True, help="Keep every layer's output.")
+@click.option("--profile", is_flag=True, help="Time every layer and track activation memory.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Run the inputs in slices of this many samples.",
+)
+@click.option(
+    "--weights", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Attach a weights file."
+)
+@click.option(
+    "--check",
+    "check_only",
+    is_flag=True,
+    help="List every unsupported layer/option without running; exit 4 if any.",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.pass_context
+def run_command(
+    ctx: click.Context,
+    model: Path,
+    inputs: tuple[str, ...],
+    use_random: bool,
+    seed: int,
+    batch: int,
+    out: Path | None,
+    expect: Path | None,
+    atol: float,
+    rtol: float,
+    taps: tuple[str, ...],
+    all_intermediates: bool,
+    profile: bool,
+    batch_size: int | None,
+    weights: Path | None,
+    check_only: bool,
+    fmt: str,
+) -> None:
+    """Run MODEL with the pure NumPy runner.
+
+    \b
+    Examples:
+      modelgraph run model.keras --random -o out.npz
+      modelgraph run model.keras --input x.npz --expect keras_out.npz --atol 1e-5
+      modelgraph run model.h5 --input image=img.npy --tap conv1 --profile
+      modelgraph run model.keras --check
+    """
+    from modelgraph.errors import UnsupportedError, UsageError
+    from modelgraph.loading import load
+    from modelgraph.runner.interpreter import Runner
+
+    graph = load(model, weights=weights)
+
+    if check_only:
+        runner = Runner(graph, strict=False)
+        problems = runner.check()
+        report = CheckReport(
+            model=str(model),
+            supported=not problems,
+            problems=[
+                CheckProblem(
+                    layer=p.path,
+                    class_name=p.class_name,
+                    kind="unsupported" if p.unsupported else "error",
+                    message=str(p.error),
+                )
+                for p in problems
+            ],
+        )
+        if fmt == "json":
+            click.echo(report.model_dump_json(indent=2))
+        elif not problems:
+            click.echo(f"{model}: every layer and option is supported ({len(runner.steps)} nodes)")
+        else:
+            for p in problems:
+                click.echo(f"{p.path}: {p.error}")
+        n_unsupported = sum(p.unsupported for p in problems)
+        if n_unsupported:
+            raise UnsupportedError(f"{n_unsupported} unsupported layer(s) or option(s) in {model.name}")
+        if problems:
+            raise problems[0].error
+        return
+
+    runner = Runner(graph)
+    import numpy as np
+
+    from modelgraph.runner import compare as cmp
+    from modelgraph.runner import feeds as fd
+
+    if inputs and use_random:
+        raise UsageError("give either --input or --random, not both")
+    reference: dict[str, np.ndarray] | None = fd.read_npz(expect) if expect is not None else None
+    if inputs:
+        feeds: dict[str, Any] = fd.parse_input_options(inputs, runner.input_names)
+    elif use_random:
+        feeds = fd.random_feeds(runner.inputs, graph, seed=seed, batch=batch)
+    elif reference is not None and any(k.startswith(fd.GOLDEN_INPUT_PREFIX) for k in reference):
+        feeds = {
+            k[len(fd.GOLDEN_INPUT_PREFIX) :]: v
+            for k, v in reference.items()
+            if k.startswith(fd.GOLDEN_INPUT_PREFIX)
+        }
+    else:
+        raise UsageError(
+            f"no inputs: give --input FILE, --input NAME=FILE or --random; model inputs are {runner.input_names}"
+        )
+
+    tap_list = list(taps)
+    if reference is not None and not all_intermediates:
+        known = set(runner.layer_paths())
+        tap_list += [p for p in cmp.reference_taps(reference) if p in known and p not in tap_list]
+
+    prof = None
+    if profile:
+        from modelgraph.runner.interpreter import Profile
+
+        prof = Profile(steps=[])
+
+    n = fd.batch_of(feeds)
+    show_progress = batch_size is not None and n > batch_size
+    if show_progress:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        console = Console(file=sys.stderr)
+        with Progress(
+            TextColumn("running"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("run", total=n)
+            results = runner.run(
+                feeds,
+                taps=tap_list,
+                all_intermediates=all_intermediates,
+                batch_size=batch_size,
+                profile=prof,
+                progress=lambda done, total: bar.update(task, completed=done),
+            )
+    else:
+        results = runner.run(
+            feeds, taps=tap_list, all_intermediates=all_intermediates, batch_size=batch_size, profile=prof
+        )
+
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "wb") as fh:
+            np.savez(fh, **results)
+
+    report = RunReport(
+        model=str(model),
+        inputs=[_summary(k, v) for k, v in feeds.items()],
+        outputs=[_summary(k, results[k]) for k in runner.output_keys],
+        intermediates=[k for k in results if k.startswith("tap/")],
+        saved_to=None if out is None else str(out),
+    )
+    comparison = None
+    if reference is not None:
+        comparison = cmp.compare_results(
+            results, reference, runner.output_keys, atol=atol, rtol=rtol, order=runner.layer_paths()
+        )
+        report.comparison = _comparison_report(comparison, str(expect))
+    if prof is not None:
+        report.profile = _profile_report(prof)
+
+    if fmt == "json":
+        click.echo(json.dumps(report.model_dump(mode="json"), indent=2))
+    else:
+        click.echo(_text_report(report))
+    if comparison is not None and not comparison.passed:
+        where = (
+            f"; first diverging layer: {comparison.first_divergence}" if comparison.first_divergence else ""
+        )
+        click.echo(f"modelgraph: outputs differ from {expect.name}{where}", err=True)
+        ctx.exit(1)

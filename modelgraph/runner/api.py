@@ -1,0 +1,39 @@
+"""The Python entry point: ``modelgraph.run(path_or_graph, feeds)``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from modelgraph.graph import ModelGraph
+from modelgraph.runner.interpreter import Runner
+
+
+def run(
+    model: ModelGraph | str | Path | Runner,
+    feeds: Any,
+    *,
+    weights: str | Path | None = None,
+    taps: Sequence[str] | None = None,
+    all_intermediates: bool = False,
+    batch_size: int | None = None,
+) -> dict[str, np.ndarray]:
+    """Run a saved Keras model (path, :class:`ModelGraph` or :class:`Runner`) on ``feeds``.
+
+    ``feeds``: a dict of arrays by input layer name, a list in model input order, or one array for a
+    single-input model. Returns the outputs by output name (the output layer's name, or
+    ``layer:node:tensor`` when one layer gives several outputs), plus ``tap/<layer>`` entries for
+    the intermediates asked for.
+    """
+    if isinstance(model, Runner):
+        runner = model
+    elif isinstance(model, ModelGraph):
+        runner = Runner(model)
+    else:
+        from modelgraph.loading import load
+
+        runner = Runner(load(model, weights=weights))
+    return runner.run(feeds, taps=taps, all_intermediates=all_intermediates, batch_size=batch_size)

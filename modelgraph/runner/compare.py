@@ -1,0 +1,238 @@
+"""Polygraphy-style comparison of run results with reference arrays.
+
+Per element ``|a - b| <= atol + rtol * |b|`` (``b`` is the reference). Per tensor: max/mean
+absolute and relative error, how many elements fail, NaN/Inf counts on both sides, a short histogram
+of the absolute errors. NaN matches NaN and an infinity matches the same infinity; anything else
+involving a non-finite value is a mismatch.
+
+Reference keys understood: the runner's output names, the goldens' ``output/<i>``, ``tap/<layer>``
+(with ``:<node>[:<tensor>]``) and the goldens' ``intermediate/<layer>/<node>/<tensor>``; ``input/...``
+keys are ignored.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from modelgraph.runner.interpreter import parse_tap_key
+
+OutputId = tuple[str, int]  # ("output", index)
+TapId = tuple[str, str, int, int]  # ("tap", path, node, tensor)
+
+
+@dataclass
+class TensorComparison:
+    """How one actual tensor compares with its reference."""
+
+    name: str
+    kind: str  # "output" or "intermediate"
+    shape: tuple[int, ...]
+    ref_shape: tuple[int, ...]
+    passed: bool
+    max_abs: float = 0.0
+    mean_abs: float = 0.0
+    max_rel: float = 0.0
+    mean_rel: float = 0.0
+    mismatches: int = 0
+    size: int = 0
+    nan: int = 0
+    inf: int = 0
+    ref_nan: int = 0
+    ref_inf: int = 0
+    worst_index: tuple[int, ...] | None = None
+    histogram: list[tuple[float, float, int]] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class Comparison:
+    """All tensors compared; ``first_divergence`` is the first intermediate (plan order) that fails."""
+
+    atol: float
+    rtol: float
+    tensors: list[TensorComparison]
+    first_divergence: str | None = None
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(t.passed for t in self.tensors) and not self.missing
+
+    @property
+    def outputs(self) -> list[TensorComparison]:
+        return [t for t in self.tensors if t.kind == "output"]
+
+    @property
+    def intermediates(self) -> list[TensorComparison]:
+        return [t for t in self.tensors if t.kind == "intermediate"]
+
+
+def compare_arrays(
+    name: str,
+    actual: Any,
+    expected: Any,
+    *,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    kind: str = "output",
+    bins: int = 6,
+) -> TensorComparison:
+    """Compare one array with its reference."""
+    a = _numeric(np.asarray(actual))
+    b = _numeric(np.asarray(expected))
+    if a.shape != b.shape:
+        return TensorComparison(name, kind, a.shape, b.shape, False, size=int(b.size), note="shape mismatch")
+    if a.dtype.kind not in "fciub" or b.dtype.kind not in "fciub":
+        same = bool(np.array_equal(a, b))
+        return TensorComparison(
+            name, kind, a.shape, b.shape, same, size=int(b.size), note="compared for equality"
+        )
+    a64 = a.astype(np.float64)
+    b64 = b.astype(np.float64)
+    nan_a, nan_b = np.isnan(a64), np.isnan(b64)
+    inf_a, inf_b = np.isinf(a64), np.isinf(b64)
+    finite = ~(nan_a | nan_b | inf_a | inf_b)
+    special_ok = (nan_a & nan_b) | (inf_a & inf_b & (a64 == b64))
+    diff = np.zeros(a64.shape)
+    diff[finite] = np.abs(a64[finite] - b64[finite])
+    ok = np.where(finite, diff <= atol + rtol * np.abs(b64), special_ok)
+    mismatches = int(ok.size - np.count_nonzero(ok))
+    result = TensorComparison(
+        name,
+        kind,
+        a.shape,
+        b.shape,
+        mismatches == 0,
+        mismatches=mismatches,
+        size=int(b.size),
+        nan=int(nan_a.sum()),
+        inf=int(inf_a.sum()),
+        ref_nan=int(nan_b.sum()),
+        ref_inf=int(inf_b.sum()),
+    )
+    if finite.any():
+        d = diff[finite]
+        rel = d / np.maximum(np.abs(b64[finite]), np.finfo(np.float64).tiny)
+        result.max_abs = float(d.max())
+        result.mean_abs = float(d.mean())
+        result.max_rel = float(rel.max())
+        result.mean_rel = float(rel.mean())
+        result.histogram = _histogram(d, bins)
+    if mismatches:
+        # Worst element: a failing non-finite one first, else the largest violation of the tolerance.
+        excess = np.where(finite, diff - (atol + rtol * np.abs(b64)), np.inf)
+        excess = np.where(ok, -np.inf, excess)
+        result.worst_index = tuple(int(i) for i in np.unravel_index(int(np.argmax(excess)), a.shape))
+    return result
+
+
+def _numeric(x: np.ndarray) -> np.ndarray:
+    """Raw 2-byte void arrays are bfloat16 (how h5py/NumPy keep them): widen to float32."""
+    if x.dtype.kind == "V" and x.dtype.itemsize == 2:
+        return (np.ascontiguousarray(x).view(np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return x
+
+
+def _histogram(d: np.ndarray, bins: int) -> list[tuple[float, float, int]]:
+    lo, hi = float(d.min()), float(d.max())
+    if hi <= lo:
+        return [(lo, hi, int(d.size))]
+    counts, edges = np.histogram(d, bins=bins, range=(lo, hi))
+    return [(float(edges[i]), float(edges[i + 1]), int(counts[i])) for i in range(len(counts))]
+
+
+def histogram_lines(t: TensorComparison, width: int = 30) -> list[str]:
+    """A short text histogram of absolute errors."""
+    if not t.histogram:
+        return []
+    peak = max(c for _, _, c in t.histogram) or 1
+    lines = []
+    for lo, hi, count in t.histogram:
+        bar = "#" * max(1 if count else 0, round(width * count / peak))
+        lines.append(f"  [{lo:.3e}, {hi:.3e}) {count:>9d} {bar}")
+    return lines
+
+
+def reference_id(key: str, output_keys: Sequence[str]) -> OutputId | TapId | None:
+    """What a reference key names: a model output, an intermediate, or nothing (None)."""
+    if key in output_keys:
+        return ("output", list(output_keys).index(key))
+    if key.startswith("output/") and key[len("output/") :].isdigit():
+        return ("output", int(key[len("output/") :]))
+    if key.startswith("tap/"):
+        path, node, tensor = parse_tap_key(key)
+        return ("tap", path, 0 if node is None else node, tensor)
+    if key.startswith("intermediate/"):
+        parts = key[len("intermediate/") :].split("/")
+        if len(parts) >= 3 and parts[-1].isdigit() and parts[-2].isdigit():
+            return ("tap", "/".join(parts[:-2]), int(parts[-2]), int(parts[-1]))
+    return None
+
+
+def reference_taps(reference: Mapping[str, Any]) -> list[str]:
+    """Layer paths a reference holds intermediates for (so the run can tap them)."""
+    paths: dict[str, None] = {}
+    for key in reference:
+        rid = reference_id(key, ())
+        if rid is not None and rid[0] == "tap":
+            paths.setdefault(str(rid[1]), None)
+    return list(paths)
+
+
+def compare_results(
+    actual: Mapping[str, np.ndarray],
+    reference: Mapping[str, Any],
+    output_keys: Sequence[str],
+    *,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    order: Sequence[str] = (),
+) -> Comparison:
+    """Compare a run's results with a reference file's arrays.
+
+    ``order`` lists layer paths in plan order; the first failing intermediate in that order is
+    ``first_divergence`` (an output's layer counts too, when no intermediate of it was recorded).
+    """
+    by_id: dict[Any, str] = {}
+    for key in actual:
+        rid = reference_id(key, output_keys)
+        if rid is not None:
+            by_id[rid] = key
+    tensors: list[TensorComparison] = []
+    missing: list[str] = []
+    for key, ref in reference.items():
+        rid = reference_id(key, output_keys)
+        if rid is None:
+            continue
+        if rid[0] == "tap":
+            # A tap key without node/tensor suffix names node 0, tensor 0.
+            mine = by_id.get(rid)
+            if mine is None:
+                missing.append(key)
+                continue
+            tensors.append(compare_arrays(key, actual[mine], ref, atol=atol, rtol=rtol, kind="intermediate"))
+        else:
+            idx = int(rid[1])
+            if idx >= len(output_keys):
+                missing.append(key)
+                continue
+            name = output_keys[idx]
+            tensors.append(compare_arrays(name, actual[name], ref, atol=atol, rtol=rtol, kind="output"))
+    result = Comparison(atol, rtol, tensors, missing=missing)
+    rank = {p: i for i, p in enumerate(order)}
+    failing = []
+    for t in tensors:
+        if t.passed or t.kind != "intermediate":
+            continue
+        rid = reference_id(t.name, ())
+        path = str(rid[1]) if rid else t.name
+        failing.append((rank.get(path, math.inf), path, t.name))
+    if failing:
+        failing.sort(key=lambda x: (x[0], x[2]))
+        result.first_divergence = failing[0][1]
+    return result

@@ -1,0 +1,861 @@
+"""The plan and the interpreter: compile a ModelGraph once, run it many times.
+
+Like torch.fx's ``Interpreter`` and onnx's ``ReferenceEvaluator``: :class:`Runner` walks the graph
+once, at construction, and turns every node into a :class:`Step` — its kernel (one instance per
+layer, shared by every call of that layer), the slots it reads and writes, the slots whose last use
+it is. Nested models are inlined: their nodes become steps of the same plan, with their inputs bound
+to the caller's slots and their outputs aliased to the outer node's outputs, so weights are bound once
+and a nested model called twice runs the same kernels twice. ``run()`` walks the steps and frees each
+value right after its last use, unless asked to keep intermediates (taps).
+
+Masks: Keras 3 graphs carry masks as explicit tensors (``mask=`` call kwargs) which are passed
+through like any other argument; Keras 1/2 graphs get implicit mask propagation
+(:mod:`modelgraph.runner.masks`). Dtype policies are applied around the kernel
+(:mod:`modelgraph.runner.dtypes`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from modelgraph.errors import (
+    KernelError,
+    ModelGraphError,
+    RunError,
+    UnsupportedConfigError,
+    UnsupportedError,
+    UsageError,
+)
+from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, Weight, keras_version_tuple
+from modelgraph.runner import dtypes as dt
+from modelgraph.runner import masks as mk
+from modelgraph.runner.registry import KernelSpec, get_entry
+
+OP_LAMBDA_CLASSES = ("TFOpLambda", "SlicingOpLambda")
+_NO_POLICY_KINDS = ("op",)
+
+
+def kernel_key(layer: Layer) -> str:
+    """The registry key of a layer: ``op:<Class>`` for Keras 3 ops, ``tf:<function>`` for TFOpLambda."""
+    if layer.kind == "op":
+        return f"op:{layer.class_name}"
+    if layer.class_name in OP_LAMBDA_CLASSES:
+        return f"tf:{layer.config.get('function')}"
+    return layer.class_name
+
+
+# --- weights ---------------------------------------------------------------------------------------
+
+
+class LazyWeights(Mapping[str, np.ndarray]):
+    """A layer's weights by canonical name, read from the file on first access.
+
+    The cache is dropped once the kernel is built (:meth:`release`): kernels keep what they need in
+    the form they need (pre-transformed), and the raw arrays are not held twice.
+    """
+
+    def __init__(
+        self, weights: Sequence[Weight], transform: Callable[[np.ndarray], np.ndarray] | None = None
+    ):
+        self._weights = {w.name: w for w in weights}
+        self._cache: dict[str, np.ndarray] = {}
+        self._transform = transform
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        try:
+            return self._cache[name]
+        except KeyError:
+            pass
+        w = self._weights[name]
+        value = w.read()
+        if self._transform is not None:
+            value = self._transform(value)
+        self._cache[name] = value
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._weights
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._weights)
+
+    def __len__(self) -> int:
+        return len(self._weights)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(w.nbytes for w in self._weights.values())
+
+    def release(self) -> None:
+        self._cache.clear()
+
+
+# --- the plan ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _In:
+    """A tensor position inside a call template: read slot ``slot``."""
+
+    slot: int
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input: the InputLayer's name, batch shape (None for unknown) and dtype."""
+
+    name: str
+    shape: tuple[int | None, ...] | None
+    dtype: str
+
+
+@dataclass
+class Step:
+    """One node of the plan.
+
+    ``kind`` is "kernel" for a computing node or "model" for the (free) node of a nested model, which
+    only exists so its outputs can be tapped by the model's name.
+    """
+
+    index: int
+    kind: str
+    label: str
+    path: str
+    plain_path: str
+    class_name: str
+    node_index: int
+    shared: bool
+    fn: Callable[..., Any] | None = None
+    args: Any = ()
+    kwargs: Any = field(default_factory=dict)
+    simple: tuple[int, ...] | None = None
+    in_slots: tuple[int, ...] = ()
+    out_slots: tuple[tuple[int, int], ...] = ()
+    free: tuple[int, ...] = ()
+    compute_dtype: str | None = None
+    round_outputs: str | None = None
+    mask_consume: Callable[[list[Any]], dict[str, Any]] | None = None
+    mask_produce: Callable[..., list[Any]] | None = None
+    mask_inputs: tuple[int, ...] = ()
+    depth: int = 0
+
+
+@dataclass
+class Problem:
+    """Something the plan cannot run: which layer (path), which node, and the error."""
+
+    path: str
+    class_name: str
+    error: BaseException
+
+    @property
+    def unsupported(self) -> bool:
+        return isinstance(self.error, UnsupportedError)
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.class_name}): {self.error}"
+
+
+@dataclass
+class StepProfile:
+    """Time and memory of one executed step (summed over batches)."""
+
+    label: str
+    path: str
+    class_name: str
+    seconds: float = 0.0
+    output_bytes: int = 0
+    live_bytes: int = 0
+    calls: int = 0
+
+
+@dataclass
+class Profile:
+    """What ``run(profile=True)`` measured."""
+
+    steps: list[StepProfile]
+    peak_live_bytes: int = 0
+    total_seconds: float = 0.0
+    weight_bytes: int = 0
+
+
+def _tap_key(path: str, node: int, tensor: int, shared: bool, n_outputs: int) -> str:
+    if n_outputs > 1:
+        return f"tap/{path}:{node}:{tensor}"
+    if shared:
+        return f"tap/{path}:{node}"
+    return f"tap/{path}"
+
+
+def parse_tap_key(key: str) -> tuple[str, int | None, int]:
+    """``tap/<path>[:<node>[:<tensor>]]`` -> (path, node or None, tensor)."""
+    body = key[len("tap/") :] if key.startswith("tap/") else key
+    head, _, last = body.rpartition("/")
+    parts = last.split(":")
+    name = parts[0]
+    node: int | None = None
+    tensor = 0
+    if len(parts) >= 2 and parts[1].isdigit():
+        node = int(parts[1])
+    if len(parts) >= 3 and parts[2].isdigit():
+        tensor = int(parts[2])
+    path = f"{head}/{name}" if head else name
+    return path, node, tensor
+
+
+def _plain(path: str) -> str:
+    """A path without the ``:<node>`` of shared nested models: ``inner:1/dense`` -> ``inner/dense``."""
+    return "/".join(seg.split(":", 1)[0] for seg in path.split("/"))
+
+
+def _flatten_refs(structure: Any, out: list[TensorRef]) -> None:
+    if isinstance(structure, TensorRef):
+        out.append(structure)
+    elif isinstance(structure, Mapping):
+        for k in structure:
+            _flatten_refs(structure[k], out)
+    elif isinstance(structure, (list, tuple)):
+        for item in structure:
+            _flatten_refs(item, out)
+
+
+def _is_none_structure(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_none_structure(v) for v in value)
+    return False
+
+
+def _fill(template: Any, values: list[Any]) -> Any:
+    if isinstance(template, _In):
+        return values[template.slot]
+    if isinstance(template, list):
+        return [_fill(t, values) for t in template]
+    if isinstance(template, tuple):
+        return tuple(_fill(t, values) for t in template)
+    if isinstance(template, dict):
+        return {k: _fill(v, values) for k, v in template.items()}
+    return template
+
+
+def _cast_tree(value: Any, dtype: str) -> Any:
+    if isinstance(value, np.ndarray):
+        return dt.to_compute(value, dtype)
+    if isinstance(value, list):
+        return [_cast_tree(v, dtype) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_cast_tree(v, dtype) for v in value)
+    if isinstance(value, dict):
+        return {k: _cast_tree(v, dtype) for k, v in value.items()}
+    return value
+
+
+def _shapes(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return tuple(value.shape)
+    if isinstance(value, (list, tuple)):
+        return [_shapes(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _shapes(v) for k, v in value.items()}
+    return value
+
+
+def _nbytes(value: Any) -> int:
+    return int(value.nbytes) if isinstance(value, np.ndarray) else 0
+
+
+def _training_value(kwargs: Mapping[str, Any]) -> Any:
+    return kwargs.get("training")
+
+
+class Runner:
+    """A model compiled into a plan; :meth:`run` executes it with NumPy.
+
+    ``Runner(graph)`` raises the first problem (an :class:`UnsupportedError` for a missing kernel
+    or option) unless ``strict=False``; :meth:`check` lists every problem at once.
+    """
+
+    def __init__(self, model: ModelGraph | str, *, weights: str | None = None, strict: bool = True) -> None:
+        if not isinstance(model, ModelGraph):
+            from modelgraph.loading import load
+
+            model = load(model, weights=weights)
+        self.graph = model
+        self.keras_version = keras_version_tuple(model.keras_version)
+        self.implicit_masks = model.keras_major < 3
+        self.steps: list[Step] = []
+        self.problems: list[Problem] = []
+        self.inputs: list[InputSpec] = []
+        self._input_slots: list[int] = []
+        self._input_dtypes: list[str] = []
+        self._nslots = 0
+        self._kernels: dict[tuple[int, str], tuple[Callable[..., Any], dt.Policy] | None] = {}
+        self._weight_bytes = 0
+        self._mask_slots: set[int] = set()
+        self._compile()
+        if strict and self.problems:
+            raise self.problems[0].error
+
+    # --- compilation ------------------------------------------------------------------------------
+
+    def _new_slot(self) -> int:
+        self._nslots += 1
+        return self._nslots - 1
+
+    def _compile(self) -> None:
+        g = self.graph
+        env: dict[TensorRef, int] = {}
+        for ref in g.inputs:
+            layer = g.layer(ref.layer)
+            slot = self._new_slot()
+            env[ref] = slot
+            shape = layer.config.get("batch_shape", layer.config.get("batch_input_shape"))
+            self.inputs.append(
+                InputSpec(
+                    ref.layer,
+                    tuple(None if d is None else int(d) for d in shape)
+                    if isinstance(shape, (list, tuple))
+                    else None,
+                    dt.input_dtype(layer.config),
+                )
+            )
+            self._input_slots.append(slot)
+            self._input_dtypes.append(self.inputs[-1].dtype)
+        self._compile_graph(g, "", env, forced_training=False, root=True)
+        self.output_slots: list[int] = []
+        for ref in g.outputs:
+            if ref not in env:
+                self._problem(ref.layer, "?", RunError(f"model output {ref} is not computed by any node"))
+                self.output_slots.append(-1)
+            else:
+                self.output_slots.append(env[ref])
+        self.output_keys = _output_keys(g.outputs)
+        self._compute_liveness()
+
+    def _problem(self, path: str, class_name: str, error: BaseException) -> None:
+        for p in self.problems:
+            if p.path == path and str(p.error) == str(error):
+                return
+        self.problems.append(Problem(path, class_name, error))
+
+    def _compile_graph(
+        self, graph: ModelGraph, prefix: str, env: dict[TensorRef, int], forced_training: bool, root: bool
+    ) -> None:
+        for node in graph.nodes:
+            layer = graph.layer(node.layer)
+            if layer.kind == "input":
+                ref = TensorRef(node.layer, node.index, 0)
+                if ref not in env:
+                    # An InputLayer no model input names: nothing feeds it. Fail only if it is used.
+                    continue
+                continue
+            if any(r not in env for r in node.inputs):
+                missing = [str(r) for r in node.inputs if r not in env]
+                self._problem(
+                    prefix + layer.name,
+                    layer.class_name,
+                    RunError(f"node {node} reads {missing}, which nothing computes"),
+                )
+                continue
+            if layer.subgraph is not None:
+                self._inline(graph, layer, node, prefix, env, forced_training)
+            else:
+                self._compile_node(graph, layer, node, prefix, env, forced_training)
+
+    def _inline(
+        self,
+        graph: ModelGraph,
+        layer: Layer,
+        node: Node,
+        prefix: str,
+        env: dict[TensorRef, int],
+        forced: bool,
+    ) -> None:
+        sub = layer.subgraph
+        assert sub is not None
+        path = prefix + layer.name
+        seg = f"{layer.name}:{node.index}" if layer.node_count > 1 else layer.name
+        scope = f"{prefix}{seg}/"
+        training = _training_value(node.kwargs)
+        forced = forced or training is True
+        sub_env: dict[TensorRef, int] = {}
+        # Bind the nested model's inputs to the caller's tensors.
+        arg = node.args[0] if len(node.args) == 1 else list(node.args)
+        if isinstance(arg, Mapping) and isinstance(sub.input_structure, Mapping):
+            pairs = []
+            for key, ref in sub.input_structure.items():
+                if key not in arg or not isinstance(arg[key], TensorRef):
+                    self._problem(
+                        path, layer.class_name, RunError(f"node {node} gives no tensor for input '{key}'")
+                    )
+                    return
+                pairs.append((ref, arg[key]))
+        else:
+            flat: list[TensorRef] = []
+            _flatten_refs(list(node.args), flat)
+            if len(flat) != len(sub.inputs):
+                self._problem(
+                    path,
+                    layer.class_name,
+                    RunError(
+                        f"node {node} passes {len(flat)} tensors to a model with {len(sub.inputs)} inputs"
+                    ),
+                )
+                return
+            pairs = list(zip(sub.inputs, flat, strict=True))
+        for inner, outer in pairs:
+            sub_env[inner] = env[outer]
+        self._compile_graph(sub, scope, sub_env, forced, root=False)
+        outs: list[tuple[int, int]] = []
+        for t, ref in enumerate(sub.outputs):
+            if ref in sub_env:
+                env[TensorRef(layer.name, node.index, t)] = sub_env[ref]
+                outs.append((t, sub_env[ref]))
+        self.steps.append(
+            Step(
+                index=len(self.steps),
+                kind="model",
+                label=f"{path}[{node.index}]",
+                path=path,
+                plain_path=_plain(path),
+                class_name=layer.class_name,
+                node_index=node.index,
+                shared=layer.node_count > 1,
+                in_slots=tuple(s for _, s in outs),
+                out_slots=tuple(outs),
+                depth=node.depth or 0,
+            )
+        )
+
+    def _build_kernel(
+        self, graph: ModelGraph, layer: Layer, path: str
+    ) -> tuple[Callable[..., Any], dt.Policy] | None:
+        cache_key = (id(graph), layer.name)
+        if cache_key in self._kernels:
+            return self._kernels[cache_key]
+        self._kernels[cache_key] = None
+        key = kernel_key(layer)
+        try:
+            entry = get_entry(key, path)
+            policy = dt.FLOAT32
+            if layer.kind not in _NO_POLICY_KINDS and layer.class_name not in OP_LAMBDA_CLASSES:
+                policy = dt.resolve_policy(layer.config.get("dtype"), layer.class_name, path)
+            transform = None
+            if policy.is_half and layer.class_name not in dt.FLOAT32_WEIGHT_CLASSES:
+                half = policy.compute_dtype
+
+                def transform(a: np.ndarray, half: str = half) -> np.ndarray:
+                    return dt.weight_to_compute(a, half)
+
+            weights = LazyWeights(layer.weights, transform)
+            spec = KernelSpec(
+                name=layer.name,
+                class_name=layer.class_name,
+                config=layer.config,
+                weights=weights,
+                keras_version=self.keras_version,
+                compute_dtype=policy.compute_dtype,
+            )
+            fn = entry.factory(spec)
+            weights.release()
+            self._weight_bytes += weights.nbytes
+        except ModelGraphError as exc:
+            self._problem(path, layer.class_name, exc)
+            return None
+        except Exception as exc:  # noqa: BLE001 - a kernel factory failed: name the layer, keep the cause
+            err = KernelError(f"{path} (building the kernel)", layer.class_name, "n/a", exc)
+            err.__cause__ = exc
+            self._problem(path, layer.class_name, err)
+            return None
+        built = (fn, policy, entry.training_sensitive)
+        self._kernels[cache_key] = built  # type: ignore[assignment]
+        return built  # type: ignore[return-value]
+
+    def _compile_node(
+        self,
+        graph: ModelGraph,
+        layer: Layer,
+        node: Node,
+        prefix: str,
+        env: dict[TensorRef, int],
+        forced: bool,
+    ) -> None:
+        path = prefix + layer.name
+        built = self._build_kernel(graph, layer, path)
+        training = _training_value(node.kwargs)
+        if built is not None:
+            fn, policy, sensitive = built  # type: ignore[misc]
+            wants_training = training is True or (forced and training is not False)
+            if wants_training and sensitive:
+                # Keras: BatchNormalization uses batch statistics only when the layer is trainable.
+                if not (layer.class_name == "BatchNormalization" and not layer.trainable):
+                    self._problem(
+                        path,
+                        layer.class_name,
+                        UnsupportedConfigError(layer.class_name, "training", True, path),
+                    )
+                    built = None
+        # Call template: tensors -> slots; drop training and mask=None.
+        kwargs = {k: v for k, v in node.kwargs.items() if k != "training"}
+        if "mask" in kwargs and _is_none_structure(kwargs["mask"]):
+            del kwargs["mask"]
+
+        def template(value: Any) -> Any:
+            if isinstance(value, TensorRef):
+                return _In(env[value])
+            if isinstance(value, list):
+                return [template(v) for v in value]
+            if isinstance(value, tuple):
+                return tuple(template(v) for v in value)
+            if isinstance(value, Mapping):
+                return {k: template(v) for k, v in value.items()}
+            return value
+
+        args_t = tuple(template(a) for a in node.args)
+        kwargs_t = {k: template(v) for k, v in kwargs.items()}
+        simple = None
+        if not kwargs_t and all(isinstance(a, _In) for a in args_t):
+            simple = tuple(a.slot for a in args_t)
+        in_slots = tuple(env[r] for r in node.inputs if r in env)
+
+        # Output slots: one per tensor of this node that anything reads (or the model outputs).
+        out_slots: list[tuple[int, int]] = []
+        n_out = self._output_count(graph, layer, node)
+        for t in range(n_out):
+            slot = self._new_slot()
+            env[TensorRef(layer.name, node.index, t)] = slot
+            out_slots.append((t, slot))
+
+        step = Step(
+            index=len(self.steps),
+            kind="kernel",
+            label=f"{path}[{node.index}]",
+            path=path,
+            plain_path=_plain(path),
+            class_name=layer.class_name,
+            node_index=node.index,
+            shared=layer.node_count > 1,
+            fn=None if built is None else built[0],
+            args=args_t,
+            kwargs=kwargs_t,
+            simple=simple,
+            in_slots=in_slots,
+            out_slots=tuple(out_slots),
+            depth=node.depth or 0,
+        )
+        if built is not None:
+            policy = built[1]
+            if policy.is_half:
+                step.compute_dtype = policy.compute_dtype
+                step.round_outputs = policy.compute_dtype
+            elif policy.compute_dtype == "float64":
+                step.compute_dtype = "float64"
+        if self.implicit_masks and layer.kind == "layer":
+            rule = mk.rule_for(layer.class_name, layer.config)
+            flat = [env.get(r, -1) for r in node.inputs]
+            has_in_mask = any(s in self._mask_slots for s in flat)
+            explicit = "mask" in kwargs
+            if has_in_mask and rule.consume is not None and not explicit:
+                step.mask_consume = rule.consume
+            if rule.produce is not None and (has_in_mask or rule.source):
+                step.mask_produce = rule.produce
+                self._mask_slots.update(s for _, s in out_slots)
+            if step.mask_consume is not None or step.mask_produce is not None:
+                step.mask_inputs = tuple(flat)
+        self.steps.append(step)
+
+    def _output_count(self, graph: ModelGraph, layer: Layer, node: Node) -> int:
+        """How many output tensors of this node the graph references (at least one)."""
+        top = 0
+        for ref in graph.outputs:
+            if ref.layer == layer.name and ref.node_index == node.index:
+                top = max(top, ref.tensor_index + 1)
+        for other in self._consumers(graph).get((layer.name, node.index), ()):
+            top = max(top, other + 1)
+        return max(top, 1)
+
+    def _consumers(self, graph: ModelGraph) -> dict[tuple[str, int], set[int]]:
+        cache = getattr(self, "_consumer_cache", None)
+        if cache is None:
+            cache = {}
+            self._consumer_cache = cache
+        key = id(graph)
+        if key not in cache:
+            table: dict[tuple[str, int], set[int]] = {}
+            for n in graph.nodes:
+                for r in n.inputs:
+                    table.setdefault((r.layer, r.node_index), set()).add(r.tensor_index)
+            cache[key] = table
+        return cache[key]
+
+    def _compute_liveness(self) -> None:
+        last: dict[int, int] = {}
+        for step in self.steps:
+            for s in step.in_slots:
+                last[s] = step.index
+            for s in step.mask_inputs:
+                if s >= 0:
+                    last[s] = step.index
+            for _, s in step.out_slots:
+                last.setdefault(s, step.index)
+        keep = set(self.output_slots)
+        frees: dict[int, list[int]] = {}
+        for s, i in last.items():
+            if s in keep:
+                continue
+            frees.setdefault(i, []).append(s)
+        for step in self.steps:
+            step.free = tuple(frees.get(step.index, ()))
+        # Inputs nothing reads are dropped at once.
+        self._unused_inputs = [s for s in self._input_slots if s not in last and s not in keep]
+        self._consumer_cache = None
+
+    # --- introspection ----------------------------------------------------------------------------
+
+    def check(self) -> list[Problem]:
+        """Every problem found while compiling (unsupported layers and options first)."""
+        return sorted(self.problems, key=lambda p: (not p.unsupported,))
+
+    @property
+    def input_names(self) -> list[str]:
+        return [i.name for i in self.inputs]
+
+    @property
+    def weight_bytes(self) -> int:
+        return self._weight_bytes
+
+    def layer_paths(self) -> list[str]:
+        """Every tappable layer path, in plan order."""
+        seen: dict[str, None] = {}
+        for step in self.steps:
+            seen.setdefault(step.plain_path, None)
+        return list(seen)
+
+    def _resolve_taps(self, taps: Sequence[str] | None, all_intermediates: bool) -> set[int] | None:
+        if all_intermediates:
+            return {s.index for s in self.steps}
+        if not taps:
+            return None
+        chosen: set[int] = set()
+        for tap in taps:
+            path, node, _ = parse_tap_key(tap) if ":" in tap.rsplit("/", 1)[-1] else (tap, None, 0)
+            hits = [
+                s.index
+                for s in self.steps
+                if (s.plain_path == path or s.path == path) and (node is None or s.node_index == node)
+            ]
+            if not hits:
+                names = self.layer_paths()
+                hint = names if len(names) <= 30 else names[:30] + ["..."]
+                raise UsageError(f"unknown layer '{tap}' for --tap; model layers are {hint}")
+            chosen.update(hits)
+        return chosen
+
+    # --- execution --------------------------------------------------------------------------------
+
+    def _bind_feeds(self, feeds: Any) -> list[np.ndarray]:
+        names = self.input_names
+        if isinstance(feeds, np.ndarray) or (hasattr(feeds, "__array__") and not isinstance(feeds, Mapping)):
+            if len(names) != 1:
+                raise UsageError(f"the model has {len(names)} inputs {names}; give a dict of arrays by name")
+            feeds = {names[0]: feeds}
+        elif isinstance(feeds, (list, tuple)):
+            if len(feeds) != len(names):
+                raise UsageError(f"{len(feeds)} arrays given; model inputs are {names}")
+            feeds = dict(zip(names, feeds, strict=True))
+        if not isinstance(feeds, Mapping):
+            raise UsageError(
+                f"feeds must be an array, a list or a dict by input name; got {type(feeds).__name__}"
+            )
+        unknown = [k for k in feeds if k not in names]
+        if unknown:
+            raise UsageError(f"unknown input {unknown[0]!r}; model inputs are {names}")
+        missing = [n for n in names if n not in feeds]
+        if missing:
+            raise UsageError(f"missing input {missing[0]!r}; model inputs are {names}")
+        arrays = []
+        for spec in self.inputs:
+            x = np.asarray(feeds[spec.name])
+            if spec.shape is not None:
+                if x.ndim != len(spec.shape):
+                    raise UsageError(
+                        f"input '{spec.name}' expects shape {_fmt_shape(spec.shape)}, got {x.shape}"
+                    )
+                for have, want in zip(x.shape[1:], spec.shape[1:], strict=True):
+                    if want is not None and have != want:
+                        raise UsageError(
+                            f"input '{spec.name}' expects shape {_fmt_shape(spec.shape)}, got {x.shape}"
+                        )
+            arrays.append(x)
+        return arrays
+
+    def run(
+        self,
+        feeds: Any,
+        *,
+        taps: Sequence[str] | None = None,
+        all_intermediates: bool = False,
+        batch_size: int | None = None,
+        profile: Profile | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Outputs by name (and ``tap/...`` intermediates on request) for ``feeds``.
+
+        ``feeds`` is a dict by input layer name, a list in model input order, or one array for a
+        single-input model. With ``batch_size`` the inputs are run in slices along the first axis
+        (memory-mapped inputs are read one slice at a time) and the results concatenated;
+        ``progress(done, total)`` is called after every slice.
+        """
+        if self.problems:
+            raise self.problems[0].error
+        arrays = self._bind_feeds(feeds)
+        tapped = self._resolve_taps(taps, all_intermediates)
+        n = arrays[0].shape[0] if arrays and arrays[0].ndim else 0
+        if batch_size is None or batch_size <= 0 or n <= batch_size:
+            out = self._execute([self._cast(a, i) for i, a in enumerate(arrays)], tapped, profile)
+            if progress is not None:
+                progress(n, n)
+            return out
+        parts: list[dict[str, np.ndarray]] = []
+        for start in range(0, n, batch_size):
+            chunk = [self._cast(np.asarray(a[start : start + batch_size]), i) for i, a in enumerate(arrays)]
+            parts.append(self._execute(chunk, tapped, profile))
+            if progress is not None:
+                progress(min(start + batch_size, n), n)
+        return {k: np.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
+
+    def _cast(self, x: np.ndarray, i: int) -> np.ndarray:
+        try:
+            return dt.cast_input(x, self._input_dtypes[i])
+        except (TypeError, ValueError) as exc:
+            raise UsageError(
+                f"input '{self.inputs[i].name}' cannot be cast to {self._input_dtypes[i]}: {exc}"
+            ) from exc
+
+    def _execute(
+        self, arrays: list[np.ndarray], tapped: set[int] | None, profile: Profile | None
+    ) -> dict[str, np.ndarray]:
+        values: list[Any] = [None] * self._nslots
+        masks: list[Any] | None = [None] * self._nslots if self._mask_slots else None
+        for slot, x in zip(self._input_slots, arrays, strict=True):
+            values[slot] = x
+        for slot in self._unused_inputs:
+            values[slot] = None
+        taps: dict[str, np.ndarray] = {}
+        prof_steps: list[StepProfile] | None = None
+        live = 0
+        if profile is not None:
+            if not profile.steps:
+                profile.steps = [StepProfile(s.label, s.path, s.class_name) for s in self.steps]
+                profile.weight_bytes = self._weight_bytes
+            prof_steps = profile.steps
+            live = sum(_nbytes(a) for a in arrays)
+            t_start = time.perf_counter()
+        for step in self.steps:
+            if step.kind == "model":
+                if tapped is not None and step.index in tapped:
+                    n_out = len(step.out_slots)
+                    for t, s in step.out_slots:
+                        taps[_tap_key(step.path, step.node_index, t, step.shared, n_out)] = values[s]
+                continue
+            if profile is not None:
+                t0 = time.perf_counter()
+            if step.simple is not None:
+                args: Any = [values[s] for s in step.simple]
+                kwargs: dict[str, Any] = {}
+            else:
+                args = _fill(step.args, values)
+                kwargs = _fill(step.kwargs, values)
+            if step.compute_dtype is not None:
+                args = _cast_tree(list(args), step.compute_dtype)
+                kwargs = _cast_tree(kwargs, step.compute_dtype)
+            in_masks = None
+            if masks is not None and (step.mask_consume is not None or step.mask_produce is not None):
+                in_masks = [masks[s] if s >= 0 else None for s in step.mask_inputs]
+                if step.mask_consume is not None:
+                    kwargs = {**kwargs, **step.mask_consume(in_masks)}
+            try:
+                result = step.fn(*args, **kwargs)  # type: ignore[misc]
+            except ModelGraphError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - name the node, keep the cause
+                raise KernelError(
+                    step.label, step.class_name, _shapes(list(args) + ([kwargs] if kwargs else [])), exc
+                ) from exc
+            outs = result if isinstance(result, (tuple, list)) else (result,)
+            if step.round_outputs is not None:
+                outs = tuple(dt.to_compute(np.asarray(o), step.round_outputs) for o in outs)
+            for t, s in step.out_slots:
+                if t >= len(outs):
+                    err = IndexError(f"the kernel returned {len(outs)} outputs; tensor {t} is referenced")
+                    raise KernelError(step.label, step.class_name, _shapes(list(args)), err) from err
+                values[s] = outs[t]
+            if in_masks is not None and step.mask_produce is not None and masks is not None:
+                flat_inputs = [values[s] if s >= 0 else None for s in step.mask_inputs]
+                produced = step.mask_produce(in_masks, flat_inputs, list(outs))
+                for t, s in step.out_slots:
+                    masks[s] = produced[t] if t < len(produced) else None
+            if tapped is not None and step.index in tapped:
+                n_out = len(outs)
+                for t, o in enumerate(outs):
+                    taps[_tap_key(step.path, step.node_index, t, step.shared, n_out)] = np.asarray(o)
+            if prof_steps is not None:
+                elapsed = time.perf_counter() - t0
+                out_bytes = sum(_nbytes(values[s]) for _, s in step.out_slots)
+                live += out_bytes
+                sp = prof_steps[step.index]
+                sp.seconds += elapsed
+                sp.output_bytes = max(sp.output_bytes, out_bytes)
+                sp.live_bytes = max(sp.live_bytes, live)
+                sp.calls += 1
+                profile.peak_live_bytes = max(profile.peak_live_bytes, live)  # type: ignore[union-attr]
+            for s in step.free:
+                if prof_steps is not None:
+                    live -= _nbytes(values[s])
+                values[s] = None
+                if masks is not None:
+                    masks[s] = None
+        result_map: dict[str, np.ndarray] = {}
+        for key, slot in zip(self.output_keys, self.output_slots, strict=True):
+            result_map[key] = np.asarray(values[slot])
+        result_map.update(taps)
+        if profile is not None:
+            profile.total_seconds += time.perf_counter() - t_start
+        return result_map
+
+
+def _fmt_shape(shape: Sequence[int | None]) -> str:
+    return (
+        "("
+        + ", ".join("None" if d is None else str(d) for d in shape)
+        + ("," if len(shape) == 1 else "")
+        + ")"
+    )
+
+
+def _output_keys(outputs: Sequence[TensorRef]) -> list[str]:
+    """Output names: the layer name, or ``layer:node:tensor`` when one layer gives several outputs."""
+    counts: dict[str, int] = {}
+    for ref in outputs:
+        counts[ref.layer] = counts.get(ref.layer, 0) + 1
+    keys: list[str] = []
+    for ref in outputs:
+        key = ref.layer if counts[ref.layer] == 1 else f"{ref.layer}:{ref.node_index}:{ref.tensor_index}"
+        base, k = key, 1
+        while key in keys:
+            k += 1
+            key = f"{base}#{k}"
+        keys.append(key)
+    return keys
+
+
+def unsupported(graph: ModelGraph | str) -> list[Problem]:
+    """Every unsupported layer or option of a model, found without running it."""
+    runner = Runner(graph, strict=False)
+    return [p for p in runner.check() if p.unsupported]

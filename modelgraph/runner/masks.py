@@ -1,0 +1,247 @@
+"""Implicit mask propagation for Keras 1/2 graphs (KERAS-FORMATS §5.3).
+
+Keras 3 records masks as explicit op nodes and ``mask=`` call kwargs, so its graphs need nothing
+from here. tf.keras attaches a ``_keras_mask`` to tensors at run time instead: ``Embedding
+(mask_zero=True)`` and ``Masking`` create one, layers that support masking carry it over
+(``compute_mask`` returns the input mask), RNNs keep it only with ``return_sequences``, merge layers
+combine the masks of their inputs, and every other layer drops it. A layer whose ``call`` has a
+``mask`` argument receives the mask of its inputs automatically.
+
+:func:`rule_for` gives, per layer, how it *consumes* masks (what to pass the kernel) and how it
+*produces* them (a function of the input masks, the inputs and the outputs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Array = np.ndarray
+MaskFn = Callable[[list[Array | None], list[Any], list[Any]], list[Array | None]]
+
+# tf.keras layers with supports_masking=True and the default compute_mask (carry the mask over).
+PASS_THROUGH = frozenset(
+    {
+        "Activation",
+        "ActivityRegularization",
+        "AlphaDropout",
+        "BatchNormalization",
+        "Dense",
+        "Dropout",
+        "ELU",
+        "GaussianDropout",
+        "GaussianNoise",
+        "Identity",
+        "LayerNormalization",
+        "LeakyReLU",
+        "PReLU",
+        "ReLU",
+        "Softmax",
+        "SpatialDropout1D",
+        "SpatialDropout2D",
+        "SpatialDropout3D",
+        "ThresholdedReLU",
+        "UnitNormalization",
+        "MultiHeadAttention",  # base compute_mask: the mask of the first argument (the query)
+    }
+)
+MERGE_AND = frozenset({"Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum"})
+RNN_CLASSES = frozenset(
+    {"SimpleRNN", "LSTM", "GRU", "RNN", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D", "CuDNNLSTM", "CuDNNGRU"}
+)
+# Layers whose call() takes ``mask``: what the kernel is given (see _consumer).
+MASK_CONSUMERS = RNN_CLASSES | {
+    "Bidirectional",
+    "TimeDistributed",
+    "GlobalAveragePooling1D",
+    "GlobalAvgPool1D",
+    "Softmax",
+    "Attention",
+    "AdditiveAttention",
+    "MultiHeadAttention",
+}
+
+
+@dataclass(frozen=True)
+class MaskRule:
+    """How one layer treats masks: ``consume`` builds extra kwargs, ``produce`` the output masks."""
+
+    consume: Callable[[list[Array | None]], dict[str, Any]] | None
+    produce: MaskFn | None
+    source: bool = False
+    """True when the layer creates a mask from nothing (Embedding with mask_zero, Masking)."""
+
+
+def _first(masks: list[Array | None]) -> Array | None:
+    return masks[0] if masks else None
+
+
+def _consume_first(masks: list[Array | None]) -> dict[str, Any]:
+    m = _first(masks)
+    return {} if m is None else {"mask": m}
+
+
+def _consume_list(masks: list[Array | None]) -> dict[str, Any]:
+    if all(m is None for m in masks):
+        return {}
+    return {"mask": list(masks)}
+
+
+def _consume_mha(masks: list[Array | None]) -> dict[str, Any]:
+    # tf.keras MultiHeadAttention reads query._keras_mask, value._keras_mask and key._keras_mask.
+    out: dict[str, Any] = {}
+    for name, m in zip(("query_mask", "value_mask", "key_mask"), masks, strict=False):
+        if m is not None:
+            out[name] = m
+    return out
+
+
+def _pass_first(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
+    return [_first(masks)] + [None] * (len(outputs) - 1)
+
+
+def _drop(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
+    return [None] * len(outputs)
+
+
+def _merge_and(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
+    present = [np.asarray(m, dtype=bool) for m in masks if m is not None]
+    if not present:
+        return [None]
+    out = present[0]
+    for m in present[1:]:
+        out = np.logical_and(out, m)
+    return [out]
+
+
+def _concat_mask(axis: int) -> MaskFn:
+    def produce(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
+        if all(m is None for m in masks):
+            return [None]
+        parts = []
+        for m, x in zip(masks, inputs, strict=False):
+            x = np.asarray(x)
+            if m is None:
+                parts.append(np.ones(x.shape, dtype=bool))
+            else:
+                m = np.asarray(m, dtype=bool)
+                while m.ndim < x.ndim:
+                    m = np.expand_dims(m, -1)
+                parts.append(m)
+        # Keras: concatenate the (expanded) masks along the layer's axis, then all() over the last.
+        target = parts[0].ndim
+        ax = axis if axis >= 0 else target + axis
+        shape = list(
+            np.broadcast_shapes(*[tuple(p.shape[:ax]) + (1,) + tuple(p.shape[ax + 1 :]) for p in parts])
+        )
+        full = []
+        for p in parts:
+            s = list(shape)
+            s[ax] = p.shape[ax]
+            full.append(np.broadcast_to(p, s))
+        return [np.all(np.concatenate(full, axis=ax), axis=-1)]
+
+    return produce
+
+
+def _rnn_mask(config: Mapping[str, Any]) -> MaskFn:
+    return_sequences = bool(config.get("return_sequences", False))
+
+    def produce(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
+        m = _first(masks) if return_sequences else None
+        return [m] + [None] * (len(outputs) - 1)
+
+    return produce
+
+
+def _bidirectional_mask(config: Mapping[str, Any]) -> MaskFn:
+    inner = config.get("layer")
+    inner_config = inner.get("config", {}) if isinstance(inner, Mapping) else {}
+    return_sequences = bool(inner_config.get("return_sequences", False))
+    merge_mode = config.get("merge_mode", "concat")
+
+    def produce(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
+        m = _first(masks) if return_sequences else None
+        n_seq = 2 if merge_mode is None else 1
+        return [m] * n_seq + [None] * (len(outputs) - n_seq)
+
+    return produce
+
+
+def _time_distributed_mask(
+    masks: list[Array | None], inputs: list[Any], outputs: list[Any]
+) -> list[Array | None]:
+    # tf.keras TimeDistributed.compute_mask: the inner layer's mask (for the layers carried over this
+    # equals the input mask), else the input mask reduced to (batch, time).
+    m = _first(masks)
+    if m is None:
+        return [None] * len(outputs)
+    m = np.asarray(m)
+    while m.ndim > 2:
+        m = np.any(m, axis=-1)
+    return [m] + [None] * (len(outputs) - 1)
+
+
+def _attention_mask(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
+    q = _first(masks)
+    return [q] + [None] * (len(outputs) - 1)
+
+
+def _embedding_mask(config: Mapping[str, Any]) -> MaskFn | None:
+    if not config.get("mask_zero", False):
+        return None
+
+    def produce(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
+        return [np.not_equal(np.asarray(inputs[0]), 0)]
+
+    return produce
+
+
+def _masking_mask(config: Mapping[str, Any]) -> MaskFn:
+    value = config.get("mask_value", 0.0)
+
+    def produce(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
+        return [np.any(np.not_equal(np.asarray(inputs[0]), value), axis=-1)]
+
+    return produce
+
+
+def rule_for(class_name: str, config: Mapping[str, Any]) -> MaskRule:
+    """The mask rule of one tf.keras layer class (nested models are inlined, so not needed here)."""
+    consume: Callable[[list[Array | None]], dict[str, Any]] | None = None
+    if class_name in ("Attention", "AdditiveAttention"):
+        consume = _consume_list
+    elif class_name == "MultiHeadAttention":
+        consume = _consume_mha
+    elif class_name in MASK_CONSUMERS:
+        consume = _consume_first
+
+    if class_name == "Embedding":
+        fn = _embedding_mask(config)
+        return MaskRule(None, fn, source=fn is not None)
+    if class_name == "Masking":
+        return MaskRule(None, _masking_mask(config), source=True)
+    if class_name in RNN_CLASSES:
+        return MaskRule(consume, _rnn_mask(config))
+    if class_name == "Bidirectional":
+        return MaskRule(consume, _bidirectional_mask(config))
+    if class_name == "TimeDistributed":
+        return MaskRule(consume, _time_distributed_mask)
+    if class_name in ("Attention", "AdditiveAttention"):
+        return MaskRule(consume, _attention_mask)
+    if class_name in MERGE_AND:
+        return MaskRule(consume, _merge_and)
+    if class_name == "Concatenate":
+        axis = config.get("axis", -1)
+        return MaskRule(consume, _concat_mask(int(axis) if isinstance(axis, int) else -1))
+    if class_name in PASS_THROUGH:
+        return MaskRule(consume, _pass_first)
+    return MaskRule(consume, None)
+
+
+def input_masks_for(masks_by_input: Sequence[Array | None]) -> list[Array | None]:
+    """The masks of a node's flattened tensor inputs (a helper kept for symmetry with Keras)."""
+    return list(masks_by_input)
