@@ -96,6 +96,8 @@ class ParsedJSON:
     size: int = 0
 
 
+# NaN / Infinity / -Infinity outside strings: only then is the parsed value walked for their paths.
+_NONFINITE_LITERAL = re.compile(rb"(?:^|[\[,:\s])-?(?:NaN|Infinity)(?=[\s,\]}]|$)")
 _JSON_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}"]', re.S)
 
 
@@ -107,6 +109,14 @@ def json_depth(data: str | bytes, *, stop_after: int | None = None) -> tuple[int
     Malformed text is not an error here; ``json.loads`` reports it afterwards.
     """
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    fast = _json_depth_fast(raw, stop_after)
+    if fast is not None:
+        return fast
+    return _json_depth_scan(raw, stop_after)
+
+
+def _json_depth_scan(raw: bytes, stop_after: int | None) -> tuple[int, int]:
+    """The token-by-token scan; also handles an unterminated string (it stops there)."""
     depth = best = 0
     where = 0
     for m in _JSON_TOKENS.finditer(raw):
@@ -123,6 +133,43 @@ def json_depth(data: str | bytes, *, stop_after: int | None = None) -> tuple[int
         elif len(tok) == 1:  # an unterminated string: the rest cannot be scanned
             break
     return best, where
+
+
+def _json_depth_fast(raw: bytes, stop_after: int | None = None) -> tuple[int, int] | None:
+    """Maximum nesting depth and where it is first reached, computed with NumPy at C speed.
+
+    Quotes preceded by an odd run of backslashes are escaped; brackets between unescaped quote
+    pairs are inside strings. Returns None for an unterminated string (the careful scan decides).
+    """
+    import numpy as np
+
+    codes = np.frombuffer(raw, dtype=np.uint8)
+    if not codes.size:
+        return 0, 0
+    positions = np.arange(codes.size, dtype=np.int64)
+    not_backslash = np.where(codes != 0x5C, positions, -1)
+    last_plain = np.maximum.accumulate(not_backslash)
+    quotes = np.flatnonzero(codes == 0x22)
+    if quotes.size:
+        before = quotes - 1
+        run = np.where(before >= 0, before - last_plain[np.maximum(before, 0)], 0)
+        quotes = quotes[run % 2 == 0]
+    if quotes.size % 2:
+        return None
+    boundary = np.zeros(codes.size + 1, dtype=np.int8)
+    np.add.at(boundary, quotes[0::2] + 1, 1)
+    np.add.at(boundary, quotes[1::2], -1)
+    inside = np.cumsum(boundary[:-1], dtype=np.int8).astype(bool)
+    opens = ((codes == 0x5B) | (codes == 0x7B)) & ~inside
+    closes = ((codes == 0x5D) | (codes == 0x7D)) & ~inside
+    depth = np.cumsum(opens.astype(np.int32) - closes.astype(np.int32))
+    if stop_after is not None:
+        over = depth > stop_after
+        if over.any():
+            return stop_after + 1, int(np.argmax(over))
+    where = int(np.argmax(depth))
+    best = int(depth[where])
+    return (best, where) if best > 0 else (0, 0)
 
 
 def _line_col(raw: bytes, offset: int) -> tuple[int, int]:
@@ -212,7 +259,8 @@ def parse_json(
         ) from None
     except RecursionError:  # defensive: only reachable with a very low recursion limit
         raise FormatError(f"{where}: JSON nesting too deep to parse") from None
-    return ParsedJSON(value=value, nonfinite=_nonfinite_paths(value), depth=depth, size=len(raw))
+    nonfinite = _nonfinite_paths(value) if _NONFINITE_LITERAL.search(raw) else ()
+    return ParsedJSON(value=value, nonfinite=nonfinite, depth=depth, size=len(raw))
 
 
 # --- ZIP ------------------------------------------------------------------------------------------
