@@ -1,0 +1,749 @@
+"""Generate tf_keras (Keras 2) sample files + goldens. Run in the tf_keras venv (see make_samples.py).
+
+    python samples/gen_k2.py [--only NAME ...] [--apps [NAME ...]] [--no-models] [--wild]
+
+Writes samples/k2/, samples/wild/ (tf_keras-made "wild" files), samples/apps/k2_*/,
+samples/goldens/k2_*.{npz,json} and goldens/wild_*.{npz,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import numpy as np  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import _common as C  # noqa: E402
+import rebuild  # noqa: E402
+
+import tensorflow as tf  # noqa: E402
+import tf_keras as keras  # noqa: E402
+from tf_keras import layers  # noqa: E402
+from tf_keras.src.engine import functional as kfunctional  # noqa: E402
+
+warnings.filterwarnings("ignore")
+BUILD_NOTES: dict = {}
+OUT = HERE / "k2"
+WILD = HERE / "wild"
+APPS = HERE / "apps"
+FAMILY = "k2"
+
+
+def err(e: BaseException) -> str:
+    s = f"{type(e).__name__}: {e}"
+    return s if len(s) < 4000 else s[:4000] + "...[truncated]"
+
+
+# ------------------------------------------------------------------------------------------ models
+
+
+def m_multi_io_list():
+    a = keras.Input((8,), name="a")
+    b = keras.Input((8,), name="b")
+    shared = layers.Dense(8, activation="relu", name="shared_dense")
+    sa, sb = shared(a), shared(b)
+    add = layers.Add(name="add_layer")([sa, sb])
+    sc = shared(add)
+    cat = layers.Concatenate(name="concat")([sa, sb, sc])
+    u = layers.Dense(6, activation="tanh", name="mix")(cat)
+    out1 = layers.Dense(3, activation="softmax", name="out1")(u)
+    out2 = layers.Activation("sigmoid", name="out2")(sc)
+    out3 = layers.Dense(2, name="out3")(layers.Dropout(0.5, name="drop")(u))
+    return keras.Model([a, b], [out1, out2, out3], name="multi_io_list")
+
+
+def in_multi_io_list(rng):
+    return {"a": rng.normal(size=(3, 8)), "b": rng.normal(size=(3, 8))}
+
+
+def m_multi_io_dict():
+    x1 = keras.Input((4,), name="x1")
+    x2 = keras.Input((5,), name="x2")
+    h = layers.Concatenate(name="cat")([x1, x2])
+    try:
+        h = layers.Dense(7, activation="relu", name="dénse_ü")(h)
+    except ValueError as e:  # tf_keras cannot: TF name scopes are ASCII-only
+        BUILD_NOTES["multi_io_dict"] = f"unicode layer name 'dénse_ü' refused by tf_keras: {err(e)}; used 'dense_u'"
+        h = layers.Dense(7, activation="relu", name="dense_u")(h)
+    score = layers.Dense(1, name="score_head")(h)
+    probs = layers.Dense(3, activation="softmax", name="probs_head")(h)
+    return keras.Model({"x1": x1, "x2": x2}, {"score": score, "probs": probs}, name="multi_io_dict")
+
+
+def in_multi_io_dict(rng):
+    return {"x1": rng.normal(size=(3, 4)), "x2": rng.normal(size=(3, 5))}
+
+
+def m_single_bare():
+    x = keras.Input((5,), name="x")
+    y = layers.Dense(4, activation="relu", name="d1")(x)
+    y = layers.Dense(2, name="d2")(y)
+    return keras.Model(x, y, name="single_bare")
+
+
+def in_single(rng):
+    return {"x": rng.normal(size=(3, 5))}
+
+
+def m_nested():
+    inner_in = keras.Input((8,), name="inner_in")
+    t = layers.Dense(8, activation="relu", name="inner_dense")(inner_in)
+    t = layers.BatchNormalization(name="inner_bn")(t)
+    inner = keras.Model(inner_in, t, name="inner_model")
+    seq = keras.Sequential(
+        [keras.Input((8,)), layers.Dense(4, activation="relu", name="sq_d1"), layers.Dense(4, name="sq_d2")],
+        name="seq_inner",
+    )
+    seq_noin = keras.Sequential([layers.Dense(3, name="sn_d")], name="seq_noin_inner")
+    a = keras.Input((6,), name="a")
+    p = layers.Dense(8, name="proj")(a)
+    i1 = inner(p)
+    i2 = inner(i1)
+    s = seq(i2)
+    t2 = seq_noin(s)
+    bn = layers.BatchNormalization(name="bn")(i1)
+    out = layers.Dense(2, name="head")(layers.Concatenate(name="cat")([bn, t2]))
+    return keras.Model(a, [out, i2, s], name="nested")
+
+
+def in_nested(rng):
+    return {"a": rng.normal(size=(3, 6))}
+
+
+def m_tfops():
+    a = keras.Input((6,), name="a")
+    b = keras.Input((6,), name="b")
+    m = a * 3.0  # TFOpLambda tf.math.multiply
+    ad = m + b  # tf.__operators__.add with a tensor in kwargs
+    c = 2.0 + a  # constant first argument
+    sl = a[:, 1:]  # SlicingOpLambda tf.__operators__.getitem
+    s1, s2 = tf.split(ad, 2, axis=-1)  # tf.split, two outputs
+    cc = tf.concat([s1, c], axis=-1)  # list first argument
+    r = tf.reshape(a, (-1, 3, 2))
+    relu = tf.nn.relu(cc)
+    mean = tf.reduce_mean(r, axis=1)
+    d = layers.Dense(4, name="dense")(relu)
+    return keras.Model([a, b], [d, s2, sl, mean], name="tfops")
+
+
+def in_tfops(rng):
+    return {"a": rng.normal(size=(3, 6)), "b": rng.normal(size=(3, 6))}
+
+
+def m_rnn_mask():
+    tok = keras.Input((7,), dtype="int32", name="tok")
+    e = layers.Embedding(20, 8, mask_zero=True, name="emb")(tok)
+    l1 = layers.LSTM(6, return_sequences=True, name="lstm")(e)
+    l2 = layers.LSTM(5, name="lstm2")(l1)
+    f = keras.Input((7, 4), name="feat")
+    mk = layers.Masking(0.0, name="masking")(f)
+    g = layers.GRU(5, name="gru")(mk)
+    out = layers.Dense(3, name="out")(layers.Concatenate(name="cat")([l2, g]))
+    return keras.Model([tok, f], out, name="rnn_mask")
+
+
+def in_rnn_mask(rng):
+    tok = rng.integers(1, 20, size=(3, 7))
+    tok[0, 5:] = 0
+    tok[1, 3:] = 0
+    tok[2, 2] = 0
+    feat = rng.normal(size=(3, 7, 4))
+    feat[0, 4:] = 0.0
+    feat[2, 1] = 0.0
+    return {"tok": tok.astype("int32"), "feat": feat}
+
+
+def m_rnn_state():
+    x = keras.Input((5, 3), name="x")
+    seq, h, c = layers.LSTM(4, return_sequences=True, return_state=True, name="lstm_state")(x)
+    g_out, g_h = layers.GRU(4, return_state=True, name="gru_state")(seq, initial_state=h)
+    bi = layers.Bidirectional(layers.SimpleRNN(3, return_sequences=True), name="bidi")(x)
+    bi_last = layers.GlobalAveragePooling1D(name="bi_pool")(bi)
+    return keras.Model(x, [seq, h, c, g_out, g_h, bi_last], name="rnn_state")
+
+
+def in_rnn_state(rng):
+    return {"x": rng.normal(size=(3, 5, 3))}
+
+
+def m_dtypes():
+    x = keras.Input((6,), name="x")
+    h = layers.Dense(8, activation="relu", name="d_f32")(x)
+    h = layers.Dense(8, activation="relu", dtype="mixed_float16", name="d_mixed16")(h)
+    h = layers.Dense(8, dtype="bfloat16", name="d_bf16")(h)
+    h = layers.Dense(4, dtype="mixed_bfloat16", name="d_mixedbf16")(h)
+    out = layers.Activation("linear", dtype="float32", name="out")(h)
+    return keras.Model(x, out, name="dtypes")
+
+
+def in_dtypes(rng):
+    return {"x": rng.normal(size=(3, 6))}
+
+
+def m_cnn():
+    img = keras.Input((16, 16, 3), name="img")
+    x = layers.Conv2D(8, 3, padding="same", name="conv1")(img)
+    x = layers.BatchNormalization(name="bn1")(x)
+    x = layers.ReLU(name="relu1")(x)
+    p = layers.MaxPooling2D(2, name="pool1")(x)
+    b1 = layers.Conv2D(4, 1, name="b1_conv")(p)
+    b2 = layers.DepthwiseConv2D(3, padding="same", depth_multiplier=2, name="b2_dw")(p)
+    b2 = layers.Conv2D(4, 3, padding="same", activation="relu", name="b2_conv")(b2)
+    b3 = layers.AveragePooling2D(3, strides=1, padding="same", name="b3_avg")(p)
+    b3 = layers.Conv2D(4, 1, name="b3_conv")(b3)
+    b4 = layers.ZeroPadding2D(((1, 0), (1, 0)), name="b4_pad")(p)
+    b4 = layers.Conv2D(4, 2, strides=1, padding="valid", name="b4_conv")(b4)
+    cat = layers.Concatenate(name="cat")([b1, b2, b3, b4])
+    s = layers.SeparableConv2D(8, 3, strides=2, padding="same", name="sep")(cat)
+    s = layers.BatchNormalization(scale=False, name="bn2")(s)
+    s = layers.Activation("relu", name="act2")(s)
+    gap = layers.GlobalAveragePooling2D(name="gap")(s)
+    fl = layers.Flatten(name="flat")(layers.MaxPooling2D(2, name="pool2")(s))
+    d = layers.Dropout(0.3, name="drop")(layers.Concatenate(name="cat2")([gap, fl]))
+    out = layers.Dense(5, activation="softmax", name="probs")(d)
+    return keras.Model(img, out, name="cnn")
+
+
+def in_cnn(rng):
+    return {"img": rng.normal(size=(2, 16, 16, 3))}
+
+
+def m_mha():
+    x = keras.Input((5, 8), name="tokens")
+    a = layers.MultiHeadAttention(num_heads=2, key_dim=4, name="mha")(x, x)
+    h = layers.LayerNormalization(name="ln1")(layers.Add(name="res1")([x, a]))
+    c = layers.MultiHeadAttention(num_heads=2, key_dim=3, value_dim=5, name="mha_causal")(
+        h, h, use_causal_mask=True
+    )
+    h = layers.Add(name="res_c")([h, c])
+    f = layers.Dense(16, activation="gelu", name="ffn1")(h)
+    f = layers.Dense(8, name="ffn2")(f)
+    out = layers.LayerNormalization(name="ln2")(layers.Add(name="res2")([h, f]))
+    pooled = layers.GlobalAveragePooling1D(name="gap")(out)
+    return keras.Model(x, [out, pooled], name="mha")
+
+
+def in_mha(rng):
+    return {"tokens": rng.normal(size=(2, 5, 8))}
+
+
+def m_seq_in():
+    return keras.Sequential(
+        [
+            keras.Input((5,), name="seq_input"),
+            layers.Dense(4, activation="relu", name="sd1"),
+            layers.Dropout(0.2, name="sdrop"),
+            layers.Dense(3, activation="softmax", name="sd2"),
+        ],
+        name="seq_in",
+    )
+
+
+def in_seq(rng):
+    return {"seq_input": rng.normal(size=(3, 5))}
+
+
+def m_seq_noin():
+    m = keras.Sequential([layers.Dense(4, activation="relu", name="sn1"), layers.Dense(3, name="sn2")],
+                         name="seq_noin")
+    m(np.zeros((1, 5), "float32"))
+    return m
+
+
+def m_seq_input_shape():
+    # the Keras-2 idiom: input_shape= on the first layer (first layer config carries batch_input_shape)
+    return keras.Sequential([layers.Dense(4, activation="relu", input_shape=(5,), name="si1"),
+                             layers.Dense(3, name="si2")], name="seq_input_shape")
+
+
+def m_wild_nested_twice():
+    inner_in = keras.Input((4,), name="inner_in")
+    inner = keras.Model(inner_in, layers.Dense(4, activation="tanh", name="inner_dense")(inner_in),
+                        name="inner_model")
+    a = keras.Input((4,), name="a")
+    i1 = inner(a)
+    i2 = inner(i1)
+    add = layers.Add(name="add")([i1, i2])
+    return keras.Model(a, [add, i2], name="nested_twice")
+
+
+def in_wild4(rng):
+    return {"a": rng.normal(size=(3, 4))}
+
+
+LONG = 14000  # characters per layer name; 5 names -> layer_names attribute > 64512 bytes -> chunked
+
+
+def m_wild_chunked():
+    x = keras.Input((2,), name="x")
+    h = x
+    for i in range(5):
+        h = layers.Dense(2, name=f"d{i:03d}_" + "n" * (LONG - 5))(h)
+    return keras.Model(x, h, name="chunked_attrs")
+
+
+def in_wild2(rng):
+    return {"x": rng.normal(size=(3, 2))}
+
+
+MODELS = {
+    "multi_io_list": (m_multi_io_list, in_multi_io_list,
+                      ["list inputs", "list outputs", "shared layer called 3 times at different depths",
+                       "Add/Concatenate merge layers", "Dropout", "compiled (optimizer weights + training_config)"],
+                      {"compile": True, "tfjs": ["", "_q8", "_f16"]}),
+    "multi_io_dict": (m_multi_io_dict, in_multi_io_dict,
+                      ["dict inputs", "dict outputs whose keys differ from layer names",
+                       "unicode layer name attempted (tf_keras refuses it, see build_notes)"],
+                      {"tfjs": [""]}),
+    "single_bare": (m_single_bare, in_single, ["bare tensor input/output (wrapped in input_layers anyway)"],
+                    {"tfjs": [""]}),
+    "nested": (m_nested, in_nested,
+               ["nested Functional called twice (+1 node offsets)", "nested Sequential with InputLayer",
+                "nested Sequential built without Input", "nested model outputs as model outputs"],
+               {"tfjs": [""]}),
+    "tfops": (m_tfops, in_tfops,
+              ["TFOpLambda tf.math.multiply / tf.__operators__.add (tensor in kwargs)", "constant first argument",
+               "SlicingOpLambda tf.__operators__.getitem", "tf.split (2 outputs)", "tf.concat list argument",
+               "tf.reshape", "tf.nn.relu", "tf.math.reduce_mean"], {"tfjs": [""]}),
+    "rnn_mask": (m_rnn_mask, in_rnn_mask,
+                 ["Embedding(mask_zero) -> LSTM -> LSTM (implicit masks)", "Masking -> GRU", "int32 input"],
+                 {"tfjs": [""]}),
+    "rnn_state": (m_rnn_state, in_rnn_state,
+                  ["LSTM return_state (3 outputs)", "GRU initial_state kwarg tensor", "Bidirectional(SimpleRNN)"],
+                  {"tfjs": [""]}),
+    "dtypes": (m_dtypes, in_dtypes, ["mixed_float16 layer", "bfloat16 layer", "mixed_bfloat16 layer"],
+               {"tolerance_hint": "low-precision compute in Keras: compare with rtol~2e-2"}),
+    "cnn": (m_cnn, in_cnn,
+            ["Conv2D", "BatchNormalization (+scale=False)", "ReLU", "Max/AveragePooling2D", "DepthwiseConv2D",
+             "ZeroPadding2D", "SeparableConv2D", "Concatenate", "GlobalAveragePooling2D", "Flatten", "Dropout"],
+            {"compile": True, "tfjs": ["", "_q8", "_f16"]}),
+    "mha": (m_mha, in_mha, ["MultiHeadAttention (+use_causal_mask kwarg)", "LayerNormalization", "gelu"],
+            {"tfjs": [""]}),
+    "seq_in": (m_seq_in, in_seq, ["top-level Sequential with explicit Input"], {"tfjs": [""]}),
+    "seq_noin": (m_seq_noin, in_seq, ["top-level Sequential without Input (built by calling)"], {"tfjs": [""]}),
+    "seq_input_shape": (m_seq_input_shape, in_seq, ["Sequential with input_shape= on first layer"],
+                        {"tfjs": [""]}),
+}
+
+WILD_MODELS = {
+    "nested_twice": (m_wild_nested_twice, in_wild4,
+                     ["tf_keras .h5 with a nested Functional called twice; Keras 3 cannot reload it"], {}),
+    "chunked_attrs": (m_wild_chunked, in_wild2,
+                      ["legacy .h5 whose layer_names attribute is chunked (layer_names0, layer_names1, ...)",
+                       "5 Dense layers with 14000-character names"], {"formats": ["h5", "weights_h5"]}),
+}
+
+
+# ------------------------------------------------------------------------------------ weights
+
+
+def owner_classes(model):
+    owner = {}
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        for v in layer.weights:
+            owner[id(v)] = type(layer).__name__
+    return owner
+
+
+def randomize(model, base_seed: int, book: C.RecipeBook | None = None):
+    book = book or C.RecipeBook()
+    owner = owner_classes(model)
+    for i, v in enumerate(model.weights):
+        if not v.dtype.is_floating:
+            continue
+        arr = book.make(v.name, owner.get(id(v), ""), v.name, tuple(v.shape), "float32", base_seed + i)
+        v.assign(tf.cast(arr, v.dtype))
+    return book
+
+
+# ------------------------------------------------------------------------------ graph facts
+
+
+def is_graph(model):
+    return getattr(model, "_is_graph_network", False)
+
+
+def flat(x):
+    return tf.nest.flatten(x)
+
+
+def graph_info(model) -> dict:
+    info = {"class_name": type(model).__name__, "name": model.name,
+            "layers_order": [l.name for l in model.layers]}
+    try:
+        info["config_layers_order"] = [l["config"]["name"] for l in model.get_config()["layers"]]
+    except Exception:
+        pass
+    if not is_graph(model):
+        info["graph"] = None
+        return info
+    nbd = model._nodes_by_depth
+    in_model = {id(n) for ns in nbd.values() for n in ns}
+    depth_of_node = {id(n): d for d, ns in nbd.items() for n in ns}
+    _, _, map_layers, layers_by_depth = kfunctional._map_graph_network(model.inputs, model.outputs)
+    cidx, node_depths, node_raw = {}, {}, {}
+    for layer in map_layers:
+        k = 0
+        for raw, n in enumerate(layer._inbound_nodes):
+            if id(n) in in_model:
+                cidx[id(n)] = k
+                k += 1
+                node_raw.setdefault(layer.name, []).append(raw)
+                node_depths.setdefault(layer.name, []).append(depth_of_node[id(n)])
+
+    def ref(t):
+        layer, ni, ti = t._keras_history
+        n = layer._inbound_nodes[ni]
+        return [layer.name, cidx.get(id(n), f"raw:{ni}"), ti]
+
+    info["graph_layers_order"] = [l.name for l in map_layers]
+    info["layer_classes"] = {l.name: {"class_name": type(l).__name__, "module": type(l).__module__}
+                             for l in map_layers}
+    info["layer_depths"] = {l.name: d for d, ls in layers_by_depth.items() for l in ls}
+    info["layers_by_depth"] = {str(d): [l.name for l in ls] for d, ls in sorted(layers_by_depth.items(), reverse=True)}
+    info["nodes_by_depth"] = {str(d): [[n.layer.name, cidx[id(n)]] for n in ns]
+                              for d, ns in sorted(nbd.items(), reverse=True)}
+    info["node_depths"] = node_depths
+    info["node_raw_indices"] = node_raw
+    edges, shapes = {}, {}
+    for layer in map_layers:
+        for n in layer._inbound_nodes:
+            if id(n) not in in_model:
+                continue
+            edges.setdefault(layer.name, []).append([ref(t) for t in n.keras_inputs])
+            shapes.setdefault(layer.name, []).append(
+                [[C.shape_list(t.shape), t.dtype.name] for t in flat(n.outputs)])
+    info["node_input_refs"] = edges
+    info["node_output_shapes_dtypes"] = shapes
+    info["input_names"] = [t._keras_history[0].name for t in model.inputs]
+    info["output_refs"] = [ref(t) for t in model.outputs]
+    info["inputs_structure"] = structure(model._nested_inputs)
+    info["outputs_structure"] = structure(model._nested_outputs)
+    nested = {}
+    for layer in map_layers:
+        if isinstance(layer, keras.Model):
+            nested[layer.name] = graph_info(layer)
+    if nested:
+        info["nested"] = nested
+    return info
+
+
+def structure(s):
+    if isinstance(s, dict):
+        return {"type": "dict", "keys": {k: t._keras_history[0].name for k, t in s.items()}}
+    if isinstance(s, (list, tuple)):
+        return {"type": "list", "length": len(s)}
+    return {"type": "tensor"}
+
+
+def param_counts(model):
+    tr = int(sum(np.prod(v.shape) for v in model.trainable_weights))
+    ntr = int(sum(np.prod(v.shape) for v in model.non_trainable_weights))
+    return {"total": int(model.count_params()), "trainable": tr, "non_trainable": ntr}
+
+
+def feed(model, arrays):
+    if not is_graph(model):
+        return next(iter(arrays.values()))
+    return tf.nest.map_structure(lambda t: arrays[t._keras_history[0].name], model._nested_inputs)
+
+
+def run(model, arrays):
+    out = model(feed(model, arrays), training=False)
+    return [np.asarray(o) for o in flat(out)]
+
+
+def intermediates(model, arrays) -> dict:
+    nbd = model._nodes_by_depth
+    in_model = {id(n) for ns in nbd.values() for n in ns}
+    _, _, map_layers, _ = kfunctional._map_graph_network(model.inputs, model.outputs)
+    keys, tensors = [], []
+    for layer in map_layers:
+        if isinstance(layer, layers.InputLayer):
+            continue
+        k = 0
+        for n in layer._inbound_nodes:
+            if id(n) not in in_model:
+                continue
+            for ti, t in enumerate(flat(n.outputs)):
+                keys.append(f"intermediate/{layer.name}/{k}/{ti}")
+                tensors.append(t)
+            k += 1
+    probe = keras.Model(model.inputs, tensors)
+    vals = probe(feed(model, arrays), training=False)
+    return {k: np.asarray(v) for k, v in zip(keys, flat(vals))}
+
+
+# ------------------------------------------------------------------------------------ formats
+
+
+def write_formats(model, base: Path, which=("h5", "keras", "json", "weights_h5")):
+    files, errors = {}, {}
+    for old in base.parent.glob(base.name + "*"):
+        if old.is_file() and (old.name.startswith(base.name + ".") or old.name.startswith(base.name + "_weights")):
+            old.unlink()
+
+    def attempt(key, fn):
+        try:
+            files[key] = fn()
+        except Exception as e:
+            errors[key] = err(e)
+
+    def h5():
+        model.save(f"{base}.h5")
+        return C.rel(f"{base}.h5")
+
+    def kz():
+        model.save(f"{base}.keras")
+        return C.rel(f"{base}.keras")
+
+    def js():
+        with open(f"{base}.json", "w", encoding="utf-8") as f:
+            f.write(model.to_json())
+        return C.rel(f"{base}.json")
+
+    def wh5():
+        model.save_weights(f"{base}_weights.h5")
+        return C.rel(f"{base}_weights.h5")
+
+    table = {"h5": h5, "keras": kz, "json": js, "weights_h5": wh5}
+    for k in which:
+        attempt(k, table[k])
+    return files, errors
+
+
+def reload_checks(files, arrays, expected):
+    res = {}
+
+    def check(key, loader):
+        try:
+            m = loader()
+            res[key] = {"ok": True, "max_abs_diff": C.max_abs_diff(run(m, arrays), expected)}
+        except Exception as e:
+            res[key] = {"ok": False, "error": err(e)}
+        keras.backend.clear_session()
+
+    p = lambda r: str(HERE / r)  # noqa: E731
+    if "h5" in files:
+        check("h5", lambda: keras.models.load_model(p(files["h5"])))
+    if "keras" in files:
+        check("keras", lambda: keras.models.load_model(p(files["keras"])))
+    if "json" in files and "weights_h5" in files:
+        def j():
+            with open(p(files["json"]), encoding="utf-8") as f:
+                m = keras.models.model_from_json(f.read())
+            m.load_weights(p(files["weights_h5"]))
+            return m
+        check("json+weights_h5", j)
+    return res
+
+
+def versions():
+    return C.env_versions(keras_version=keras.__version__, tensorflow_version=tf.__version__,
+                          keras_package="tf_keras")
+
+
+def to_inputs(model, arrays):
+    dt = {t._keras_history[0].name: t.dtype.name for t in model.inputs} if is_graph(model) else {}
+    if len(dt) == 1 and len(arrays) == 1:  # single input: key by the real (maybe auto) input name
+        arrays = {next(iter(dt)): next(iter(arrays.values()))}
+    return {k: np.asarray(v).astype(dt.get(k, "float32")) for k, v in arrays.items()}
+
+
+def describe_outputs(info, outs):
+    ostruct = info.get("outputs_structure", {"type": "tensor"})
+    dict_keys = sorted(ostruct["keys"]) if ostruct.get("type") == "dict" else None
+    res = []
+    for i, (o, r) in enumerate(zip(outs, info.get("output_refs", [None] * len(outs)))):
+        e = {"key": f"output/{i}", "ref": r, "layer": r[0] if r else None, "shape": list(o.shape),
+             "dtype": o.dtype.str}
+        if dict_keys:
+            e["dict_key"] = dict_keys[i]
+        res.append(e)
+    return res
+
+
+DEPTH_NOTE = (
+    "layer_depths/layers_by_depth from tf_keras functional._map_graph_network(model.inputs, model.outputs) "
+    "(the same call Functional.__init__ makes); nodes_by_depth from model._nodes_by_depth; node indices are "
+    "compacted per layer (nodes of this model only, in layer._inbound_nodes order); node_raw_indices are "
+    "positions in layer._inbound_nodes (for a nested model raw index = serialized index, node 0 being its own "
+    "construction node)"
+)
+
+
+def gen_model(name, seed, family=FAMILY, table=None, out_dir=None):
+    table = table or MODELS
+    out_dir = out_dir or OUT
+    builder, make_in, covers, opts = table[name]
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(seed)
+    model = builder()
+    rng = np.random.default_rng(seed)
+    arrays = to_inputs(model, make_in(rng))
+    if opts.get("compile"):
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+        ys = [np.zeros(tuple(1 if d is None else d for d in t.shape), "float32") for t in model.outputs]
+        model.train_on_batch(feed(model, {k: v[:1] for k, v in arrays.items()}), ys)
+    randomize(model, seed * 1000)
+    outs = run(model, arrays)
+    extra = {}
+    if name != "chunked_attrs":
+        try:
+            extra = intermediates(model, arrays)
+        except Exception as e:
+            print(f"  [{name}] no intermediates: {err(e)}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files, errors = write_formats(model, out_dir / name, opts.get("formats", ("h5", "keras", "json", "weights_h5")))
+    ginfo = graph_info(model)
+    cfg = model.get_config()
+    info = {
+        "family": family,
+        "model": name,
+        "made_by": "real tf_keras (Keras 2 API) via samples/gen_k2.py",
+        **versions(),
+        "covers": covers,
+        "files": files,
+        "format_errors": errors,
+        "params": param_counts(model),
+        "inputs": {k: {"shape": list(v.shape), "dtype": v.dtype.str} for k, v in arrays.items()},
+        "config_input_layers": cfg.get("input_layers"),
+        "config_output_layers": cfg.get("output_layers"),
+        **ginfo,
+        "options": opts,
+        "intermediates_recorded": bool(extra),
+        "depth_attributes": DEPTH_NOTE,
+    }
+    if name in BUILD_NOTES:
+        info["build_notes"] = BUILD_NOTES[name]
+    if "tolerance_hint" in opts:
+        info["tolerance_hint"] = opts["tolerance_hint"]
+    info["outputs"] = describe_outputs(ginfo, outs)
+    info["reload"] = reload_checks(files, arrays, outs)
+    if opts.get("tfjs"):
+        info["files"]["tfjs"] = {v or "float32": C.rel(HERE / "tfjs" / f"{name}{v}" / "model.json")
+                                 for v in opts["tfjs"]}
+    if name == "chunked_attrs":
+        import h5py
+
+        with h5py.File(HERE / files["h5"], "r") as f:
+            info["h5_layer_names_attrs"] = sorted(k for k in f["model_weights"].attrs if k.startswith("layer_names"))
+            info["h5_root_attrs"] = sorted(f.attrs.keys())
+    C.save_golden(f"{family}_{name}", arrays, outs, info, extra)
+    print(f"  [{name}] files={list(files)} errors={list(errors)} reload="
+          f"{ {k: (v.get('max_abs_diff') if v['ok'] else 'ERR') for k, v in info['reload'].items()} }")
+
+
+# ------------------------------------------------------------------------------ applications
+
+APP_SPECS = {
+    "MobileNetV3Small": ("MobileNetV3Small", {}, 64, (0, 255), True),
+    "ConvNeXtTiny": ("ConvNeXtTiny", {}, 64, (0, 255), False),
+}
+
+
+def gen_app(app, seed):
+    ctor, kw, size, (lo, hi), full = APP_SPECS[app]
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(seed)
+    model = getattr(keras.applications, ctor)(
+        weights=None, input_shape=(size, size, 3), classes=10, classifier_activation=None, **kw)
+    book = randomize(model, seed * 100000)
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(lo, hi, size=(2, size, size, 3)).astype("float32")
+    in_name = model.inputs[0]._keras_history[0].name
+    arrays = {in_name: x}
+    outs = run(model, arrays)
+    name = f"app_{app.lower()}"
+    adir = APPS / f"{FAMILY}_{app.lower()}"
+    if adir.exists():
+        shutil.rmtree(adir)
+    adir.mkdir(parents=True)
+    files = {}
+    with tempfile.TemporaryDirectory() as td:
+        hpath = Path(td) / "m.h5"
+        model.save(hpath)
+        manifest = C.h5_manifest(hpath, book)
+        manifest.update({"container": "h5"})
+        C.dump_json(adir / "manifest.json", manifest)
+        rebuilt = rebuild.rebuild(adir, Path(td) / "rebuilt")
+        try:
+            from tf_keras.src.applications import convnext
+
+            # tf_keras does not register ConvNeXt's LayerScale: load_model needs it as a custom object
+            m2 = keras.models.load_model(rebuilt, custom_objects={"LayerScale": convnext.LayerScale})
+            rebuild_check = {"ok": True, "max_abs_diff": C.max_abs_diff(run(m2, arrays), outs)}
+        except Exception as e:
+            rebuild_check = {"ok": False, "error": err(e)}
+        if full:
+            OUT.mkdir(parents=True, exist_ok=True)
+            shutil.copy(hpath, OUT / f"{name}.h5")
+            files["h5"] = C.rel(OUT / f"{name}.h5")
+    files["manifest"] = C.rel(adir / "manifest.json")
+    ginfo = graph_info(model)
+    info = {
+        "family": FAMILY,
+        "model": name,
+        "application": ctor,
+        "constructor_kwargs": {"weights": None, "input_shape": [size, size, 3], "classes": 10,
+                               "classifier_activation": None, **kw},
+        "made_by": "real tf_keras keras.applications (samples/gen_k2.py --apps); weights random from recipes",
+        **versions(),
+        "files": files,
+        "weights_committed": "full .h5" if full else "manifest only: rebuild with samples/rebuild.py (-> legacy .h5)",
+        "rebuild_check": rebuild_check,
+        "params": param_counts(model),
+        "inputs": {in_name: {"shape": list(x.shape), "dtype": x.dtype.str, "range": [lo, hi]}},
+        **ginfo,
+        "depth_attributes": DEPTH_NOTE,
+    }
+    info["outputs"] = describe_outputs(ginfo, outs)
+    info["output_stats"] = [{"mean": float(o.mean()), "std": float(o.std()), "min": float(o.min()),
+                             "max": float(o.max())} for o in outs]
+    C.save_golden(f"{FAMILY}_{name}", arrays, outs, info)
+    print(f"  [{name}] params={info['params']['total']} out std={outs[0].std():.4g} rebuild={rebuild_check}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--apps", nargs="*", default=None)
+    ap.add_argument("--no-models", action="store_true")
+    ap.add_argument("--wild", action="store_true")
+    args = ap.parse_args(argv)
+    if not args.no_models:
+        names = args.only or list(MODELS)
+        for i, name in enumerate(MODELS):
+            if name in names:
+                print(f"k2 model {name}", flush=True)
+                try:
+                    gen_model(name, seed=200 + i)
+                except Exception:
+                    traceback.print_exc()
+                    raise
+    if args.wild:
+        for i, name in enumerate(WILD_MODELS):
+            print(f"wild model {name}", flush=True)
+            gen_model(name, seed=300 + i, family="wild", table=WILD_MODELS, out_dir=WILD)
+    if args.apps is not None:
+        apps = args.apps or list(APP_SPECS)
+        for i, app in enumerate(APP_SPECS):
+            if app in apps:
+                print(f"k2 app {app}", flush=True)
+                gen_app(app, seed=600 + i)
+
+
+if __name__ == "__main__":
+    main()
