@@ -91,6 +91,11 @@ def resolve_policy(value: Any, class_name: str = "Layer", layer: str | None = No
     """
     name, quantized = policy_name(value)
     if quantized is not None:
+        inner = value.get("config") if isinstance(value, Mapping) else None
+        mode = inner.get("mode") if isinstance(inner, Mapping) else None
+        source = inner.get("source_name", "float32") if isinstance(inner, Mapping) else "float32"
+        if quantized == "QuantizedDTypePolicy" and mode == "int8" and source in (None, "float32"):
+            return Policy("int8_from_float32", "float32", "float32", quantization="int8")
         raise UnsupportedConfigError(class_name, "dtype", _describe(value), layer)
     if name is None:
         return FLOAT32
@@ -185,3 +190,74 @@ def cast_input(x: np.ndarray, dtype: str) -> np.ndarray:
     if x.dtype == target:
         return x
     return x.astype(target)
+
+
+# --- int8 quantized layers (Keras 3 ``model.quantize("int8")``, KERAS-FORMATS §5.3) ---------------------
+
+
+def abs_max_quantize(
+    x: np.ndarray, value_range: tuple[float, float] = (-127, 127), epsilon: float = 1e-7
+) -> tuple[np.ndarray, np.ndarray]:
+    """Keras's ``AbsMaxQuantizer`` over the last axis: ``(int values as float32, per-row scale)``."""
+    x = np.asarray(x, dtype=np.float32)
+    scale = np.float32(value_range[1]) / (np.max(np.abs(x), axis=-1, keepdims=True) + np.float32(epsilon))
+    q = np.clip(np.round(x * scale), value_range[0], value_range[1])
+    return q.astype(np.float32), scale.astype(np.float32)
+
+
+def int8_dense(
+    config: Mapping[str, Any], weights: Mapping[str, np.ndarray], keras_version: tuple[int, int, int]
+):
+    """An int8 ``Dense``: ``(q(x) @ W_int8) / (x_scale * kernel_scale) + bias``, then the activation.
+
+    Inputs are quantized per row with the activation quantizer of ``quantization_config`` (default
+    ``AbsMaxQuantizer(value_range=(-127, 127), epsilon=1e-7)``); the integer matmul is exact in float64.
+    """
+    from modelgraph.runner.activations import get_activation
+
+    value_range: tuple[float, float] = (-127, 127)
+    epsilon = 1e-7
+    qc = config.get("quantization_config")
+    if isinstance(qc, Mapping):
+        act_q = (qc.get("config") or {}).get("activation_quantizer")
+        if isinstance(act_q, Mapping):
+            if act_q.get("class_name") != "AbsMaxQuantizer":
+                raise UnsupportedConfigError(
+                    "Dense", "quantization_config", act_q.get("class_name"), config.get("name")
+                )
+            cfg = act_q.get("config") or {}
+            value_range = tuple(cfg.get("value_range", value_range))  # type: ignore[assignment]
+            epsilon = float(cfg.get("epsilon", epsilon))
+            if cfg.get("axis", -1) not in (-1, None):
+                raise UnsupportedConfigError(
+                    "Dense", "activation_quantizer.axis", cfg.get("axis"), config.get("name")
+                )
+        elif act_q is None and "activation_quantizer" in (qc.get("config") or {}):
+            raise UnsupportedConfigError(
+                "Dense", "quantization_config", "weight-only int8", config.get("name")
+            )
+    names = list(weights)
+    kernel = np.asarray(weights["kernel"])
+    scale_name = (
+        "kernel_scale"
+        if "kernel_scale" in weights
+        else next((n for n in names if n not in ("kernel", "bias")), None)
+    )
+    if scale_name is None:
+        raise UnsupportedConfigError("Dense", "dtype", "int8 without kernel_scale", config.get("name"))
+    kernel_scale = np.asarray(weights[scale_name], dtype=np.float32)
+    bias = np.asarray(weights["bias"], dtype=np.float32) if "bias" in weights else None
+    if kernel.dtype != np.int8:
+        raise UnsupportedConfigError("Dense", "kernel dtype", str(kernel.dtype), config.get("name"))
+    kernel64 = kernel.astype(np.float64)
+    act = get_activation(config.get("activation"), keras_version, "Dense", config.get("name"))
+
+    def run(x: np.ndarray) -> np.ndarray:
+        q, x_scale = abs_max_quantize(x, value_range, epsilon)
+        y = (q.astype(np.float64) @ kernel64).astype(np.float32)  # exact integer sums
+        y = y / (x_scale * kernel_scale)
+        if bias is not None:
+            y = y + bias
+        return act(y)
+
+    return run

@@ -83,7 +83,7 @@ def parse_input_options(values: Iterable[str], input_names: list[str]) -> dict[s
         for key, arr in read_input_file(Path(value), input_names).items():
             if key not in input_names:
                 raise UsageError(
-                    f"unknown input {key!r} in {Path(value).name}; model inputs are {input_names}"
+                    f"unknown input {key!r}; model inputs are {input_names} (in {Path(value).name})"
                 )
             feeds[key] = arr
     return feeds

@@ -462,7 +462,13 @@ class Runner:
                 keras_version=self.keras_version,
                 compute_dtype=policy.compute_dtype,
             )
-            fn = entry.factory(spec)
+            if policy.quantization is not None:
+                if policy.quantization == "int8" and layer.class_name == "Dense":
+                    fn = dt.int8_dense(layer.config, weights, self.keras_version)
+                else:
+                    raise UnsupportedConfigError(layer.class_name, "dtype", policy.quantization, path)
+            else:
+                fn = entry.factory(spec)
             weights.release()
             self._weight_bytes += weights.nbytes
         except ModelGraphError as exc:
@@ -490,17 +496,15 @@ class Runner:
         built = self._build_kernel(graph, layer, path)
         training = _training_value(node.kwargs)
         if built is not None:
-            fn, policy, sensitive = built  # type: ignore[misc]
+            sensitive = built[2]  # type: ignore[misc]
             wants_training = training is True or (forced and training is not False)
-            if wants_training and sensitive:
-                # Keras: BatchNormalization uses batch statistics only when the layer is trainable.
-                if not (layer.class_name == "BatchNormalization" and not layer.trainable):
-                    self._problem(
-                        path,
-                        layer.class_name,
-                        UnsupportedConfigError(layer.class_name, "training", True, path),
-                    )
-                    built = None
+            # Keras: BatchNormalization uses batch statistics only when the layer is trainable.
+            frozen_bn = layer.class_name == "BatchNormalization" and not layer.trainable
+            if wants_training and sensitive and not frozen_bn:
+                self._problem(
+                    path, layer.class_name, UnsupportedConfigError(layer.class_name, "training", True, path)
+                )
+                built = None
         # Call template: tensors -> slots; drop training and mask=None.
         kwargs = {k: v for k, v in node.kwargs.items() if k != "training"}
         if "mask" in kwargs and _is_none_structure(kwargs["mask"]):
@@ -731,6 +735,10 @@ class Runner:
         return {k: np.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
 
     def _cast(self, x: np.ndarray, i: int) -> np.ndarray:
+        if x.dtype.kind in "cOSUV" and x.dtype.kind != np.dtype(_np_name(self._input_dtypes[i])).kind:
+            raise UsageError(
+                f"input '{self.inputs[i].name}' has dtype {x.dtype}; the model expects {self._input_dtypes[i]}"
+            )
         try:
             return dt.cast_input(x, self._input_dtypes[i])
         except (TypeError, ValueError) as exc:
@@ -828,6 +836,10 @@ class Runner:
         if profile is not None:
             profile.total_seconds += time.perf_counter() - t_start
         return result_map
+
+
+def _np_name(dtype: str) -> str:
+    return "float32" if dtype == "bfloat16" else dtype
 
 
 def _fmt_shape(shape: Sequence[int | None]) -> str:

@@ -13,7 +13,7 @@ combine the masks of their inputs, and every other layer drops it. A layer whose
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,8 +240,3 @@ def rule_for(class_name: str, config: Mapping[str, Any]) -> MaskRule:
     if class_name in PASS_THROUGH:
         return MaskRule(consume, _pass_first)
     return MaskRule(consume, None)
-
-
-def input_masks_for(masks_by_input: Sequence[Array | None]) -> list[Array | None]:
-    """The masks of a node's flattened tensor inputs (a helper kept for symmetry with Keras)."""
-    return list(masks_by_input)

@@ -1,0 +1,228 @@
+"""``modelgraph run`` in-process with click's CliRunner: exit codes, npz round trip, --expect."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from modelgraph.cli.main import cli
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+NESTED = SAMPLES / "k3" / "nested.keras"
+NESTED_GOLDEN = SAMPLES / "goldens" / "k3_nested.npz"
+MULTI = SAMPLES / "k3" / "multi_io_list.keras"
+QUANT = SAMPLES / "k3" / "quant_int8.keras"
+
+pytestmark = pytest.mark.skipif(not NESTED.exists(), reason="samples/k3/nested.keras is not committed")
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, ["run", *map(str, args)], catch_exceptions=False)
+
+
+def golden_inputs(tmp_path: Path) -> Path:
+    with np.load(NESTED_GOLDEN, allow_pickle=False) as g:
+        path = tmp_path / "in.npz"
+        np.savez(path, a=g["input/a"])
+    return path
+
+
+def test_round_trip_and_expect_pass(tmp_path):
+    inputs = golden_inputs(tmp_path)
+    out = tmp_path / "out.npz"
+    res = invoke(NESTED, "--input", inputs, "-o", out, "--tap", "bn")
+    assert res.exit_code == 0, res.output
+    with np.load(out, allow_pickle=False) as saved:
+        assert list(saved.files) == ["head", "inner_model", "seq_inner", "tap/bn"]
+        saved = {k: saved[k] for k in saved.files}
+    # our own outputs as the reference: exact match
+    res = invoke(NESTED, "--input", inputs, "--expect", out, "--atol", "0", "--rtol", "0")
+    assert res.exit_code == 0, res.output
+    # the golden (with intermediates) as reference and as input source
+    res = invoke(NESTED, "--expect", NESTED_GOLDEN)
+    assert res.exit_code == 0, res.output
+    assert "PASSED" in res.output
+
+
+def test_expect_mismatch_exits_1_and_names_the_diverging_layer(tmp_path):
+    with np.load(NESTED_GOLDEN, allow_pickle=False) as g:
+        ref = {k: g[k] for k in g.files}
+    ref["intermediate/bn/0/0"] = ref["intermediate/bn/0/0"] + 1.0
+    ref["intermediate/cat/0/0"] = ref["intermediate/cat/0/0"] + 1.0
+    ref["output/0"] = ref["output/0"] + 1.0
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **ref)
+    res = invoke(NESTED, "--expect", bad, "--format", "json")
+    assert res.exit_code == 1
+    payload = json.loads(res.stdout)
+    assert payload["schema_version"] and payload["comparison"]["passed"] is False
+    assert payload["comparison"]["first_divergence"] == "bn"
+    assert "first diverging layer: bn" in res.stderr
+
+
+def test_unknown_input_exits_2(tmp_path):
+    path = tmp_path / "x.npz"
+    np.savez(path, img=np.zeros((1, 6), np.float32))
+    res = invoke(NESTED, "--input", path)
+    assert res.exit_code == 2
+    assert "unknown input 'img'; model inputs are ['a']" in res.stderr
+
+
+def test_usage_errors_exit_2(tmp_path):
+    assert invoke(NESTED).exit_code == 2  # no inputs
+    assert invoke(NESTED, "--random", "--tap", "nope").exit_code == 2
+
+
+def test_name_equals_file_and_npy(tmp_path):
+    x = np.random.default_rng(0).standard_normal((2, 6)).astype(np.float32)
+    npy = tmp_path / "a.npy"
+    np.save(npy, x)
+    r1 = invoke(NESTED, "--input", npy, "-o", tmp_path / "1.npz")
+    r2 = invoke(NESTED, "--input", f"a={npy}", "-o", tmp_path / "2.npz", "--batch-size", "1")
+    assert r1.exit_code == 0 and r2.exit_code == 0, r1.output + r2.output
+    with np.load(tmp_path / "1.npz") as a, np.load(tmp_path / "2.npz") as b:
+        for k in a.files:
+            np.testing.assert_allclose(a[k], b[k], rtol=1e-6, atol=1e-7)
+
+
+def test_random_profile_json():
+    res = invoke(NESTED, "--random", "--seed", "3", "--batch", "2", "--profile", "--format", "json")
+    assert res.exit_code == 0, res.output
+    payload = json.loads(res.stdout)
+    assert [o["shape"][0] for o in payload["outputs"]] == [2, 2, 2]
+    assert payload["profile"]["layers"] and payload["profile"]["peak_live_bytes"] > 0
+
+
+def test_check_exit_codes():
+    res = invoke(NESTED, "--check")
+    assert res.exit_code == 0 and "supported" in res.stdout
+
+
+def test_check_unsupported_exits_4(tmp_path):
+    cfg = {
+        "class_name": "Functional",
+        "config": {
+            "name": "m",
+            "layers": [
+                {
+                    "class_name": "InputLayer",
+                    "name": "x",
+                    "config": {"name": "x", "batch_shape": [None, 3], "dtype": "float32"},
+                    "inbound_nodes": [],
+                },
+                {
+                    "class_name": "Frobnicate",
+                    "name": "f1",
+                    "config": {"name": "f1"},
+                    "inbound_nodes": [
+                        {
+                            "args": [
+                                {
+                                    "class_name": "__keras_tensor__",
+                                    "config": {
+                                        "shape": [None, 3],
+                                        "dtype": "float32",
+                                        "keras_history": ["x", 0, 0],
+                                    },
+                                }
+                            ],
+                            "kwargs": {},
+                        }
+                    ],
+                },
+                {
+                    "class_name": "Wobble",
+                    "name": "f2",
+                    "config": {"name": "f2"},
+                    "inbound_nodes": [
+                        {
+                            "args": [
+                                {
+                                    "class_name": "__keras_tensor__",
+                                    "config": {
+                                        "shape": [None, 3],
+                                        "dtype": "float32",
+                                        "keras_history": ["f1", 0, 0],
+                                    },
+                                }
+                            ],
+                            "kwargs": {},
+                        }
+                    ],
+                },
+            ],
+            "input_layers": [["x", 0, 0]],
+            "output_layers": [["f2", 0, 0]],
+        },
+    }
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(cfg))
+    res = invoke(path, "--check")
+    assert res.exit_code == 4, res.output
+    assert "f1" in res.stdout and "f2" in res.stdout
+    res = invoke(path, "--random")
+    assert res.exit_code == 4
+
+
+def test_cannot_load_exits_3(tmp_path):
+    bad = tmp_path / "bad.keras"
+    bad.write_bytes(b"not a zip")
+    assert invoke(bad, "--random").exit_code == 3
+
+
+def test_bad_input_dtype_exits_2(tmp_path):
+    path = tmp_path / "x.npz"
+    np.savez(path, a=np.zeros((2, 6), np.complex64))
+    assert invoke(NESTED, "--input", path).exit_code == 2
+
+
+def test_kernel_failure_exits_5(tmp_path):
+    def kt(name):
+        return {
+            "class_name": "__keras_tensor__",
+            "config": {"shape": [None, None], "dtype": "float32", "keras_history": [name, 0, 0]},
+        }
+
+    cfg = {
+        "class_name": "Functional",
+        "config": {
+            "name": "m",
+            "layers": [
+                {
+                    "class_name": "InputLayer",
+                    "name": "x",
+                    "config": {"name": "x", "batch_shape": [None, None], "dtype": "float32"},
+                    "inbound_nodes": [],
+                },
+                {
+                    "module": "keras.src.ops.numpy",
+                    "class_name": "Reshape",
+                    "name": "reshape",
+                    "config": {"name": "reshape", "newshape": [-1, 5]},
+                    "inbound_nodes": [{"args": [kt("x")], "kwargs": {}}],
+                },
+            ],
+            "input_layers": [["x", 0, 0]],
+            "output_layers": [["reshape", 0, 0]],
+        },
+    }
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(cfg))
+    x = tmp_path / "x.npy"
+    np.save(x, np.zeros((2, 6), np.float32))
+    res = invoke(path, "--input", x)
+    assert res.exit_code == 5, res.output
+    assert "reshape[0]" in res.stderr and "(2, 6)" in res.stderr
+
+
+def test_multi_output_names():
+    if not MULTI.exists():
+        pytest.skip("samples/k3/multi_io_list.keras is not committed")
+    res = invoke(MULTI, "--random", "--format", "json")
+    assert res.exit_code == 0, res.output
+    names = [o["name"] for o in json.loads(res.stdout)["outputs"]]
+    assert len(names) == len(set(names)) == 3
