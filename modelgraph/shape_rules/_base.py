@@ -1,0 +1,474 @@
+"""The shape-rule registry and the small dimension algebra every rule uses.
+
+A *shape rule* computes a node's output shapes from its call (config + input tensors); a *weight
+rule* computes the weight shapes Keras would create for a layer built on given input shapes.
+Rules are registered by key:
+
+* a layer class name (``"Dense"``),
+* ``"op:<ClassName>"`` for Keras 3 raw-op nodes (their class names clash with layers),
+* ``"tf:<function>"`` for tf.keras ``TFOpLambda``/``SlicingOpLambda`` (``"tf:math.multiply"``).
+
+Shapes are tuples with ``None`` for an unknown dimension (the batch is ``None``); an unknown *rank*
+is ``None`` instead of a tuple. Rules signal a broken model with :class:`ShapeError` (recorded as a
+problem by the driver) and an input they cannot work with because it is unknown with
+:class:`Unknown` (silently yields unknown outputs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Dim = int | None
+Shape = tuple[Dim, ...]
+
+
+class ShapeError(Exception):
+    """The model is inconsistent at this node (recorded as a problem; outputs become unknown)."""
+
+    def __init__(self, message: str, kind: str = "shape") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class Unknown(Exception):
+    """A rule needs an input shape (or a config value) that is not known: outputs are unknown."""
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One symbolic tensor: its shape (None = unknown rank) and dtype (None = unknown)."""
+
+    shape: Shape | None
+    dtype: str | None = "float32"
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+
+@dataclass
+class Call:
+    """What a rule sees of one node: the layer's config and the call with tensors as TensorSpec."""
+
+    name: str
+    class_name: str
+    config: Mapping[str, Any]
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+    inputs: list[TensorSpec]
+    keras_major: int = 3
+    weights: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    notes: list[tuple[str, str, str]] = field(default_factory=list)
+    out_dtypes: list[str | None] | None = None
+
+    # --- config access --------------------------------------------------------------------------
+    def get(self, key: str, default: Any = None, *aliases: str) -> Any:
+        """A config value (first of ``key``/``aliases`` present and not None), else ``default``."""
+        for k in (key, *aliases):
+            value = self.config.get(k)
+            if value is not None:
+                return value
+        return default
+
+    def note(self, message: str, kind: str, severity: str = "warning") -> None:
+        self.notes.append((message, kind, severity))
+
+    # --- tensor access --------------------------------------------------------------------------
+    def arg_tensors(self) -> list[TensorSpec]:
+        """Tensors of the positional arguments, flattened (kwargs such as ``mask`` excluded)."""
+        return [v for v in flatten(self.args) if isinstance(v, TensorSpec)]
+
+    def first(self) -> TensorSpec:
+        """The first positional tensor (the usual single input)."""
+        tensors = self.arg_tensors() or self.inputs
+        if not tensors:
+            raise ShapeError(f"'{self.name}' is called without a tensor input", "arity")
+        return tensors[0]
+
+    def x(self) -> Shape:
+        """Shape of the single input; :class:`Unknown` when its rank is unknown."""
+        return need(self.first())
+
+    def param(self, position: int, name: str, default: Any = None) -> Any:
+        """A call argument by position or keyword (Keras 2 list nodes keep only the first positional)."""
+        if len(self.args) > position:
+            return self.args[position]
+        return self.kwargs.get(name, default)
+
+    @property
+    def compute_dtype(self) -> str:
+        return compute_dtype(self.config.get("dtype"))
+
+
+RuleFn = Callable[[Call], Any]
+WeightFn = Callable[[Mapping[str, Any], list[Shape | None]], dict[str, Shape]]
+
+SHAPE_RULES: dict[str, RuleFn] = {}
+WEIGHT_RULES: dict[str, WeightFn] = {}
+# Classes whose output dtype follows a non-float input instead of the compute dtype.
+DTYPE_PASSTHROUGH: set[str] = set()
+
+
+def shape_rule(*names: str, passthrough_dtype: bool = False) -> Callable[[RuleFn], RuleFn]:
+    """Register a shape rule under one or more keys (class names, ``op:X``, ``tf:fn``)."""
+
+    def deco(fn: RuleFn) -> RuleFn:
+        for n in names:
+            SHAPE_RULES[n] = fn
+            if passthrough_dtype:
+                DTYPE_PASSTHROUGH.add(n)
+        return fn
+
+    return deco
+
+
+def weight_rule(*names: str) -> Callable[[WeightFn], WeightFn]:
+    """Register an expected-weights rule ``(config, input_shapes) -> {canonical name: shape}``."""
+
+    def deco(fn: WeightFn) -> WeightFn:
+        for n in names:
+            WEIGHT_RULES[n] = fn
+        return fn
+
+    return deco
+
+
+# ------------------------------------------------------------------------------------------------
+# Structures
+
+
+def flatten(value: Any) -> list[Any]:
+    """Keras's ``tree.flatten`` order: lists/tuples in order, dict values by sorted key."""
+    out: list[Any] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list | tuple) and not isinstance(item, TensorSpec):
+            stack.extend(reversed(item))
+        elif isinstance(item, Mapping):
+            stack.extend(item[k] for k in sorted(item, key=str, reverse=True))
+        else:
+            out.append(item)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Dimension algebra
+
+
+def need(spec: TensorSpec | Shape | None) -> Shape:
+    """The shape, or :class:`Unknown` when the rank is unknown."""
+    shape = spec.shape if isinstance(spec, TensorSpec) else spec
+    if shape is None:
+        raise Unknown()
+    return shape
+
+
+def need_rank(shape: Shape, ranks: Iterable[int] | int, who: str) -> Shape:
+    allowed = (ranks,) if isinstance(ranks, int) else tuple(ranks)
+    if len(shape) not in allowed:
+        want = " or ".join(str(r) for r in allowed)
+        raise ShapeError(
+            f"{who} expects a rank-{want} input (batch included), got shape {fmt(shape)}", "rank"
+        )
+    return shape
+
+
+def fmt(shape: Shape | None) -> str:
+    if shape is None:
+        return "<unknown rank>"
+    return (
+        "("
+        + ", ".join("None" if d is None else str(d) for d in shape)
+        + ("," if len(shape) == 1 else "")
+        + ")"
+    )
+
+
+def prod(dims: Iterable[Dim]) -> Dim:
+    n = 1
+    for d in dims:
+        if d is None:
+            return None
+        n *= d
+    return n
+
+
+def dadd(*dims: Dim) -> Dim:
+    if any(d is None for d in dims):
+        return None
+    return sum(d for d in dims if d is not None)
+
+
+def dmul(a: Dim, b: Dim) -> Dim:
+    return None if a is None or b is None else a * b
+
+
+def same_dim(a: Dim, b: Dim) -> bool:
+    """Compatible: equal, or one unknown."""
+    return a is None or b is None or a == b
+
+
+def merge_dim(a: Dim, b: Dim) -> Dim:
+    return a if a is not None else b
+
+
+def axis_index(axis: Any, rank: int, who: str = "axis") -> int:
+    try:
+        a = int(axis)
+    except (TypeError, ValueError):
+        raise ShapeError(f"{who} {axis!r} is not an integer", "config") from None
+    if not -rank <= a < rank:
+        raise ShapeError(f"{who} {a} is out of range for a rank-{rank} tensor", "axis")
+    return a % rank
+
+
+def broadcast(a: Shape, b: Shape, who: str = "inputs") -> Shape:
+    """NumPy broadcasting; an unknown dim against a known d > 1 gives d (or the op fails)."""
+    out: list[Dim] = []
+    la, lb = len(a), len(b)
+    for i in range(max(la, lb)):
+        x = a[la - 1 - i] if i < la else 1
+        y = b[lb - 1 - i] if i < lb else 1
+        if x == 1:
+            out.append(y)
+        elif y == 1:
+            out.append(x)
+        elif x is None or y is None:
+            known = x if x is not None else y
+            out.append(known)
+        elif x == y:
+            out.append(x)
+        else:
+            raise ShapeError(f"{who} have incompatible shapes {fmt(a)} and {fmt(b)}", "broadcast")
+    return tuple(reversed(out))
+
+
+def as_tuple(value: Any, n: int, who: str) -> tuple[int, ...]:
+    """``3`` -> ``(3, 3)``; lists pass through when their length is ``n``."""
+    if isinstance(value, bool):
+        raise ShapeError(f"{who} {value!r} is not an integer", "config")
+    if isinstance(value, int):
+        return (value,) * n
+    if isinstance(value, list | tuple) and len(value) == n and all(isinstance(v, int) for v in value):
+        return tuple(value)
+    if isinstance(value, list | tuple) and len(value) == 1 and isinstance(value[0], int):
+        return (value[0],) * n
+    raise ShapeError(f"{who} {value!r} is not {n} integer(s)", "config")
+
+
+def pairs(value: Any, n: int, who: str) -> tuple[tuple[int, int], ...]:
+    """Padding/cropping specs: ``1``, ``(1, 2)`` (symmetric per axis), ``((1, 2), (3, 4))``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return ((value, value),) * n
+    if isinstance(value, list | tuple):
+        if n == 1 and len(value) == 2 and all(isinstance(v, int) for v in value):
+            return ((value[0], value[1]),)
+        if len(value) == n:
+            out = []
+            for v in value:
+                if isinstance(v, int) and not isinstance(v, bool):
+                    out.append((v, v))
+                elif isinstance(v, list | tuple) and len(v) == 2 and all(isinstance(x, int) for x in v):
+                    out.append((v[0], v[1]))
+                else:
+                    raise ShapeError(f"{who} {value!r} is not a valid spec", "config")
+            return tuple(out)
+    raise ShapeError(f"{who} {value!r} is not a valid spec for {n} axes", "config")
+
+
+def conv_length(n: Dim, k: int, stride: int, dilation: int, padding: str) -> Dim:
+    """Output length of a convolution/pooling window (TF semantics)."""
+    if n is None:
+        return None
+    eff = (k - 1) * dilation + 1
+    if padding in ("same", "causal"):
+        return -(-n // stride)
+    if padding == "valid":
+        return (n - eff) // stride + 1
+    if padding == "full":
+        return (n + eff - 2) // stride + 1
+    raise ShapeError(f"padding {padding!r} is not one of 'valid', 'same', 'causal'", "config")
+
+
+def deconv_length(
+    n: Dim, k: int, stride: int, dilation: int, padding: str, output_padding: int | None
+) -> Dim:
+    """Output length of a transposed convolution (Keras's formula)."""
+    if n is None:
+        return None
+    eff = k + (k - 1) * (dilation - 1)
+    if output_padding is None:
+        if padding == "valid":
+            return n * stride + max(eff - stride, 0)
+        if padding == "same":
+            return n * stride
+        if padding == "full":
+            return n * stride - (stride + eff - 2)
+        raise ShapeError(f"padding {padding!r} is not 'valid' or 'same'", "config")
+    pad = eff // 2 if padding == "same" else (eff - 1 if padding == "full" else 0)
+    return (n - 1) * stride + eff - 2 * pad + output_padding
+
+
+def channels_first(config: Mapping[str, Any]) -> bool:
+    fmt_ = config.get("data_format")
+    if fmt_ is None:
+        ordering = config.get("dim_ordering")  # Keras 1: "th" = channels first
+        return ordering == "th"
+    return fmt_ == "channels_first"
+
+
+def split_spatial(shape: Shape, n: int, first: bool) -> tuple[Dim, list[Dim], Dim]:
+    """``(batch, [spatial dims], channels)`` of a rank ``n + 2`` shape."""
+    if first:
+        return shape[0], list(shape[2:]), shape[1]
+    return shape[0], list(shape[1:-1]), shape[-1]
+
+
+def join_spatial(batch: Dim, spatial: Sequence[Dim], channels: Dim, first: bool) -> Shape:
+    if first:
+        return (batch, channels, *spatial)
+    return (batch, *spatial, channels)
+
+
+# ------------------------------------------------------------------------------------------------
+# dtypes
+
+_MIXED = {"mixed_float16": ("float16", "float32"), "mixed_bfloat16": ("bfloat16", "float32")}
+
+
+def _policy_name(dtype: Any) -> str | None:
+    if dtype is None:
+        return None
+    if isinstance(dtype, str):
+        return dtype
+    if isinstance(dtype, Mapping):
+        cfg = dtype.get("config")
+        if isinstance(cfg, Mapping):
+            name = cfg.get("name")
+            if isinstance(name, str):
+                return name
+            source = cfg.get("source_name")
+            if isinstance(source, str):
+                return source
+    return None
+
+
+def compute_dtype(dtype: Any) -> str:
+    """The compute dtype of a layer's ``dtype`` config entry (string or DTypePolicy object)."""
+    name = _policy_name(dtype) or "float32"
+    if name in _MIXED:
+        return _MIXED[name][0]
+    return name
+
+
+def variable_dtype(dtype: Any) -> str:
+    """The dtype Keras stores a layer's variables in (mixed policies keep float32 variables)."""
+    name = _policy_name(dtype) or "float32"
+    if name in _MIXED:
+        return _MIXED[name][1]
+    return name
+
+
+def is_float(dtype: str | None) -> bool:
+    return dtype is None or "float" in dtype
+
+
+def result_dtype(dtypes: Iterable[str | None]) -> str | None:
+    """A simple promotion: any float wins (the widest), else the first integer/bool dtype."""
+    seen = [d for d in dtypes if d is not None]
+    floats = [d for d in seen if "float" in d]
+    if floats:
+        return max(floats, key=lambda d: int("".join(ch for ch in d if ch.isdigit()) or 32))
+    return seen[0] if seen else None
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# ------------------------------------------------------------------------------------------------
+# Running rules for wrapped layers (TimeDistributed, Bidirectional)
+
+
+def inner_record(config: Mapping[str, Any], key: str = "layer") -> tuple[str, Mapping[str, Any]] | None:
+    """The ``(class_name, config)`` of a wrapped layer record, or None."""
+    record = config.get(key)
+    if not isinstance(record, Mapping) or not isinstance(record.get("class_name"), str):
+        return None
+    inner = record.get("config")
+    return record["class_name"], inner if isinstance(inner, Mapping) else {}
+
+
+def run_rule(
+    parent: Call, class_name: str, config: Mapping[str, Any], inputs: list[TensorSpec]
+) -> list[Shape | None]:
+    """Apply the rule of ``class_name`` to ``inputs`` (notes go to ``parent``); a list of outputs."""
+    rule = SHAPE_RULES.get(class_name)
+    if rule is None:
+        parent.note(f"no shape rule for wrapped class '{class_name}'", "unknown_class", "info")
+        raise Unknown()
+    sub = Call(
+        name=f"{parent.name}/{class_name}",
+        class_name=class_name,
+        config=config,
+        args=(inputs[0] if len(inputs) == 1 else list(inputs),),
+        kwargs={},
+        inputs=list(inputs),
+        keras_major=parent.keras_major,
+        notes=parent.notes,
+    )
+    result = rule(sub)
+    if isinstance(result, list):
+        return result
+    return [result]
+
+
+def expected_for(
+    class_name: str, config: Mapping[str, Any], ins: list[Shape | None]
+) -> dict[str, Shape] | None:
+    """Expected weights of ``class_name`` built on ``ins``; None for an unknown class."""
+    from modelgraph.weight_names import NO_WEIGHT_CLASSES
+
+    rule = WEIGHT_RULES.get(class_name)
+    if rule is not None:
+        return _quantized(class_name, config, rule(config, ins))
+    if class_name in NO_WEIGHT_CLASSES or class_name in NO_WEIGHT_EXTRA:
+        return {}
+    return None
+
+
+def quantization_mode(config: Mapping[str, Any]) -> str | None:
+    """``"int8"``, ``"int4"``, ``"float8"``... for a Keras 3 quantized dtype policy, else None."""
+    dtype = config.get("dtype")
+    if isinstance(dtype, Mapping) and "Quantized" in str(dtype.get("class_name", "")):
+        cfg = dtype.get("config")
+        mode = cfg.get("mode") if isinstance(cfg, Mapping) else None
+        return str(mode) if mode else None
+    return None
+
+
+def _quantized(class_name: str, config: Mapping[str, Any], weights: dict[str, Shape]) -> dict[str, Shape]:
+    """Keras 3 int8/int4 layers store an integer kernel plus a float scale (appended last)."""
+    mode = quantization_mode(config)
+    if mode is None:
+        return weights
+    if class_name == "Dense" and "kernel" in weights and mode in ("int8", "int4"):
+        rows, units = weights["kernel"]
+        if mode == "int4" and rows is not None:
+            weights["kernel"] = ((rows + 1) // 2, units)
+        weights["kernel_scale"] = (units,)
+    elif class_name == "Embedding" and "embeddings" in weights and mode == "int8":
+        weights["embeddings_scale"] = (weights["embeddings"][0],)
+    return weights
+
+
+NO_WEIGHT_EXTRA = frozenset(
+    {
+        "Merge", "CategoryEncoding", "RandomCrop", "RandomFlip", "RandomRotation", "RandomTranslation",
+        "RandomZoom", "RandomContrast", "RandomBrightness", "RandomGrayscale", "AutoContrast",
+        "Solarization", "Equalization",
+    }
+)  # fmt: skip

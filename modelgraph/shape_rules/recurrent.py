@@ -1,0 +1,251 @@
+"""Recurrent layers and wrappers: SimpleRNN, LSTM, GRU, ConvLSTM1D/2D/3D, Bidirectional, TimeDistributed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from modelgraph.shape_rules._base import (
+    Call,
+    Shape,
+    ShapeError,
+    TensorSpec,
+    Unknown,
+    channels_first,
+    conv_length,
+    dadd,
+    expected_for,
+    fmt,
+    inner_record,
+    need,
+    need_rank,
+    run_rule,
+    same_dim,
+    shape_rule,
+    weight_rule,
+)
+from modelgraph.shape_rules.spatial import conv_geometry
+
+GATES = {
+    "SimpleRNN": 1,
+    "LSTM": 4,
+    "GRU": 3,
+    "CuDNNLSTM": 4,
+    "CuDNNGRU": 3,
+    "UnifiedLSTM": 4,
+    "UnifiedGRU": 3,
+}
+STATES = {
+    "SimpleRNN": 1,
+    "LSTM": 2,
+    "GRU": 1,
+    "CuDNNLSTM": 2,
+    "CuDNNGRU": 1,
+    "UnifiedLSTM": 2,
+    "UnifiedGRU": 1,
+}
+RNN_NAMES = tuple(GATES)
+
+
+def _units(config: Mapping[str, Any], who: str) -> int:
+    units = config.get("units", config.get("output_dim"))
+    if not isinstance(units, int) or isinstance(units, bool):
+        raise ShapeError(f"{who} units {units!r} is not an integer", "config")
+    return units
+
+
+def rnn_outputs(
+    class_name: str, config: Mapping[str, Any], shape: Shape, call: Call | None = None
+) -> list[Shape]:
+    """Outputs of a SimpleRNN/LSTM/GRU on ``shape``: [output, *states] when return_state."""
+    need_rank(shape, 3, class_name)
+    if config.get("time_major"):
+        batch, steps = shape[1], shape[0]
+    else:
+        batch, steps = shape[0], shape[1]
+    units = _units(config, class_name)
+    seq = bool(config.get("return_sequences", False))
+    out: Shape = (
+        ((steps, batch, units) if config.get("time_major") else (batch, steps, units))
+        if seq
+        else (batch, units)
+    )
+    result = [out]
+    if config.get("return_state", False):
+        result.extend([(batch, units)] * STATES[class_name])
+    return result
+
+
+@shape_rule(*RNN_NAMES)
+def _rnn(call: Call) -> list[Shape]:
+    return rnn_outputs(call.class_name, call.config, call.x(), call)
+
+
+def rnn_weights(class_name: str, config: Mapping[str, Any], features: Any) -> dict[str, Shape]:
+    gates = GATES.get(class_name, 1)
+    units = _units(config, class_name)
+    out: dict[str, Shape] = {"kernel": (features, gates * units), "recurrent_kernel": (units, gates * units)}
+    use_bias = config.get("use_bias", True)
+    if use_bias is None or use_bias:
+        if class_name.startswith("CuDNN"):
+            out["bias"] = (2 * gates * units,)
+        elif class_name in ("GRU", "UnifiedGRU") and config.get("reset_after", False):
+            out["bias"] = (2, gates * units)
+        else:
+            out["bias"] = (gates * units,)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# ConvLSTM
+
+
+def convlstm_outputs(class_name: str, config: Mapping[str, Any], shape: Shape) -> list[Shape]:
+    n = int(class_name[-2]) if class_name[-2].isdigit() else 2
+    need_rank(shape, n + 3, class_name)
+    first = channels_first(config)
+    g = conv_geometry(config, n, class_name)
+    filters = config.get("filters")
+    if not isinstance(filters, int):
+        raise ShapeError(f"{class_name} filters {filters!r} is not an integer", "config")
+    batch, steps = shape[0], shape[1]
+    spatial = list(shape[3:]) if first else list(shape[2:-1])
+    out_sp = [
+        conv_length(d, k, s, r, g["padding"])
+        for d, k, s, r in zip(spatial, g["kernel"], g["strides"], g["dilation"], strict=True)
+    ]
+    frame: tuple[Any, ...] = (filters, *out_sp) if first else (*out_sp, filters)
+    out: Shape = (batch, steps, *frame) if config.get("return_sequences") else (batch, *frame)
+    result = [out]
+    if config.get("return_state"):
+        result.extend([(batch, *frame)] * 2)
+    return result
+
+
+CONVLSTM_NAMES = ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D")
+
+
+@shape_rule(*CONVLSTM_NAMES)
+def _convlstm(call: Call) -> list[Shape]:
+    return convlstm_outputs(call.class_name, call.config, call.x())
+
+
+def convlstm_weights(class_name: str, config: Mapping[str, Any], shape: Shape) -> dict[str, Shape]:
+    n = len(shape) - 3
+    g = conv_geometry(config, n, class_name)
+    channels = shape[2] if channels_first(config) else shape[-1]
+    filters = config.get("filters")
+    out: dict[str, Shape] = {
+        "kernel": (*g["kernel"], channels, 4 * filters),
+        "recurrent_kernel": (*g["kernel"], filters, 4 * filters),
+    }
+    use_bias = config.get("use_bias", True)
+    if use_bias is None or use_bias:
+        out["bias"] = (4 * filters,)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Wrappers
+
+
+def _inner_outputs(call: Call, cls: str, cfg: Mapping[str, Any], shape: Shape) -> list[Shape | None]:
+    if cls in GATES:
+        return list(rnn_outputs(cls, cfg, shape))
+    if cls in CONVLSTM_NAMES:
+        return list(convlstm_outputs(cls, cfg, shape))
+    return run_rule(call, cls, cfg, [TensorSpec(shape, call.first().dtype)])
+
+
+@shape_rule("Bidirectional")
+def _bidirectional(call: Call) -> list[Shape | None]:
+    shape = call.x()
+    fwd = inner_record(call.config, "layer")
+    if fwd is None:
+        raise ShapeError("Bidirectional has no wrapped 'layer' record", "config")
+    bwd = inner_record(call.config, "backward_layer") or fwd
+    f_out = _inner_outputs(call, fwd[0], fwd[1], shape)
+    b_out = _inner_outputs(call, bwd[0], bwd[1], shape)
+    if len(f_out) != len(b_out):
+        raise ShapeError(
+            "Bidirectional forward and backward layers return different numbers of outputs", "config"
+        )
+    f_main, b_main = f_out[0], b_out[0]
+    if f_main is None or b_main is None:
+        raise Unknown()
+    mode = call.config.get("merge_mode", "concat")
+    if mode == "concat":
+        if len(f_main) != len(b_main) or not all(
+            same_dim(a, b) for a, b in zip(f_main[:-1], b_main[:-1], strict=True)
+        ):
+            raise ShapeError(f"Bidirectional cannot concatenate {fmt(f_main)} and {fmt(b_main)}", "concat")
+        merged: list[Shape | None] = [(*f_main[:-1], dadd(f_main[-1], b_main[-1]))]
+    elif mode in ("sum", "mul", "ave"):
+        if f_main != b_main and not all(same_dim(a, b) for a, b in zip(f_main, b_main, strict=True)):
+            raise ShapeError(
+                f"Bidirectional merge_mode={mode} needs equal shapes, got {fmt(f_main)} and {fmt(b_main)}",
+                "broadcast",
+            )
+        merged = [f_main]
+    elif mode is None:
+        merged = [f_main, b_main]
+    else:
+        raise ShapeError(f"Bidirectional merge_mode {mode!r} is not concat/sum/mul/ave/None", "config")
+    return merged + list(f_out[1:]) + list(b_out[1:])
+
+
+@weight_rule("Bidirectional")
+def _bidirectional_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape]:
+    fwd = inner_record(config, "layer")
+    if fwd is None:
+        raise Unknown()
+    bwd = inner_record(config, "backward_layer") or fwd
+    out: dict[str, Shape] = {}
+    for direction, (cls, cfg) in (("forward", fwd), ("backward", bwd)):
+        sub = wrapped_weights(cls, cfg, ins)
+        if sub is None:
+            raise Unknown()
+        out.update({f"{direction}/{k}": v for k, v in sub.items()})
+    return out
+
+
+def wrapped_weights(cls: str, cfg: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape] | None:
+    if cls in GATES:
+        return rnn_weights(cls, cfg, need(ins[0] if ins else None)[-1])
+    if cls in CONVLSTM_NAMES:
+        return convlstm_weights(cls, cfg, need(ins[0] if ins else None))
+    return expected_for(cls, cfg, ins)
+
+
+@shape_rule("TimeDistributed")
+def _time_distributed(call: Call) -> list[Shape | None]:
+    shape = call.x()
+    if len(shape) < 3:
+        raise ShapeError(f"TimeDistributed needs an input of rank >= 3, got {fmt(shape)}", "rank")
+    inner = inner_record(call.config, "layer")
+    if inner is None:
+        raise ShapeError("TimeDistributed has no wrapped 'layer' record", "config")
+    outs = _inner_outputs(call, inner[0], inner[1], (shape[0], *shape[2:]))
+    return [None if o is None else (shape[0], shape[1], *o[1:]) for o in outs]
+
+
+@weight_rule("TimeDistributed")
+def _time_distributed_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape]:
+    shape = need(ins[0] if ins else None)
+    inner = inner_record(config, "layer")
+    if inner is None:
+        raise Unknown()
+    sub = wrapped_weights(inner[0], inner[1], [(shape[0], *shape[2:])])
+    if sub is None:
+        raise Unknown()
+    return sub
+
+
+def _register_named_weight_rules() -> None:
+    for name in RNN_NAMES:
+        weight_rule(name)(lambda cfg, ins, n=name: rnn_weights(n, cfg, need(ins[0] if ins else None)[-1]))
+    for name in CONVLSTM_NAMES:
+        weight_rule(name)(lambda cfg, ins, n=name: convlstm_weights(n, cfg, need(ins[0] if ins else None)))
+
+
+_register_named_weight_rules()

@@ -1,0 +1,536 @@
+"""Static shape inference: one rule per layer class, problems recorded, never raised.
+
+``infer_shapes(graph)`` walks the nodes in topological order and applies the rule registered for
+each node's class (see :mod:`modelgraph.shape_rules`):
+
+* layers by class name (``@shape_rule("Dense")``), Keras 3 raw ops as ``"op:<Class>"`` (their names
+  clash with layers: ``Add``, ``Reshape``...), tf.keras ``TFOpLambda``/``SlicingOpLambda`` as
+  ``"tf:<function>"`` (``"tf:__operators__.add"``);
+* nested models are inferred recursively with the shapes of the call (``ShapeResult.nested``);
+* the shapes Keras 3 writes into ``__keras_tensor__`` references are not used.
+
+Shapes are tuples with ``None`` for unknown dims (the batch is ``None``); an unknown rank is
+``None``. Inference never raises on a bad model: it records a :class:`ShapeProblem` and carries on
+with unknown shapes downstream.
+
+Problem kinds (``ShapeProblem.kind``): ``broadcast`` (merge/op inputs do not broadcast),
+``concat``, ``dot``, ``matmul``, ``reshape`` (element counts differ), ``split``, ``rank``,
+``shape`` (other dimension conflicts), ``weight_shape`` (stored weight vs the shape its input
+needs), ``bad_dim`` (zero/negative dims), ``tensor_index`` (a reference past the producer's
+outputs), ``arity`` (wrong number of inputs), ``axis``, ``index``, ``config`` (unusable config
+values), ``input_shape`` (an input layer without a shape, or a nested call that disagrees with the
+nested model's input), ``unknown_class`` (severity ``info``: no rule, outputs unknown), ``internal``
+(a rule crashed: a bug in modelgraph, reported rather than raised).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
+from modelgraph.shape_rules import SHAPE_RULES
+from modelgraph.shape_rules._base import (
+    DTYPE_PASSTHROUGH,
+    Call,
+    Shape,
+    ShapeError,
+    TensorSpec,
+    Unknown,
+    compute_dtype,
+    expected_for,
+    fmt,
+    is_float,
+    result_dtype,
+    same_dim,
+    shape_rule,
+    weight_rule,
+)
+from modelgraph.shape_rules.attention import mha_inputs
+from modelgraph.shape_rules.core import input_layer_shape
+
+__all__ = [
+    "Shape",
+    "ShapeProblem",
+    "ShapeResult",
+    "TensorSpec",
+    "expected_weights",
+    "infer_shapes",
+    "rule_key",
+    "shape_rule",
+    "weight_rule",
+]
+
+NodeKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class ShapeProblem:
+    """One finding of shape inference.
+
+    ``path`` names the enclosing nested models (outermost first; empty for the top level);
+    ``severity`` is ``"error"``, ``"warning"`` or ``"info"``.
+    """
+
+    layer: str
+    node_index: int
+    message: str
+    kind: str
+    severity: str = "error"
+    path: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        where = "/".join((*self.path, self.layer))
+        return f"{where}[{self.node_index}]: {self.message} ({self.kind})"
+
+
+@dataclass
+class ShapeResult:
+    """Shapes of every node of one graph.
+
+    * ``outputs[(layer, node_index)]``: the node's output shapes in ``tensor_index`` order
+      (``None`` = unknown rank);
+    * ``dtypes[(layer, node_index)]``: likewise, dtypes (``None`` = unknown);
+    * ``inputs[(layer, node_index)]``: shapes of ``node.inputs`` (flattened call tensors);
+    * ``calls[(layer, node_index)]``: the call structure ``(args, kwargs)`` with every tensor
+      replaced by a :class:`TensorSpec` (for rules/statistics that need argument roles);
+    * ``expected[layer]``: the weight shapes Keras would create (first call with known shapes);
+    * ``nested[(layer, node_index)]``: a :class:`ShapeResult` for each call of a nested model,
+      inferred with that call's input shapes (``find()`` walks them by path);
+    * ``problems``: every finding, nested ones included (with their ``path``), deduplicated.
+    """
+
+    outputs: dict[NodeKey, list[Shape | None]] = field(default_factory=dict)
+    dtypes: dict[NodeKey, list[str | None]] = field(default_factory=dict)
+    inputs: dict[NodeKey, list[Shape | None]] = field(default_factory=dict)
+    calls: dict[NodeKey, tuple[tuple[Any, ...], Mapping[str, Any]]] = field(default_factory=dict)
+    expected: dict[str, dict[str, Shape] | None] = field(default_factory=dict)
+    nested: dict[NodeKey, ShapeResult] = field(default_factory=dict)
+    problems: list[ShapeProblem] = field(default_factory=list)
+
+    def shape(self, ref: TensorRef) -> Shape | None:
+        """Shape of one tensor (None when unknown or out of range)."""
+        outs = self.outputs.get(ref.node_key)
+        if outs is None or not 0 <= ref.tensor_index < len(outs):
+            return None
+        return outs[ref.tensor_index]
+
+    def dtype(self, ref: TensorRef) -> str | None:
+        outs = self.dtypes.get(ref.node_key)
+        if outs is None or not 0 <= ref.tensor_index < len(outs):
+            return None
+        return outs[ref.tensor_index]
+
+    def find(
+        self, path: Sequence[str], node_index: int = 0, calls: Sequence[int] = ()
+    ) -> list[Shape | None] | None:
+        """Outputs of ``path[-1]`` (node ``node_index``) inside nested models ``path[:-1]``.
+
+        ``calls[i]`` picks which call of the i-th enclosing model (default: its first call).
+        """
+        result: ShapeResult | None = self
+        for depth, name in enumerate(path[:-1]):
+            call = calls[depth] if depth < len(calls) else 0
+            result = result.nested.get((name, call)) if result is not None else None
+        if result is None:
+            return None
+        return result.outputs.get((path[-1], node_index))
+
+    def walk(
+        self, prefix: tuple[str, ...] = ()
+    ) -> Iterator[tuple[tuple[str, ...], NodeKey, list[Shape | None]]]:
+        """``(path of enclosing model calls, node key, outputs)`` for every node, nested ones too."""
+        for key, outs in self.outputs.items():
+            yield prefix, key, outs
+            sub = self.nested.get(key)
+            if sub is not None:
+                yield from sub.walk((*prefix, f"{key[0]}[{key[1]}]"))
+
+    @property
+    def errors(self) -> list[ShapeProblem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Public API
+
+
+def rule_key(layer: Layer) -> str:
+    """Registry key of a layer: class name, ``op:<Class>`` or ``tf:<function>``.
+
+    A "layer" without ``trainable`` in its config whose class is only known as an op (Keras 3's
+    legacy .h5 drops ``module``, so ``Cast`` with its ``dtype`` key looks like a layer) is an op.
+    """
+    if layer.kind == "op":
+        return f"op:{layer.class_name}"
+    if layer.class_name in ("TFOpLambda", "SlicingOpLambda"):
+        return f"tf:{layer.config.get('function', '')}"
+    if (
+        layer.kind == "layer"
+        and layer.class_name not in SHAPE_RULES
+        and "trainable" not in layer.config
+        and f"op:{layer.class_name}" in SHAPE_RULES
+    ):
+        return f"op:{layer.class_name}"
+    return layer.class_name
+
+
+def _weightless_key(key: str) -> bool:
+    return key.startswith(("op:", "tf:"))
+
+
+def infer_shapes(graph: ModelGraph, input_shapes: Mapping[str, Shape] | None = None) -> ShapeResult:
+    """Infer every node's output shapes.
+
+    ``input_shapes`` overrides input layers by name with full shapes (batch included, e.g.
+    ``{"image": (None, 224, 224, 3)}``); other inputs use their config (``batch_shape``,
+    ``batch_input_shape`` or ``shape``).
+    """
+    overrides: dict[str, TensorSpec] = {}
+    for name, shape in (input_shapes or {}).items():
+        overrides[name] = TensorSpec(None if shape is None else tuple(shape), None)
+    return _Inferrer(graph, overrides, ()).run()
+
+
+def expected_weights(
+    layer: Layer,
+    input_shapes: Shape | Sequence[Shape | None] | Mapping[str, Shape] | None = None,
+) -> dict[str, Shape] | None:
+    """The weights Keras would create for ``layer`` built on ``input_shapes``.
+
+    ``input_shapes`` is the layer's input shape (batch included), a list of shapes for several
+    inputs (MultiHeadAttention: ``[query, value]`` or ``[query, value, key]``), or a mapping
+    ``{"query": ..., "value": ..., "key": ...}``. When None, the layer's ``build_config`` is used.
+    Returns ``{canonical name: shape}`` (names from :mod:`modelgraph.weight_names`; ``None`` dims
+    where an input dim is unknown), ``{}`` for layers without weights (ops, inputs, nested models:
+    their weights belong to their own layers), and None for a class without a rule or when the
+    needed input shape is unknown.
+    """
+    if layer.kind in ("input", "op", "model") or _weightless_key(rule_key(layer)):
+        return {}
+    shapes = _normalise_input_shapes(input_shapes)
+    if shapes is None:
+        shapes = _build_config_shapes(layer)
+    try:
+        return expected_for(layer.class_name, layer.config, shapes or [None])
+    except (Unknown, ShapeError):
+        return None
+    except Exception:  # a malformed config (e.g. strings where ints belong) is not ours to raise
+        return None
+
+
+def _is_shape(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(
+        d is None or (isinstance(d, int) and not isinstance(d, bool)) for d in value
+    )
+
+
+def _normalise_input_shapes(value: Any) -> list[Shape | None] | None:
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        keys = [k for k in ("query", "value", "key") if k in value] if "query" in value else sorted(value)
+        return [tuple(value[k]) if _is_shape(value[k]) else None for k in keys]
+    if _is_shape(value):
+        return [tuple(value)]
+    if isinstance(value, list | tuple):
+        return [tuple(v) if _is_shape(v) else None for v in value]
+    return None
+
+
+def _build_config_shapes(layer: Layer) -> list[Shape | None] | None:
+    bc = layer.build_config
+    if not bc:
+        return None
+    if "input_shape" in bc:
+        raw = bc["input_shape"]
+        if _is_shape(raw):
+            return [tuple(raw)]
+        if isinstance(raw, list | tuple):
+            return [tuple(v) if _is_shape(v) else None for v in raw]
+        if isinstance(raw, Mapping):
+            return [tuple(v) if _is_shape(v) else None for _, v in sorted(raw.items())]
+        return None
+    shapes = bc.get("shapes_dict")
+    if isinstance(shapes, Mapping):
+        order = ["query_shape", "value_shape", "key_shape"]
+        if any(k in shapes for k in order):
+            return [tuple(shapes[k]) if _is_shape(shapes.get(k)) else None for k in order if k in shapes]
+        return [tuple(v) if _is_shape(v) else None for _, v in sorted(shapes.items())]
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# The driver
+
+
+def _map_refs(value: Any, fn: Any) -> Any:
+    if isinstance(value, TensorRef):
+        return fn(value)
+    if isinstance(value, list):
+        return [_map_refs(v, fn) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_map_refs(v, fn) for v in value)
+    if isinstance(value, Mapping):
+        return {k: _map_refs(v, fn) for k, v in value.items()}
+    return value
+
+
+class _Inferrer:
+    def __init__(self, graph: ModelGraph, overrides: Mapping[str, TensorSpec], path: tuple[str, ...]) -> None:
+        self.graph = graph
+        self.overrides = overrides
+        self.path = path
+        self.result = ShapeResult()
+        self.unknown_arity: set[NodeKey] = set()
+        self._seen_problems: set[tuple[Any, ...]] = set()
+        self._weights_checked: set[tuple[str, tuple[Any, ...]]] = set()
+        self.keras_major = (
+            graph.keras_major if graph.keras_version else (3 if graph.format == "keras_zip" else 2)
+        )
+
+    # --- problems -------------------------------------------------------------------------------
+    def problem(
+        self,
+        node: NodeKey,
+        message: str,
+        kind: str,
+        severity: str = "error",
+        path: tuple[str, ...] | None = None,
+    ) -> None:
+        p = ShapeProblem(node[0], node[1], message, kind, severity, self.path if path is None else path)
+        ident = (p.path, p.layer, p.node_index if not p.path else 0, p.message, p.kind)
+        if ident in self._seen_problems:
+            return
+        self._seen_problems.add(ident)
+        self.result.problems.append(p)
+
+    # --- main loop ------------------------------------------------------------------------------
+    def run(self) -> ShapeResult:
+        for node in self.graph.nodes:
+            try:
+                self._node(node)
+            except Exception as exc:  # never raise on a model; a crash here is our bug
+                self.problem(node.key, f"shape inference failed: {type(exc).__name__}: {exc}", "internal")
+                self._set(node.key, [None], [None])
+                self.unknown_arity.add(node.key)
+        return self.result
+
+    def _set(self, key: NodeKey, shapes: list[Shape | None], dtypes: list[str | None]) -> None:
+        self.result.outputs[key] = shapes
+        self.result.dtypes[key] = dtypes
+
+    def _resolve(self, consumer: NodeKey, ref: TensorRef) -> TensorSpec:
+        outs = self.result.outputs.get(ref.node_key)
+        if outs is None:
+            return TensorSpec(None, None)
+        if not 0 <= ref.tensor_index < len(outs):
+            if ref.node_key not in self.unknown_arity:
+                self.problem(
+                    consumer,
+                    f"input {ref} is out of range: '{ref.layer}' node {ref.node_index} has {len(outs)} output(s)",
+                    "tensor_index",
+                )
+            return TensorSpec(None, None)
+        dtypes = self.result.dtypes.get(ref.node_key) or []
+        dtype = dtypes[ref.tensor_index] if ref.tensor_index < len(dtypes) else None
+        return TensorSpec(outs[ref.tensor_index], dtype)
+
+    def _node(self, node: Node) -> None:
+        key = node.key
+        layer = self.graph.layer(node.layer)
+        if layer.kind == "input":
+            self._input(node, layer)
+            return
+        resolve = lambda ref: self._resolve(key, ref)  # noqa: E731
+        args = _map_refs(node.args, resolve)
+        kwargs = _map_refs(dict(node.kwargs), resolve)
+        inputs = [resolve(r) for r in node.inputs]
+        self.result.inputs[key] = [t.shape for t in inputs]
+        self.result.calls[key] = (args, kwargs)
+        if layer.kind == "model" and layer.subgraph is not None:
+            self._nested(node, layer, args)
+            return
+        call = Call(
+            name=layer.name,
+            class_name=layer.class_name,
+            config=layer.config,
+            args=args,
+            kwargs=kwargs,
+            inputs=inputs,
+            keras_major=self.keras_major,
+            weights={w.name: tuple(w.shape) for w in layer.weights},
+        )
+        rkey = rule_key(layer)
+        rule = SHAPE_RULES.get(rkey)
+        shapes: list[Shape | None]
+        if rule is None:
+            what = (
+                "op" if layer.kind == "op" else "TF op function" if rkey.startswith("tf:") else "layer class"
+            )
+            self.problem(
+                key,
+                f"no shape rule for {what} '{rkey.split(':', 1)[-1]}': outputs unknown",
+                "unknown_class",
+                "info",
+            )
+            self._set(key, [None], [None])
+            self.unknown_arity.add(key)
+            self._expected(node, layer, call)
+            return
+        try:
+            raw = rule(call)
+            shapes = list(raw) if isinstance(raw, list) else [raw]
+        except Unknown:
+            shapes = [None]
+            self.unknown_arity.add(key)
+        except ShapeError as exc:
+            self.problem(key, str(exc), exc.kind)
+            shapes = [None]
+            self.unknown_arity.add(key)
+        for message, kind, severity in call.notes:
+            self.problem(key, message, kind, severity)
+        shapes = [self._check_dims(key, s) for s in shapes]
+        self._set(key, shapes, self._dtypes(layer, rkey, call, len(shapes)))
+        self._expected(node, layer, call)
+
+    # --- inputs ---------------------------------------------------------------------------------
+    def _input(self, node: Node, layer: Layer) -> None:
+        key = node.key
+        cfg = layer.config
+        dtype = cfg.get("dtype", cfg.get("input_dtype"))
+        dtype = dtype if isinstance(dtype, str) else compute_dtype(dtype)
+        if layer.name in self.overrides:
+            spec = self.overrides[layer.name]
+            shape = spec.shape
+            dtype = spec.dtype or dtype
+        else:
+            shape = input_layer_shape(cfg)
+            if shape is None:
+                self.problem(
+                    key, f"input layer '{layer.name}' has no shape in its config", "input_shape", "warning"
+                )
+        if shape is not None:
+            shape = self._check_dims(key, shape)
+        self._set(key, [shape], [dtype])
+
+    def _check_dims(self, key: NodeKey, shape: Shape | None) -> Shape | None:
+        if shape is None:
+            return None
+        bad = [d for d in shape if d is not None and (not isinstance(d, int) or d <= 0)]
+        if bad:
+            ok_zero = all(d == 0 for d in bad)
+            self.problem(
+                key,
+                f"output shape {fmt(shape)} has {'a zero' if ok_zero else 'a non-positive'} dimension",
+                "bad_dim",
+            )
+            return tuple(None if (d is not None and (not isinstance(d, int) or d <= 0)) else d for d in shape)
+        return shape
+
+    # --- dtypes ---------------------------------------------------------------------------------
+    def _dtypes(self, layer: Layer, rkey: str, call: Call, n: int) -> list[str | None]:
+        if call.out_dtypes is not None:
+            return (list(call.out_dtypes) * n)[:n] if len(call.out_dtypes) != n else list(call.out_dtypes)
+        in_dtype = result_dtype(t.dtype for t in call.inputs)
+        if layer.kind == "op" or _weightless_key(rkey):
+            return [in_dtype] * n
+        if rkey in DTYPE_PASSTHROUGH and in_dtype is not None and not is_float(in_dtype):
+            return [in_dtype] * n
+        return [compute_dtype(layer.config.get("dtype"))] * n
+
+    # --- nested models --------------------------------------------------------------------------
+    def _nested(self, node: Node, layer: Layer, args: Any) -> None:
+        key = node.key
+        sub = layer.subgraph
+        assert sub is not None
+        feeds = [v for v in _flatten_specs(args)]
+        if len(feeds) != len(sub.inputs):
+            self.problem(
+                key,
+                f"nested model '{layer.name}' has {len(sub.inputs)} input(s) but is called with {len(feeds)}",
+                "arity",
+            )
+            self._set(key, [None] * len(sub.outputs), [None] * len(sub.outputs))
+            return
+        overrides: dict[str, TensorSpec] = {}
+        for ref, spec in zip(sub.inputs, feeds, strict=True):
+            declared = input_layer_shape(sub.layer(ref.layer).config) if sub.has_layer(ref.layer) else None
+            if (
+                spec.shape is not None
+                and declared is not None
+                and (
+                    len(spec.shape) != len(declared)
+                    or not all(same_dim(a, b) for a, b in zip(spec.shape[1:], declared[1:], strict=True))
+                )
+            ):
+                self.problem(
+                    key,
+                    f"nested model '{layer.name}' input '{ref.layer}' expects {fmt(declared)}, "
+                    f"called with {fmt(spec.shape)}",
+                    "input_shape",
+                    "warning",
+                )
+            overrides[ref.layer] = spec if spec.shape is not None else TensorSpec(declared, spec.dtype)
+        inner = _Inferrer(sub, overrides, (*self.path, layer.name))
+        inner.keras_major = self.keras_major
+        sub_result = inner.run()
+        self.result.nested[key] = sub_result
+        for p in sub_result.problems:
+            self.problem((p.layer, p.node_index), p.message, p.kind, p.severity, p.path)
+        shapes = [sub_result.shape(r) for r in sub.outputs]
+        dtypes = [sub_result.dtype(r) for r in sub.outputs]
+        self._set(key, shapes, dtypes)
+        self.result.expected.setdefault(layer.name, {})
+
+    # --- weights --------------------------------------------------------------------------------
+    def _expected(self, node: Node, layer: Layer, call: Call) -> None:
+        if layer.kind == "op" or _weightless_key(rule_key(layer)):
+            self.result.expected.setdefault(layer.name, {})
+            return
+        ins = _weight_inputs(layer, call)
+        sig = tuple(ins)
+        if (layer.name, sig) in self._weights_checked:
+            return
+        self._weights_checked.add((layer.name, sig))
+        try:
+            expected = expected_for(layer.class_name, layer.config, ins or [None])
+        except (Unknown, ShapeError, TypeError, ValueError, KeyError, IndexError):
+            expected = None
+        if expected is not None and (
+            layer.name not in self.result.expected or self.result.expected[layer.name] is None
+        ):
+            self.result.expected[layer.name] = expected
+        elif layer.name not in self.result.expected:
+            self.result.expected[layer.name] = None
+        if expected is None or not layer.weights or self.keras_major == 1:
+            return
+        stored = {w.name: tuple(w.shape) for w in layer.weights}
+        for name, want in expected.items():
+            have = stored.get(name)
+            if have is None:
+                continue
+            if len(have) != len(want) or not all(same_dim(a, b) for a, b in zip(have, want, strict=True)):
+                shown = ", ".join(fmt(s) for s in ins)
+                self.problem(
+                    node.key,
+                    f"weight '{name}' has shape {fmt(have)} but {layer.class_name} called on {shown} needs {fmt(want)}",
+                    "weight_shape",
+                )
+
+
+def _flatten_specs(value: Any) -> list[TensorSpec]:
+    from modelgraph.shape_rules._base import flatten
+
+    return [v for v in flatten(value) if isinstance(v, TensorSpec)]
+
+
+def _weight_inputs(layer: Layer, call: Call) -> list[Shape | None]:
+    if layer.class_name == "MultiHeadAttention":
+        try:
+            q, v, k = mha_inputs(call)
+        except (Unknown, ShapeError):
+            return [None]
+        return [q, v, k]
+    return [t.shape for t in call.arg_tensors()]
