@@ -27,7 +27,7 @@ from modelgraph.shape_rules._base import (
 
 IDENTITY_LAYERS = (
     "Activation", "ReLU", "LeakyReLU", "ELU", "Softmax", "ThresholdedReLU", "PReLU",
-    "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
+    "GaussianNoise",
     "GaussianDropout", "AlphaDropout", "ActivityRegularization", "Masking", "Identity",
     "UnitNormalization", "Rescaling", "Normalization", "BatchNormalization", "LayerNormalization",
     "GroupNormalization", "LayerScale", "BatchNormalizationV1", "BatchNormalizationV2",
