@@ -83,6 +83,10 @@ def _fmt(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
+def _count(n: int | None) -> str:
+    return "?" if n is None else f"{n:,}"
+
+
 def _shape(shape: list[int | None] | None) -> str:
     if shape is None:
         return "?"
@@ -187,7 +191,9 @@ def print_text(report: Any) -> None:
     console.print(
         Text(
             f"layers {c.layers_a} -> {c.layers_b} ({c.matched} matched, {c.unchanged} unchanged); "
-            f"params {report.params_a:,} -> {report.params_b:,} ({report.params_delta:+,}); "
+            f"params {_count(report.params_a)} -> {_count(report.params_b)}"
+            + ("" if report.params_delta is None else f" ({report.params_delta:+,})")
+            + "; "
             f"similarity {report.similarity:.3f}"
         )
     )

@@ -176,8 +176,8 @@ def _call_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _fmt_params(n: int) -> str:
-    return f"{n:,}"
+def _fmt_params(n: int | None) -> str:
+    return "?" if n is None else f"{n:,}"
 
 
 class _Differ:
@@ -246,7 +246,8 @@ class _Differ:
         identical = not self.entries and not model_diff and (outputs_report is None or outputs_report.equal)
         if identical and (n_a != n_b):  # pragma: no cover - every unpaired layer makes an entry
             identical = False
-        pa, pb = ga.param_count, gb.param_count
+        pa = ga.param_count if ga.has_weights else None
+        pb = gb.param_count if gb.has_weights else None
         c = self.counts
         report = DiffReport(
             tool_version=_version(),
@@ -264,7 +265,7 @@ class _Differ:
             similarity=similarity,
             params_a=pa,
             params_b=pb,
-            params_delta=pb - pa,
+            params_delta=None if pa is None or pb is None else pb - pa,
             counts=Counts(layers_a=n_a, layers_b=n_b, **c),
             model=model_changes if model_changes.model_dump(exclude_none=True) else None,
             layers=self.entries,
@@ -280,13 +281,13 @@ class _Differ:
         model: ModelChanges,
         outputs: OutputsReport | None,
         similarity: float,
-        pa: int,
-        pb: int,
+        pa: int | None,
+        pb: int | None,
         n_a: int,
     ) -> str:
         c = self.counts
         if identical:
-            parts = [f"identical: {n_a} layers, {_fmt_params(pa)} params"]
+            parts = [f"identical: {n_a} layers" + (f", {_fmt_params(pa)} params" if pa is not None else "")]
             if self.compare_weights:
                 parts.append(f"weights equal within atol={self.atol:g}, rtol={self.rtol:g}")
             else:
@@ -316,10 +317,13 @@ class _Differ:
         if outputs is not None and not outputs.equal:
             worst = max((o.max_abs or 0.0 for o in outputs.outputs), default=0.0)
             bits.append(f"outputs differ (max abs {worst:.3g})")
-        delta = pb - pa
-        params = (
-            f"params {delta:+,} ({_fmt_params(pa)} -> {_fmt_params(pb)})" if delta else "params unchanged"
-        )
+        if pa is None or pb is None:
+            params = "params not compared"
+        else:
+            delta = pb - pa
+            params = (
+                f"params {delta:+,} ({_fmt_params(pa)} -> {_fmt_params(pb)})" if delta else "params unchanged"
+            )
         return f"different: {', '.join(bits) or 'see layers'}; {params}; similarity {similarity:.3f}"
 
     # --- one nesting level ------------------------------------------------------------------------
@@ -681,7 +685,7 @@ def _side(g: ModelGraph) -> ModelSide:
         name=g.name,
         class_name=g.class_name,
         layers=_walk_count(g),
-        params=g.param_count,
+        params=g.param_count if g.has_weights else None,
         has_weights=g.has_weights,
     )
 

@@ -33,7 +33,7 @@ class ModelSide(_Report):
     name: str
     class_name: str
     layers: int = Field(description="layers of every nesting level (walk of the graph)")
-    params: int
+    params: int | None = Field(description="stored parameters; None for a file without weights")
     has_weights: bool
 
 
@@ -193,9 +193,9 @@ class DiffReport(_Report):
         "a matched layer scores 1 minus penalties: config 0.4 * changed/compared keys (at least 0.1), "
         "wiring 0.3, weights 0.3 * changed/compared weights, user rename 0.05"
     )
-    params_a: int
-    params_b: int
-    params_delta: int = Field(description="params_b - params_a")
+    params_a: int | None = Field(description="None when A has no weights (an architecture-only file)")
+    params_b: int | None = Field(description="None when B has no weights")
+    params_delta: int | None = Field(description="params_b - params_a; None when a side has no weights")
     counts: Counts
     model: ModelChanges | None = None
     layers: list[LayerDiff] = Field(
