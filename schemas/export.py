@@ -25,13 +25,21 @@ JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 REPORTS: dict[str, tuple[str, str, str]] = {
     "inspect": ("modelgraph.schemas.reports", "InspectReport", "INSPECT_SCHEMA_VERSION"),
     "validate": ("modelgraph.schemas.validate_report", "ValidateReport", "VALIDATE_SCHEMA_VERSION"),
+    "rules": ("modelgraph.schemas.validate_report", "RulesReport", "RULES_SCHEMA_VERSION"),
     "diff": ("modelgraph.schemas.diff_report", "DiffReport", "DIFF_SCHEMA_VERSION"),
 }
 
 
 def available() -> dict[str, tuple[str, str, str]]:
     """The reports whose model module exists (validate's may not yet)."""
-    return {stem: spec for stem, spec in REPORTS.items() if importlib.util.find_spec(spec[0]) is not None}
+    out = {}
+    for stem, spec in REPORTS.items():
+        if importlib.util.find_spec(spec[0]) is None:
+            continue
+        if stem == "rules" and not hasattr(importlib.import_module(spec[0]), spec[1]):
+            continue
+        out[stem] = spec
+    return out
 
 
 def _report_class(module_name: str, class_name: str) -> Any:
