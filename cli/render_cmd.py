@@ -1,0 +1,155 @@
+"""``modelgraph render``: draw a model with Graphviz (DOT always; SVG/PNG/PDF through ``dot``)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+PROGRESS_NODES = 200
+"""Above this many drawn nodes, progress lines go to stderr."""
+
+
+@click.command("render")
+@click.argument("model", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    default="-",
+    show_default=True,
+    help="Output file (.svg, .png, .pdf, .dot); '-' writes to stdout (DOT unless --format says otherwise).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["svg", "png", "pdf", "dot"], case_sensitive=False),
+    help="Output format (default: from the -o extension; DOT for stdout).",
+)
+@click.option(
+    "--rankdir",
+    type=click.Choice(["TB", "LR", "BT", "RL"], case_sensitive=False),
+    default="TB",
+    show_default=True,
+    help="Layout direction: top-bottom, left-right, bottom-top, right-left.",
+)
+@click.option("--show-shapes", is_flag=True, help="Input and output shapes on each node.")
+@click.option("--show-dtype", is_flag=True, help="The dtype of each layer.")
+@click.option(
+    "--show-layer-names/--hide-layer-names", default=True, show_default=True, help="Layer names on nodes."
+)
+@click.option("--show-activations", is_flag=True, help="The activation of layers that have one.")
+@click.option("--show-trainable", is_flag=True, help="Whether each layer is trainable.")
+@click.option("--show-params", is_flag=True, help="Parameter count and MACs on each node.")
+@click.option("--expand-nested", is_flag=True, help="Draw nested models as clusters (one per call).")
+@click.option(
+    "--max-depth",
+    type=click.IntRange(min=0),
+    help="Expand nested models only this many levels deep (implies --expand-nested; 0 expands none).",
+)
+@click.option(
+    "--collapse-repeats", is_flag=True, help="Fold consecutive repeated blocks into one, marked × N."
+)
+@click.option(
+    "--highlight-issues",
+    is_flag=True,
+    help="Run validation and colour the layers with findings (error red, warning amber).",
+)
+@click.option("--dpi", type=click.IntRange(min=1, max=2400), help="Resolution of PNG output.")
+@click.option(
+    "--weights",
+    type=click.Path(exists=True, path_type=Path),
+    help="Attach a weights file (param counts).",
+)
+def render_command(
+    model: Path,
+    output: str,
+    fmt: str | None,
+    rankdir: str,
+    show_shapes: bool,
+    show_dtype: bool,
+    show_layer_names: bool,
+    show_activations: bool,
+    show_trainable: bool,
+    show_params: bool,
+    expand_nested: bool,
+    max_depth: int | None,
+    collapse_repeats: bool,
+    highlight_issues: bool,
+    dpi: int | None,
+    weights: Path | None,
+) -> None:
+    """Draw MODEL as a graph: Graphviz DOT always, SVG/PNG/PDF when Graphviz `dot` is installed.
+
+    \b
+    Examples:
+      modelgraph render model.keras -o model.svg --show-shapes
+      modelgraph render model.keras -o model.png --expand-nested --dpi 150
+      modelgraph render model.keras --collapse-repeats | dot -Tpdf > model.pdf
+    """
+    import importlib
+
+    core = importlib.import_module("modelgraph.render")
+    from modelgraph.loading import load
+
+    out_format = core.format_for(output, fmt)
+    if out_format != "dot":
+        core.dot_binary()  # exit 4 with the install hint before loading anything
+    started = time.perf_counter()
+    graph = load(model, weights=weights)
+    issues = _validation_issues(model, graph) if highlight_issues else None
+    options = core.RenderOptions(
+        rankdir=rankdir,
+        show_shapes=show_shapes,
+        show_dtype=show_dtype,
+        show_layer_names=show_layer_names,
+        show_activations=show_activations,
+        show_trainable=show_trainable,
+        show_params=show_params,
+        expand_nested=expand_nested or max_depth is not None,
+        max_depth=max_depth,
+        collapse_repeats=collapse_repeats,
+        dpi=dpi,
+    )
+    drawing = core.to_dot(graph, options, issues=issues)
+    big = drawing.nodes > PROGRESS_NODES
+    if big and out_format != "dot":
+        click.echo(
+            f"modelgraph: laying out {drawing.nodes:,} nodes and {drawing.edges:,} edges with Graphviz dot...",
+            err=True,
+        )
+    payload = core.run_dot(drawing.source, out_format)
+    if output == "-":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(payload)
+        sys.stdout.buffer.flush()
+    else:
+        Path(output).write_bytes(payload)
+    if big:
+        where = "stdout" if output == "-" else output
+        click.echo(
+            f"modelgraph: wrote {out_format} to {where} in {time.perf_counter() - started:.1f}s", err=True
+        )
+    sys.stderr.flush()
+
+
+def _validation_issues(model: Path, graph: object) -> list | None:
+    """Findings from ``modelgraph.validate`` when that module is available (else none)."""
+    import importlib
+
+    try:
+        api = importlib.import_module("modelgraph.validate.api")
+    except ImportError:
+        click.echo("modelgraph: validation is not available; drawing without findings", err=True)
+        return None
+    validate = getattr(api, "validate", None)
+    if validate is None:
+        return None
+    results = validate(str(model))
+    if not isinstance(results, list | tuple):
+        results = [results]
+    issues: list = []
+    for result in results:
+        issues.extend(getattr(result, "issues", ()) or ())
+    return issues
