@@ -62,11 +62,101 @@ RULES: dict[str, tuple[Severity, str]] = {
     "SEC113": ("error", "HDF5 dataset whose declared size is a shape bomb or over the cap"),
     "SEC114": ("error", "JSON nesting or size bomb"),
     "SEC115": ("error", "'enable_unsafe_deserialization' in the raw config text"),
+    "SEC116": (
+        "warning",
+        "npz weights pickled in Keras's own layout (NumPy arrays only); Keras unpickles them",
+    ),
 }
 
 
 def _issue(rule: str, message: str, where: str, hint: str = "", path: str = "") -> Issue:
     return Issue(rule=rule, severity=RULES[rule][0], message=message, where=where, hint=hint, path=path)
+
+
+# --- pickle opcodes (read, never run) -------------------------------------------------------------
+
+MAX_PICKLE_SCAN_BYTES = 256 * 1024 * 1024
+_NUMPY_GLOBALS = frozenset(
+    {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+    }
+)
+_STRING_OPS = frozenset(
+    {"STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8"}
+)
+
+
+def pickle_verdict(data: bytes) -> str:
+    """``"numpy-only"`` when a pickle's only imports are the NumPy array constructors, else
+    ``"unsafe"``. The pickle is parsed with :func:`pickletools.genops` and its stack simulated
+    symbolically: nothing is unpickled, imported or called."""
+    import pickletools
+
+    stack: list[Any] = []
+    memo: dict[int, Any] = {}
+    mark = object()
+    try:
+        for op, arg, _pos in pickletools.genops(data):
+            name = op.name
+            if name.startswith("EXT"):
+                return "unsafe"
+            if name in ("MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT"):
+                idx = len(memo) if name == "MEMOIZE" else int(arg)
+                memo[idx] = stack[-1] if stack else None
+                continue
+            if name in ("GET", "BINGET", "LONG_BINGET"):
+                stack.append(memo.get(int(arg)))
+                continue
+            if name == "GLOBAL":
+                module, _, attr = str(arg).partition(" ")
+                if (module, attr) not in _NUMPY_GLOBALS:
+                    return "unsafe"
+                stack.append(("global", module, attr))
+                continue
+            if name == "STACK_GLOBAL":
+                if len(stack) < 2:
+                    return "unsafe"
+                attr, module = stack.pop(), stack.pop()
+                if (
+                    not (isinstance(module, str) and isinstance(attr, str))
+                    or (module, attr) not in _NUMPY_GLOBALS
+                ):
+                    return "unsafe"
+                stack.append(("global", module, attr))
+                continue
+            before = op.stack_before
+            if pickletools.markobject in before:
+                while stack and stack[-1] is not mark:
+                    stack.pop()
+                if not stack:
+                    return "unsafe"
+                stack.pop()
+                for _ in range(before.index(pickletools.markobject)):
+                    if not stack:
+                        return "unsafe"
+                    stack.pop()
+            else:
+                for _ in before:
+                    if not stack:
+                        return "unsafe"
+                    stack.pop()
+            for item in op.stack_after:
+                if item is pickletools.markobject:
+                    stack.append(mark)
+                elif name in _STRING_OPS and isinstance(arg, str):
+                    stack.append(arg)
+                else:
+                    stack.append(None)
+            if name == "STOP":
+                return "numpy-only"
+    except Exception:  # noqa: BLE001 - a malformed pickle is not numpy-only
+        return "unsafe"
+    return "unsafe"
 
 
 # --- marshal preview ------------------------------------------------------------------------------
@@ -902,6 +992,46 @@ _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _UNSAFE_TEXT = b"enable_unsafe_deserialization"
 
 
+def _fast_h5_entries(f: Any) -> tuple[list[safe_io.H5Entry], dict[str, Any]]:
+    """The entries :func:`safe_io.walk_h5` would report, from HDF5's own link iteration (one C-level
+    pass, hard links only, each object once) instead of one Python lookup per link; plus the opened
+    datasets by path. Raises on anything unusual so that the caller falls back to ``walk_h5``."""
+    import h5py
+
+    links: list[tuple[str, int]] = []
+
+    def visit(name: bytes, info: Any) -> int | None:
+        links.append((name.decode("utf-8", "surrogateescape"), info.type))
+        return 1 if len(links) > safe_io.MAX_H5_LINKS else None
+
+    f.id.links.visit(visit, info=True)
+    if len(links) > safe_io.MAX_H5_LINKS:
+        raise RuntimeError("too many links")
+    entries: list[safe_io.H5Entry] = []
+    datasets: dict[str, Any] = {}
+    for name, kind in links:
+        path = "/" + name
+        raw = name.encode("utf-8", "surrogateescape")
+        if kind == h5py.h5l.TYPE_SOFT:
+            target = f.id.links.get_val(raw).decode("utf-8", "replace")
+            status = safe_io._soft_target_status(f.file, path, target)
+            entries.append(safe_io.H5Entry(path, "soft_link", target=target, detail=status))
+        elif kind == h5py.h5l.TYPE_EXTERNAL:
+            file_name, obj = f.id.links.get_val(raw)
+            target = f"{file_name.decode('utf-8', 'replace')}:{obj.decode('utf-8', 'replace')}"
+            entries.append(safe_io.H5Entry(path, "external_link", target=target))
+        elif kind == h5py.h5l.TYPE_HARD:
+            otype = h5py.h5o.get_info(f.id, raw).type
+            if otype == h5py.h5o.TYPE_DATASET:
+                datasets[path] = h5py.Dataset(h5py.h5d.open(f.id, raw))
+                entries.append(safe_io.H5Entry(path, "dataset"))
+            else:
+                entries.append(safe_io.H5Entry(path, "group"))
+        else:
+            entries.append(safe_io.H5Entry(path, "other_link", detail="(user-defined link type)"))
+    return entries, datasets
+
+
 def _is_hdf5(path: str) -> bool:
     try:
         with open(path, "rb") as fh:
@@ -1007,6 +1137,28 @@ class _ContainerScanner:
             self.add("SEC100", f"unreadable .npy header: {exc}", where)
             return
         if dtype.hasobject:
+            verdict = ""
+            if info.file_size <= MAX_PICKLE_SCAN_BYTES:
+                try:
+                    with zf.open(info) as fh:
+                        version = np.lib.format.read_magic(fh)
+                        if version == (1, 0):
+                            np.lib.format.read_array_header_1_0(fh, max_header_size=10_000)
+                        else:
+                            np.lib.format.read_array_header_2_0(fh, max_header_size=10_000)
+                        verdict = pickle_verdict(fh.read(MAX_PICKLE_SCAN_BYTES + 1))
+                except (ValueError, OSError, zipfile.BadZipFile, EOFError, SyntaxError):
+                    verdict = ""
+            if verdict == "numpy-only":
+                self.add(
+                    "SEC116",
+                    f"npz array {info.filename!r} is pickled, but its pickle (read as opcodes, never run) only "
+                    "rebuilds NumPy arrays, as Keras's npz weights store writes them; Keras reads it with "
+                    "allow_pickle=True, modelgraph does not read it",
+                    where,
+                    "re-save the weights as HDF5 (.weights.h5) to avoid pickles altogether",
+                )
+                return
             self.add(
                 "SEC107",
                 f"npz array {info.filename!r} has dtype {dtype} (pickled Python objects); reading it needs "
@@ -1062,7 +1214,11 @@ class _ContainerScanner:
                     attrs_cfg[attr] = self.configs.pop()[0]
         if attrs_cfg:
             self.configs.append((attrs_cfg, "$"))
-        for entry in safe_io.walk_h5(f):
+        try:
+            entries, datasets = _fast_h5_entries(f)
+        except Exception:  # noqa: BLE001 - anything unusual: the careful walk below decides
+            entries, datasets = None, {}
+        for entry in entries if entries is not None else safe_io.walk_h5(f):
             where = f"{prefix}{entry.path}"
             if entry.kind == "external_link":
                 self.add(
@@ -1084,7 +1240,9 @@ class _ContainerScanner:
                 self.add("SEC100", f"HDF5 {entry.kind.replace('_', ' ')} {entry.detail}".strip(), where)
             elif entry.kind == "dataset":
                 try:
-                    dset = safe_io._resolve(f, entry.path)
+                    dset = datasets.get(entry.path) if entries is not None else None
+                    if dset is None:
+                        dset = safe_io._resolve(f, entry.path)
                     problems = safe_io.dataset_problems(dset)
                 except (FormatError, SecurityError) as exc:
                     self.add("SEC100", str(exc), where)
@@ -1145,3 +1303,14 @@ def scan_path(path: str | os.PathLike[str]) -> list[Issue]:
     for value, root in scanner.configs:
         issues.extend(scan_config(value, path=scanner.path, root=root))
     return issues
+
+
+def scan_path_with_configs(path: str | os.PathLike[str]) -> tuple[list[Issue], list[tuple[Any, str]]]:
+    """:func:`scan_path`, plus the parsed configs it scanned as ``(value, JSON root)`` pairs, so that
+    other rule families can check them without parsing the file again (HDF5 configs arrive as
+    ``{"model_config": ..., "training_config": ...}``)."""
+    scanner = _ContainerScanner(os.fspath(path))
+    issues = scanner.run()
+    for value, root in scanner.configs:
+        issues.extend(scan_config(value, path=scanner.path, root=root))
+    return issues, list(scanner.configs)

@@ -1,0 +1,168 @@
+"""``modelgraph validate`` (every problem of model files, for CI) and ``modelgraph rules``."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from modelgraph.cli.exit_codes import FINDINGS
+
+
+@click.command("validate")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "sarif"]),
+    default="text",
+    show_default=True,
+    help="text for people, json (schema-versioned) for scripts, sarif for code scanning.",
+)
+@click.option("--strict", is_flag=True, default=None, help="Warnings fail too (exit 1).")
+@click.option(
+    "--check-values", is_flag=True, default=None, help="Read the weights: NaN/Inf and all-zero kernels."
+)
+@click.option(
+    "--require-runnable",
+    is_flag=True,
+    default=None,
+    help="Layers the NumPy runner cannot execute are errors.",
+)
+@click.option(
+    "--select",
+    "select",
+    multiple=True,
+    metavar="RULES",
+    help="Only these rules: ids, prefixes or families, comma-separated (e.g. SEC,STR004,shapes).",
+)
+@click.option("--ignore", "ignore", multiple=True, metavar="RULES", help="Skip these rules (same syntax).")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    help="A .modelgraph.toml or pyproject.toml; default: found from the current folder upwards.",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="Processes (0: one per CPU).",
+)
+def validate_command(
+    paths: tuple[str, ...],
+    fmt: str,
+    strict: bool | None,
+    check_values: bool | None,
+    require_runnable: bool | None,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    config_file: str | None,
+    jobs: int,
+) -> None:
+    """Check model files for every problem at once: structure, shapes, weights, security, runtime.
+
+    PATH may be a model file or a folder (walked for .keras, .h5, .hdf5 and Keras JSON files, and
+    for unzipped .keras and TF.js folders).
+
+    \b
+    Exit codes: 0 no error finding (no warning either with --strict), 1 findings, 2 usage error.
+    Rules: `modelgraph rules`. Settings: [tool.modelgraph] in pyproject.toml or .modelgraph.toml.
+    """
+    import os
+
+    from modelgraph.validate.api import validate
+    from modelgraph.validate.config import find_config, read_config_file
+
+    ctx = click.get_current_context()
+    cfg = read_config_file(config_file) if config_file else find_config()
+    strict_on = bool(strict if strict is not None else cfg.strict)
+    if jobs == 0:
+        jobs = os.cpu_count() or 1
+    results = validate(
+        list(paths),
+        check_values=bool(check_values),
+        require_runnable=bool(require_runnable),
+        select=list(select) or None,
+        ignore=list(ignore) or None,
+        config=cfg,
+        strict=strict_on,
+        jobs=jobs,
+    )
+    if fmt == "json":
+        from modelgraph.validate.api import json_report
+
+        click.echo(json_report(results, strict_on).model_dump_json(indent=2))
+    elif fmt == "sarif":
+        from modelgraph.validate.sarif import sarif_report
+
+        click.echo(json.dumps(sarif_report(results), indent=2))
+    else:
+        _print_text(results, strict_on)
+    if not all(r.ok for r in results):
+        ctx.exit(FINDINGS)
+
+
+_COLOURS = {"error": "red", "warning": "yellow", "info": "blue"}
+
+
+def _print_text(results: list, strict: bool) -> None:
+    counts = {"error": 0, "warning": 0, "info": 0}
+    failed = 0
+    for r in results:
+        failed += 0 if r.ok else 1
+        for i in r.issues:
+            counts[i.severity] += 1
+            where = f" [{i.where}]" if i.where else ""
+            sev = click.style(f"{i.severity:<7}", fg=_COLOURS[i.severity], bold=i.severity == "error")
+            click.echo(f"{r.path}: {sev} {i.rule}{where}: {i.message}")
+            if i.hint and i.severity != "info":
+                click.echo(f"    hint: {i.hint}")
+    verdict = "ok" if failed == 0 else f"{failed} file(s) failed"
+    click.echo(
+        f"{len(results)} file(s) checked: {counts['error']} error(s), {counts['warning']} warning(s), "
+        f"{counts['info']} info; {verdict}" + (" (strict)" if strict else "")
+    )
+
+
+@click.command("rules")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="markdown prints docs/rules.md.",
+)
+def rules_command(fmt: str) -> None:
+    """List every validation rule: id, family, default severity, title and meaning."""
+    from modelgraph.validate.registry import RULES, rules_markdown
+
+    if fmt == "markdown":
+        click.echo(rules_markdown(), nl=False)
+        return
+    if fmt == "json":
+        from modelgraph._version import __version__
+        from modelgraph.schemas.validate_report import RuleInfo, RulesReport
+
+        report = RulesReport(
+            tool_version=__version__,
+            rules=[
+                RuleInfo(
+                    id=r.id,
+                    family=r.family,
+                    severity=r.severity,
+                    title=r.title,
+                    meaning=r.meaning,
+                    hint=r.hint,
+                )
+                for r in RULES.values()
+            ],
+        )
+        click.echo(report.model_dump_json(indent=2))
+        return
+    for r in RULES.values():
+        click.echo(f"{r.id}  {r.severity:<7}  {r.family:<9}  {r.title}")
+        click.echo(f"        {r.meaning}")

@@ -1,0 +1,419 @@
+"""``modelgraph.validate(...)``: every problem of one or more model files, in one pass.
+
+Each file goes through every rule family, whatever the others found (never fail-fast):
+security (container + config), structure (schema, loader problems, graph), shapes, weights,
+runtime support. A check that crashes becomes a finding (STR014) instead of stopping the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from modelgraph.errors import LoadError, SecurityError, UsageError
+from modelgraph.validate.config import ValidateConfig, find_config, read_config_file
+from modelgraph.validate.issue import Issue, at_least, sort_issues
+from modelgraph.validate.registry import make_issue
+
+MODEL_SUFFIXES = (".keras", ".h5", ".hdf5", ".json")
+WEIGHTS_ONLY = ("legacy_weights_h5", "keras3_weights_h5", "keras3_sharded_weights")
+_JSON_MARKERS = (b'"class_name"', b'"modelTopology"', b'"weight_map"', b'"layers"')
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """The findings for one model file (or model directory)."""
+
+    path: str
+    format: str
+    issues: tuple[Issue, ...] = ()
+    strict: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """No error-severity finding (no warning either when ``strict``)."""
+        threshold = "warning" if self.strict else "error"
+        return not any(at_least(i.severity, threshold) for i in self.issues)
+
+    def count(self, severity: str) -> int:
+        return sum(1 for i in self.issues if i.severity == severity)
+
+
+@dataclass(frozen=True)
+class Options:
+    check_values: bool = False
+    require_runnable: bool = False
+    strict: bool = False
+    config: ValidateConfig = field(default_factory=ValidateConfig)
+
+
+# --- finding the files ---------------------------------------------------------------------------
+
+
+def _is_model_dir(p: Path) -> bool:
+    return (p / "model.json").is_file() or (
+        (p / "config.json").is_file()
+        and ((p / "model.weights.h5").exists() or (p / "metadata.json").is_file())
+    )
+
+
+def _looks_like_model_json(p: Path) -> bool:
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError:
+        return False
+    return any(m in head for m in _JSON_MARKERS)
+
+
+def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """The model files and model directories to check: files as given; directories that are models
+    themselves (an unzipped ``.keras``, a TF.js folder) as one; other directories walked (sorted, no
+    symlinks followed, hidden folders skipped) for ``.keras``/``.h5``/``.hdf5`` files and JSON files
+    that look like Keras configs. ``UsageError`` for a path that does not exist."""
+    out: list[str] = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists() and not p.is_symlink():
+            raise UsageError(f"no such file or directory: {raw}")
+        if not p.is_dir() or _is_model_dir(p):
+            out.append(str(p))
+            continue
+        for dirpath, dirnames, filenames in os.walk(p, followlinks=False):
+            d = Path(dirpath)
+            keep = []
+            for name in sorted(dirnames):
+                sub = d / name
+                if name.startswith(".") or name == "__pycache__" or sub.is_symlink():
+                    continue
+                if _is_model_dir(sub):
+                    out.append(str(sub))
+                else:
+                    keep.append(name)
+            dirnames[:] = keep
+            for name in sorted(filenames):
+                f = d / name
+                if f.is_symlink() or name.startswith("."):
+                    continue
+                suffix = f.suffix.lower()
+                if suffix in (".keras", ".h5", ".hdf5") or (suffix == ".json" and _looks_like_model_json(f)):
+                    out.append(str(f))
+    shards: set[str] = set()
+    for s in out:
+        if s.endswith(".json"):
+            shards |= _index_shards(Path(s))
+    seen: set[str] = set()
+    unique = []
+    for s in out:
+        if s in shards:
+            continue  # a shard of a sharded weights index: checked through its index
+        if s not in seen:
+            seen.add(s)
+            unique.append(s)
+    return unique
+
+
+def _index_shards(index: Path) -> set[str]:
+    """Shard files named by a sharded-weights index (``weight_map``), as paths; empty otherwise."""
+    from modelgraph import safe_io
+
+    try:
+        if index.stat().st_size > 16 * 1024 * 1024:
+            return set()
+        doc = safe_io.parse_json(index.read_bytes(), where=str(index)).value
+    except Exception:  # noqa: BLE001 - not an index: nothing to exclude
+        return set()
+    wm = doc.get("weight_map") if isinstance(doc, dict) else None
+    if not isinstance(wm, dict):
+        return set()
+    out: set[str] = set()
+    for value in wm.values():
+        for name in value if isinstance(value, list) else [value]:
+            if isinstance(name, str) and "/" not in name and "\\" not in name:
+                out.add(str(index.parent / name))
+    return out
+
+
+# --- one file ------------------------------------------------------------------------------------
+
+
+def _crash(where: str, exc: BaseException, path: str) -> Issue:
+    return make_issue("STR014", f"{where} crashed: {type(exc).__name__}: {exc}", "", path=path)
+
+
+def _close_handles(graph: Any) -> None:
+    try:
+        handles = graph.metadata.get("_handles") or ()
+    except Exception:  # noqa: BLE001
+        return
+    for h in handles:
+        close = getattr(h, "close", None)
+        if close is not None:
+            with contextlib.suppress(Exception):  # closing is best effort
+                close()
+
+
+def validate_file(path: str, options: Options | None = None) -> FileResult:
+    """Every finding for one model file or model directory (never raises for a bad file)."""
+    from modelgraph.loading import load
+    from modelgraph.loading.detect import detect
+    from modelgraph.validate import security
+    from modelgraph.validate.structure import (
+        graph_issues,
+        load_error_issue,
+        model_envelopes,
+        problem_issue,
+        schema_issues,
+    )
+
+    opts = options or Options()
+    p = Path(path)
+    issues: list[Issue] = []
+    fmt = "unknown"
+    detect_error: BaseException | None = None
+    try:
+        fmt = detect(p)
+    except LoadError as exc:
+        detect_error = exc
+    except Exception as exc:  # noqa: BLE001 - a crash in format detection is a finding
+        detect_error = exc
+
+    # Security: container and every config it holds.
+    configs: list[tuple[Any, str]] = []
+    try:
+        target = p / "model.json" if (fmt == "tfjs_layers" and p.is_dir()) else p
+        sec, configs = security.scan_path_with_configs(target)
+        issues.extend(i.with_path(path) for i in sec)
+    except Exception as exc:  # noqa: BLE001
+        issues.append(_crash("the security scan", exc, path))
+
+    if detect_error is not None:
+        issues.append(load_error_issue(detect_error, path))
+        return _finish(path, fmt, issues, opts)
+    if fmt in WEIGHTS_ONLY:
+        issues.append(
+            make_issue(
+                "STR013",
+                f"a weights-only file ({fmt}): its container was checked; give the architecture file to "
+                "check the model",
+                "",
+                path=path,
+            )
+        )
+        return _finish(path, fmt, issues, opts)
+
+    # Structure: the schema of every model record, then the loader's own problems.
+    schema: list[Issue] = []
+    try:
+        for value, _root in configs:
+            for envelope, where in model_envelopes(value, fmt):
+                schema.extend(schema_issues(envelope, where, path))
+    except Exception as exc:  # noqa: BLE001
+        issues.append(_crash("the schema check", exc, path))
+    issues.extend(schema)
+
+    problems: list[LoadError] = []
+    graph = None
+    try:
+        graph = load(p, problems=problems)
+    except Exception as exc:  # noqa: BLE001 - every loader failure becomes a finding
+        sec_errors = any(i.rule.startswith("SEC") and i.severity == "error" for i in issues)
+        if not (isinstance(exc, SecurityError) and sec_errors):
+            issue = load_error_issue(exc, path)
+            if not (issue.rule == "STR003" and any(s.where == issue.where for s in schema)):
+                issues.append(issue)
+    schema_where = {s.where for s in schema}
+    for prob in problems:
+        issue = problem_issue(prob, path)
+        if issue.rule == "STR003" and issue.where in schema_where:
+            continue
+        issues.append(issue)
+    if graph is None:
+        return _finish(path, fmt, issues, opts)
+
+    try:
+        has_cycles = any(type(prob).__name__ == "CycleError" for prob in problems)
+        try:
+            issues.extend(graph_issues(graph, path, has_cycles))
+        except Exception as exc:  # noqa: BLE001
+            issues.append(_crash("the graph check", exc, path))
+
+        from modelgraph.validate.shapes import infer, shape_issues, weight_shape_flags
+
+        result = None
+        try:
+            result = infer(graph)
+            issues.extend(shape_issues(result, graph, path))
+        except Exception as exc:  # noqa: BLE001
+            issues.append(_crash("shape inference", exc, path))
+
+        from modelgraph.validate.weights import weight_issues
+
+        try:
+            flags = weight_shape_flags(result) if result is not None else set()
+            issues.extend(
+                weight_issues(graph, result, path=path, skip_shapes=flags, check_values=opts.check_values)
+            )
+        except Exception as exc:  # noqa: BLE001
+            issues.append(_crash("the weights check", exc, path))
+
+        if opts.config.select is None or any(r.startswith("RUN") for r in opts.config.select):
+            from modelgraph.validate.runtime import runtime_issues
+
+            try:
+                issues.extend(runtime_issues(graph, path=path, require_runnable=opts.require_runnable))
+            except Exception as exc:  # noqa: BLE001
+                issues.append(_crash("the runtime-support check", exc, path))
+    finally:
+        _close_handles(graph)
+    return _finish(path, fmt, issues, opts)
+
+
+def _finish(path: str, fmt: str, issues: list[Issue], opts: Options) -> FileResult:
+    unique: list[Issue] = []
+    seen: set[tuple[str, str, str]] = set()
+    for i in issues:
+        i = i if i.path else i.with_path(path)
+        key = (i.rule, i.where, i.message)
+        if key not in seen:
+            seen.add(key)
+            unique.append(i)
+    kept = opts.config.apply(unique, path)
+    return FileResult(path, fmt, tuple(sort_issues(kept)), opts.strict)
+
+
+def _worker(args: tuple[str, Options]) -> FileResult:
+    return validate_file(*args)
+
+
+# --- the public entry point ------------------------------------------------------------------------
+
+
+def validate(
+    path_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    check_values: bool = False,
+    require_runnable: bool = False,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    config: ValidateConfig | str | os.PathLike[str] | None = None,
+    strict: bool = False,
+    jobs: int = 1,
+) -> list[FileResult]:
+    """Validate model files (directories are walked) and return one :class:`FileResult` per file.
+
+    ``select``/``ignore`` take rule ids, prefixes (``SEC``) or families (``security``); ``config`` is
+    a :class:`ValidateConfig`, a path to a ``.modelgraph.toml``/``pyproject.toml``, or None to use the
+    one found from the current folder. ``jobs`` > 1 checks files in that many processes.
+    """
+    if isinstance(path_or_paths, str | os.PathLike):
+        paths: list[str | os.PathLike[str]] = [path_or_paths]
+    else:
+        paths = list(path_or_paths)
+    if config is None:
+        cfg = find_config()
+    elif isinstance(config, ValidateConfig):
+        cfg = config
+    else:
+        cfg = read_config_file(config)
+    cfg = cfg.merged(select=select, ignore=ignore)
+    opts = Options(
+        check_values=check_values or bool(cfg.check_values),
+        require_runnable=require_runnable or bool(cfg.require_runnable),
+        strict=strict or bool(cfg.strict),
+        config=cfg,
+    )
+    targets = expand_paths(paths)
+    if jobs > 1 and len(targets) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
+            return list(pool.map(_worker, [(t, opts) for t in targets], chunksize=1))
+    return [validate_file(t, opts) for t in targets]
+
+
+def with_strict(results: list[FileResult], strict: bool) -> list[FileResult]:
+    """The same results judged with or without ``strict``."""
+    return [replace(r, strict=strict) for r in results]
+
+
+# --- reports -------------------------------------------------------------------------------------
+
+_LOC_LAYER = re.compile(
+    r"^layer '(?P<layer>[^']*)'(?: weight '(?P<weight>[^']*)')?(?: node (?P<node>\d+))?(?: \((?P<json>\$[^)]*)\))?$"
+)
+
+
+def parse_location(file: str, where: str) -> dict[str, Any]:
+    """The parts of an issue's ``where``: ``json_path``, ``layer``, ``node``, ``weight`` or ``member``."""
+    loc: dict[str, Any] = {"file": file, "where": where}
+    if not where:
+        return loc
+    if where.startswith("$"):
+        loc["json_path"] = where
+        return loc
+    m = _LOC_LAYER.match(where)
+    if m:
+        loc["layer"] = m.group("layer")
+        if m.group("weight"):
+            loc["weight"] = m.group("weight")
+        if m.group("node"):
+            loc["node"] = int(m.group("node"))
+        if m.group("json"):
+            loc["json_path"] = m.group("json")
+        return loc
+    if not where.startswith(("model ", "layer ")):
+        loc["member"] = where
+    return loc
+
+
+def json_report(results: list[FileResult], strict: bool = False) -> Any:
+    """The :class:`~modelgraph.schemas.validate_report.ValidateReport` of some results."""
+    from modelgraph._version import __version__
+    from modelgraph.schemas.validate_report import FileReport, IssueReport, Location, Summary, ValidateReport
+    from modelgraph.validate.registry import RULES
+
+    files = []
+    by_rule: dict[str, int] = {}
+    for r in with_strict(results, strict):
+        issues = []
+        for i in r.issues:
+            by_rule[i.rule] = by_rule.get(i.rule, 0) + 1
+            rule = RULES.get(i.rule)
+            issues.append(
+                IssueReport(
+                    rule=i.rule,
+                    severity=i.severity,
+                    title=rule.title if rule else i.rule,
+                    message=i.message,
+                    location=Location(**parse_location(r.path, i.where)),
+                    hint=i.hint,
+                )
+            )
+        files.append(
+            FileReport(
+                path=r.path,
+                format=r.format,
+                ok=r.ok,
+                errors=r.count("error"),
+                warnings=r.count("warning"),
+                infos=r.count("info"),
+                issues=issues,
+            )
+        )
+    summary = Summary(
+        files=len(files),
+        ok=sum(1 for f in files if f.ok),
+        failed=sum(1 for f in files if not f.ok),
+        errors=sum(f.errors for f in files),
+        warnings=sum(f.warnings for f in files),
+        infos=sum(f.infos for f in files),
+        strict=strict,
+        by_rule=dict(sorted(by_rule.items())),
+    )
+    return ValidateReport(tool_version=__version__, results=files, summary=summary)
