@@ -7,6 +7,7 @@ channels-first inputs to channels-last on entry and back on exit.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -278,6 +279,219 @@ def tap_reduce(
             )
             (first if i == 0 else step)(dst, x[sl], tap)
     return acc
+
+
+# --- the blocked 2-D paths: per-thread scratch, padded row slabs, fused epilogues -------------------
+
+_LOCAL = threading.local()
+
+# Bytes of an im2col block (rows x kernel-taps*channels) and of an element-wise block: big enough for
+# long BLAS / ufunc calls, small enough to stay in the L2 cache while it is filled and consumed.
+GEMM_BLOCK_BYTES = 1 << 20
+GEMM_MIN_ROWS = 256
+EW_BLOCK_BYTES = 1 << 18
+
+
+def scratch(slot: int, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    """A reusable per-thread buffer of ``shape`` (uninitialised, C-ordered).
+
+    Every kernel running on one thread shares the same few slots (a kernel uses distinct slots for
+    buffers alive at the same time and never returns one), so the memory held is the largest block
+    any layer asked for, not a copy per layer. :func:`scratch_bytes` reports it.
+    """
+    arenas: dict[int, np.ndarray] | None = getattr(_LOCAL, "arenas", None)
+    if arenas is None:
+        arenas = _LOCAL.arenas = {}
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    buf = arenas.get(slot)
+    if buf is None or buf.nbytes < nbytes:
+        buf = arenas[slot] = np.empty(max(nbytes, 64), dtype=np.uint8)
+    return buf[:nbytes].view(dtype).reshape(tuple(shape))
+
+
+def scratch_bytes() -> int:
+    """Bytes held by this thread's scratch buffers."""
+    return sum(b.nbytes for b in getattr(_LOCAL, "arenas", {}).values())
+
+
+def row_blocks(batch: int, rows: int, per_row: int, target: int) -> list[tuple[int, int, int, int]]:
+    """Split ``batch`` images of ``rows`` output rows (``per_row`` units each) into blocks of about
+    ``target`` units: ``(n0, n1, r0, r1)``, whole images together when an image is smaller."""
+    per_image = rows * per_row
+    if per_image >= target:
+        step = max(1, target // per_row)
+        return [(b, b + 1, r0, min(rows, r0 + step)) for b in range(batch) for r0 in range(0, rows, step)]
+    images = max(1, target // per_image)
+    return [(b0, min(batch, b0 + images), 0, rows) for b0 in range(0, batch, images)]
+
+
+def slab(
+    x: np.ndarray, n0: int, n1: int, r0: int, r1: int, pads: Pads, value: float, slot: int
+) -> np.ndarray:
+    """Rows ``r0:r1`` (padded coordinates) of images ``n0:n1`` of a ``(B, H, W, C)`` array padded by
+    ``pads`` with ``value``: a view when there is no padding, else a scratch copy."""
+    (top, bottom), (left, right) = pads
+    if not (top or bottom or left or right):
+        return x[n0:n1, r0:r1]
+    height, width = x.shape[1:3]
+    buf = scratch(slot, (n1 - n0, r1 - r0, width + left + right, x.shape[3]), x.dtype)
+    a, b = max(r0 - top, 0), min(r1 - top, height)
+    if b <= a:
+        buf.fill(value)
+        return buf
+    above, below = a + top - r0, b + top - r0
+    if above:
+        buf[:, :above] = value
+    if below < r1 - r0:
+        buf[:, below:] = value
+    if left:
+        buf[:, above:below, :left] = value
+    if right:
+        buf[:, above:below, left + width :] = value
+    buf[:, above:below, left : left + width] = x[n0:n1, a:b]
+    return buf
+
+
+def window_rows(r0: int, r1: int, kernel: int, stride: int, dilation: int) -> tuple[int, int]:
+    """The padded input rows output rows ``r0:r1`` read."""
+    return r0 * stride, (r1 - 1) * stride + (kernel - 1) * dilation + 1
+
+
+def in_place_epilogue(
+    bias: np.ndarray | None, act_value: Any, act: Activation | None
+) -> Callable[[np.ndarray], None]:
+    """Bias add and activation applied in place to an output block (relu / relu6 without temporaries)."""
+    name = activation_name(act_value)
+
+    def epilogue(block: np.ndarray) -> None:
+        if bias is not None:
+            np.add(block, bias, out=block)
+        if act is None:
+            return
+        if name == "relu":
+            np.maximum(block, block.dtype.type(0), out=block)
+        elif name == "relu6":
+            np.clip(block, block.dtype.type(0), block.dtype.type(6), out=block)
+        else:
+            block[...] = act(block)
+
+    return epilogue
+
+
+def _out_2d(
+    x: np.ndarray, pads: Pads, kernel: Sequence[int], strides: Sequence[int], dilation: Sequence[int]
+):
+    padded = [n + b + a for n, (b, a) in zip(x.shape[1:3], pads, strict=True)]
+    return out_sizes(padded, kernel, strides, dilation)
+
+
+def conv2d_gemm(
+    x: np.ndarray,
+    weights: np.ndarray,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    pads: Pads,
+    epilogue: Callable[[np.ndarray], None],
+) -> np.ndarray:
+    """A dense 2-D conv of a C-ordered ``(B, H, W, C)`` array, ``weights`` ``(kh*kw*C, F)``.
+
+    Output rows are done a block at a time: the block's padded input rows are copied to a scratch slab,
+    its im2col patches (columns ordered kh, kw, c) to a scratch block of about ``GEMM_BLOCK_BYTES``,
+    one GEMM writes the block of the output, and ``epilogue`` (bias, activation) runs on it while it
+    is still in cache. A 1x1 stride-1 unpadded conv skips the copies.
+    """
+    batch, channels = x.shape[0], x.shape[3]
+    kh, kw = kernel
+    oh, ow = _out_2d(x, pads, kernel, strides, dilation)
+    depth = kh * kw * channels
+    filters = weights.shape[1]
+    out = np.empty((batch, oh, ow, filters), dtype=x.dtype)
+    flat_out = out.reshape(-1, filters)
+    pointwise = kh == kw == 1 and tuple(strides) == (1, 1) and not any(b or a for b, a in pads)
+    per_pixel = max(depth, filters)
+    target = max(GEMM_MIN_ROWS, GEMM_BLOCK_BYTES // (per_pixel * x.itemsize))
+    item = x.itemsize
+    for n0, n1, h0, h1 in row_blocks(batch, oh, ow, target):
+        m0, m1 = (n0 * oh + h0) * ow, ((n1 - 1) * oh + h1) * ow
+        block = flat_out[m0:m1]
+        if pointwise:
+            np.matmul(x[n0:n1, h0:h1].reshape(-1, channels), weights, out=block)
+            epilogue(block)
+            continue
+        r0, r1 = window_rows(h0, h1, kh, strides[0], dilation[0])
+        src = slab(x, n0, n1, r0, r1, pads, 0.0, 0)
+        nb, hb = n1 - n0, h1 - h0
+        s_n, s_h, s_w, _ = src.strides
+        if dilation[1] == 1:
+            # The kw taps of one output pixel are kw*C contiguous values of a row: one copy per kh.
+            cols = scratch(1, (nb, hb, ow, kh, kw * channels), x.dtype)
+            for i in range(kh):
+                view = np.lib.stride_tricks.as_strided(
+                    src[:, i * dilation[0] :],
+                    shape=(nb, hb, ow, kw * channels),
+                    strides=(s_n, s_h * strides[0], s_w * strides[1], item),
+                    writeable=False,
+                )
+                cols[:, :, :, i] = view
+        else:
+            cols = scratch(1, (nb, hb, ow, kh * kw, channels), x.dtype)
+            for i, (ti, tj) in enumerate(itertools.product(range(kh), range(kw))):
+                a, b = ti * dilation[0], tj * dilation[1]
+                cols[:, :, :, i] = src[
+                    :,
+                    a : a + (hb - 1) * strides[0] + 1 : strides[0],
+                    b : b + (ow - 1) * strides[1] + 1 : strides[1],
+                ]
+        np.matmul(cols.reshape(m1 - m0, depth), weights, out=block)
+        epilogue(block)
+    return out
+
+
+def window2d(
+    x: np.ndarray,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    pads: Pads,
+    pad_value: float,
+    first: Callable[[np.ndarray, np.ndarray, int], None],
+    step: Callable[[np.ndarray, np.ndarray, np.ndarray, int], None],
+    finish: Callable[[np.ndarray, int, int], None] | None = None,
+    repeat: int = 1,
+) -> np.ndarray:
+    """Reduce over the kernel taps of a padded ``(B, H, W, C)`` array, one output block at a time.
+
+    Per block the padded input rows go to a scratch slab (channels repeated ``repeat`` times, for
+    depth multipliers), ``first(dst, src, tap)`` initialises the output block from the first tap's
+    strided window, ``step(dst, src, tmp, tap)`` folds in each further tap (``tmp``: a scratch block of
+    ``dst``'s shape), and ``finish(dst, h0, h1)`` runs while the block is in cache.
+    """
+    batch, channels = x.shape[0], x.shape[3] * repeat
+    kh, kw = kernel
+    oh, ow = _out_2d(x, pads, kernel, strides, dilation)
+    out = np.empty((batch, oh, ow, channels), dtype=x.dtype)
+    target = max(1, EW_BLOCK_BYTES // (channels * x.itemsize))
+    all_taps = [(i * kw + j, i * dilation[0], j * dilation[1]) for i in range(kh) for j in range(kw)]
+    sh, sw = strides
+    for n0, n1, h0, h1 in row_blocks(batch, oh, ow, target):
+        r0, r1 = window_rows(h0, h1, kh, sh, dilation[0])
+        src = slab(x, n0, n1, r0, r1, pads, pad_value, 0)
+        if repeat > 1:
+            src = np.repeat(src, repeat, axis=-1)
+        dst = out[n0:n1, h0:h1]
+        hb = h1 - h0
+        tmp = scratch(1, dst.shape, x.dtype)
+        for t, a, b in all_taps:
+            window = src[:, a : a + (hb - 1) * sh + 1 : sh, b : b + (ow - 1) * sw + 1 : sw]
+            if t == 0:
+                first(dst, window, t)
+            else:
+                step(dst, window, tmp, t)
+        if finish is not None:
+            finish(dst, h0, h1)
+    return out
 
 
 def to_last(x: np.ndarray, fmt: str) -> np.ndarray:

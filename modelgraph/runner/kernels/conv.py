@@ -17,12 +17,15 @@ from typing import Any
 import numpy as np
 
 from modelgraph.runner.kernels._conv_utils import (
+    Pads,
     check_keys,
+    conv2d_gemm,
     data_format,
     float_dtype,
     from_last,
     fused_activation,
     im2col,
+    in_place_epilogue,
     int_tuple,
     out_sizes,
     pad_spatial,
@@ -31,6 +34,7 @@ from modelgraph.runner.kernels._conv_utils import (
     taps,
     to_last,
     unsupported,
+    window2d,
     window_pads,
 )
 from modelgraph.runner.registry import Kernel, KernelSpec, register
@@ -90,6 +94,44 @@ def _finish(
     return from_last(out, fmt)
 
 
+def _as_2d(
+    x: np.ndarray, pads: Pads, kernel: tuple[int, ...], strides: tuple[int, ...], dilation: tuple[int, ...]
+) -> tuple[np.ndarray, Pads, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """A C-ordered ``(B, H, W, C)`` view of a rank-1 or rank-2 channels-last problem."""
+    x = np.ascontiguousarray(x)
+    if x.ndim == 3:
+        return x[:, None], [(0, 0), *pads], (1, *kernel), (1, *strides), (1, *dilation)
+    return x, pads, kernel, strides, dilation
+
+
+def _depthwise_2d(
+    x: np.ndarray,
+    kernel: np.ndarray,
+    strides: tuple[int, ...],
+    dilation: tuple[int, ...],
+    pads: Pads,
+    epilogue: Callable[[np.ndarray], None],
+) -> np.ndarray:
+    """Depthwise conv of an unpadded rank-1/2 channels-last array, kernel ``(k..., C, M)``: per output
+    block one multiply (and add) per tap over contiguous channels, then ``epilogue`` in cache."""
+    x2, pads2, ks, st, dil = _as_2d(x, pads, kernel.shape[:-2], strides, dilation)
+    channels, mult = kernel.shape[-2:]
+    flat = kernel.reshape(-1, channels * mult)
+
+    def first(dst: np.ndarray, src: np.ndarray, tap: int) -> None:
+        np.multiply(src, flat[tap], out=dst)
+
+    def step(dst: np.ndarray, src: np.ndarray, tmp: np.ndarray, tap: int) -> None:
+        np.multiply(src, flat[tap], out=tmp)
+        np.add(dst, tmp, out=dst)
+
+    def finish(dst: np.ndarray, h0: int, h1: int) -> None:
+        epilogue(dst)
+
+    out = window2d(x2, ks, st, dil, pads2, 0.0, first, step, finish, repeat=mult)
+    return out[:, 0] if x.ndim == 3 else out
+
+
 def _depthwise_core(
     x: np.ndarray,
     kernel: np.ndarray,
@@ -122,6 +164,10 @@ def _depthwise_core(
     return tap_reduce(x, ks, strides, dilation, channels * mult, first, step)
 
 
+def _no_epilogue(block: np.ndarray) -> None:
+    return None
+
+
 def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
     check_keys(spec, _CONV_KEYS)
     dtype = float_dtype(spec)
@@ -146,6 +192,19 @@ def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
     if groups > 1 and cin_g == 1:
         # One input channel per group (ConvNeXt's depthwise-as-groups): a depthwise conv.
         depthwise = np.ascontiguousarray(kernel.reshape(*kernel_size, groups, filters // groups))
+        if rank <= 2:
+            epilogue = in_place_epilogue(bias, spec.get("activation"), act)
+
+            def run_dw(inputs: Any) -> np.ndarray:
+                x = to_last(np.asarray(inputs, dtype=dtype), fmt)
+                if x.ndim != rank + 2 or x.shape[-1] != cin:
+                    raise ValueError(
+                        f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}"
+                    )
+                pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+                return from_last(_depthwise_2d(x, depthwise, strides, dilation, pads, epilogue), fmt)
+
+            return run_dw
 
         def core(x: np.ndarray) -> np.ndarray:
             return _depthwise_core(x, depthwise, strides, dilation)
@@ -160,6 +219,21 @@ def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
             cols = im2col(x, kernel_size, strides, dilation, groups)
             y = np.matmul(cols, grouped)  # (G, N, fg)
             return y.transpose(1, 0, 2).reshape(x.shape[0], *out, filters)
+
+    elif rank <= 2:
+        flat = np.ascontiguousarray(kernel.reshape(ktot * cin, filters))
+        epilogue = in_place_epilogue(bias, spec.get("activation"), act)
+
+        def run2d(inputs: Any) -> np.ndarray:
+            x = to_last(np.asarray(inputs, dtype=dtype), fmt)
+            if x.ndim != rank + 2 or x.shape[-1] != cin:
+                raise ValueError(f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}")
+            pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+            x2, pads2, ks, st, dil = _as_2d(x, pads, kernel_size, strides, dilation)
+            out = conv2d_gemm(x2, flat, ks, st, dil, pads2, epilogue)
+            return from_last(out[:, 0] if rank == 1 else out, fmt)
+
+        return run2d
 
     elif ktot == 1:
         flat = np.ascontiguousarray(kernel.reshape(cin, filters))
@@ -234,6 +308,7 @@ def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
     channels = kernel.shape[-2]
     bias = _bias(spec, dtype, channels * mult)
     act = fused_activation(spec)
+    epilogue = in_place_epilogue(bias, spec.get("activation"), act)
 
     def run(inputs: Any) -> np.ndarray:
         x = to_last(np.asarray(inputs, dtype=dtype), fmt)
@@ -242,6 +317,8 @@ def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
                 f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
             )
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+        if rank <= 2:
+            return from_last(_depthwise_2d(x, kernel, strides, dilation, pads, epilogue), fmt)
         return _finish(_depthwise_core(pad_spatial(x, pads), kernel, strides, dilation), bias, act, fmt)
 
     return run
@@ -280,6 +357,7 @@ def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
     pointwise = np.ascontiguousarray(pointwise.reshape(channels * mult, filters))
     bias = _bias(spec, dtype, filters)
     act = fused_activation(spec)
+    epilogue = in_place_epilogue(bias, spec.get("activation"), act)
 
     def run(inputs: Any) -> np.ndarray:
         x = to_last(np.asarray(inputs, dtype=dtype), fmt)
@@ -288,6 +366,11 @@ def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
                 f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
             )
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+        if rank <= 2:
+            mid = _depthwise_2d(x, depthwise, strides, dilation, pads, _no_epilogue)
+            mid2 = mid[:, None] if rank == 1 else mid
+            out = conv2d_gemm(mid2, pointwise, (1, 1), (1, 1), (1, 1), [(0, 0), (0, 0)], epilogue)
+            return from_last(out[:, 0] if rank == 1 else out, fmt)
         mid = _depthwise_core(pad_spatial(x, pads), depthwise, strides, dilation)
         out = (mid.reshape(-1, channels * mult) @ pointwise).reshape(*mid.shape[:-1], filters)
         return _finish(out, bias, act, fmt)
