@@ -290,6 +290,7 @@ _LOCAL = threading.local()
 GEMM_BLOCK_BYTES = 1 << 20
 GEMM_MIN_ROWS = 256
 EW_BLOCK_BYTES = 1 << 18
+DW_BLOCK_BYTES = 1 << 19
 
 
 def scratch(slot: int, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:

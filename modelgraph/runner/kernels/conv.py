@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from modelgraph.runner.kernels._conv_utils import (
+    DW_BLOCK_BYTES,
     Pads,
     check_keys,
     conv2d_gemm,
@@ -30,12 +31,15 @@ from modelgraph.runner.kernels._conv_utils import (
     out_sizes,
     pad_spatial,
     padding_mode,
+    row_blocks,
+    slab,
     tap_reduce,
     taps,
     to_last,
     unsupported,
     window2d,
     window_pads,
+    window_rows,
 )
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
@@ -104,6 +108,11 @@ def _as_2d(
     return x, pads, kernel, strides, dilation
 
 
+# From this many (output) channels on, one einsum per block beats a multiply and an add per tap:
+# its inner loop runs over the channels, fusing the multiply-adds of all taps without temporaries.
+EINSUM_MIN_CHANNELS = 64
+
+
 def _depthwise_2d(
     x: np.ndarray,
     kernel: np.ndarray,
@@ -112,24 +121,65 @@ def _depthwise_2d(
     pads: Pads,
     epilogue: Callable[[np.ndarray], None],
 ) -> np.ndarray:
-    """Depthwise conv of an unpadded rank-1/2 channels-last array, kernel ``(k..., C, M)``: per output
-    block one multiply (and add) per tap over contiguous channels, then ``epilogue`` in cache."""
+    """Depthwise conv of an unpadded rank-1/2 channels-last array, kernel ``(k..., C, M)``, one block of
+    output rows at a time (padded rows in a scratch slab, ``epilogue`` while the block is in cache).
+
+    Wide layers: one ``einsum`` over a strided (pixels, taps, channels) view of the slab; narrow ones
+    (where einsum's channel inner loop is too short): one multiply and one add per tap.
+    """
     x2, pads2, ks, st, dil = _as_2d(x, pads, kernel.shape[:-2], strides, dilation)
     channels, mult = kernel.shape[-2:]
-    flat = kernel.reshape(-1, channels * mult)
+    width = channels * mult
+    if width < EINSUM_MIN_CHANNELS:
+        flat = kernel.reshape(-1, width)
 
-    def first(dst: np.ndarray, src: np.ndarray, tap: int) -> None:
-        np.multiply(src, flat[tap], out=dst)
+        def first(dst: np.ndarray, src: np.ndarray, tap: int) -> None:
+            np.multiply(src, flat[tap], out=dst)
 
-    def step(dst: np.ndarray, src: np.ndarray, tmp: np.ndarray, tap: int) -> None:
-        np.multiply(src, flat[tap], out=tmp)
-        np.add(dst, tmp, out=dst)
+        def step(dst: np.ndarray, src: np.ndarray, tmp: np.ndarray, tap: int) -> None:
+            np.multiply(src, flat[tap], out=tmp)
+            np.add(dst, tmp, out=dst)
 
-    def finish(dst: np.ndarray, h0: int, h1: int) -> None:
-        epilogue(dst)
+        def finish(dst: np.ndarray, h0: int, h1: int) -> None:
+            epilogue(dst)
 
-    out = window2d(x2, ks, st, dil, pads2, 0.0, first, step, finish, repeat=mult)
+        out = window2d(x2, ks, st, dil, pads2, 0.0, first, step, finish, repeat=mult)
+    else:
+        out = _depthwise_einsum(x2, kernel.reshape(*ks, width), st, dil, pads2, epilogue, mult)
     return out[:, 0] if x.ndim == 3 else out
+
+
+def _depthwise_einsum(
+    x: np.ndarray,
+    kernel: np.ndarray,
+    strides: tuple[int, ...],
+    dilation: tuple[int, ...],
+    pads: Pads,
+    epilogue: Callable[[np.ndarray], None],
+    mult: int,
+) -> np.ndarray:
+    batch, width = x.shape[0], kernel.shape[-1]
+    kh, kw = kernel.shape[:2]
+    padded = [n + b + a for n, (b, a) in zip(x.shape[1:3], pads, strict=True)]
+    oh, ow = out_sizes(padded, (kh, kw), strides, dilation)
+    out = np.empty((batch, oh, ow, width), dtype=x.dtype)
+    target = max(1, DW_BLOCK_BYTES // (width * x.itemsize))
+    for n0, n1, h0, h1 in row_blocks(batch, oh, ow, target):
+        r0, r1 = window_rows(h0, h1, kh, strides[0], dilation[0])
+        src = slab(x, n0, n1, r0, r1, pads, 0.0, 0)
+        if mult > 1:
+            src = np.repeat(src, mult, axis=-1)
+        s_n, s_h, s_w, s_c = src.strides
+        view = np.lib.stride_tricks.as_strided(
+            src,
+            shape=(n1 - n0, h1 - h0, ow, kh, kw, width),
+            strides=(s_n, s_h * strides[0], s_w * strides[1], s_h * dilation[0], s_w * dilation[1], s_c),
+            writeable=False,
+        )
+        dst = out[n0:n1, h0:h1]
+        np.einsum("nhwijc,ijc->nhwc", view, kernel, out=dst)
+        epilogue(dst)
+    return out
 
 
 def _depthwise_core(

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 
 from modelgraph.runner.kernels._conv_utils import (
+    EW_BLOCK_BYTES,
+    Pads,
     check_keys,
     data_format,
     float_dtype,
@@ -21,9 +23,12 @@ from modelgraph.runner.kernels._conv_utils import (
     out_sizes,
     pad_spatial,
     padding_mode,
+    row_blocks,
+    scratch,
     tap_reduce,
     to_last,
     unsupported,
+    window2d,
     window_pads,
 )
 from modelgraph.runner.registry import Kernel, KernelSpec, register
@@ -53,6 +58,19 @@ def _make_pool(spec: KernelSpec, rank: int, kind: str) -> Kernel:
                 shape += [o, p]
             blocks = cropped.reshape(*shape, channels)
             return from_last(reduce_fn(blocks, axis=tuple(range(2, 2 * rank + 1, 2))), fmt)
+        if rank <= 2:
+            x2 = np.ascontiguousarray(x if rank == 2 else x[:, None])
+            pads2 = pads if rank == 2 else [(0, 0), *pads]
+            pool2, strides2 = (pool, strides) if rank == 2 else ((1, *pool), (1, *strides))
+            if kind == "max":
+                out = max_pool2d(x2, pool2, strides2, pads2)
+            else:
+                padded = [n + b + a for n, (b, a) in zip(sizes, pads, strict=True)]
+                counts = _valid_counts(
+                    sizes, pool, strides, pads, out_sizes(padded, pool, strides, ones), dtype
+                )
+                out = avg_pool2d(x2, pool2, strides2, pads2, counts if rank == 2 else counts[None])
+            return from_last(out if rank == 2 else out[:, 0], fmt)
         if kind == "max":
             xp = pad_spatial(x, pads, -np.inf)
         else:
@@ -72,6 +90,73 @@ def _make_pool(spec: KernelSpec, rank: int, kind: str) -> Kernel:
         return from_last(acc, fmt)
 
     return run
+
+
+def _max_along(
+    dst: np.ndarray, src: np.ndarray, axis: int, k: int, s: int, pad: int, lo: int, hi: int
+) -> None:
+    """``dst[o - lo] = max over taps i of src[o*s - pad + i]`` along ``axis`` for outputs ``lo:hi``,
+    taps outside ``src`` skipped (the same as -inf padding, without a padded copy)."""
+    n = src.shape[axis]
+    lead = (slice(None),) * axis
+    full, partial = [], []
+    for i in range(k):
+        a = max(lo, -(-(pad - i) // s))
+        b = min(hi, (n - 1 + pad - i) // s + 1)
+        if b <= a:
+            continue
+        start = a * s - pad + i
+        view = src[(*lead, slice(start, start + (b - a - 1) * s + 1, s))]
+        (full if (a, b) == (lo, hi) else partial).append((a, b, view))
+    # Every output has at least one tap fully inside (TF's padding never exceeds the window).
+    if len(full) >= 2:
+        np.maximum(full[0][2], full[1][2], out=dst)
+        rest = full[2:] + partial
+    else:
+        np.copyto(dst, full[0][2])
+        rest = full[1:] + partial
+    for a, b, view in rest:
+        part = dst[(*lead, slice(a - lo, b - lo))]
+        np.maximum(part, view, out=part)
+
+
+def max_pool2d(x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], pads: Pads) -> np.ndarray:
+    """Max pooling of a C-ordered ``(B, H, W, C)`` array, separably and a block of output rows at a time:
+    first over the pool's rows (whole contiguous input rows per op), into a scratch block, then over
+    its columns. Max is exact, so the order does not matter; padding is never materialised."""
+    batch, height, width, channels = x.shape
+    (ph, pw), (sh, sw) = pool, strides
+    (pt, _), (pl, _) = pads
+    oh, ow = out_sizes([height + sum(pads[0]), width + sum(pads[1])], pool, strides, (1, 1))
+    out = np.empty((batch, oh, ow, channels), dtype=x.dtype)
+    target = max(1, EW_BLOCK_BYTES // (channels * x.itemsize))
+    for n0, n1, h0, h1 in row_blocks(batch, oh, width, target):
+        if ph == sh == 1 and pt == 0:
+            rows = x[n0:n1, h0:h1]
+        else:
+            rows = scratch(0, (n1 - n0, h1 - h0, width, channels), x.dtype)
+            _max_along(rows, x[n0:n1], 1, ph, sh, pt, h0, h1)
+        _max_along(out[n0:n1, h0:h1], rows, 2, pw, sw, pl, 0, ow)
+    return out
+
+
+def avg_pool2d(
+    x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], pads: Pads, counts: np.ndarray
+) -> np.ndarray:
+    """Average pooling of a C-ordered ``(B, H, W, C)`` array: window sums tap by tap (row-major, as
+    before) a block at a time, divided by the per-position count of unpadded cells."""
+    counts = counts[..., None]
+
+    def first(dst: np.ndarray, src: np.ndarray, tap: int) -> None:
+        np.copyto(dst, src)
+
+    def step(dst: np.ndarray, src: np.ndarray, tmp: np.ndarray, tap: int) -> None:
+        np.add(dst, src, out=dst)
+
+    def finish(dst: np.ndarray, h0: int, h1: int) -> None:
+        np.divide(dst, counts[h0:h1], out=dst)
+
+    return window2d(x, pool, strides, (1, 1), pads, 0.0, first, step, finish)
 
 
 def _valid_counts(
