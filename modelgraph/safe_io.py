@@ -146,19 +146,18 @@ def _json_depth_fast(raw: bytes, stop_after: int | None = None) -> tuple[int, in
     codes = np.frombuffer(raw, dtype=np.uint8)
     if not codes.size:
         return 0, 0
-    positions = np.arange(codes.size, dtype=np.int64)
-    not_backslash = np.where(codes != 0x5C, positions, -1)
-    last_plain = np.maximum.accumulate(not_backslash)
     quotes = np.flatnonzero(codes == 0x22)
-    if quotes.size:
+    if quotes.size and (codes == 0x5C).any():  # escapes only matter when there is a backslash
+        positions = np.arange(codes.size, dtype=np.int64)
+        last_plain = np.maximum.accumulate(np.where(codes != 0x5C, positions, -1))
         before = quotes - 1
         run = np.where(before >= 0, before - last_plain[np.maximum(before, 0)], 0)
         quotes = quotes[run % 2 == 0]
     if quotes.size % 2:
         return None
     boundary = np.zeros(codes.size + 1, dtype=np.int8)
-    np.add.at(boundary, quotes[0::2] + 1, 1)
-    np.add.at(boundary, quotes[1::2], -1)
+    boundary[quotes[0::2] + 1] = 1  # quote positions are distinct: no index repeats
+    boundary[quotes[1::2]] -= 1  # an empty string "" opens and closes at one index
     inside = np.cumsum(boundary[:-1], dtype=np.int8).astype(bool)
     opens = ((codes == 0x5B) | (codes == 0x7B)) & ~inside
     closes = ((codes == 0x5D) | (codes == 0x7D)) & ~inside
@@ -259,7 +258,8 @@ def parse_json(
         ) from None
     except RecursionError:  # defensive: only reachable with a very low recursion limit
         raise FormatError(f"{where}: JSON nesting too deep to parse") from None
-    nonfinite = _nonfinite_paths(value) if _NONFINITE_LITERAL.search(raw) else ()
+    maybe = b"NaN" in raw or b"Infinity" in raw
+    nonfinite = _nonfinite_paths(value) if maybe and _NONFINITE_LITERAL.search(raw) else ()
     return ParsedJSON(value=value, nonfinite=nonfinite, depth=depth, size=len(raw))
 
 
@@ -727,11 +727,15 @@ def safe_dataset(parent: Any, path: str, *, required: bool = True, max_bytes: in
     return obj
 
 
-def read_dataset(dset: Any, max_bytes: int = MAX_DATASET_BYTES) -> np.ndarray:
+def read_dataset(
+    dset: Any, max_bytes: int = MAX_DATASET_BYTES, untagged_v2_is_bfloat16: bool = False
+) -> np.ndarray:
     """Read a whole dataset as a NumPy array after the :func:`dataset_problems` checks.
 
     Numeric, bool and fixed-length byte-string dtypes only; bfloat16 (opaque ``|V2`` with attribute
-    ``dtype="bfloat16"``, as Keras writes it) is returned as float32.
+    ``dtype="bfloat16"``, as Keras writes it) is returned as float32. Legacy ``.h5`` writers store
+    bfloat16 as ``|V2`` without the attribute: callers reading a Keras weights layout say so with
+    ``untagged_v2_is_bfloat16``.
     """
     problems = dataset_problems(dset, max_bytes=max_bytes)
     if problems:
@@ -740,7 +744,7 @@ def read_dataset(dset: Any, max_bytes: int = MAX_DATASET_BYTES) -> np.ndarray:
     try:
         if dt.kind == "V" and dt.itemsize == 2 and dt.fields is None:
             tag = read_attr(dset, "dtype", None)
-            if tag != "bfloat16":
+            if tag != "bfloat16" and not (tag is None and untagged_v2_is_bfloat16):
                 raise FormatError(
                     f"{_h5_name(dset)}: dataset {dset.name} has opaque dtype {dt} without dtype='bfloat16'"
                 )

@@ -65,8 +65,36 @@ def _flag(config: Mapping[str, Any], key: str, default: bool = True) -> bool:
     return bool(default if value is None else value)
 
 
+def quantization_mode(config: Mapping[str, Any]) -> str | None:
+    """The Keras 3 quantization mode a layer's dtype policy declares ("int8", "int4/128", ...)."""
+    policy = config.get("dtype")
+    if isinstance(policy, Mapping) and isinstance(policy.get("config"), Mapping):
+        mode = policy["config"].get("mode")
+        return mode if isinstance(mode, str) else None
+    return None
+
+
+# Keras 3 stores quantized variables in this order (Dense.save_own_variables); bias is skipped
+# when absent, so later indices shift. Only int8 is laid out here; other modes keep positions.
+_INT8_EXTRA = {
+    "Dense": ("kernel_scale",),
+    "EinsumDense": ("kernel_scale",),
+    "Embedding": ("embeddings_scale",),
+}
+
+
 def own_weight_names(class_name: str, config: Mapping[str, Any]) -> tuple[str, ...] | None:
     """The canonical names of a layer's own variables, or None for a class this table does not know."""
+    names = _float_weight_names(class_name, config)
+    mode = quantization_mode(config)
+    if names is not None and mode is not None:
+        if mode == "int8" and class_name in _INT8_EXTRA:
+            return names + _INT8_EXTRA[class_name]
+        return None  # other quantized layouts: positional names
+    return names
+
+
+def _float_weight_names(class_name: str, config: Mapping[str, Any]) -> tuple[str, ...] | None:
     if class_name in _KERNEL_BIAS:
         return ("kernel", "bias") if _flag(config, "use_bias") else ("kernel",)
     if class_name == "EinsumDense":

@@ -79,14 +79,16 @@ def _detect_dir(p: Path) -> Format:
 
 
 def _detect_h5(p: Path) -> Format:
-    import h5py
+    from modelgraph import safe_io
 
+    f = safe_io.open_h5(p)
     try:
-        with h5py.File(p, "r") as f:
-            attrs = set(f.attrs.keys())
-            keys = set(f.keys())
-    except OSError as exc:
+        attrs = set(f.attrs.keys())
+        keys = set(f.keys())
+    except (OSError, ValueError) as exc:
         raise FormatError(f"{p}: unreadable HDF5 file ({exc})") from None
+    finally:
+        f.close()
     if "model_config" in attrs:
         return "legacy_h5"
     if "layer_names" in attrs or any(a.startswith("layer_names") for a in attrs) or "nb_layers" in attrs:

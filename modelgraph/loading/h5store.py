@@ -18,7 +18,7 @@ def stored_array(dset: Any, name: str, location: str) -> StoredArray:
     shape = tuple(int(d) for d in dset.shape)
 
     def reader(dset: Any = dset) -> np.ndarray:
-        return safe_io.read_dataset(dset)
+        return safe_io.read_dataset(dset, untagged_v2_is_bfloat16=True)
 
     return StoredArray(name, shape, dtype, location, reader)
 
