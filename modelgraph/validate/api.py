@@ -274,7 +274,25 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
     return _finish(path, fmt, issues, opts)
 
 
+_CONSEQUENCES = frozenset({"SHP006", "RUN003"})
+
+
+def _drop_consequences(issues: list[Issue]) -> list[Issue]:
+    """Drop the findings that only repeat a broken reference: a layer whose input the loader had
+    to drop (STR004/STR005) is necessarily 'called without a tensor' and cannot be planned."""
+    broken = {parse_location("", i.where).get("layer") for i in issues if i.rule in ("STR004", "STR005")}
+    broken.discard(None)
+    if not broken:
+        return issues
+    return [
+        i
+        for i in issues
+        if not (i.rule in _CONSEQUENCES and parse_location("", i.where).get("layer") in broken)
+    ]
+
+
 def _finish(path: str, fmt: str, issues: list[Issue], opts: Options) -> FileResult:
+    issues = _drop_consequences(issues)
     unique: list[Issue] = []
     seen: set[tuple[str, str, str]] = set()
     for i in issues:

@@ -261,8 +261,9 @@ _OWN: list[Rule] = [
         "WGT003",
         "error",
         "mis-shaped weight",
-        "A stored weight's shape differs from the shape the layer config implies (units, filters, "
-        "kernel_size, input_dim, ...).",
+        "A stored weight's shape differs from the shape the layer config and build_config imply (units, "
+        "filters, kernel_size, input_dim, ...). Reported when shape inference could not check the weight "
+        "against the layer's actual input; otherwise the same mismatch is SHP002.",
         "Re-save the model; the config and the stored arrays come from different models.",
     ),
     _r(

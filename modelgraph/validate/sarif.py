@@ -39,7 +39,7 @@ def _uri(path: str) -> tuple[str, str | None]:
 
 def _rule_descriptor(rule_id: str) -> dict[str, Any]:
     r = RULES[rule_id]
-    props: dict[str, Any] = {"tags": [r.family] + (["security"] if r.family == "security" else [])}
+    props: dict[str, Any] = {"tags": [r.family]}
     if r.family == "security":
         props["security-severity"] = _SECURITY_SEVERITY[r.severity]
     return {

@@ -287,8 +287,8 @@ def iter_chunks(weight: Weight, chunk_bytes: int = CHUNK_BYTES) -> Iterator[np.n
     from modelgraph.errors import FormatError, SecurityError
 
     dset = _h5_dataset(weight)
-    if dset is None or weight.nbytes <= chunk_bytes or not dset.shape:
-        if weight.nbytes > WHOLE_READ_LIMIT and dset is None:
+    if dset is None:
+        if weight.nbytes > WHOLE_READ_LIMIT:
             raise FormatError(f"weight is {weight.nbytes:,} bytes and its storage cannot be read in slabs")
         yield np.asarray(weight.read())
         return
@@ -299,15 +299,23 @@ def iter_chunks(weight: Weight, chunk_bytes: int = CHUNK_BYTES) -> Iterator[np.n
     bf16 = dt.kind == "V" and dt.itemsize == 2
     if not bf16 and (dt.kind not in "biuf" or dt.fields is not None):
         raise FormatError(f"dataset {dset.name} has unsupported dtype {dt}")
-    row_bytes = max(1, weight.nbytes // max(1, int(dset.shape[0])))
-    step = max(1, chunk_bytes // row_bytes)
-    for start in range(0, int(dset.shape[0]), step):
+    # Keras writes bfloat16 as opaque 2-byte data (legacy .h5 without a dtype attribute, too).
+    if not dset.shape:
+        slabs: list[tuple[Any, str]] = [((), "()")]
+    else:
+        rows = int(dset.shape[0])
+        row_bytes = max(1, weight.nbytes // max(1, rows))
+        step = max(1, chunk_bytes // row_bytes)
+        slabs = [(slice(a, a + step), f"[{a}:{a + step}]") for a in range(0, rows, step)]
+    for sel, label in slabs:
         try:
-            raw = np.asarray(dset[start : start + step])
+            raw = np.asarray(dset[sel])
         except (OSError, ValueError, TypeError) as exc:
-            raise FormatError(f"cannot read {dset.name}[{start}:{start + step}]: {exc}") from None
+            raise FormatError(f"cannot read {dset.name}{label}: {exc}") from None
         if bf16:
-            raw = (np.frombuffer(raw.tobytes(), dtype="<u2").astype("<u4") << 16).view("<f4")
+            raw = (
+                (np.frombuffer(raw.tobytes(), dtype="<u2").astype("<u4") << 16).view("<f4").reshape(raw.shape)
+            )
         yield raw
 
 

@@ -657,3 +657,29 @@ def test_canary_npz_pickle_is_never_unpickled(tmp_path: Path, monkeypatch: pytes
     with np.load(npz, allow_pickle=True) as f:  # positive control
         f["layers/dense"]
     assert canary.exists()
+
+
+# --- SEC116: npz pickles that only rebuild NumPy arrays (added by the validate work) ---------------
+
+
+def test_pickle_verdict_reads_opcodes_only() -> None:
+    import pickle as _pickle
+
+    assert security.pickle_verdict(_pickle.dumps(np.arange(3), protocol=4)) == "numpy-only"
+    assert security.pickle_verdict(_pickle.dumps({"a": [np.ones(2)], "b": 1.0}, protocol=4)) == "numpy-only"
+    assert security.pickle_verdict(_pickle.dumps(os.system, protocol=2)) == "unsafe"
+    assert security.pickle_verdict(_pickle.dumps({"x": print}, protocol=4)) == "unsafe"
+    assert security.pickle_verdict(b"\x80\x04garbage") == "unsafe"
+    assert security.pickle_verdict(b"") == "unsafe"
+
+
+def test_sec116_numpy_only_npz_is_a_warning_and_hostile_one_stays_sec107(tmp_path: Path) -> None:
+    arr = np.empty((), dtype=object)
+    arr[()] = {"0": np.ones((2, 2), "f4")}
+    z = H.keras_zip(tmp_path / "np.keras", CLEAN, npz=H.npz_bytes(tmp_path, {"layers/dense": arr}))
+    assert rules(scan_path(z)) == ["SEC116"]
+    assert all(i.severity == "warning" for i in scan_path(z))
+    canary = str(tmp_path / "canary_dir")
+    hostile = H.keras_zip(tmp_path / "bad.keras", CLEAN, npz=H.pickled_npz(tmp_path, canary))
+    assert rules(scan_path(hostile)) == ["SEC107"]
+    assert not os.path.exists(canary)
