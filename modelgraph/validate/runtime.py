@@ -6,8 +6,10 @@ every problem at once. Findings are ``info`` by default and ``error`` with ``req
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from modelgraph.errors import UnsupportedConfigError, UnsupportedLayerError
-from modelgraph.graph import ModelGraph
+from modelgraph.graph import ModelGraph, Weight
 from modelgraph.validate.issue import Issue
 from modelgraph.validate.registry import make_issue
 
@@ -19,7 +21,7 @@ def runtime_issues(graph: ModelGraph, *, path: str = "", require_runnable: bool 
     issues: list[Issue] = []
     if not graph.has_weights:
         return _class_support(graph, path, require_runnable)
-    runner = Runner(graph, strict=False)
+    runner = Runner(_zero_weights(graph), strict=False)
     for problem in runner.check():
         err = problem.error
         if isinstance(err, UnsupportedLayerError):
@@ -36,6 +38,33 @@ def runtime_issues(graph: ModelGraph, *, path: str = "", require_runnable: bool 
             issue = Issue(issue.rule, "error", issue.message, issue.where, issue.hint, issue.path)
         issues.append(issue)
     return issues
+
+
+def _zero_weights(graph: ModelGraph) -> ModelGraph:
+    """The graph with every weight read as zeros of its stored shape: planning needs the shapes and
+    dtypes, not the values (those are checked by WGT006/WGT007), and reading them costs file I/O."""
+    import numpy as np
+
+    def zeros(w: Weight) -> Weight:
+        dtype = "float32" if w.dtype == "bfloat16" else w.dtype
+        try:
+            np.dtype(dtype)
+        except TypeError:
+            return w
+        return replace(w, reader=lambda shape=w.shape, dtype=dtype: np.zeros(shape, dtype))
+
+    def rebuild(g: ModelGraph) -> ModelGraph:
+        layers = tuple(
+            replace(
+                layer,
+                weights=tuple(zeros(w) for w in layer.weights),
+                subgraph=rebuild(layer.subgraph) if layer.subgraph is not None else None,
+            )
+            for layer in g.layers
+        )
+        return replace(g, layers=layers)
+
+    return rebuild(graph)
 
 
 def _class_support(graph: ModelGraph, path: str, require_runnable: bool) -> list[Issue]:
