@@ -158,7 +158,9 @@ def test_conv2d_channels_first_blocked(blocks):
 
 
 DW_CASES = [
-    # (input, kernel (kh, kw), depth multiplier, strides, dilation, padding, activation)
+    # (input, kernel (kh, kw), depth multiplier, strides, dilation, padding, activation): unit column
+    # stride -> one einsum over whole rows; strided columns -> einsum over channels (wide) or one
+    # multiply-add per tap (narrow).
     ((2, 9, 10, 8), (3, 3), 1, (1, 1), (1, 1), "same", "relu6"),  # narrow: multiply-add per tap
     ((2, 9, 10, 96), (3, 3), 1, (1, 1), (1, 1), "same", "relu6"),  # wide: einsum
     ((2, 11, 10, 96), (3, 3), 1, (2, 2), (1, 1), "same", None),
@@ -166,6 +168,9 @@ DW_CASES = [
     ((2, 12, 12, 40), (3, 3), 2, (1, 1), (2, 2), "same", None),  # einsum with a depth multiplier
     ((2, 12, 9, 7), (3, 2), 3, (2, 1), (1, 1), "valid", "relu"),
     ((3, 4, 4, 128), (3, 3), 1, (1, 1), (1, 1), "same", None),  # tiny images grouped per block
+    ((2, 11, 12, 8), (3, 3), 1, (2, 2), (1, 1), "same", "relu6"),  # narrow, strided columns: per tap
+    ((2, 10, 13, 6), (3, 3), 2, (1, 2), (1, 1), "same", None),
+    ((2, 13, 12, 16), (3, 3), 1, (2, 2), (1, 1), "valid", "relu"),
 ]
 
 

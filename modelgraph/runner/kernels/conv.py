@@ -130,7 +130,9 @@ def _depthwise_2d(
     x2, pads2, ks, st, dil = _as_2d(x, pads, kernel.shape[:-2], strides, dilation)
     channels, mult = kernel.shape[-2:]
     width = channels * mult
-    if width < EINSUM_MIN_CHANNELS:
+    if st[1] == 1:
+        out = _depthwise_rows(x2, kernel.reshape(*ks, width), st, dil, pads2, epilogue, mult)
+    elif width < EINSUM_MIN_CHANNELS:
         flat = kernel.reshape(-1, width)
 
         def first(dst: np.ndarray, src: np.ndarray, tap: int) -> None:
@@ -147,6 +149,44 @@ def _depthwise_2d(
     else:
         out = _depthwise_einsum(x2, kernel.reshape(*ks, width), st, dil, pads2, epilogue, mult)
     return out[:, 0] if x.ndim == 3 else out
+
+
+def _depthwise_rows(
+    x: np.ndarray,
+    kernel: np.ndarray,
+    strides: tuple[int, ...],
+    dilation: tuple[int, ...],
+    pads: Pads,
+    epilogue: Callable[[np.ndarray], None],
+    mult: int,
+) -> np.ndarray:
+    """Depthwise conv with unit column stride: each tap's window of one output row is one contiguous
+    run of ``out_width * channels`` values, so one einsum per block runs its inner loop over whole rows
+    (the kernel tiled along the row once per call), whatever the channel count."""
+    batch, width = x.shape[0], kernel.shape[-1]
+    kh, kw = kernel.shape[:2]
+    padded = [n + b + a for n, (b, a) in zip(x.shape[1:3], pads, strict=True)]
+    oh, ow = out_sizes(padded, (kh, kw), strides, dilation)
+    tiled = np.ascontiguousarray(np.broadcast_to(kernel[:, :, None, :], (kh, kw, ow, width)))
+    tiled = tiled.reshape(kh, kw, ow * width)
+    out = np.empty((batch, oh, ow, width), dtype=x.dtype)
+    target = max(1, DW_BLOCK_BYTES // (width * x.itemsize))
+    for n0, n1, h0, h1 in row_blocks(batch, oh, ow, target):
+        r0, r1 = window_rows(h0, h1, kh, strides[0], dilation[0])
+        src = slab(x, n0, n1, r0, r1, pads, 0.0, 0)
+        if mult > 1:
+            src = np.repeat(src, mult, axis=-1)
+        s_n, s_h, s_w, s_c = src.strides
+        view = np.lib.stride_tricks.as_strided(
+            src,
+            shape=(n1 - n0, h1 - h0, kh, kw, ow * width),
+            strides=(s_n, s_h * strides[0], s_h * dilation[0], s_w * dilation[1], s_c),
+            writeable=False,
+        )
+        dst = out[n0:n1, h0:h1]
+        np.einsum("nhijk,ijk->nhk", view, tiled, out=dst.reshape(n1 - n0, h1 - h0, ow * width))
+        epilogue(dst)
+    return out
 
 
 def _depthwise_einsum(
