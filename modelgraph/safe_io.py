@@ -50,6 +50,19 @@ GiB = 1024 * MiB
 
 # --- limits ---------------------------------------------------------------------------------------
 
+# Everything h5py and zipfile raise on a corrupt or hostile container (h5py raises RuntimeError, not
+# only OSError, when its internal structures are damaged); every reader boundary catches these.
+H5_ERRORS: tuple[type[BaseException], ...] = (KeyError, OSError, ValueError, RuntimeError, TypeError)
+ZIP_ERRORS: tuple[type[BaseException], ...] = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    EOFError,
+    ValueError,
+    struct.error,
+    RuntimeError,
+    NotImplementedError,
+)
+
 MAX_JSON_DEPTH = 500
 """Deepest JSON nesting accepted. Real Keras configs stay under ~60; CPython's json recursion needs headroom."""
 MAX_JSON_BYTES = 64 * MiB
@@ -355,7 +368,7 @@ def zip_problems(zf: zipfile.ZipFile, limits: ZipLimits = DEFAULT_ZIP_LIMITS) ->
 def _open_zipfile(path: str | os.PathLike[str]) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, struct.error) as exc:
+    except ZIP_ERRORS as exc:
         raise FormatError(f"{os.fspath(path)}: not a readable zip file: {exc}") from None
     except OSError as exc:
         raise FormatError(f"{os.fspath(path)}: cannot open: {exc.strerror or exc}") from None
@@ -507,7 +520,7 @@ class SafeZip:
     def _open_raw(self, info: zipfile.ZipInfo) -> IO[bytes]:
         try:
             return self._zf.open(info)
-        except (zipfile.BadZipFile, RuntimeError, NotImplementedError, ValueError, EOFError, OSError) as exc:
+        except (*ZIP_ERRORS, OSError) as exc:
             raise FormatError(f"{self.path}: cannot read zip member {info.filename!r}: {exc}") from None
 
     def _copy(self, src: IO[bytes], dst: IO[bytes], info: zipfile.ZipInfo) -> None:
@@ -524,7 +537,7 @@ class SafeZip:
                         f"{self.path}: zip member {info.filename!r} holds more than its declared {declared:,} bytes"
                     )
                 dst.write(chunk)
-        except (zipfile.BadZipFile, EOFError, OSError, ValueError, RuntimeError) as exc:
+        except (*ZIP_ERRORS, OSError) as exc:
             raise FormatError(
                 f"{self.path}: zip member {info.filename!r} is corrupt or truncated: {exc}"
             ) from None
@@ -583,7 +596,7 @@ def open_h5(source: str | os.PathLike[str] | BinaryIO) -> h5py.File:
         label, kwargs = str(getattr(source, "name", "<file object>")), {}
     try:
         return h5py.File(source, "r", **kwargs)
-    except (OSError, ValueError) as exc:
+    except H5_ERRORS as exc:
         raise FormatError(f"{label}: not a readable HDF5 file: {exc}") from None
 
 
@@ -627,7 +640,7 @@ def _resolve(parent: Any, path: str) -> Any | None:
             raise FormatError(f"{_h5_name(parent)}: {walked or '/'} is not a group (looking up {path!r})")
         try:
             link = obj.get(part, getlink=True)
-        except (KeyError, OSError, ValueError) as exc:
+        except H5_ERRORS as exc:
             raise FormatError(f"{_h5_name(parent)}: cannot read link {walked}/{part}: {exc}") from None
         walked = f"{walked}/{part}"
         if link is None:
@@ -636,7 +649,7 @@ def _resolve(parent: Any, path: str) -> Any | None:
             raise SecurityError(f"{_h5_name(parent)}: {walked} is a {_describe_link(link)}; not followed")
         try:
             obj = obj[part]
-        except (KeyError, OSError, ValueError) as exc:
+        except H5_ERRORS as exc:
             raise FormatError(f"{_h5_name(parent)}: cannot open {walked}: {exc}") from None
     return obj
 
@@ -754,7 +767,7 @@ def read_dataset(
         if dt.kind not in "biufcS" or dt.fields is not None:
             raise FormatError(f"{_h5_name(dset)}: dataset {dset.name} has unsupported dtype {dt}")
         return np.asarray(dset[()])
-    except (OSError, ValueError, TypeError) as exc:
+    except H5_ERRORS as exc:
         raise FormatError(f"{_h5_name(dset)}: cannot read dataset {dset.name}: {exc}") from None
 
 
@@ -792,7 +805,7 @@ def read_attr(obj: Any, name: str, default: Any = _MISSING) -> Any:
             part = _decode(attrs[f"{name}{i}"])
             chunks.extend(part if isinstance(part, list) else [part])
             i += 1
-    except (OSError, ValueError, TypeError) as exc:
+    except H5_ERRORS as exc:
         raise FormatError(f"{_h5_name(obj)}: cannot read attribute {name!r} of {obj.name}: {exc}") from None
     if i:
         return chunks

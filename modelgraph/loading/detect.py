@@ -85,7 +85,7 @@ def _detect_h5(p: Path) -> Format:
     try:
         attrs = set(f.attrs.keys())
         keys = set(f.keys())
-    except (OSError, ValueError) as exc:
+    except safe_io.H5_ERRORS as exc:
         raise FormatError(f"{p}: unreadable HDF5 file ({exc})") from None
     finally:
         f.close()

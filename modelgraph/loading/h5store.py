@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from modelgraph import safe_io
+from modelgraph.errors import FormatError
 from modelgraph.loading.weights import Keras3Tree, StoredArray
 
 
@@ -39,7 +40,11 @@ def keras3_tree(files: Sequence[Any], source: str) -> Keras3Tree:
             if group is None:
                 continue
             seen = True
-            for key in group.keys():
+            try:
+                keys = list(group.keys())
+            except safe_io.H5_ERRORS as exc:
+                raise FormatError(f"{source}: cannot list {path}: {exc}") from None
+            for key in keys:
                 item = safe_io.safe_dataset(group, key, required=False)
                 if item is not None:
                     found[key] = stored_array(item, key, f"{source}:/{path}/{key}")

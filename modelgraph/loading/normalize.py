@@ -456,6 +456,8 @@ def _map_refs(value: Any, fn: Any) -> Any:
 def _io_structure(raw: Any, path: str) -> Any:
     """``input_layers``/``output_layers``: a bare triple, a list of triples, a dict, or nesting."""
     if _is_list_leaf(raw) and len(raw) == 3:
+        if not isinstance(raw[2], int) or isinstance(raw[2], bool):
+            raise ConfigError(f"tensor index of {raw!r} is not an integer", path)
         return TensorRef(raw[0], raw[1], raw[2])
     if isinstance(raw, list):
         return [_io_structure(v, f"{path}[{i}]") for i, v in enumerate(raw)]
