@@ -11,6 +11,7 @@ code  meaning
 5     the run failed while executing
 70    internal error (a bug in modelgraph: please report it with --traceback)
 130   interrupted
+141   the reader of stdout closed the pipe (``| head``): stopped quietly
 ====  ==========================================================================
 """
 
@@ -26,6 +27,7 @@ UNSUPPORTED = 4
 RUN_FAILED = 5
 INTERNAL = 70
 INTERRUPTED = 130
+PIPE_CLOSED = 141
 
 TABLE: list[tuple[int, str]] = [
     (OK, "success: no findings, models identical, outputs match"),

@@ -52,6 +52,13 @@ class LazyGroup(click.Group):
         except BaseException as exc:  # noqa: BLE001 - every error leaves through one door
             if isinstance(exc, SystemExit):
                 raise
+            if isinstance(exc, BrokenPipeError):  # `modelgraph ... | head`: the reader left; go quietly
+                import os
+
+                from modelgraph.cli.exit_codes import PIPE_CLOSED
+
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                ctx.exit(PIPE_CLOSED)
             from modelgraph.cli.exit_codes import INTERNAL, code_for
 
             code = code_for(exc)

@@ -12,7 +12,12 @@ def stdout_console() -> Any:
     """A Rich console on stdout (plain text when stdout is not a terminal)."""
     from rich.console import Console
 
-    return Console(
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # Rich would exit 1 ("findings"); the command group maps a closed pipe to its own code.
+            raise BrokenPipeError
+
+    return _Console(
         file=sys.stdout, highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200
     )
 
