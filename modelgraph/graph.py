@@ -146,10 +146,16 @@ class ModelGraph:
     metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     _layer_index: Mapping[str, Layer] = field(default_factory=dict, repr=False, compare=False)
     _node_index: Mapping[tuple[str, int], Node] = field(default_factory=dict, repr=False, compare=False)
+    _nodes_by_layer: Mapping[str, tuple[Node, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_layer_index", MappingProxyType({lyr.name: lyr for lyr in self.layers}))
         object.__setattr__(self, "_node_index", MappingProxyType({n.key: n for n in self.nodes}))
+        by_layer: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            by_layer.setdefault(node.layer, []).append(node)
+        ordered = {name: tuple(sorted(ns, key=lambda n: n.index)) for name, ns in by_layer.items()}
+        object.__setattr__(self, "_nodes_by_layer", MappingProxyType(ordered))
 
     # --- lookups ------------------------------------------------------------------------------
     def layer(self, name: str) -> Layer:
@@ -170,7 +176,7 @@ class ModelGraph:
 
     def nodes_of(self, layer: str) -> list[Node]:
         """All nodes of one layer, by index."""
-        return sorted((n for n in self.nodes if n.layer == layer), key=lambda n: n.index)
+        return list(self._nodes_by_layer.get(layer, ()))
 
     # --- derived views --------------------------------------------------------------------------
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from modelgraph._gc import gc_paused
 from modelgraph._version import __version__
 from modelgraph.graph import Layer, ModelGraph, TensorRef
 from modelgraph.schemas.reports import InspectReport, LayerInfo, NodeInfo, TensorInfo, Totals
@@ -13,6 +14,11 @@ from modelgraph.stats import layer_stats, model_totals
 
 def summarize(graph: ModelGraph, expand_nested: bool = False) -> InspectReport:
     """Build the inspect report of a graph; nested models' layers are listed when ``expand_nested``."""
+    with gc_paused():
+        return _summarize(graph, expand_nested)
+
+
+def _summarize(graph: ModelGraph, expand_nested: bool) -> InspectReport:
     shapes = infer_shapes(graph)
     rows = layer_stats(graph, shapes)
     totals = model_totals(graph, shapes, rows)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
+from modelgraph._gc import gc_paused
 from modelgraph.errors import FormatError, LoadError
 from modelgraph.graph import ModelGraph
 from modelgraph.loading.detect import detect
@@ -20,24 +18,8 @@ def load(
     With a ``problems`` list, structural problems of the config are collected there instead of
     raised (see :func:`modelgraph.loading.normalize.build_graph`); container errors still raise.
     """
-    with _gc_paused():
+    with gc_paused():
         return _load(Path(path), weights, problems)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a load creates millions of acyclic objects.
-
-    Its generation-2 passes otherwise revisit every object made so far (a 100,000-layer load
-    took 2.5x longer with it running); the state is restored on exit.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _load(p: Path, weights: str | Path | None, problems: list[LoadError] | None) -> ModelGraph:
