@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph._callable_module import make_callable
 from modelgraph.diff_align import (
     align,
     canonical_class,
@@ -819,3 +820,6 @@ def render_diff(gd: GraphDiff, output: str | Path) -> bytes:
             raise ToolMissingError("Graphviz 'dot' could not be started") from exc
     Path(output).write_bytes(payload)
     return payload
+
+
+make_callable(__name__, __name__, "diff")

@@ -59,13 +59,12 @@ import json
 import re
 import shutil
 import subprocess
-import sys
-import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from modelgraph._callable_module import make_callable
 from modelgraph.errors import ToolMissingError, UnsupportedError, UsageError
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
 
@@ -1042,16 +1041,4 @@ def render(
     return payload
 
 
-class _CallableModule(types.ModuleType):
-    """``modelgraph.render`` is both this module and the public function :func:`render`.
-
-    Importing a submodule makes Python set it as an attribute of its package, which would shadow
-    the lazily exported function ``modelgraph.render``; calling the module therefore calls
-    :func:`render`, so ``modelgraph.render(graph, "model.svg")`` works whichever was bound.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> bytes:
-        return render(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+make_callable(__name__, __name__, "render")
