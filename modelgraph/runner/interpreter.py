@@ -34,6 +34,7 @@ from modelgraph.errors import (
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, Weight, keras_version_tuple
 from modelgraph.runner import dtypes as dt
 from modelgraph.runner import masks as mk
+from modelgraph.runner.fusion import fuse as fuse_graph
 from modelgraph.runner.registry import KernelSpec, get_entry
 
 OP_LAMBDA_CLASSES = ("TFOpLambda", "SlicingOpLambda")
@@ -278,15 +279,23 @@ class Runner:
     """A model compiled into a plan; :meth:`run` executes it with NumPy.
 
     ``Runner(graph)`` raises the first problem (an :class:`UnsupportedError` for a missing kernel
-    or option) unless ``strict=False``; :meth:`check` lists every problem at once.
+    or option) unless ``strict=False``; :meth:`check` lists every problem at once. With ``fuse``
+    (the default) Conv/Dense -> BatchNormalization -> ReLU chains run as one kernel
+    (:mod:`modelgraph.runner.fusion`); a run that asks for intermediates uses the unfused plan.
     """
 
-    def __init__(self, model: ModelGraph | str, *, weights: str | None = None, strict: bool = True) -> None:
+    def __init__(
+        self, model: ModelGraph | str, *, weights: str | None = None, strict: bool = True, fuse: bool = True
+    ) -> None:
         if not isinstance(model, ModelGraph):
             from modelgraph.loading import load
 
             model = load(model, weights=weights)
         self.graph = model
+        self._strict = strict
+        self._plan_graph = fuse_graph(model) if fuse else model
+        self._fused = self._plan_graph is not model and len(self._plan_graph.layers) != len(model.layers)
+        self._unfused_runner: Runner | None = None
         self.keras_version = keras_version_tuple(model.keras_version)
         self.implicit_masks = model.keras_major < 3
         self.steps: list[Step] = []
@@ -309,7 +318,7 @@ class Runner:
         return self._nslots - 1
 
     def _compile(self) -> None:
-        g = self.graph
+        g = self._plan_graph
         env: dict[TensorRef, int] = {}
         for ref in g.inputs:
             layer = g.layer(ref.layer)
@@ -634,8 +643,16 @@ class Runner:
     def weight_bytes(self) -> int:
         return self._weight_bytes
 
+    def _unfused(self) -> Runner:
+        """The plain plan (no fusion), built on first need: every layer keeps its own tensor."""
+        if self._unfused_runner is None:
+            self._unfused_runner = Runner(self.graph, strict=self._strict, fuse=False)
+        return self._unfused_runner
+
     def layer_paths(self) -> list[str]:
-        """Every tappable layer path, in plan order."""
+        """Every tappable layer path, in plan order (fused-away layers included)."""
+        if self._fused:
+            return self._unfused().layer_paths()
         seen: dict[str, None] = {}
         for step in self.steps:
             seen.setdefault(step.plain_path, None)
@@ -718,6 +735,16 @@ class Runner:
         """
         if self.problems:
             raise self.problems[0].error
+        if self._fused and (taps or all_intermediates):
+            # Fused-away layers have no tensors of their own: intermediates come from the plain plan.
+            return self._unfused().run(
+                feeds,
+                taps=taps,
+                all_intermediates=all_intermediates,
+                batch_size=batch_size,
+                profile=profile,
+                progress=progress,
+            )
         arrays = self._bind_feeds(feeds)
         tapped = self._resolve_taps(taps, all_intermediates)
         n = arrays[0].shape[0] if arrays and arrays[0].ndim else 0

@@ -119,3 +119,10 @@ def test_sample_parity(stem, variant, model, weights, rebuilt_apps):
     assert comparison.passed, (
         f"first diverging layer: {comparison.first_divergence}; {detail}; missing {comparison.missing}"
     )
+    # The same outputs from the plan that runs without intermediates (fused Conv/BN/ReLU chains).
+    plain = runner.run(feeds)
+    fused = compare_results(
+        plain, golden, runner.output_keys, atol=atol, rtol=rtol, order=runner.layer_paths()
+    )
+    bad = [t for t in fused.outputs if not t.passed]
+    assert not bad, "; ".join(f"{t.name}: max abs {t.max_abs:.3e}, max rel {t.max_rel:.3e}" for t in bad)

@@ -1,0 +1,232 @@
+"""Inference fusion: fold BatchNormalization and a following ReLU into the producing Conv/Dense.
+
+A rewrite of the :class:`ModelGraph` the runner executes (the loaded graph is not changed):
+
+    Conv*/DepthwiseConv*/Dense (linear)  ->  BatchNormalization (inference)  ->  ReLU / Activation
+
+becomes one kernel whose weights are ``kernel * s`` and ``(bias - mean) * s + beta`` with
+``s = gamma / sqrt(moving_variance + epsilon)``, and whose fused activation is the ReLU. This is what
+Keras's own backends do at inference; it saves two full passes over each activation. Folded weights
+are computed in float64 and rounded once to float32, so results stay within float32 tolerance of
+the unfused computation.
+
+A link is fused only when nothing else can observe the intermediate tensor: the producer and the
+BatchNormalization each have one call, the intermediate feeds exactly that one consumer and is no
+model output, the normalised axis is the last (channel) axis, every layer computes in float32, and
+no call forces ``training=True``. Callers that want intermediates run the unfused graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from types import MappingProxyType
+
+import numpy as np
+
+from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, Weight, map_refs
+from modelgraph.runner.activations import activation_name
+
+_PRODUCERS = frozenset({"Conv1D", "Conv2D", "Conv3D", "DepthwiseConv1D", "DepthwiseConv2D", "Dense"})
+_DEPTHWISE = frozenset({"DepthwiseConv1D", "DepthwiseConv2D"})
+_FUSABLE_ACTIVATIONS = frozenset({"relu", "relu6"})
+
+
+def fuse(graph: ModelGraph) -> ModelGraph:
+    """The graph with every fusable Conv/Dense -> BatchNormalization -> ReLU chain folded (recursive)."""
+    layers = {lyr.name: lyr for lyr in graph.layers}
+    for name, layer in layers.items():
+        if layer.subgraph is not None:
+            layers[name] = replace(layer, subgraph=fuse(layer.subgraph))
+    consumers = _consumers(graph)
+    outputs = {ref.node_key for ref in graph.outputs}
+    removed: dict[str, TensorRef] = {}  # fused-away layer -> the tensor that now stands for its output
+
+    for node in graph.nodes:
+        producer = layers.get(node.layer)
+        if producer is None or not _can_produce(producer, node):
+            continue
+        current = producer
+        tail = node.key
+        follower = _single_consumer(graph, consumers, outputs, tail)
+        if follower is not None and layers[follower.layer].class_name == "BatchNormalization":
+            bn = layers[follower.layer]
+            folded = _fold_batchnorm(current, bn, _rank(current))
+            if folded is not None and _plain_call(follower):
+                current = folded
+                removed[bn.name] = TensorRef(producer.name, node.index, 0)
+                tail = follower.key
+                follower = _single_consumer(graph, consumers, outputs, tail)
+        if follower is not None:
+            name = _relu_name(layers[follower.layer]) if _plain_call(follower) else None
+            if name is not None and activation_name(current.config.get("activation")) == "linear":
+                config = dict(current.config)
+                config["activation"] = name
+                current = replace(current, config=MappingProxyType(config))
+                removed[follower.layer] = TensorRef(producer.name, node.index, 0)
+        if current is not producer:
+            layers[producer.name] = current
+    if not removed:
+        return replace(graph, layers=tuple(layers[lyr.name] for lyr in graph.layers))
+
+    def rewire(ref: TensorRef) -> TensorRef:
+        return removed.get(ref.layer, ref) if ref.node_index == 0 and ref.tensor_index == 0 else ref
+
+    nodes = []
+    for node in graph.nodes:
+        if node.layer in removed:
+            continue
+        args = map_refs(node.args, rewire)
+        kwargs = map_refs(dict(node.kwargs), rewire)
+        inputs = tuple(rewire(r) for r in node.inputs)
+        nodes.append(replace(node, args=tuple(args), kwargs=MappingProxyType(kwargs), inputs=inputs))
+    return replace(
+        graph,
+        layers=tuple(layers[lyr.name] for lyr in graph.layers if lyr.name not in removed),
+        nodes=tuple(nodes),
+        inputs=tuple(rewire(r) for r in graph.inputs),
+        outputs=tuple(rewire(r) for r in graph.outputs),
+        input_structure=map_refs(graph.input_structure, rewire),
+        output_structure=map_refs(graph.output_structure, rewire),
+    )
+
+
+def _consumers(graph: ModelGraph) -> dict[tuple[str, int], list[Node]]:
+    table: dict[tuple[str, int], list[Node]] = {}
+    for node in graph.nodes:
+        for ref in node.inputs:
+            table.setdefault(ref.node_key, []).append(node)
+    return table
+
+
+def _single_consumer(
+    graph: ModelGraph,
+    consumers: Mapping[tuple[str, int], list[Node]],
+    outputs: set[tuple[str, int]],
+    key: tuple[str, int],
+) -> Node | None:
+    """The one node reading node ``key``'s output, when exactly one node reads it once and no model output is it."""
+    readers = consumers.get(key, [])
+    if key in outputs or len(readers) != 1:
+        return None
+    reader = readers[0]
+    if len(reader.inputs) != 1 or graph.layer(reader.layer).node_count != 1:
+        return None
+    return reader
+
+
+def _float32(layer: Layer) -> bool:
+    dtype = layer.config.get("dtype", "float32")
+    if isinstance(dtype, Mapping):
+        inner = dtype.get("config")
+        dtype = inner.get("name") if isinstance(inner, Mapping) else None
+    return dtype in (None, "float32")
+
+
+def _plain_call(node: Node) -> bool:
+    """A call with one positional tensor and no training/mask arguments that could change it."""
+    extra = {k: v for k, v in node.kwargs.items() if v is not None and not (k == "training" and v is False)}
+    return not extra and len(node.args) == 1 and isinstance(node.args[0], TensorRef)
+
+
+def _can_produce(layer: Layer, node: Node) -> bool:
+    return (
+        layer.class_name in _PRODUCERS
+        and layer.kind == "layer"
+        and layer.node_count == 1
+        and layer.subgraph is None
+        and _float32(layer)
+        and layer.config.get("data_format", "channels_last") == "channels_last"
+        and activation_name(layer.config.get("activation")) == "linear"
+        and {w.name for w in layer.weights} >= {"kernel"}
+        and _plain_call(node)
+    )
+
+
+def _rank(layer: Layer) -> int | None:
+    return None if not layer.weights else len(layer.weight("kernel").shape)
+
+
+def _fold_batchnorm(producer: Layer, bn: Layer, kernel_rank: int | None) -> Layer | None:
+    """The producer with the BatchNormalization folded into its weights, or None when it cannot be."""
+    if bn.node_count != 1 or not _float32(bn) or kernel_rank is None:
+        return None
+    axis = bn.config.get("axis", -1)
+    if isinstance(axis, list | tuple):
+        if len(axis) != 1:
+            return None
+        axis = axis[0]
+    if not isinstance(axis, int) or axis not in (-1, _output_rank(producer)):
+        return None
+    names = {w.name for w in bn.weights}
+    if not {"moving_mean", "moving_variance"} <= names:
+        return None
+    eps = float(bn.config.get("epsilon", 1e-3))
+    weights = {w.name: w for w in producer.weights}
+    kernel_w = weights["kernel"]
+    out_channels = _out_channels(producer, kernel_w.shape)
+    if bn.weight("moving_mean").shape != (out_channels,):
+        return None
+
+    def folded() -> tuple[np.ndarray, np.ndarray]:
+        mean = bn.weight("moving_mean").read().astype(np.float64)
+        var = bn.weight("moving_variance").read().astype(np.float64)
+        gamma = bn.weight("gamma").read().astype(np.float64) if "gamma" in names else np.ones_like(mean)
+        beta = bn.weight("beta").read().astype(np.float64) if "beta" in names else np.zeros_like(mean)
+        scale = gamma / np.sqrt(var + eps)
+        kernel = kernel_w.read().astype(np.float64)
+        if producer.class_name in _DEPTHWISE:
+            kernel = kernel * scale.reshape(kernel.shape[-2], kernel.shape[-1])
+        else:
+            kernel = kernel * scale
+        bias = weights["bias"].read().astype(np.float64) if "bias" in weights else np.zeros_like(mean)
+        return kernel.astype(np.float32), ((bias - mean) * scale + beta).astype(np.float32)
+
+    cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def part(index: int) -> np.ndarray:
+        if "value" not in cache:
+            cache["value"] = folded()
+        return cache["value"][index]
+
+    location = f"{kernel_w.location} (BatchNormalization '{bn.name}' folded in)"
+    new_weights = (
+        Weight("kernel", kernel_w.shape, "float32", location, lambda: part(0)),
+        Weight("bias", (out_channels,), "float32", location, lambda: part(1)),
+    )
+    config = dict(producer.config)
+    config["use_bias"] = True
+    if producer.class_name == "Dense":
+        config.setdefault("units", out_channels)
+    return replace(producer, config=MappingProxyType(config), weights=new_weights)
+
+
+def _output_rank(producer: Layer) -> int:
+    if producer.class_name == "Dense":
+        return 1
+    return {"1D": 2, "2D": 3, "3D": 4}[producer.class_name[-2:]]
+
+
+def _out_channels(producer: Layer, kernel_shape: tuple[int, ...]) -> int:
+    if producer.class_name in _DEPTHWISE:
+        return int(kernel_shape[-2] * kernel_shape[-1])
+    return int(kernel_shape[-1])
+
+
+def _relu_name(layer: Layer) -> str | None:
+    """``relu`` or ``relu6`` when the layer is exactly that activation (and float32), else None."""
+    if not _float32(layer) or layer.node_count != 1:
+        return None
+    if layer.class_name == "Activation":
+        name = activation_name(layer.config.get("activation"))
+        return name if name in _FUSABLE_ACTIVATIONS else None
+    if layer.class_name == "ReLU":
+        slope = layer.config.get("negative_slope", layer.config.get("alpha", 0.0)) or 0.0
+        threshold = layer.config.get("threshold", 0.0) or 0.0
+        max_value = layer.config.get("max_value")
+        if slope != 0.0 or threshold != 0.0:
+            return None
+        if max_value is None:
+            return "relu"
+        return "relu6" if float(max_value) == 6.0 else None
+    return None

@@ -1,0 +1,56 @@
+"""Conv/Dense -> BatchNormalization -> ReLU folding: where it applies, where it must not, and numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from modelgraph.loading import load
+from modelgraph.runner.fusion import fuse
+from modelgraph.runner.interpreter import Runner
+
+SAMPLES = Path(__file__).resolve().parent.parent.parent / "samples"
+
+
+def test_mobilenetv2_folds_every_conv_bn_relu6() -> None:
+    graph = load(SAMPLES / "k3" / "app_mobilenetv2.keras")
+    fused = fuse(graph)
+    classes = [lyr.class_name for lyr in fused.layers]
+    assert graph.layer("Conv1_relu").class_name == "ReLU"
+    assert "BatchNormalization" not in classes and "ReLU" not in classes
+    conv = fused.layer("Conv1")
+    assert conv.config["activation"] == "relu6" and conv.config["use_bias"] is True
+    assert {w.name for w in conv.weights} == {"kernel", "bias"}
+    # The loaded graph is untouched.
+    assert graph.layer("Conv1").config.get("activation") == "linear"
+
+
+def test_fused_and_plain_plans_agree_and_intermediates_still_work() -> None:
+    graph = load(SAMPLES / "k3" / "app_mobilenetv2.keras")
+    x = np.random.default_rng(0).standard_normal(
+        (2, *graph.layer(graph.inputs[0].layer).config["batch_shape"][1:])
+    )
+    runner = Runner(graph)
+    plain = Runner(graph, fuse=False)
+    assert len(runner.steps) < len(plain.steps)
+    a = runner.run(x.astype(np.float32))
+    b = plain.run(x.astype(np.float32))
+    for key in b:
+        np.testing.assert_allclose(a[key], b[key], rtol=1e-4, atol=1e-4)
+    tapped = runner.run(x.astype(np.float32), taps=["bn_Conv1"])
+    assert any(k.startswith("tap/bn_Conv1") for k in tapped)
+    assert "bn_Conv1" in runner.layer_paths()
+
+
+def test_observable_intermediates_are_not_fused() -> None:
+    graph = load(SAMPLES / "k3" / "cnn.keras")
+    fused = fuse(graph)
+    remaining = {lyr.name for lyr in fused.layers}
+    for lyr in graph.layers:
+        if lyr.class_name == "BatchNormalization" and lyr.name not in remaining:
+            # Only a BatchNormalization with a single reader and no model output may go.
+            producer = graph.node(lyr.name, 0).inputs[0].layer
+            readers = [n for n in graph.nodes if any(r.layer == producer for r in n.inputs)]
+            assert len(readers) == 1
+            assert all(ref.layer != lyr.name for ref in graph.outputs)
