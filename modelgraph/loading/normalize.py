@@ -35,7 +35,16 @@ from modelgraph.errors import (
     LoadError,
     UnsupportedFormatError,
 )
-from modelgraph.graph import Layer, LayerKind, ModelGraph, Node, TensorRef, keras_major
+from modelgraph.graph import (
+    Layer,
+    LayerKind,
+    ModelGraph,
+    Node,
+    TensorRef,
+    flatten_structure,
+    keras_major,
+    map_refs,
+)
 from modelgraph.schemas.keras_config import FunctionalConfig, LayerRecord, SequentialConfig
 from modelgraph.topology import Topology, find_cycles, map_graph
 
@@ -350,31 +359,16 @@ def _parse_node(raw: Any, layer: _RawLayer, dialect: NodeDialect, path: str) -> 
     structure, kwargs = _decode_list_structure(raw, path)
     first: Any = structure
     preserve = layer.class_name in _TF_OP_CLASSES
-    if not preserve and isinstance(structure, list) and len(_flatten(structure)) == 1:
-        first = _flatten(structure)[0]
+    if not preserve and isinstance(structure, list) and len(flatten_structure(structure)) == 1:
+        first = flatten_structure(structure)[0]
         if not isinstance(first, TensorRef):
             first = structure
     return _RawNode((first,), _decode_list_kwargs(kwargs or {}, f"{path}[kwargs]"), path)
 
 
-def _flatten(value: Any) -> list[Any]:
-    """Flatten like Keras's ``tree.flatten``: lists/tuples in order, dict values by sorted key."""
-    out: list[Any] = []
-    stack: list[Any] = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, list | tuple):
-            stack.extend(reversed(item))
-        elif isinstance(item, Mapping):
-            stack.extend(item[k] for k in sorted(item, key=str, reverse=True))
-        else:
-            out.append(item)
-    return out
-
-
 def tensor_refs(value: Any) -> list[TensorRef]:
     """Every :class:`TensorRef` in a call structure, in Keras's flatten order."""
-    return [v for v in _flatten(value) if isinstance(v, TensorRef)]
+    return [v for v in flatten_structure(value) if isinstance(v, TensorRef)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -441,18 +435,6 @@ def _out_of_range(message: str) -> None:
     return None
 
 
-def _map_refs(value: Any, fn: Any) -> Any:
-    if isinstance(value, TensorRef):
-        return fn(value)
-    if isinstance(value, list):
-        return [_map_refs(v, fn) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_map_refs(v, fn) for v in value)
-    if isinstance(value, dict):
-        return {k: _map_refs(v, fn) for k, v in value.items()}
-    return value
-
-
 def _io_structure(raw: Any, path: str) -> Any:
     """``input_layers``/``output_layers``: a bare triple, a list of triples, a dict, or nesting."""
     if _is_list_leaf(raw) and len(raw) == 3:
@@ -494,13 +476,13 @@ def _build_functional(class_name: str, config: Any, keras_version: str | None, p
             def fix(ref: TensorRef, where: str = where) -> TensorRef | None:
                 return _normalise(ref, layers, dialect, False, where)
 
-            node.args = _map_refs(node.args, fix)
-            node.kwargs = _map_refs(node.kwargs, fix)
+            node.args = map_refs(node.args, fix)
+            node.kwargs = map_refs(node.kwargs, fix)
 
     def fix_io(kind: str) -> Any:
         raw = body.input_layers if kind == "input" else body.output_layers
         structure = _io_structure(raw, f"{path}.{kind}_layers")
-        return _map_refs(structure, lambda r: _normalise(r, layers, dialect, True, f"model {kind} {r}"))
+        return map_refs(structure, lambda r: _normalise(r, layers, dialect, True, f"model {kind} {r}"))
 
     input_structure = fix_io("input")
     output_structure = fix_io("output")

@@ -13,9 +13,7 @@ Nothing is read here: each :class:`Weight` carries a reader that loads its value
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-
-import numpy as np
+from dataclasses import replace
 
 from modelgraph.errors import WeightsError
 from modelgraph.graph import Layer, ModelGraph, Weight
@@ -24,15 +22,8 @@ from modelgraph.weight_names import canonical_from_path, keras3_groups, snake_ca
 LayerPath = tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class StoredArray:
-    """One array as a container stores it: its stored name, shape, dtype and a lazy reader."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    location: str
-    reader: Callable[[], np.ndarray]
+# An array as a container stores it: a Weight whose name is still the stored name.
+StoredArray = Weight
 
 
 class Keras3Tree:
@@ -63,7 +54,8 @@ def attach(graph: ModelGraph, weights: Mapping[LayerPath, Sequence[Weight]]) -> 
 
 
 def _weight(name: str, stored: StoredArray) -> Weight:
-    return Weight(name, stored.shape, stored.dtype, stored.location, stored.reader)
+    """The stored array under its canonical name."""
+    return replace(stored, name=name)
 
 
 def _numeric_keys(group: Mapping[str, StoredArray]) -> list[str]:
