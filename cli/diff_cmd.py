@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from modelgraph.cli.output import echo_json, stdout_console
+from modelgraph.cli.output import echo_json, fmt_shape, stdout_console
 
 _STYLES = {"+": "green", "-": "red", "~": "yellow", "!": "magenta", "~!": "yellow"}
 
@@ -87,17 +87,6 @@ def _count(n: int | None) -> str:
     return "?" if n is None else f"{n:,}"
 
 
-def _shape(shape: list[int | None] | None) -> str:
-    if shape is None:
-        return "?"
-    return (
-        "("
-        + ", ".join("None" if d is None else str(d) for d in shape)
-        + ("," if len(shape) == 1 else "")
-        + ")"
-    )
-
-
 def print_text(report: Any) -> None:
     """The report as text; names go through ``rich.text.Text`` (never markup)."""
     from rich.text import Text
@@ -150,18 +139,18 @@ def print_text(report: Any) -> None:
             console.print(Text(line))
         for w in e.weights:
             if w.status == "added":
-                text = f"     ! {w.name}: added {_shape(w.new_shape)} {w.new_dtype}"
+                text = f"     ! {w.name}: added {fmt_shape(w.new_shape)} {w.new_dtype}"
             elif w.status == "removed":
-                text = f"     ! {w.name}: removed {_shape(w.old_shape)} {w.old_dtype}"
+                text = f"     ! {w.name}: removed {fmt_shape(w.old_shape)} {w.old_dtype}"
             elif w.status == "shape":
-                text = f"     ! {w.name}: shape {_shape(w.old_shape)} -> {_shape(w.new_shape)}"
+                text = f"     ! {w.name}: shape {fmt_shape(w.old_shape)} -> {fmt_shape(w.new_shape)}"
             elif w.status == "dtype":
                 text = f"     ! {w.name}: dtype {w.old_dtype} -> {w.new_dtype}"
                 if w.mismatched:
                     text += f", {w.mismatched}/{w.size} values differ"
             else:
                 text = (
-                    f"     ! {w.name} {_shape(w.new_shape)}: {w.mismatched}/{w.size} values differ; "
+                    f"     ! {w.name} {fmt_shape(w.new_shape)}: {w.mismatched}/{w.size} values differ; "
                     f"max abs {w.max_abs:.4g}, rms {w.rms:.4g}, rel {w.rel:.4g}"
                 )
                 if w.old_dtype != w.new_dtype:
@@ -175,7 +164,9 @@ def print_text(report: Any) -> None:
         for d in o.outputs:
             if d.shape_b is None or d.shape_a != d.shape_b:
                 console.print(
-                    Text(f"  ! {d.name_a or d.name_b}: shape {_shape(d.shape_a)} -> {_shape(d.shape_b)}")
+                    Text(
+                        f"  ! {d.name_a or d.name_b}: shape {fmt_shape(d.shape_a)} -> {fmt_shape(d.shape_b)}"
+                    )
                 )
             else:
                 mark = " " if d.equal else "!"

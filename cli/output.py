@@ -34,15 +34,10 @@ def echo_json(model: Any) -> None:
 
 
 def fmt_shape(shape: Any) -> str:
-    """``(None, 8)`` -> ``(None, 8)``; unknown -> ``?``."""
-    if shape is None:
-        return "?"
-    return (
-        "("
-        + ", ".join("None" if d is None else str(d) for d in shape)
-        + ("," if len(shape) == 1 else "")
-        + ")"
-    )
+    """``(None, 8)``; unknown -> ``?``."""
+    from modelgraph.graph import format_shape
+
+    return format_shape(shape)
 
 
 def fmt_count(n: int | None) -> str:

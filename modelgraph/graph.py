@@ -246,3 +246,47 @@ def keras_version_tuple(version: str | None) -> tuple[int, int, int]:
     while len(parts) < 3:
         parts.append(0)
     return (parts[0], parts[1], parts[2])
+
+
+# --- call structures and shapes -------------------------------------------------------------------
+
+
+def map_refs(value: Any, fn: Callable[[TensorRef], Any]) -> Any:
+    """Replace every :class:`TensorRef` in a call structure (lists, tuples, mappings) by ``fn(ref)``."""
+    if isinstance(value, TensorRef):
+        return fn(value)
+    if isinstance(value, list):
+        return [map_refs(v, fn) for v in value]
+    if isinstance(value, tuple):
+        return tuple(map_refs(v, fn) for v in value)
+    if isinstance(value, Mapping):
+        return {k: map_refs(v, fn) for k, v in value.items()}
+    return value
+
+
+def flatten_structure(value: Any, is_leaf: Callable[[Any], bool] | None = None) -> list[Any]:
+    """Flatten like Keras's ``tree.flatten``: lists/tuples in order, mapping values by sorted key.
+
+    Iterative, so arbitrarily deep structures are safe; ``is_leaf`` keeps tuple-like leaves whole.
+    """
+    out: list[Any] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if is_leaf is not None and is_leaf(item):
+            out.append(item)
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed(item))
+        elif isinstance(item, Mapping):
+            stack.extend(item[k] for k in sorted(item, key=str, reverse=True))
+        else:
+            out.append(item)
+    return out
+
+
+def format_shape(shape: Any, unknown: str = "?") -> str:
+    """``(None, 8)`` as Keras prints it (``(8,)`` for one dimension); ``unknown`` for an unknown rank."""
+    if shape is None:
+        return unknown
+    dims = ", ".join("None" if d is None else str(d) for d in shape)
+    return f"({dims},)" if len(shape) == 1 else f"({dims})"

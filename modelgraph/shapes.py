@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
+from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, map_refs
 from modelgraph.shape_rules import SHAPE_RULES
 from modelgraph.shape_rules._base import (
     DTYPE_PASSTHROUGH,
@@ -265,18 +265,6 @@ def _build_config_shapes(layer: Layer) -> list[Shape | None] | None:
 # The driver
 
 
-def _map_refs(value: Any, fn: Any) -> Any:
-    if isinstance(value, TensorRef):
-        return fn(value)
-    if isinstance(value, list):
-        return [_map_refs(v, fn) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_map_refs(v, fn) for v in value)
-    if isinstance(value, Mapping):
-        return {k: _map_refs(v, fn) for k, v in value.items()}
-    return value
-
-
 class _Inferrer:
     def __init__(self, graph: ModelGraph, overrides: Mapping[str, TensorSpec], path: tuple[str, ...]) -> None:
         self.graph = graph
@@ -344,8 +332,8 @@ class _Inferrer:
             self._input(node, layer)
             return
         resolve = lambda ref: self._resolve(key, ref)  # noqa: E731
-        args = _map_refs(node.args, resolve)
-        kwargs = _map_refs(dict(node.kwargs), resolve)
+        args = map_refs(node.args, resolve)
+        kwargs = map_refs(dict(node.kwargs), resolve)
         inputs = [resolve(r) for r in node.inputs]
         self.result.inputs[key] = [t.shape for t in inputs]
         self.result.calls[key] = (args, kwargs)

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from modelgraph.graph import flatten_structure, format_shape
+
 Dim = int | None
 Shape = tuple[Dim, ...]
 
@@ -140,18 +142,8 @@ def weight_rule(*names: str) -> Callable[[WeightFn], WeightFn]:
 
 
 def flatten(value: Any) -> list[Any]:
-    """Keras's ``tree.flatten`` order: lists/tuples in order, dict values by sorted key."""
-    out: list[Any] = []
-    stack: list[Any] = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, list | tuple) and not isinstance(item, TensorSpec):
-            stack.extend(reversed(item))
-        elif isinstance(item, Mapping):
-            stack.extend(item[k] for k in sorted(item, key=str, reverse=True))
-        else:
-            out.append(item)
-    return out
+    """Keras's ``tree.flatten`` order, keeping each :class:`TensorSpec` whole."""
+    return flatten_structure(value, is_leaf=lambda item: isinstance(item, TensorSpec))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -177,14 +169,7 @@ def need_rank(shape: Shape, ranks: Iterable[int] | int, who: str) -> Shape:
 
 
 def fmt(shape: Shape | None) -> str:
-    if shape is None:
-        return "<unknown rank>"
-    return (
-        "("
-        + ", ".join("None" if d is None else str(d) for d in shape)
-        + ("," if len(shape) == 1 else "")
-        + ")"
-    )
+    return format_shape(shape, unknown="<unknown rank>")
 
 
 def prod(dims: Iterable[Dim]) -> Dim:
