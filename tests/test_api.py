@@ -20,12 +20,13 @@ assert modelgraph.render(graph, {str(tmp_path / "m.dot")!r}, format="dot").start
 results = modelgraph.validate({str(SAMPLE)!r})
 assert results and results[0].ok, results
 """
-    subprocess.run([sys.executable, "-c", code], check=True)
+    # cwd outside the repository: the source tree must not shadow the installed package
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
 
 
-def test_import_is_light() -> None:
+def test_import_is_light(tmp_path: Path) -> None:
     code = "import sys, modelgraph; assert 'numpy' not in sys.modules and 'pydantic' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
 
 
 def test_run_and_summarize_are_exported() -> None:

@@ -132,9 +132,9 @@ def test_traceback_flag_shows_traceback(tmp_path: Path) -> None:
     assert "Traceback" in result.stderr
 
 
-def test_version_is_fast_and_light() -> None:
+def test_version_is_fast_and_light(tmp_path: Path) -> None:
     import subprocess
     import sys
 
     code = "import sys; from modelgraph.cli.main import cli; assert 'numpy' not in sys.modules and 'h5py' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)  # the source tree must not shadow
