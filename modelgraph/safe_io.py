@@ -740,6 +740,57 @@ def safe_dataset(parent: Any, path: str, *, required: bool = True, max_bytes: in
     return obj
 
 
+def safe_tree(
+    root: Any, *, max_links: int = MAX_H5_LINKS, max_bytes: int = MAX_DATASET_BYTES
+) -> dict[str, dict[str, Any]]:
+    """Every group under ``root`` with its datasets, in one iterative pass (``{"layers/dense/vars": {"0": dset}}``).
+
+    The same guarantees as :func:`safe_group`/:func:`safe_dataset`, checked once per link: any soft,
+    external or user-defined link, external or virtual dataset, or shape bomb raises
+    SecurityError; more than ``max_links`` links raise FormatError. Group paths are relative to
+    ``root`` ("" for root itself).
+    """
+    import h5py
+
+    index: dict[str, dict[str, Any]] = {}
+    stack: list[tuple[str, Any]] = [("", root)]
+    seen_objects: set[Any] = set()
+    links = 0
+    while stack:
+        path, group = stack.pop()
+        datasets: dict[str, Any] = {}
+        index[path] = datasets
+        try:
+            names = list(group.keys())
+        except H5_ERRORS as exc:
+            raise FormatError(f"{_h5_name(root)}: cannot list {path or '/'}: {exc}") from None
+        for name in names:
+            links += 1
+            if links > max_links:
+                raise FormatError(f"{_h5_name(root)}: more than {max_links:,} links; refusing to index")
+            child_path = f"{path}/{name}" if path else name
+            try:
+                link = group.get(name, getlink=True)
+                if _link_kind(link) != "hard":
+                    raise SecurityError(
+                        f"{_h5_name(root)}: {child_path} is a {_describe_link(link)}; not followed"
+                    )
+                obj = group[name]
+            except H5_ERRORS as exc:
+                raise FormatError(f"{_h5_name(root)}: cannot open {child_path}: {exc}") from None
+            if isinstance(obj, h5py.Dataset):
+                problems = dataset_problems(obj, max_bytes=max_bytes)
+                if problems:
+                    raise SecurityError(f"{_h5_name(root)}: {problems[0][1]}")
+                datasets[name] = obj
+            elif isinstance(obj, h5py.Group):
+                key = obj.id  # equal for two hard links to one object
+                if key not in seen_objects:  # a group hard-linked twice is indexed once
+                    seen_objects.add(key)
+                    stack.append((child_path, obj))
+    return index
+
+
 def read_dataset(
     dset: Any, max_bytes: int = MAX_DATASET_BYTES, untagged_v2_is_bfloat16: bool = False
 ) -> np.ndarray:

@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 
 from modelgraph import safe_io
-from modelgraph.errors import FormatError
 from modelgraph.loading.weights import Keras3Tree, StoredArray
 
 
@@ -25,33 +24,27 @@ def stored_array(dset: Any, name: str, location: str) -> StoredArray:
 
 
 def keras3_tree(files: Sequence[Any], source: str) -> Keras3Tree:
-    """A Keras 3 weights tree spread over one or more open HDF5 files (shards)."""
+    """A Keras 3 weights tree spread over one or more open HDF5 files (shards).
+
+    Each file is indexed once (:func:`modelgraph.safe_io.safe_tree`); lookups are then dict reads.
+    """
+    indexes = [safe_io.safe_tree(f) for f in files]
     root = "layers"
-    if not any(_has(f, "layers") for f in files) and any(
-        _has(f, "_layer_checkpoint_dependencies") for f in files
+    if not any("layers" in idx for idx in indexes) and any(
+        "_layer_checkpoint_dependencies" in idx for idx in indexes
     ):
         root = "_layer_checkpoint_dependencies"  # tf.keras 2.13 wrote this prefix
 
     def lookup(path: str) -> Mapping[str, StoredArray] | None:
         found: dict[str, StoredArray] = {}
         seen = False
-        for f in files:
-            group = safe_io.safe_group(f, path, required=False)
-            if group is None:
+        for idx in indexes:
+            datasets = idx.get(path.strip("/"))
+            if datasets is None:
                 continue
             seen = True
-            try:
-                keys = list(group.keys())
-            except safe_io.H5_ERRORS as exc:
-                raise FormatError(f"{source}: cannot list {path}: {exc}") from None
-            for key in keys:
-                item = safe_io.safe_dataset(group, key, required=False)
-                if item is not None:
-                    found[key] = stored_array(item, key, f"{source}:/{path}/{key}")
+            for key, dset in datasets.items():
+                found[key] = stored_array(dset, key, f"{source}:/{path}/{key}")
         return found if seen else None
 
     return Keras3Tree(lookup, root)
-
-
-def _has(f: Any, name: str) -> bool:
-    return safe_io.safe_group(f, name, required=False) is not None
