@@ -298,10 +298,11 @@ def _blas_threads() -> int:
 
 # Bytes of an im2col block (rows x kernel-taps*channels) and of an element-wise block: big enough for
 # long BLAS / ufunc calls, small enough to stay in the L2 cache while it is filled and consumed.
-# A multi-threaded BLAS wakes and joins its threads on every call, which costs milliseconds on a
-# loaded machine (measured: 1 MiB blocks 3-8x slower than 16 MiB ones with 2 threads under load), so
-# it gets fewer, larger blocks.
-GEMM_BLOCK_BYTES = 1 << 20 if _blas_threads() == 1 else 1 << 24
+# A multi-threaded BLAS wakes and joins its threads on every call, so it gets fewer, larger blocks.
+# Measured with 2 OpenBLAS threads on an idle 2-core machine (3x3 convs at batch 8, 56x56x64 to
+# 7x7x512): 4 MiB blocks ran at 128-176 GFLOP/s (65-88% of sgemm peak), 1 MiB at 88-148 and
+# 16 MiB at 68-171; on a heavily loaded machine larger blocks did better still.
+GEMM_BLOCK_BYTES = 1 << 20 if _blas_threads() == 1 else 1 << 22
 GEMM_MIN_ROWS = 256
 EW_BLOCK_BYTES = 1 << 18
 DW_BLOCK_BYTES = 1 << 19
