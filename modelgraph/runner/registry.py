@@ -46,6 +46,15 @@ class KernelSpec:
         """A config value, or ``default`` when the key is absent."""
         return self.config.get(key, default)
 
+    def weight(self, name: str) -> np.ndarray:
+        """A weight by canonical name; KeyError naming the layer and the weights it has."""
+        try:
+            return np.asarray(self.weights[name])
+        except KeyError:
+            raise KeyError(
+                f"{self.class_name} layer '{self.name}' has no weight {name!r}; it has {sorted(self.weights)}"
+            ) from None
+
 
 KernelFactory = Callable[[KernelSpec], Kernel]
 

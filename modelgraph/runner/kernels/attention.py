@@ -45,12 +45,7 @@ def _flag(spec: KernelSpec, key: str, default: bool) -> bool:
 
 
 def _weight(spec: KernelSpec, name: str) -> Array:
-    try:
-        value = np.asarray(spec.weights[name])
-    except KeyError:
-        raise KeyError(
-            f"{spec.class_name} '{spec.name}': missing weight {name!r}; have {sorted(spec.weights)}"
-        ) from None
+    value = spec.weight(name)
     return value.astype(np.float32) if value.dtype != np.float64 else value
 
 

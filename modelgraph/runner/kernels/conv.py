@@ -57,13 +57,7 @@ _CONV_KEYS = (
 
 
 def _weight(spec: KernelSpec, name: str, dtype: np.dtype) -> np.ndarray:
-    try:
-        value = spec.weights[name]
-    except KeyError:
-        raise ValueError(
-            f"{spec.class_name} layer '{spec.name}' has no weight '{name}'; it has {sorted(spec.weights)}"
-        ) from None
-    return np.asarray(value, dtype=dtype)
+    return np.asarray(spec.weight(name), dtype=dtype)
 
 
 def _bias(spec: KernelSpec, dtype: np.dtype, size: int) -> np.ndarray | None:
