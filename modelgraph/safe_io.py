@@ -740,54 +740,61 @@ def safe_dataset(parent: Any, path: str, *, required: bool = True, max_bytes: in
     return obj
 
 
+def h5_links(root: Any, *, max_links: int = MAX_H5_LINKS) -> list[tuple[bytes, int]]:
+    """Every link under ``root`` as ``(path relative to root, h5l link type)``, in one C-level pass.
+
+    HDF5's own recursive link iteration follows hard links only and enters each group once; more
+    than ``max_links`` links raise FormatError.
+    """
+    links: list[tuple[bytes, int]] = []
+
+    def visit(name: bytes, info: Any) -> int | None:
+        links.append((name, info.type))
+        return 1 if len(links) > max_links else None
+
+    try:
+        root.id.links.visit(visit, info=True)
+    except H5_ERRORS as exc:
+        raise FormatError(f"{_h5_name(root)}: cannot list its links: {exc}") from None
+    if len(links) > max_links:
+        raise FormatError(f"{_h5_name(root)}: more than {max_links:,} links; refusing to index")
+    return links
+
+
 def safe_tree(
     root: Any, *, max_links: int = MAX_H5_LINKS, max_bytes: int = MAX_DATASET_BYTES
 ) -> dict[str, dict[str, Any]]:
-    """Every group under ``root`` with its datasets, in one iterative pass (``{"layers/dense/vars": {"0": dset}}``).
+    """Every group under ``root`` with its datasets (``{"layers/dense/vars": {"0": dset}}``).
 
-    The same guarantees as :func:`safe_group`/:func:`safe_dataset`, checked once per link: any soft,
-    external or user-defined link, external or virtual dataset, or shape bomb raises
-    SecurityError; more than ``max_links`` links raise FormatError. Group paths are relative to
-    ``root`` ("" for root itself).
+    Built from :func:`h5_links` with the guarantees of :func:`safe_group`/:func:`safe_dataset`,
+    checked once per link: a soft, external or user-defined link, an external or virtual dataset,
+    or a shape bomb raises SecurityError. Group paths are relative to ``root`` ("" for root itself).
     """
     import h5py
 
-    index: dict[str, dict[str, Any]] = {}
-    stack: list[tuple[str, Any]] = [("", root)]
-    seen_objects: set[Any] = set()
-    links = 0
-    while stack:
-        path, group = stack.pop()
-        datasets: dict[str, Any] = {}
-        index[path] = datasets
+    index: dict[str, dict[str, Any]] = {"": {}}
+    for raw, kind in h5_links(root, max_links=max_links):
+        name = raw.decode("utf-8", "surrogateescape")
+        if kind != h5py.h5l.TYPE_HARD:
+            what = {h5py.h5l.TYPE_SOFT: "soft link", h5py.h5l.TYPE_EXTERNAL: "external link"}.get(
+                kind, "user-defined link"
+            )
+            raise SecurityError(f"{_h5_name(root)}: {name} is a {what}; not followed")
         try:
-            names = list(group.keys())
+            otype = h5py.h5o.get_info(root.id, raw).type
+            if otype == h5py.h5o.TYPE_GROUP:
+                index.setdefault(name, {})
+                continue
+            if otype != h5py.h5o.TYPE_DATASET:
+                continue
+            dset = h5py.Dataset(h5py.h5d.open(root.id, raw))
         except H5_ERRORS as exc:
-            raise FormatError(f"{_h5_name(root)}: cannot list {path or '/'}: {exc}") from None
-        for name in names:
-            links += 1
-            if links > max_links:
-                raise FormatError(f"{_h5_name(root)}: more than {max_links:,} links; refusing to index")
-            child_path = f"{path}/{name}" if path else name
-            try:
-                link = group.get(name, getlink=True)
-                if _link_kind(link) != "hard":
-                    raise SecurityError(
-                        f"{_h5_name(root)}: {child_path} is a {_describe_link(link)}; not followed"
-                    )
-                obj = group[name]
-            except H5_ERRORS as exc:
-                raise FormatError(f"{_h5_name(root)}: cannot open {child_path}: {exc}") from None
-            if isinstance(obj, h5py.Dataset):
-                problems = dataset_problems(obj, max_bytes=max_bytes)
-                if problems:
-                    raise SecurityError(f"{_h5_name(root)}: {problems[0][1]}")
-                datasets[name] = obj
-            elif isinstance(obj, h5py.Group):
-                key = obj.id  # equal for two hard links to one object
-                if key not in seen_objects:  # a group hard-linked twice is indexed once
-                    seen_objects.add(key)
-                    stack.append((child_path, obj))
+            raise FormatError(f"{_h5_name(root)}: cannot open {name}: {exc}") from None
+        problems = dataset_problems(dset, max_bytes=max_bytes)
+        if problems:
+            raise SecurityError(f"{_h5_name(root)}: {problems[0][1]}")
+        parent, _, leaf = name.rpartition("/")
+        index.setdefault(parent, {})[leaf] = dset
     return index
 
 

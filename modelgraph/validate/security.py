@@ -998,15 +998,7 @@ def _fast_h5_entries(f: Any) -> tuple[list[safe_io.H5Entry], dict[str, Any]]:
     datasets by path. Raises on anything unusual so that the caller falls back to ``walk_h5``."""
     import h5py
 
-    links: list[tuple[str, int]] = []
-
-    def visit(name: bytes, info: Any) -> int | None:
-        links.append((name.decode("utf-8", "surrogateescape"), info.type))
-        return 1 if len(links) > safe_io.MAX_H5_LINKS else None
-
-    f.id.links.visit(visit, info=True)
-    if len(links) > safe_io.MAX_H5_LINKS:
-        raise RuntimeError("too many links")
+    links = [(raw.decode("utf-8", "surrogateescape"), kind) for raw, kind in safe_io.h5_links(f)]
     entries: list[safe_io.H5Entry] = []
     datasets: dict[str, Any] = {}
     for name, kind in links:
