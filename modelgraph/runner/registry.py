@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.errors import UnsupportedLayerError
+from modelgraph.errors import UnsupportedConfigError, UnsupportedLayerError
 
 Kernel = Callable[..., Any]
 
@@ -45,6 +45,19 @@ class KernelSpec:
     def get(self, key: str, default: Any = None) -> Any:
         """A config value, or ``default`` when the key is absent."""
         return self.config.get(key, default)
+
+    def unsupported(self, key: str, value: Any) -> UnsupportedConfigError:
+        """The error for a config value this kernel does not implement (raise it)."""
+        return UnsupportedConfigError(self.class_name, key, value, self.name)
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        """A boolean config value; None means the default, anything not bool-like is unsupported."""
+        value = self.config.get(key, default)
+        if value is None:
+            return default
+        if not isinstance(value, bool | int | np.bool_):
+            raise self.unsupported(key, value)
+        return bool(value)
 
     def weight(self, name: str) -> np.ndarray:
         """A weight by canonical name; KeyError naming the layer and the weights it has."""

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.errors import UnsupportedConfigError
 from modelgraph.runner.activations import Activation, activation_name, get_activation
 from modelgraph.runner.registry import KernelSpec
 
@@ -50,16 +49,12 @@ INERT_KEYS = frozenset(
 Pads = list[tuple[int, int]]
 
 
-def unsupported(spec: KernelSpec, key: str, value: Any) -> UnsupportedConfigError:
-    return UnsupportedConfigError(spec.class_name, key, value, spec.name)
-
-
 def check_keys(spec: KernelSpec, used: Iterable[str]) -> None:
     """Refuse any config key this kernel neither implements nor knows to be inert."""
     known = INERT_KEYS.union(used)
     for key, value in spec.config.items():
         if key not in known:
-            raise unsupported(spec, key, value)
+            raise spec.unsupported(key, value)
 
 
 def float_dtype(spec: KernelSpec) -> np.dtype:
@@ -77,7 +72,7 @@ def int_tuple(spec: KernelSpec, key: str, n: int, default: Any) -> tuple[int, ..
     if value is None:
         value = default
     if isinstance(value, bool):
-        raise unsupported(spec, key, value)
+        raise spec.unsupported(key, value)
     if isinstance(value, (int, np.integer)):
         return (int(value),) * n
     if (
@@ -86,7 +81,7 @@ def int_tuple(spec: KernelSpec, key: str, n: int, default: Any) -> tuple[int, ..
         and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
     ):
         return tuple(int(v) for v in value)
-    raise unsupported(spec, key, value)
+    raise spec.unsupported(key, value)
 
 
 def pair_tuple(spec: KernelSpec, key: str, n: int, default: Any) -> list[tuple[int, int]]:
@@ -107,7 +102,7 @@ def pair_tuple(spec: KernelSpec, key: str, n: int, default: Any) -> list[tuple[i
             isinstance(p, (list, tuple)) and len(p) == 2 and all(is_int(v) for v in p) for p in value
         ):
             return [(int(p[0]), int(p[1])) for p in value]
-    raise unsupported(spec, key, value)
+    raise spec.unsupported(key, value)
 
 
 def data_format(spec: KernelSpec) -> str:
@@ -116,14 +111,14 @@ def data_format(spec: KernelSpec) -> str:
         return "channels_last"
     if value in ("channels_last", "channels_first"):
         return value
-    raise unsupported(spec, "data_format", value)
+    raise spec.unsupported("data_format", value)
 
 
 def padding_mode(spec: KernelSpec, allowed: Sequence[str], default: str = "valid") -> str:
     value = spec.get("padding", default)
     mode = value.lower() if isinstance(value, str) else value
     if mode not in allowed:
-        raise unsupported(spec, "padding", value)
+        raise spec.unsupported("padding", value)
     return mode
 
 

@@ -22,26 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.errors import UnsupportedConfigError
 from modelgraph.runner.activations import softmax
 from modelgraph.runner.registry import KernelSpec, register
 
 Array = np.ndarray
 
 _LARGE_NEGATIVE = -1e9
-
-
-def _unsupported(spec: KernelSpec, key: str, value: Any) -> UnsupportedConfigError:
-    return UnsupportedConfigError(spec.class_name, key, value, spec.name)
-
-
-def _flag(spec: KernelSpec, key: str, default: bool) -> bool:
-    value = spec.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, (bool, int, np.bool_)):
-        raise _unsupported(spec, key, value)
-    return bool(value)
 
 
 def _weight(spec: KernelSpec, name: str) -> Array:
@@ -117,7 +103,7 @@ _MHA_ARGS_K2 = (
 
 def _positive_int(spec: KernelSpec, key: str, value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise _unsupported(spec, key, value)
+        raise spec.unsupported(key, value)
     return value
 
 
@@ -127,27 +113,27 @@ def multi_head_attention(spec: KernelSpec):
     _positive_int(spec, "key_dim", spec.get("key_dim"))
     if spec.get("value_dim") is not None:
         _positive_int(spec, "value_dim", spec.get("value_dim"))
-    use_bias = _flag(spec, "use_bias", True)
-    if _flag(spec, "use_gate", False):
-        raise _unsupported(spec, "use_gate", True)  # its gate projection has no canonical weight names
+    use_bias = spec.flag("use_bias", True)
+    if spec.flag("use_gate", False):
+        raise spec.unsupported("use_gate", True)  # its gate projection has no canonical weight names
     if spec.get("flash_attention"):
-        raise _unsupported(spec, "flash_attention", spec.get("flash_attention"))
+        raise spec.unsupported("flash_attention", spec.get("flash_attention"))
     sliding_window = spec.get("sliding_window")
     if sliding_window is not None:
         sliding_window = _positive_int(spec, "sliding_window", sliding_window)
     dropout = spec.get("dropout", 0.0) or 0.0
     if not isinstance(dropout, (int, float)):
-        raise _unsupported(spec, "dropout", dropout)
+        raise spec.unsupported("dropout", dropout)
     output_shape = spec.get("output_shape")
     if output_shape is not None and not isinstance(output_shape, (int, list, tuple)):
-        raise _unsupported(spec, "output_shape", output_shape)
+        raise spec.unsupported("output_shape", output_shape)
     axes_config = spec.get("attention_axes")
     if isinstance(axes_config, int) and not isinstance(axes_config, bool):
         axes_config = (axes_config,)
     if axes_config is not None and (
         not isinstance(axes_config, (list, tuple)) or not all(isinstance(a, int) for a in axes_config)
     ):
-        raise _unsupported(spec, "attention_axes", spec.get("attention_axes"))
+        raise spec.unsupported("attention_axes", spec.get("attention_axes"))
     keras3 = spec.keras_version[0] >= 3
     order = _MHA_ARGS_K3 if keras3 else _MHA_ARGS_K2
 
@@ -248,10 +234,10 @@ _ATTENTION_ARGS = ("inputs", "mask", "training", "return_attention_scores", "use
 
 
 def _dense_attention(spec: KernelSpec, score_fn):
-    causal_config = _flag(spec, "causal", False)  # tf.keras <= 2.9 config key
+    causal_config = spec.flag("causal", False)  # tf.keras <= 2.9 config key
     dropout = spec.get("dropout", 0.0)
     if dropout is not None and not isinstance(dropout, (int, float)):
-        raise _unsupported(spec, "dropout", dropout)  # a number is fine: dropout only acts in training
+        raise spec.unsupported("dropout", dropout)  # a number is fine: dropout only acts in training
 
     def run(*args: Any, **kwargs: Any) -> Array | tuple[Array, Array]:
         call = _bind(spec.class_name, _ATTENTION_ARGS, args, kwargs)
@@ -287,8 +273,8 @@ def _dense_attention(spec: KernelSpec, score_fn):
 def attention(spec: KernelSpec):
     score_mode = spec.get("score_mode", "dot")
     if score_mode not in ("dot", "concat"):
-        raise _unsupported(spec, "score_mode", score_mode)
-    scale = _weight(spec, "scale") if _flag(spec, "use_scale", False) else None
+        raise spec.unsupported("score_mode", score_mode)
+    scale = _weight(spec, "scale") if spec.flag("use_scale", False) else None
     concat_weight = _weight(spec, "concat_score_weight") if score_mode == "concat" else None
 
     def scores(q: Array, k: Array) -> Array:
@@ -305,7 +291,7 @@ def attention(spec: KernelSpec):
 
 @register("AdditiveAttention")
 def additive_attention(spec: KernelSpec):
-    scale = _weight(spec, "scale") if _flag(spec, "use_scale", True) else None
+    scale = _weight(spec, "scale") if spec.flag("use_scale", True) else None
 
     def scores(q: Array, k: Array) -> Array:
         t = np.tanh(q[..., :, None, :] + k[..., None, :, :])

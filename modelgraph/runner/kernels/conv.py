@@ -36,7 +36,6 @@ from modelgraph.runner.kernels._conv_utils import (
     tap_reduce,
     taps,
     to_last,
-    unsupported,
     window2d,
     window_pads,
     window_rows,
@@ -63,7 +62,7 @@ def _weight(spec: KernelSpec, name: str, dtype: np.dtype) -> np.ndarray:
 def _bias(spec: KernelSpec, dtype: np.dtype, size: int) -> np.ndarray | None:
     use_bias = spec.get("use_bias", True)
     if use_bias not in (True, False, None):
-        raise unsupported(spec, "use_bias", use_bias)
+        raise spec.unsupported("use_bias", use_bias)
     if use_bias is False:
         return None
     bias = _weight(spec, "bias", dtype).reshape(-1)
@@ -262,7 +261,7 @@ def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
     mode = padding_mode(spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
     groups = spec.get("groups", 1) or 1
     if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-        raise unsupported(spec, "groups", groups)
+        raise spec.unsupported("groups", groups)
     kernel = _weight(spec, "kernel", dtype)
     _check_kernel(spec, kernel, kernel_size, rank)
     cin_g, filters = kernel.shape[-2:]
@@ -370,7 +369,7 @@ def _depthwise_params(spec: KernelSpec, rank: int) -> tuple[Any, ...]:
     mode = padding_mode(spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
     mult = spec.get("depth_multiplier", 1)
     if not isinstance(mult, int) or isinstance(mult, bool) or mult < 1:
-        raise unsupported(spec, "depth_multiplier", mult)
+        raise spec.unsupported("depth_multiplier", mult)
     return fmt, kernel_size, strides, dilation, mode, mult
 
 
@@ -379,9 +378,9 @@ def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
     check_keys(spec, ("kernel_size", "strides", "padding", "data_format", "dilation_rate", "depth_multiplier",
                       "activation", "use_bias", "filters", "groups"))  # fmt: skip
     if spec.get("filters") is not None:
-        raise unsupported(spec, "filters", spec.get("filters"))
+        raise spec.unsupported("filters", spec.get("filters"))
     if spec.get("groups", 1) not in (1, None):
-        raise unsupported(spec, "groups", spec.get("groups"))
+        raise spec.unsupported("groups", spec.get("groups"))
     dtype = float_dtype(spec)
     fmt, kernel_size, strides, dilation, mode, mult = _depthwise_params(spec, rank)
     name = "kernel" if "kernel" in spec.weights else "depthwise_kernel"
@@ -422,7 +421,7 @@ def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
     check_keys(spec, ("kernel_size", "strides", "padding", "data_format", "dilation_rate", "depth_multiplier",
                       "activation", "use_bias", "filters", "groups"))  # fmt: skip
     if spec.get("groups", 1) not in (1, None):
-        raise unsupported(spec, "groups", spec.get("groups"))
+        raise spec.unsupported("groups", spec.get("groups"))
     dtype = float_dtype(spec)
     fmt, kernel_size, strides, dilation, mode, mult = _depthwise_params(spec, rank)
     depthwise = np.ascontiguousarray(_weight(spec, "depthwise_kernel", dtype))
@@ -491,7 +490,7 @@ def transpose_length(
 def _make_transpose(spec: KernelSpec, rank: int) -> Kernel:
     check_keys(spec, (*_CONV_KEYS, "output_padding"))
     if spec.get("groups", 1) not in (1, None):
-        raise unsupported(spec, "groups", spec.get("groups"))
+        raise spec.unsupported("groups", spec.get("groups"))
     dtype = float_dtype(spec)
     fmt = data_format(spec)
     kernel_size = int_tuple(spec, "kernel_size", rank, None)

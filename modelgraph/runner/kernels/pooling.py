@@ -27,7 +27,6 @@ from modelgraph.runner.kernels._conv_utils import (
     scratch,
     tap_reduce,
     to_last,
-    unsupported,
     window2d,
     window_pads,
 )
@@ -198,7 +197,7 @@ def _make_global(spec: KernelSpec, rank: int, kind: str) -> Kernel:
     fmt = data_format(spec)
     keepdims = spec.get("keepdims", False)
     if keepdims not in (True, False, None):
-        raise unsupported(spec, "keepdims", keepdims)
+        raise spec.unsupported("keepdims", keepdims)
     keepdims = bool(keepdims)
     axes = tuple(range(2, rank + 2)) if fmt == "channels_first" else tuple(range(1, rank + 1))
     masked = kind == "avg" and rank == 1

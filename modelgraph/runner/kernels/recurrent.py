@@ -39,10 +39,6 @@ _CALL_KWARGS = frozenset({"initial_state", "mask", "training", "constants"})
 # --- configuration ----------------------------------------------------------------------------
 
 
-def _unsupported(spec: KernelSpec, key: str, value: Any) -> UnsupportedConfigError:
-    return UnsupportedConfigError(spec.class_name, key, value, spec.name)
-
-
 @dataclass(frozen=True)
 class _Sequencing:
     """The time-loop options shared by every RNN class."""
@@ -54,27 +50,18 @@ class _Sequencing:
     time_major: bool
 
 
-def _flag(spec: KernelSpec, key: str, default: bool = False) -> bool:
-    value = spec.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, (bool, int, np.bool_)):
-        raise _unsupported(spec, key, value)
-    return bool(value)
-
-
 def _sequencing(spec: KernelSpec) -> _Sequencing:
-    if _flag(spec, "stateful"):
+    if spec.flag("stateful"):
         # A stateful layer carries states across calls (batches); a pure kernel has no such memory.
-        raise _unsupported(spec, "stateful", True)
+        raise spec.unsupported("stateful", True)
     # unroll, implementation, use_cudnn, dropout and recurrent_dropout have no numeric effect at
     # inference (dropout only acts with training=True, which the interpreter refuses centrally).
     return _Sequencing(
-        return_sequences=_flag(spec, "return_sequences"),
-        return_state=_flag(spec, "return_state"),
-        go_backwards=_flag(spec, "go_backwards"),
-        zero_output_for_mask=_flag(spec, "zero_output_for_mask"),
-        time_major=_flag(spec, "time_major"),
+        return_sequences=spec.flag("return_sequences"),
+        return_state=spec.flag("return_state"),
+        go_backwards=spec.flag("go_backwards"),
+        zero_output_for_mask=spec.flag("zero_output_for_mask"),
+        time_major=spec.flag("time_major"),
     )
 
 
@@ -88,7 +75,7 @@ def _activation(spec: KernelSpec, key: str, default: str, legacy_key: str | None
     try:
         return get_activation(value, spec.keras_version, spec.class_name)
     except UnsupportedConfigError:
-        raise _unsupported(spec, key, value) from None
+        raise spec.unsupported(key, value) from None
 
 
 def _recurrent_activation(spec: KernelSpec) -> Activation:
@@ -101,7 +88,7 @@ def _recurrent_activation(spec: KernelSpec) -> Activation:
 def _units(spec: KernelSpec) -> int:
     value = spec.get("units", spec.get("output_dim"))  # output_dim: Keras 1
     if not isinstance(value, int) or value <= 0:
-        raise _unsupported(spec, "units", value)
+        raise spec.unsupported("units", value)
     return value
 
 
@@ -111,7 +98,7 @@ def _weight(spec: KernelSpec, name: str) -> Array:
 
 
 def _bias(spec: KernelSpec) -> Array | None:
-    return _weight(spec, "bias") if _flag(spec, "use_bias", True) else None
+    return _weight(spec, "bias") if spec.flag("use_bias", True) else None
 
 
 # --- call structure ---------------------------------------------------------------------------
@@ -133,7 +120,7 @@ def _parse_call(
     if unknown:
         raise TypeError(f"{spec.class_name}: unexpected call arguments {sorted(unknown)}")
     if kwargs.get("constants") is not None:
-        raise _unsupported(spec, "constants", "<call argument>")
+        raise spec.unsupported("constants", "<call argument>")
     if not args:
         raise TypeError(f"{spec.class_name}: called without inputs")
     first = args[0]
@@ -292,7 +279,7 @@ def gru(spec: KernelSpec):
     rec_act = _recurrent_activation(spec)
     # tf.keras 2.x and Keras 3 default to reset_after=True and write the key; Keras 1/2.0-2.3 had
     # reset_after=False (Keras 1 has no such key).
-    reset_after = _flag(spec, "reset_after", spec.keras_version >= (2, 4, 0))
+    reset_after = spec.flag("reset_after", spec.keras_version >= (2, 4, 0))
 
     def make() -> tuple[Step, Array, Array | None]:
         recurrent = _weight(spec, "recurrent_kernel")
@@ -343,7 +330,7 @@ def _tuple(spec: KernelSpec, key: str, rank: int, default: int) -> tuple[int, ..
         return (value,) * rank
     if isinstance(value, (list, tuple)) and len(value) == rank and all(isinstance(v, int) for v in value):
         return tuple(value)
-    raise _unsupported(spec, key, value)
+    raise spec.unsupported(key, value)
 
 
 def _conv(x: Array, kernel: Array, strides: Sequence[int], dilation: Sequence[int], padding: str) -> Array:
@@ -376,24 +363,24 @@ def _conv(x: Array, kernel: Array, strides: Sequence[int], dilation: Sequence[in
 def _conv_lstm(spec: KernelSpec, rank: int):
     seq = _sequencing(spec)
     if seq.time_major:
-        raise _unsupported(spec, "time_major", True)
+        raise spec.unsupported("time_major", True)
     act = _activation(spec, "activation", "tanh")
     rec_act = _recurrent_activation(spec)
     filters = spec.get("filters")
     if not isinstance(filters, int) or filters <= 0:
-        raise _unsupported(spec, "filters", filters)
+        raise spec.unsupported("filters", filters)
     strides = _tuple(spec, "strides", rank, 1)
     dilation = _tuple(spec, "dilation_rate", rank, 1)
     _tuple(spec, "kernel_size", rank, 1)  # validated; the kernel's shape is authoritative
     padding = spec.get("padding", "valid")
     if padding not in ("valid", "same"):
-        raise _unsupported(spec, "padding", padding)
+        raise spec.unsupported("padding", padding)
     data_format = spec.get("data_format") or "channels_last"
     if data_format not in ("channels_last", "channels_first"):
-        raise _unsupported(spec, "data_format", data_format)
+        raise spec.unsupported("data_format", data_format)
     channels_first = data_format == "channels_first"
     if any(s != 1 for s in strides) and any(d != 1 for d in dilation):
-        raise _unsupported(spec, "dilation_rate", list(dilation))  # Keras refuses this combination too
+        raise spec.unsupported("dilation_rate", list(dilation))  # Keras refuses this combination too
     kernel = _weight(spec, "kernel")
     recurrent = _weight(spec, "recurrent_kernel")
     bias = _bias(spec)
@@ -461,10 +448,10 @@ def _inner_record(spec: KernelSpec, key: str) -> tuple[str, dict[str, Any]] | No
     if record is None:
         return None
     if not isinstance(record, Mapping) or not isinstance(record.get("class_name"), str):
-        raise _unsupported(spec, key, record)
+        raise spec.unsupported(key, record)
     config = record.get("config")
     if not isinstance(config, Mapping):
-        raise _unsupported(spec, key, record)
+        raise spec.unsupported(key, record)
     return record["class_name"], dict(config)
 
 
@@ -487,10 +474,10 @@ _MERGE_MODES = ("concat", "sum", "mul", "ave", None)
 def bidirectional(spec: KernelSpec):
     merge_mode = spec.get("merge_mode", "concat")
     if merge_mode not in _MERGE_MODES:
-        raise _unsupported(spec, "merge_mode", merge_mode)
+        raise spec.unsupported("merge_mode", merge_mode)
     forward = _inner_record(spec, "layer")
     if forward is None:
-        raise _unsupported(spec, "layer", None)
+        raise spec.unsupported("layer", None)
     backward = _inner_record(spec, "backward_layer")
     if backward is None:
         # Keras: the backward layer is a copy of the forward one with go_backwards flipped.
@@ -543,7 +530,7 @@ def bidirectional(spec: KernelSpec):
 def time_distributed(spec: KernelSpec):
     inner = _inner_record(spec, "layer")
     if inner is None:
-        raise _unsupported(spec, "layer", None)
+        raise spec.unsupported("layer", None)
     inner_run = get_kernel(inner[0], spec.name)(_inner_spec(spec, inner[0], inner[1], ""))
 
     def fold(a: Array) -> Array:

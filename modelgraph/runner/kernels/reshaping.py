@@ -19,7 +19,6 @@ from modelgraph.runner.kernels._conv_utils import (
     pad_spatial,
     pair_tuple,
     to_last,
-    unsupported,
 )
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
@@ -47,9 +46,9 @@ def reshape(spec: KernelSpec) -> Kernel:
     if not isinstance(target, (list, tuple)) or not all(
         isinstance(v, int) and not isinstance(v, bool) and (v > 0 or v == -1) for v in target
     ):
-        raise unsupported(spec, "target_shape", target)
+        raise spec.unsupported("target_shape", target)
     if sum(v == -1 for v in target) > 1:
-        raise unsupported(spec, "target_shape", target)
+        raise spec.unsupported("target_shape", target)
     target = tuple(target)
 
     def run(inputs: Any) -> np.ndarray:
@@ -64,7 +63,7 @@ def permute(spec: KernelSpec) -> Kernel:
     check_keys(spec, ("dims",))
     dims = spec.get("dims")
     if not isinstance(dims, (list, tuple)) or sorted(dims) != list(range(1, len(dims) + 1)):
-        raise unsupported(spec, "dims", dims)
+        raise spec.unsupported("dims", dims)
     axes = (0, *(int(d) for d in dims))
 
     def run(inputs: Any) -> np.ndarray:
@@ -78,7 +77,7 @@ def repeat_vector(spec: KernelSpec) -> Kernel:
     check_keys(spec, ("n",))
     n = spec.get("n")
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise unsupported(spec, "n", n)
+        raise spec.unsupported("n", n)
 
     def run(inputs: Any) -> np.ndarray:
         x = np.asarray(inputs)
@@ -94,7 +93,7 @@ def _make_zero_padding(spec: KernelSpec, rank: int) -> Kernel:
     fmt = data_format(spec)
     pads = pair_tuple(spec, "padding", rank, 1)
     if any(v < 0 for p in pads for v in p):
-        raise unsupported(spec, "padding", spec.get("padding"))
+        raise spec.unsupported("padding", spec.get("padding"))
 
     def run(inputs: Any) -> np.ndarray:
         x = to_last(np.asarray(inputs), fmt)
@@ -110,7 +109,7 @@ def _make_cropping(spec: KernelSpec, rank: int) -> Kernel:
     fmt = data_format(spec)
     crops = pair_tuple(spec, "cropping", rank, 1 if rank == 1 else 0)
     if any(v < 0 for p in crops for v in p):
-        raise unsupported(spec, "cropping", spec.get("cropping"))
+        raise spec.unsupported("cropping", spec.get("cropping"))
 
     def run(inputs: Any) -> np.ndarray:
         x = to_last(np.asarray(inputs), fmt)
@@ -130,11 +129,11 @@ def _make_upsampling(spec: KernelSpec, rank: int) -> Kernel:
     fmt = data_format(spec)
     size = int_tuple(spec, "size", rank, 2)
     if any(s < 1 for s in size):
-        raise unsupported(spec, "size", spec.get("size"))
+        raise spec.unsupported("size", spec.get("size"))
     interpolation = spec.get("interpolation", "nearest") if rank == 2 else "nearest"
     if interpolation not in ("nearest", "bilinear"):
         # bicubic / lanczos3 / lanczos5 / area: not implemented (would need TF's exact kernels).
-        raise unsupported(spec, "interpolation", interpolation)
+        raise spec.unsupported("interpolation", interpolation)
     dtype = float_dtype(spec)
 
     def run(inputs: Any) -> np.ndarray:
@@ -243,21 +242,21 @@ def resizing(spec: KernelSpec) -> Kernel:
     height, width = spec.get("height"), spec.get("width")
     for key, value in (("height", height), ("width", width)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise unsupported(spec, key, value)
+            raise spec.unsupported(key, value)
     interpolation = spec.get("interpolation", "bilinear")
     if interpolation not in ("bilinear", "nearest"):
-        raise unsupported(spec, "interpolation", interpolation)
+        raise spec.unsupported("interpolation", interpolation)
     if spec.get("antialias", False):
-        raise unsupported(spec, "antialias", spec.get("antialias"))
+        raise spec.unsupported("antialias", spec.get("antialias"))
     crop = bool(spec.get("crop_to_aspect_ratio", False))
     pad = bool(spec.get("pad_to_aspect_ratio", False))
     if crop and pad:
-        raise unsupported(spec, "pad_to_aspect_ratio", True)
+        raise spec.unsupported("pad_to_aspect_ratio", True)
     if spec.get("fill_mode", "constant") != "constant":
-        raise unsupported(spec, "fill_mode", spec.get("fill_mode"))
+        raise spec.unsupported("fill_mode", spec.get("fill_mode"))
     fill_value = spec.get("fill_value", 0.0)
     if not isinstance(fill_value, (int, float)):
-        raise unsupported(spec, "fill_value", fill_value)
+        raise spec.unsupported("fill_value", fill_value)
     dtype = float_dtype(spec)
     resize = resize_bilinear if interpolation == "bilinear" else resize_nearest
 
@@ -288,7 +287,7 @@ def center_crop(spec: KernelSpec) -> Kernel:
     height, width = spec.get("height"), spec.get("width")
     for key, value in (("height", height), ("width", width)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise unsupported(spec, key, value)
+            raise spec.unsupported(key, value)
     dtype = float_dtype(spec)
 
     def run(inputs: Any) -> np.ndarray:
