@@ -251,17 +251,31 @@ def keras_version_tuple(version: str | None) -> tuple[int, int, int]:
 # --- call structures and shapes -------------------------------------------------------------------
 
 
-def map_refs(value: Any, fn: Callable[[TensorRef], Any]) -> Any:
-    """Replace every :class:`TensorRef` in a call structure (lists, tuples, mappings) by ``fn(ref)``."""
-    if isinstance(value, TensorRef):
+def map_structure(value: Any, fn: Callable[[Any], Any], is_leaf: Callable[[Any], bool]) -> Any:
+    """Rebuild a call structure (lists, tuples, mappings as dicts) with ``fn`` applied to its leaves."""
+    if is_leaf(value):
         return fn(value)
     if isinstance(value, list):
-        return [map_refs(v, fn) for v in value]
+        return [map_structure(v, fn, is_leaf) for v in value]
     if isinstance(value, tuple):
-        return tuple(map_refs(v, fn) for v in value)
+        return tuple(map_structure(v, fn, is_leaf) for v in value)
     if isinstance(value, Mapping):
-        return {k: map_refs(v, fn) for k, v in value.items()}
+        return {k: map_structure(v, fn, is_leaf) for k, v in value.items()}
     return value
+
+
+def _is_ref(value: Any) -> bool:
+    return isinstance(value, TensorRef)
+
+
+def map_refs(value: Any, fn: Callable[[TensorRef], Any]) -> Any:
+    """Replace every :class:`TensorRef` in a call structure by ``fn(ref)``."""
+    return map_structure(value, fn, _is_ref)
+
+
+def tensor_refs(value: Any) -> list[TensorRef]:
+    """Every :class:`TensorRef` in a call structure, in Keras's flatten order."""
+    return [v for v in flatten_structure(value) if isinstance(v, TensorRef)]
 
 
 def flatten_structure(value: Any, is_leaf: Callable[[Any], bool] | None = None) -> list[Any]:

@@ -44,6 +44,7 @@ from modelgraph.graph import (
     flatten_structure,
     keras_major,
     map_refs,
+    tensor_refs,
 )
 from modelgraph.schemas.keras_config import FunctionalConfig, LayerRecord, SequentialConfig
 from modelgraph.topology import Topology, find_cycles, map_graph
@@ -364,11 +365,6 @@ def _parse_node(raw: Any, layer: _RawLayer, dialect: NodeDialect, path: str) -> 
         if not isinstance(first, TensorRef):
             first = structure
     return _RawNode((first,), _decode_list_kwargs(kwargs or {}, f"{path}[kwargs]"), path)
-
-
-def tensor_refs(value: Any) -> list[TensorRef]:
-    """Every :class:`TensorRef` in a call structure, in Keras's flatten order."""
-    return [v for v in flatten_structure(value) if isinstance(v, TensorRef)]
 
 
 # ------------------------------------------------------------------------------------------------

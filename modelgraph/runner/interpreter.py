@@ -31,7 +31,17 @@ from modelgraph.errors import (
     UnsupportedError,
     UsageError,
 )
-from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, Weight, keras_version_tuple
+from modelgraph.graph import (
+    Layer,
+    ModelGraph,
+    Node,
+    TensorRef,
+    Weight,
+    keras_version_tuple,
+    map_refs,
+    map_structure,
+    tensor_refs,
+)
 from modelgraph.runner import dtypes as dt
 from modelgraph.runner import masks as mk
 from modelgraph.runner.fusion import fuse as fuse_graph
@@ -214,17 +224,6 @@ def _plain(path: str) -> str:
     return "/".join(seg.split(":", 1)[0] for seg in path.split("/"))
 
 
-def _flatten_refs(structure: Any, out: list[TensorRef]) -> None:
-    if isinstance(structure, TensorRef):
-        out.append(structure)
-    elif isinstance(structure, Mapping):
-        for k in structure:
-            _flatten_refs(structure[k], out)
-    elif isinstance(structure, (list, tuple)):
-        for item in structure:
-            _flatten_refs(item, out)
-
-
 def _is_none_structure(value: Any) -> bool:
     if value is None:
         return True
@@ -234,27 +233,13 @@ def _is_none_structure(value: Any) -> bool:
 
 
 def _fill(template: Any, values: list[Any]) -> Any:
-    if isinstance(template, _In):
-        return values[template.slot]
-    if isinstance(template, list):
-        return [_fill(t, values) for t in template]
-    if isinstance(template, tuple):
-        return tuple(_fill(t, values) for t in template)
-    if isinstance(template, dict):
-        return {k: _fill(v, values) for k, v in template.items()}
-    return template
+    """A call template with each slot replaced by its value."""
+    return map_structure(template, lambda leaf: values[leaf.slot], lambda v: isinstance(v, _In))
 
 
 def _cast_tree(value: Any, dtype: str) -> Any:
-    if isinstance(value, np.ndarray):
-        return dt.to_compute(value, dtype)
-    if isinstance(value, list):
-        return [_cast_tree(v, dtype) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_cast_tree(v, dtype) for v in value)
-    if isinstance(value, dict):
-        return {k: _cast_tree(v, dtype) for k, v in value.items()}
-    return value
+    """Every array of a call structure cast to the compute dtype."""
+    return map_structure(value, lambda a: dt.to_compute(a, dtype), lambda v: isinstance(v, np.ndarray))
 
 
 def _shapes(value: Any) -> Any:
@@ -406,8 +391,7 @@ class Runner:
                     return
                 pairs.append((ref, arg[key]))
         else:
-            flat: list[TensorRef] = []
-            _flatten_refs(list(node.args), flat)
+            flat = tensor_refs(list(node.args))
             if len(flat) != len(sub.inputs):
                 self._problem(
                     path,
@@ -519,19 +503,11 @@ class Runner:
         if "mask" in kwargs and _is_none_structure(kwargs["mask"]):
             del kwargs["mask"]
 
-        def template(value: Any) -> Any:
-            if isinstance(value, TensorRef):
-                return _In(env[value])
-            if isinstance(value, list):
-                return [template(v) for v in value]
-            if isinstance(value, tuple):
-                return tuple(template(v) for v in value)
-            if isinstance(value, Mapping):
-                return {k: template(v) for k, v in value.items()}
-            return value
+        def slot(ref: TensorRef) -> _In:
+            return _In(env[ref])
 
-        args_t = tuple(template(a) for a in node.args)
-        kwargs_t = {k: template(v) for k, v in kwargs.items()}
+        args_t = tuple(map_refs(a, slot) for a in node.args)
+        kwargs_t = {k: map_refs(v, slot) for k, v in kwargs.items()}
         simple = None
         if not kwargs_t and all(isinstance(a, _In) for a in args_t):
             simple = tuple(a.slot for a in args_t)
