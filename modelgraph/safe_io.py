@@ -662,14 +662,27 @@ def safe_group(parent: Any, path: str, *, required: bool = True) -> h5py.Group |
     """
     import h5py
 
+    return _resolve_as(parent, path, h5py.Group, "group", required)
+
+
+def _resolve_as(parent: Any, path: str, kind: type, what: str, required: bool) -> Any | None:
+    """:func:`_resolve`, then insist on ``kind``: FormatError if absent (when required) or of another kind."""
     obj = _resolve(parent, path)
     if obj is None:
         if required:
-            raise FormatError(f"{_h5_name(parent)}: no group {path!r} under {parent.name}")
+            raise FormatError(f"{_h5_name(parent)}: no {what} {path!r} under {parent.name}")
         return None
-    if not isinstance(obj, h5py.Group):
-        raise FormatError(f"{_h5_name(parent)}: {obj.name} is not a group")
+    if not isinstance(obj, kind):
+        raise FormatError(f"{_h5_name(parent)}: {obj.name} is not a {what}")
     return obj
+
+
+def _refuse_unsafe(dset: Any, label: str, max_bytes: int) -> None:
+    """SecurityError naming the first of :func:`dataset_problems` (and how many more there are)."""
+    problems = dataset_problems(dset, max_bytes=max_bytes)
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SecurityError(f"{label}: {problems[0][1]}{more}")
 
 
 def dataset_problems(
@@ -726,17 +739,9 @@ def safe_dataset(parent: Any, path: str, *, required: bool = True, max_bytes: in
     """
     import h5py
 
-    obj = _resolve(parent, path)
-    if obj is None:
-        if required:
-            raise FormatError(f"{_h5_name(parent)}: no dataset {path!r} under {parent.name}")
-        return None
-    if not isinstance(obj, h5py.Dataset):
-        raise FormatError(f"{_h5_name(parent)}: {obj.name} is not a dataset")
-    problems = dataset_problems(obj, max_bytes=max_bytes)
-    if problems:
-        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise SecurityError(f"{_h5_name(parent)}: {problems[0][1]}{more}")
+    obj = _resolve_as(parent, path, h5py.Dataset, "dataset", required)
+    if obj is not None:
+        _refuse_unsafe(obj, _h5_name(parent), max_bytes)
     return obj
 
 
@@ -790,9 +795,7 @@ def safe_tree(
             dset = h5py.Dataset(h5py.h5d.open(root.id, raw))
         except H5_ERRORS as exc:
             raise FormatError(f"{_h5_name(root)}: cannot open {name}: {exc}") from None
-        problems = dataset_problems(dset, max_bytes=max_bytes)
-        if problems:
-            raise SecurityError(f"{_h5_name(root)}: {problems[0][1]}")
+        _refuse_unsafe(dset, _h5_name(root), max_bytes)
         parent, _, leaf = name.rpartition("/")
         index.setdefault(parent, {})[leaf] = dset
     return index
@@ -808,9 +811,7 @@ def read_dataset(
     bfloat16 as ``|V2`` without the attribute: callers reading a Keras weights layout say so with
     ``untagged_v2_is_bfloat16``.
     """
-    problems = dataset_problems(dset, max_bytes=max_bytes)
-    if problems:
-        raise SecurityError(f"{_h5_name(dset)}: {problems[0][1]}")
+    _refuse_unsafe(dset, _h5_name(dset), max_bytes)
     dt = dset.dtype
     try:
         if dt.kind == "V" and dt.itemsize == 2 and dt.fields is None:
