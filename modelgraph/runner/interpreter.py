@@ -279,7 +279,8 @@ class Runner:
         self.graph = model
         self._strict = strict
         self._plan_graph = fuse_graph(model) if fuse else model
-        self._fused = self._plan_graph is not model and len(self._plan_graph.layers) != len(model.layers)
+        # Fusion removes layers (at any nesting level); then some layers have no tensors of their own.
+        self._fused = sum(1 for _ in self._plan_graph.walk()) != sum(1 for _ in model.walk())
         self._unfused_runner: Runner | None = None
         self.keras_version = keras_version_tuple(model.keras_version)
         self.implicit_masks = model.keras_major < 3

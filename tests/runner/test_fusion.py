@@ -54,3 +54,47 @@ def test_observable_intermediates_are_not_fused() -> None:
             readers = [n for n in graph.nodes if any(r.layer == producer for r in n.inputs)]
             assert len(readers) == 1
             assert all(ref.layer != lyr.name for ref in graph.outputs)
+
+
+def test_fusion_inside_a_nested_model_still_serves_taps() -> None:
+    import json
+    import zipfile
+
+    from modelgraph.loading.normalize import build_graph
+
+    # Wrap MobileNetV2's config as a nested model of an outer Functional.
+    with zipfile.ZipFile(SAMPLES / "k3" / "app_mobilenetv2.keras") as z:
+        inner = json.loads(z.read("config.json"))
+    inner["name"] = inner["config"]["name"]
+    shape = inner["config"]["layers"][0]["config"]["batch_shape"]
+    kt = {
+        "class_name": "__keras_tensor__",
+        "config": {"shape": shape, "dtype": "float32", "keras_history": ["x", 0, 0]},
+    }
+    inner["inbound_nodes"] = [{"args": [kt], "kwargs": {}}]
+    outer = {
+        "class_name": "Functional",
+        "config": {
+            "name": "outer",
+            "layers": [
+                {
+                    "module": "keras.layers",
+                    "class_name": "InputLayer",
+                    "name": "x",
+                    "config": {"name": "x", "batch_shape": shape},
+                    "inbound_nodes": [],
+                },
+                inner,
+            ],
+            "input_layers": [["x", 0, 0]],
+            "output_layers": [[inner["name"], 1, 0]],
+        },
+    }
+    from modelgraph.loading.weights import attach
+
+    original = load(SAMPLES / "k3" / "app_mobilenetv2.keras")
+    weights = {(inner["name"], *path): lyr.weights for path, lyr in original.walk()}
+    graph = attach(build_graph(outer, keras_version="3.15.1"), weights)
+    runner = Runner(graph)
+    assert runner._fused  # every fusion happened inside the nested model
+    assert f"{inner['name']}/bn_Conv1" in runner.layer_paths()
