@@ -158,9 +158,10 @@ def test_conv2d_channels_first_blocked(blocks):
 
 
 DW_CASES = [
-    # (input, kernel (kh, kw), depth multiplier, strides, dilation, padding, activation): unit column
-    # stride -> one einsum over whole rows; strided columns -> einsum over channels (wide) or one
-    # multiply-add per tap (narrow).
+    # (input, kernel (kh, kw), depth multiplier, strides, dilation, padding, activation): no column
+    # dilation -> one einsum over whole rows (per column phase when strided, below 144 channels;
+    # einsum over the channels from 144 on); column dilation -> einsum over the channels (wide) or
+    # one multiply-add per tap (narrow).
     ((2, 9, 10, 8), (3, 3), 1, (1, 1), (1, 1), "same", "relu6"),  # narrow: multiply-add per tap
     ((2, 9, 10, 96), (3, 3), 1, (1, 1), (1, 1), "same", "relu6"),  # wide: einsum
     ((2, 11, 10, 96), (3, 3), 1, (2, 2), (1, 1), "same", None),
@@ -171,6 +172,9 @@ DW_CASES = [
     ((2, 11, 12, 8), (3, 3), 1, (2, 2), (1, 1), "same", "relu6"),  # narrow, strided columns: per tap
     ((2, 10, 13, 6), (3, 3), 2, (1, 2), (1, 1), "same", None),
     ((2, 13, 12, 16), (3, 3), 1, (2, 2), (1, 1), "valid", "relu"),
+    ((2, 9, 10, 160), (3, 3), 1, (2, 2), (1, 1), "same", "relu6"),  # wide, strided: over channels
+    ((2, 11, 10, 4), (3, 3), 2, (2, 3), (1, 1), "valid", None),  # phases, stride 3 columns
+    ((2, 9, 12, 6), (3, 3), 1, (1, 1), (1, 2), "same", "relu"),  # column dilation, narrow: per tap
 ]
 
 

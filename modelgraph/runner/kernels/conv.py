@@ -22,6 +22,8 @@ from modelgraph.runner.kernels._conv_utils import (
     check_keys,
     conv2d_gemm,
     data_format,
+    depthwise_slab,
+    depthwise_tiled,
     float_dtype,
     from_last,
     fused_activation,
@@ -117,13 +119,15 @@ def _depthwise_2d(
     """Depthwise conv of an unpadded rank-1/2 channels-last array, kernel ``(k..., C, M)``, one block of
     output rows at a time (padded rows in a scratch slab, ``epilogue`` while the block is in cache).
 
-    Wide layers: one ``einsum`` over a strided (pixels, taps, channels) view of the slab; narrow ones
-    (where einsum's channel inner loop is too short): one multiply and one add per tap.
+    Without column dilation: one einsum per block (per column phase when strided) whose inner loop
+    runs over whole output rows. With it, wide layers: one ``einsum`` over a strided (pixels, taps,
+    channels) view of the slab; narrow ones (where einsum's channel inner loop is too short): one
+    multiply and one add per tap.
     """
     x2, pads2, ks, st, dil = _as_2d(x, pads, kernel.shape[:-2], strides, dilation)
     channels, mult = kernel.shape[-2:]
     width = channels * mult
-    if st[1] == 1:
+    if dil[1] == 1:
         out = _depthwise_rows(x2, kernel.reshape(*ks, width), st, dil, pads2, epilogue, mult)
     elif width < EINSUM_MIN_CHANNELS:
         flat = kernel.reshape(-1, width)
@@ -153,33 +157,13 @@ def _depthwise_rows(
     epilogue: Callable[[np.ndarray], None],
     mult: int,
 ) -> np.ndarray:
-    """Depthwise conv with unit column stride: each tap's window of one output row is one contiguous
-    run of ``out_width * channels`` values, so one einsum per block runs its inner loop over whole rows
-    (the kernel tiled along the row once per call), whatever the channel count."""
-    batch, width = x.shape[0], kernel.shape[-1]
-    kh, kw = kernel.shape[:2]
+    """Depthwise conv without column dilation: each tap's window of one output row is one contiguous
+    run of ``out_width * channels`` values (of one column phase, when strided), so one einsum per block
+    and phase runs its inner loop over whole rows (the kernel tiled along the row once per call),
+    whatever the channel count."""
     padded = [n + b + a for n, (b, a) in zip(x.shape[1:3], pads, strict=True)]
-    oh, ow = out_sizes(padded, (kh, kw), strides, dilation)
-    tiled = np.ascontiguousarray(np.broadcast_to(kernel[:, :, None, :], (kh, kw, ow, width)))
-    tiled = tiled.reshape(kh, kw, ow * width)
-    out = np.empty((batch, oh, ow, width), dtype=x.dtype)
-    target = max(1, DW_BLOCK_BYTES // (width * x.itemsize))
-    for n0, n1, h0, h1 in row_blocks(batch, oh, ow, target):
-        r0, r1 = window_rows(h0, h1, kh, strides[0], dilation[0])
-        src = slab(x, n0, n1, r0, r1, pads, 0.0, 0)
-        if mult > 1:
-            src = np.repeat(src, mult, axis=-1)
-        s_n, s_h, s_w, s_c = src.strides
-        view = np.lib.stride_tricks.as_strided(
-            src,
-            shape=(n1 - n0, h1 - h0, kh, kw, ow * width),
-            strides=(s_n, s_h * strides[0], s_h * dilation[0], s_w * dilation[1], s_c),
-            writeable=False,
-        )
-        dst = out[n0:n1, h0:h1]
-        np.einsum("nhijk,ijk->nhk", view, tiled, out=dst.reshape(n1 - n0, h1 - h0, ow * width))
-        epilogue(dst)
-    return out
+    ow = out_sizes(padded, kernel.shape[:2], strides, dilation)[1]
+    return _depthwise_blocks(x, kernel, depthwise_tiled(kernel, ow), strides, dilation, pads, epilogue, mult)
 
 
 def _depthwise_einsum(
@@ -191,10 +175,25 @@ def _depthwise_einsum(
     epilogue: Callable[[np.ndarray], None],
     mult: int,
 ) -> np.ndarray:
+    return _depthwise_blocks(x, kernel, None, strides, dilation, pads, epilogue, mult)
+
+
+def _depthwise_blocks(
+    x: np.ndarray,
+    kernel: np.ndarray,
+    tiled: np.ndarray | None,
+    strides: tuple[int, ...],
+    dilation: tuple[int, ...],
+    pads: Pads,
+    epilogue: Callable[[np.ndarray], None],
+    mult: int,
+) -> np.ndarray:
+    """Depthwise conv a block of output rows at a time: padded input rows to a scratch slab, then
+    :func:`depthwise_slab`, then ``epilogue`` while the block is in cache."""
     batch, width = x.shape[0], kernel.shape[-1]
-    kh, kw = kernel.shape[:2]
+    kh = kernel.shape[0]
     padded = [n + b + a for n, (b, a) in zip(x.shape[1:3], pads, strict=True)]
-    oh, ow = out_sizes(padded, (kh, kw), strides, dilation)
+    oh, ow = out_sizes(padded, kernel.shape[:2], strides, dilation)
     out = np.empty((batch, oh, ow, width), dtype=x.dtype)
     target = max(1, DW_BLOCK_BYTES // (width * x.itemsize))
     for n0, n1, h0, h1 in row_blocks(batch, oh, ow, target):
@@ -202,15 +201,8 @@ def _depthwise_einsum(
         src = slab(x, n0, n1, r0, r1, pads, 0.0, 0)
         if mult > 1:
             src = np.repeat(src, mult, axis=-1)
-        s_n, s_h, s_w, s_c = src.strides
-        view = np.lib.stride_tricks.as_strided(
-            src,
-            shape=(n1 - n0, h1 - h0, ow, kh, kw, width),
-            strides=(s_n, s_h * strides[0], s_w * strides[1], s_h * dilation[0], s_w * dilation[1], s_c),
-            writeable=False,
-        )
         dst = out[n0:n1, h0:h1]
-        np.einsum("nhwijc,ijc->nhwc", view, kernel, out=dst)
+        depthwise_slab(src, kernel, tiled, strides, dilation, dst)
         epilogue(dst)
     return out
 
