@@ -33,7 +33,13 @@ _FUSABLE_ACTIVATIONS = frozenset({"relu", "relu6"})
 
 
 def fuse(graph: ModelGraph) -> ModelGraph:
-    """The graph with every fusable Conv/Dense -> BatchNormalization -> ReLU chain folded (recursive)."""
+    """The graph with every fusable Conv/Dense -> BatchNormalization -> ReLU chain folded, every
+    inverted bottleneck merged into one step and every Add -> ReLU merged (recursively, into nested
+    models)."""
+    return _merge_add_activations(_merge_bottlenecks(_fold_batchnorms(graph)))
+
+
+def _fold_batchnorms(graph: ModelGraph) -> ModelGraph:
     layers = {lyr.name: lyr for lyr in graph.layers}
     for name, layer in layers.items():
         if layer.subgraph is not None:
@@ -68,6 +74,12 @@ def fuse(graph: ModelGraph) -> ModelGraph:
             layers[producer.name] = current
     if not removed:
         return replace(graph, layers=tuple(layers[lyr.name] for lyr in graph.layers))
+    return _drop(graph, layers, removed)
+
+
+def _drop(graph: ModelGraph, layers: Mapping[str, Layer], removed: Mapping[str, TensorRef]) -> ModelGraph:
+    """``graph`` with ``layers`` (by name) in place of its own, without the ``removed`` layers and their
+    nodes, every reference to a removed layer's output replaced by the tensor that stands for it."""
 
     def rewire(ref: TensorRef) -> TensorRef:
         return removed.get(ref.layer, ref) if ref.node_index == 0 and ref.tensor_index == 0 else ref
@@ -229,4 +241,245 @@ def _relu_name(layer: Layer) -> str | None:
         if max_value is None:
             return "relu"
         return "relu6" if float(max_value) == 6.0 else None
+    return None
+
+
+# --- inverted bottlenecks: 1x1 expand -> [ZeroPadding2D] -> depthwise -> 1x1 project ---------------
+
+
+def _merge_bottlenecks(graph: ModelGraph) -> ModelGraph:
+    """Merge every expand -> [pad] -> depthwise -> project chain into one fused layer.
+
+    The fused layer takes the projection's name, so every reference to the chain's output stays
+    valid; its node reads the expansion's input. See :mod:`modelgraph.runner.kernels.fused`.
+    """
+    from modelgraph.runner.kernels.fused import INVERTED_BOTTLENECK
+
+    consumers = _consumers(graph)
+    outputs = {ref.node_key for ref in graph.outputs}
+    layers = {lyr.name: lyr for lyr in graph.layers}
+    removed: set[str] = set()
+    new_inputs: dict[str, Node] = {}  # project layer -> the expansion node whose input it now reads
+
+    def follower(node: Node) -> Node | None:
+        nxt = _single_consumer(graph, consumers, outputs, node.key)
+        return nxt if nxt is not None and _plain_call(nxt) and nxt.layer not in removed else None
+
+    for node in graph.nodes:
+        expand = layers[node.layer]
+        if node.layer in removed or not _pointwise(expand, node):
+            continue
+        chain = [node]
+        nxt = follower(node)
+        pad = None
+        if nxt is not None and _zero_padding_2d(layers[nxt.layer]):
+            pad = layers[nxt.layer]
+            chain.append(nxt)
+            nxt = follower(nxt)
+        if nxt is None or not _depthwise_3x3(layers[nxt.layer]):
+            continue
+        depthwise = layers[nxt.layer]
+        chain.append(nxt)
+        nxt = follower(nxt)
+        if nxt is None or not _pointwise(layers[nxt.layer], nxt):
+            continue
+        project = layers[nxt.layer]
+        width = expand.weight("kernel").shape[-1]
+        if _depthwise_kernel(depthwise).shape[-2] != width or project.weight("kernel").shape[-2] != width:
+            continue
+        pads = [[0, 0], [0, 0]] if pad is None else _pads_2d(pad.config.get("padding", 1))
+        if pads is None:
+            continue
+        weights = tuple(
+            replace(w, name=f"{stage}/{w.name}")
+            for stage, layer in (("expand", expand), ("depthwise", depthwise), ("project", project))
+            for w in layer.weights
+        )
+        config = {
+            "expand": expand.config,
+            "pads": pads,
+            "depthwise": depthwise.config,
+            "project": project.config,
+        }
+        layers[project.name] = replace(
+            project, class_name=INVERTED_BOTTLENECK, config=MappingProxyType(config), weights=weights
+        )
+        removed.update(n.layer for n in chain)
+        new_inputs[project.name] = node
+    if not removed:
+        return graph
+    nodes = []
+    for node in graph.nodes:
+        if node.layer in removed:
+            continue
+        source = new_inputs.get(node.layer)
+        if source is not None:
+            node = replace(node, args=source.args, kwargs=source.kwargs, inputs=source.inputs)
+        nodes.append(node)
+    return replace(
+        graph,
+        layers=tuple(layers[lyr.name] for lyr in graph.layers if lyr.name not in removed),
+        nodes=tuple(nodes),
+    )
+
+
+def _conv_basics(layer: Layer) -> bool:
+    return (
+        layer.kind == "layer"
+        and layer.node_count == 1
+        and layer.subgraph is None
+        and _float32(layer)
+        and layer.config.get("data_format", "channels_last") in (None, "channels_last")
+        and _ints(layer.config.get("dilation_rate", 1)) in ((1,), (1, 1))
+    )
+
+
+def _pointwise(layer: Layer, node: Node) -> bool:
+    """A plain 1x1, stride-1, ungrouped Conv2D."""
+    names = {w.name for w in layer.weights}
+    return (
+        layer.class_name == "Conv2D"
+        and _conv_basics(layer)
+        and _plain_call(node)
+        and _ints(layer.config.get("kernel_size")) in ((1,), (1, 1))
+        and _ints(layer.config.get("strides", 1)) in ((1,), (1, 1))
+        and layer.config.get("groups", 1) in (1, None)
+        and "kernel" in names
+        and names <= {"kernel", "bias"}
+        and len(layer.weight("kernel").shape) == 4
+    )
+
+
+def _depthwise_3x3(layer: Layer) -> bool:
+    """A DepthwiseConv2D with depth multiplier 1, no dilation, valid or same padding."""
+    names = {w.name for w in layer.weights}
+    return (
+        layer.class_name == "DepthwiseConv2D"
+        and _conv_basics(layer)
+        and layer.config.get("depth_multiplier", 1) == 1
+        and layer.config.get("padding", "valid") in ("valid", "same")
+        and layer.config.get("groups", 1) in (1, None)
+        and layer.config.get("filters") is None
+        and _ints(layer.config.get("strides", 1)) is not None
+        and len(names & {"kernel", "depthwise_kernel"}) == 1
+        and names <= {"kernel", "depthwise_kernel", "bias"}
+        and len(_depthwise_kernel(layer).shape) == 4
+        and _depthwise_kernel(layer).shape[-1] == 1
+    )
+
+
+def _depthwise_kernel(layer: Layer) -> Weight:
+    names = {w.name for w in layer.weights}
+    return layer.weight("kernel" if "kernel" in names else "depthwise_kernel")
+
+
+def _zero_padding_2d(layer: Layer) -> bool:
+    return (
+        layer.class_name == "ZeroPadding2D"
+        and layer.kind == "layer"
+        and layer.node_count == 1
+        and _float32(layer)
+        and layer.config.get("data_format", "channels_last") in (None, "channels_last")
+        and _pads_2d(layer.config.get("padding", 1)) is not None
+    )
+
+
+def _ints(value: object) -> tuple[int, ...] | None:
+    """An int or a list of ints as a tuple (None for anything else)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value,)
+    if isinstance(value, list | tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)
+    return None
+
+
+def _pads_2d(value: object) -> list[list[int]] | None:
+    """ZeroPadding2D's ``padding`` as ``[[top, bottom], [left, right]]`` (None if malformed)."""
+    flat = _ints(value)
+    if flat is not None and len(flat) == 1 and flat[0] >= 0:
+        return [[flat[0]] * 2, [flat[0]] * 2]
+    if flat is not None and len(flat) == 2 and min(flat) >= 0:
+        return [[flat[0]] * 2, [flat[1]] * 2]
+    if isinstance(value, list | tuple) and len(value) == 2:
+        pairs = [_ints(v) for v in value]
+        if all(p is not None and len(p) == 2 and min(p) >= 0 for p in pairs):
+            return [list(p) for p in pairs]  # type: ignore[arg-type]
+    return None
+
+
+# --- Add -> ReLU ------------------------------------------------------------------------------------
+
+# Kernels that always return a new array (never a view of an input): their output may be overwritten
+# by its only reader.
+_FRESH_OUTPUTS = _PRODUCERS | {"modelgraph/InvertedBottleneck"}
+
+
+def _merge_add_activations(graph: ModelGraph) -> ModelGraph:
+    """Merge ``Add`` -> ``ReLU``/``relu6`` into one step that sums and activates chunk by chunk, in
+    place into an input that is a fresh conv/dense output read by nothing else."""
+    from modelgraph.runner.kernels.fused import ADD_ACTIVATION
+
+    consumers = _consumers(graph)
+    outputs = {ref.node_key for ref in graph.outputs}
+    layers = {lyr.name: lyr for lyr in graph.layers}
+    removed: dict[str, TensorRef] = {}
+    for node in graph.nodes:
+        add = layers[node.layer]
+        if not _plain_add(add, node):
+            continue
+        follower = _single_consumer(graph, consumers, outputs, node.key)
+        if follower is None or not _plain_call(follower):
+            continue
+        name = _relu_name(layers[follower.layer])
+        if name is None:
+            continue
+        config = {
+            "activation": name,
+            "overwrite": _dying_fresh_input(graph, consumers, outputs, node, layers),
+        }
+        layers[add.name] = replace(add, class_name=ADD_ACTIVATION, config=MappingProxyType(config))
+        removed[follower.layer] = TensorRef(add.name, node.index, 0)
+    if not removed:
+        return graph
+    return _drop(graph, layers, removed)
+
+
+def _plain_add(layer: Layer, node: Node) -> bool:
+    return (
+        layer.class_name == "Add"
+        and layer.kind == "layer"
+        and layer.node_count == 1
+        and _float32(layer)
+        and len(node.args) == 1
+        and isinstance(node.args[0], list | tuple)
+        and len(node.args[0]) >= 2
+        and all(isinstance(a, TensorRef) for a in node.args[0])
+        and not {
+            k: v for k, v in node.kwargs.items() if v is not None and not (k == "training" and v is False)
+        }
+    )
+
+
+def _dying_fresh_input(
+    graph: ModelGraph,
+    consumers: Mapping[tuple[str, int], list[Node]],
+    outputs: set[tuple[str, int]],
+    node: Node,
+    layers: Mapping[str, Layer],
+) -> int | None:
+    """The index of an input the sum may overwrite: a float32 conv/dense output, read only by this
+    node (once), no model output. None when there is none."""
+    refs = list(node.args[0])
+    for i, ref in enumerate(refs):
+        producer = layers.get(ref.layer)
+        if producer is None or producer.class_name not in _FRESH_OUTPUTS or producer.node_count != 1:
+            continue
+        if ref.node_key in outputs or sum(r == ref for r in refs) != 1:
+            continue
+        if [n.key for n in consumers.get(ref.node_key, [])] != [node.key]:
+            continue
+        if producer.config.get("data_format", "channels_last") not in (None, "channels_last"):
+            continue
+        if _float32(producer):
+            return i
     return None

@@ -12,7 +12,6 @@ says otherwise and why. When an output fails, the message names the first diverg
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -69,24 +68,6 @@ def _cases() -> list:
         for variant, model, weights in _variants(meta):
             cases.append(pytest.param(path.stem, variant, model, weights, id=f"{path.stem}-{variant}"))
     return cases
-
-
-@pytest.fixture(scope="session")
-def rebuilt_apps(tmp_path_factory):
-    """Rebuild manifest-backed keras.applications samples on first use, once per session."""
-    spec = importlib.util.spec_from_file_location("mg_samples_rebuild", SAMPLES / "rebuild.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    root = tmp_path_factory.mktemp("apps")
-    built: dict[str, Path] = {}
-
-    def get(manifest: str) -> Path:
-        app_dir = (SAMPLES / manifest).parent
-        if manifest not in built:
-            built[manifest] = Path(module.rebuild(app_dir, root / app_dir.name))
-        return built[manifest]
-
-    return get
 
 
 def _load_golden(stem: str) -> dict[str, np.ndarray]:

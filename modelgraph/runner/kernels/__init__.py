@@ -5,6 +5,7 @@ from modelgraph.runner.kernels import (  # noqa: F401  (imported for their @regi
     attention,
     conv,
     core,
+    fused,
     merge,
     normalization,
     ops,

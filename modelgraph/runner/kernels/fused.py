@@ -1,0 +1,242 @@
+"""Kernels for layer chains that :mod:`modelgraph.runner.fusion` merged into one plan step.
+
+Inverted bottleneck (MobileNetV2's block, and any graph with the same chain)::
+
+    Conv2D 1x1 (expand)  ->  [ZeroPadding2D]  ->  DepthwiseConv2D  ->  Conv2D 1x1 (project)
+
+Unfused, the widest tensors of the model (the expanded activations, ``expansion`` times the block's
+input channels) are written to memory, read back padded, written again by the depthwise conv and
+read by the projection: at batch 8 that memory traffic, not arithmetic, is what the block costs. Here
+the block is computed one band of output rows at a time: the band's expanded rows (with the
+depthwise conv's halo) go straight into a padded scratch slab, the depthwise conv reads the slab, and
+the projection reads the depthwise result while all three are still in cache. Only the block's
+input and output touch main memory. Each stage does exactly the arithmetic its layer does (same
+GEMMs per row, same tap order, same epilogues), so results equal the unfused plan's up to the
+summation order inside BLAS.
+
+The fused layer's class name contains a ``/`` so it can never be a Keras class name from a file;
+its config holds the stages' own configs and its weights are the stages' weights, prefixed
+``expand/``, ``depthwise/`` and ``project/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from modelgraph.runner.kernels._conv_utils import (
+    depthwise_slab,
+    depthwise_tiled,
+    fused_activation,
+    in_place_epilogue,
+    int_tuple,
+    out_sizes,
+    padding_mode,
+    row_blocks,
+    scratch,
+    window_pads,
+    window_rows,
+)
+from modelgraph.runner.registry import Kernel, KernelSpec, register
+
+INVERTED_BOTTLENECK = "modelgraph/InvertedBottleneck"
+
+# Bytes of the padded expansion slab per band: large enough that the depthwise halo (kh - 1 rows
+# recomputed per band) stays a small overhead and the GEMMs stay long, small enough that the slab,
+# the depthwise result and the projection's output stay in the (L2/L3) cache.
+SLAB_BYTES = 1 << 20
+# Fewest output rows per band (halo overhead at most (kh - 1) / MIN_BAND_ROWS).
+MIN_BAND_ROWS = 8
+
+
+def _stage_spec(spec: KernelSpec, stage: str) -> KernelSpec:
+    config = spec.config.get(stage)
+    if not isinstance(config, Mapping):
+        raise spec.unsupported(stage, config)
+    prefix = f"{stage}/"
+    weights = {k[len(prefix) :]: v for k, v in spec.weights.items() if k.startswith(prefix)}
+    return KernelSpec(
+        name=f"{spec.name}/{stage}",
+        class_name=spec.class_name,
+        config=config,
+        weights=weights,
+        keras_version=spec.keras_version,
+        compute_dtype=spec.compute_dtype,
+    )
+
+
+def _pointwise(spec: KernelSpec) -> tuple[np.ndarray, Callable[[np.ndarray], None]]:
+    """A 1x1 stage's ``(C, F)`` kernel and in-place epilogue."""
+    kernel = np.asarray(spec.weight("kernel"), dtype=np.float32)
+    if kernel.ndim != 4 or kernel.shape[:2] != (1, 1):
+        raise spec.unsupported("kernel", list(kernel.shape))
+    bias = np.asarray(spec.weight("bias"), dtype=np.float32) if "bias" in spec.weights else None
+    epilogue = in_place_epilogue(bias, spec.get("activation"), fused_activation(spec))
+    return np.ascontiguousarray(kernel[0, 0]), epilogue
+
+
+@register(INVERTED_BOTTLENECK)
+def inverted_bottleneck(spec: KernelSpec) -> Kernel:
+    """Expand 1x1 -> optional zero padding -> depthwise -> project 1x1, one band of rows at a time."""
+    expand_kernel, expand_epilogue = _pointwise(_stage_spec(spec, "expand"))
+    project_kernel, project_epilogue = _pointwise(_stage_spec(spec, "project"))
+    dw = _stage_spec(spec, "depthwise")
+    dw_kernel = np.asarray(
+        dw.weight("kernel" if "kernel" in dw.weights else "depthwise_kernel"), dtype=np.float32
+    )
+    if dw_kernel.ndim != 4 or dw_kernel.shape[3] != 1:
+        raise dw.unsupported("kernel", list(dw_kernel.shape))
+    dw_kernel = np.ascontiguousarray(dw_kernel[..., 0])  # (kh, kw, width)
+    dw_bias = np.asarray(dw.weight("bias"), dtype=np.float32) if "bias" in dw.weights else None
+    dw_epilogue = in_place_epilogue(dw_bias, dw.get("activation"), fused_activation(dw))
+    strides = int_tuple(dw, "strides", 2, 1)
+    mode = padding_mode(dw, ("valid", "same"))
+    pre_pads = [tuple(p) for p in spec.config.get("pads", ((0, 0), (0, 0)))]
+    width = expand_kernel.shape[1]
+    if dw_kernel.shape[2] != width or project_kernel.shape[0] != width:
+        raise ValueError(
+            f"fused block '{spec.name}': expand {expand_kernel.shape}, depthwise {dw_kernel.shape}, "
+            f"project {project_kernel.shape} do not chain"
+        )
+    tiled_cache: dict[int, np.ndarray] = {}
+
+    def run(inputs: Any) -> np.ndarray:
+        x = np.ascontiguousarray(inputs, dtype=np.float32)
+        if x.ndim != 4 or x.shape[3] != expand_kernel.shape[0]:
+            raise ValueError(f"expected a rank-4 input with {expand_kernel.shape[0]} channels, got {x.shape}")
+        padded = [n + a + b for n, (a, b) in zip(x.shape[1:3], pre_pads, strict=True)]
+        own = window_pads(mode, padded, dw_kernel.shape[:2], strides, (1, 1))
+        pads = [(a + c, b + d) for (a, b), (c, d) in zip(pre_pads, own, strict=True)]
+        ow = out_sizes(
+            [n + a + b for n, (a, b) in zip(x.shape[1:3], pads, strict=True)],
+            dw_kernel.shape[:2],
+            strides,
+            (1, 1),
+        )[1]
+        if ow not in tiled_cache:
+            tiled_cache[ow] = depthwise_tiled(dw_kernel, ow)
+        return _bottleneck(
+            x,
+            expand_kernel,
+            expand_epilogue,
+            pads,
+            dw_kernel,
+            tiled_cache.get(ow),
+            strides,
+            dw_epilogue,
+            project_kernel,
+            project_epilogue,
+        )
+
+    return run
+
+
+def _bottleneck(
+    x: np.ndarray,
+    expand: np.ndarray,
+    expand_epilogue: Callable[[np.ndarray], None],
+    pads: list[tuple[int, int]],
+    dw_kernel: np.ndarray,
+    dw_tiled: np.ndarray | None,
+    strides: tuple[int, ...],
+    dw_epilogue: Callable[[np.ndarray], None],
+    project: np.ndarray,
+    project_epilogue: Callable[[np.ndarray], None],
+) -> np.ndarray:
+    batch, height, width_in, _ = x.shape
+    channels = expand.shape[1]
+    kh, kw = dw_kernel.shape[:2]
+    (top, bottom), (left, right) = pads
+    padded_w = width_in + left + right
+    oh, ow = out_sizes([height + top + bottom, padded_w], (kh, kw), strides, (1, 1))
+    out = np.empty((batch, oh, ow, project.shape[1]), dtype=np.float32)
+    # Output rows per band: the slab holds (rows - 1) * stride + kh padded input rows.
+    row_bytes = padded_w * channels * 4
+    rows = max(MIN_BAND_ROWS, (SLAB_BYTES // row_bytes - kh) // strides[0] + 1)
+
+    def band(n0: int, n1: int, h0: int, h1: int) -> None:
+        """Output rows h0:h1 of images n0:n1: expand into the slab, depthwise, project."""
+        r0, r1 = window_rows(h0, h1, kh, strides[0], 1)
+        nb = n1 - n0
+        slab = scratch(0, (nb, r1 - r0, padded_w, channels), np.float32)
+        # The input rows this band reads (padded coordinates r0:r1 -> unpadded a:b).
+        a, b = max(r0 - top, 0), min(r1 - top, height)
+        above, below = max(a + top - r0, 0), max(b + top - r0, 0)
+        if b <= a:
+            slab.fill(0.0)
+        else:
+            if above:
+                slab[:, :above] = 0.0
+            if below < r1 - r0:
+                slab[:, below:] = 0.0
+            if left:
+                slab[:, above:below, :left] = 0.0
+            if right:
+                slab[:, above:below, left + width_in :] = 0.0
+            expanded = scratch(1, (nb, b - a, width_in, channels), np.float32)
+            np.matmul(x[n0:n1, a:b].reshape(-1, x.shape[3]), expand, out=expanded.reshape(-1, channels))
+            expand_epilogue(expanded)
+            slab[:, above:below, left : left + width_in] = expanded
+        dst = scratch(2, (nb, h1 - h0, ow, channels), np.float32)
+        depthwise_slab(slab, dw_kernel, dw_tiled, strides, (1, 1), dst)
+        dw_epilogue(dst)
+        block = out[n0:n1, h0:h1]
+        np.matmul(dst.reshape(-1, channels), project, out=block.reshape(-1, project.shape[1]))
+        project_epilogue(block)
+
+    for n0, n1, h0, h1 in row_blocks(batch, oh, ow, rows * ow):
+        band(n0, n1, h0, h1)
+    return out
+
+
+# --- residual sums with their activation -----------------------------------------------------------
+
+ADD_ACTIVATION = "modelgraph/AddActivation"
+
+# Elements per chunk of the fused sum: the chunk of the output stays in cache between the additions
+# and the activation, so the sum costs one pass over memory instead of two.
+ADD_CHUNK = 1 << 16
+
+
+@register(ADD_ACTIVATION)
+def add_activation(spec: KernelSpec) -> Kernel:
+    """``Add`` followed by ``relu`` / ``relu6``, chunk by chunk; the sum goes into the input named by
+    ``overwrite`` when the fusion pass found it dies here (a fresh conv output nobody else reads)."""
+    name = spec.get("activation")
+    if name not in ("relu", "relu6"):
+        raise spec.unsupported("activation", name)
+    overwrite = spec.get("overwrite")
+    if overwrite is not None and (not isinstance(overwrite, int) or isinstance(overwrite, bool)):
+        raise spec.unsupported("overwrite", overwrite)
+    upper = 6.0 if name == "relu6" else None
+
+    def run(*args: Any) -> np.ndarray:
+        items = args[0] if len(args) == 1 and isinstance(args[0], list | tuple) else args
+        xs = [np.asarray(x) for x in items]
+        if len(xs) < 2:
+            raise ValueError(f"an Add needs at least two inputs; got {len(xs)}")
+        shape, dtype = xs[0].shape, xs[0].dtype
+        if any(x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous for x in xs):
+            total = xs[0]
+            for x in xs[1:]:
+                total = total + x
+            return np.clip(total, 0, upper) if upper is not None else np.maximum(total, 0)
+        target = xs[overwrite] if overwrite is not None and 0 <= overwrite < len(xs) else np.empty_like(xs[0])
+        flat = [x.reshape(-1) for x in xs]
+        out = target.reshape(-1)
+        zero = dtype.type(0)
+        for start in range(0, out.size, ADD_CHUNK):
+            chunk = slice(start, start + ADD_CHUNK)
+            dst = out[chunk]
+            np.add(flat[0][chunk], flat[1][chunk], out=dst)
+            for x in flat[2:]:
+                np.add(dst, x[chunk], out=dst)
+            if upper is None:
+                np.maximum(dst, zero, out=dst)
+            else:
+                np.clip(dst, zero, dtype.type(upper), out=dst)
+        return target
+
+    return run

@@ -1,0 +1,181 @@
+"""Merged plan steps: inverted bottlenecks (1x1 expand -> [ZeroPadding2D] -> depthwise -> 1x1
+project) and Add -> ReLU.
+
+The bottleneck kernel is checked against the chain computed stage by stage in float64, with the real
+band size and with bands of a single row (so every layer is cut into many bands, and bands group
+whole images); the fusion passes are checked on the Keras-made MobileNetV2 and ResNet50 samples.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from modelgraph.loading import load
+from modelgraph.runner.fusion import fuse
+from modelgraph.runner.interpreter import Runner
+from modelgraph.runner.kernels import fused
+from modelgraph.runner.kernels.fused import ADD_ACTIVATION, INVERTED_BOTTLENECK
+from modelgraph.runner.registry import KernelSpec, get_kernel
+
+from .test_kernels_conv_perf_paths import ref_conv, ref_depthwise
+
+SAMPLES = Path(__file__).resolve().parent.parent.parent / "samples"
+
+
+@pytest.fixture(params=["real", "tiny"])
+def bands(request, monkeypatch):
+    if request.param == "tiny":
+        monkeypatch.setattr(fused, "SLAB_BYTES", 1 << 8)
+        monkeypatch.setattr(fused, "MIN_BAND_ROWS", 1)
+    return request.param
+
+
+CASES = [
+    # (input (B, H, W, C), width, out, strides, ZeroPadding2D pads or None, padding, acts, biases)
+    ((2, 9, 11, 5), 12, 4, (1, 1), None, "same", ("relu6", "relu6", None), (True, True, True)),
+    ((3, 10, 10, 4), 24, 6, (2, 2), [[0, 1], [0, 1]], "valid", ("relu6", "relu6", None), (True, True, True)),
+    ((1, 7, 6, 8), 20, 8, (2, 2), None, "same", ("relu", "tanh", "relu"), (False, True, False)),
+    ((2, 5, 13, 3), 7, 5, (1, 2), [[2, 0], [1, 3]], "same", (None, "relu6", None), (True, False, True)),
+    ((4, 3, 3, 16), 70, 9, (1, 1), None, "same", ("relu6", "relu6", None), (True, True, True)),
+    ((1, 1, 1, 6), 9, 3, (1, 1), [[1, 1], [1, 1]], "valid", ("relu6", "relu6", None), (True, True, True)),
+]
+
+
+def _weights(rng, cin, width, cout, biases):
+    w = {
+        "expand/kernel": rng.standard_normal((1, 1, cin, width)).astype(np.float32) / np.sqrt(cin),
+        "depthwise/kernel": rng.standard_normal((3, 3, width, 1)).astype(np.float32) / 3,
+        "project/kernel": rng.standard_normal((1, 1, width, cout)).astype(np.float32) / np.sqrt(width),
+    }
+    for stage, size, on in zip(("expand", "depthwise", "project"), (width, width, cout), biases, strict=True):
+        if on:
+            w[f"{stage}/bias"] = rng.uniform(-1, 1, size).astype(np.float32)
+    return w
+
+
+def _reference(x, w, strides, pre_pads, padding, acts):
+    expanded = ref_conv(x, w["expand/kernel"], w.get("expand/bias"), (1, 1), (1, 1), "valid", acts[0])
+    if pre_pads is not None:
+        expanded = np.pad(expanded, [(0, 0), *map(tuple, pre_pads), (0, 0)])
+    dw = ref_depthwise(
+        expanded, w["depthwise/kernel"], w.get("depthwise/bias"), strides, (1, 1), padding, acts[1]
+    )
+    return ref_conv(dw, w["project/kernel"], w.get("project/bias"), (1, 1), (1, 1), "valid", acts[2])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fused_kernel_equals_the_chain_stage_by_stage(case, bands):
+    shape, width, cout, strides, pre_pads, padding, acts, biases = case
+    rng = np.random.default_rng(sum(shape) + width)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = _weights(rng, shape[-1], width, cout, biases)
+    config = {
+        "expand": {"kernel_size": [1, 1], "activation": acts[0] or "linear", "use_bias": biases[0]},
+        "pads": pre_pads or [[0, 0], [0, 0]],
+        "depthwise": {
+            "kernel_size": [3, 3],
+            "strides": list(strides),
+            "padding": padding,
+            "activation": acts[1] or "linear",
+            "use_bias": biases[1],
+        },
+        "project": {"kernel_size": [1, 1], "activation": acts[2] or "linear", "use_bias": biases[2]},
+    }
+    spec = KernelSpec(name="block", class_name=INVERTED_BOTTLENECK, config=config, weights=w)
+    actual = get_kernel(INVERTED_BOTTLENECK)(spec)(x)
+    expected = _reference(x, w, strides, pre_pads, padding, acts)
+    assert actual.dtype == np.float32 and actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=1e-4)
+    # The comparison can fail: a band shifted by one row would not pass.
+    if expected.shape[1] > 1:
+        assert not np.allclose(actual, np.roll(expected, 1, axis=1), atol=1e-5, rtol=1e-4)
+
+
+def test_mobilenetv2_bottlenecks_become_one_step_each() -> None:
+    graph = load(SAMPLES / "k3" / "app_mobilenetv2.keras")
+    merged = fuse(graph)
+    blocks = [lyr for lyr in merged.layers if lyr.class_name == INVERTED_BOTTLENECK]
+    # block_1 .. block_16 expand; block_0 has no expansion and keeps its depthwise + project convs.
+    assert sorted(lyr.name for lyr in blocks) == sorted(f"block_{i}_project" for i in range(1, 17))
+    names = {lyr.name for lyr in merged.layers}
+    assert "block_1_pad" not in names and "block_1_depthwise" not in names
+    assert {"expanded_conv_depthwise", "expanded_conv_project"} <= names
+    block = merged.layer("block_1_project")
+    assert block.config["pads"] == [[0, 1], [0, 1]]
+    assert {w.name for w in block.weights} == {
+        f"{stage}/{name}" for stage in ("expand", "depthwise", "project") for name in ("kernel", "bias")
+    }
+    # The Add of a residual block still reads the merged block's output under the project's name.
+    add = merged.node("block_2_add", 0)
+    assert {ref.layer for ref in add.inputs} == {"block_1_project", "block_2_project"}
+    # The loaded graph is untouched.
+    assert graph.layer("block_1_project").class_name == "Conv2D"
+
+
+def test_merged_plan_matches_the_plain_plan_and_taps_still_work() -> None:
+    graph = load(SAMPLES / "k3" / "app_mobilenetv2.keras")
+    size = graph.layer(graph.inputs[0].layer).config["batch_shape"][1:]
+    x = np.random.default_rng(3).standard_normal((3, *size)).astype(np.float32)
+    runner = Runner(graph)
+    assert sum(s.class_name == INVERTED_BOTTLENECK for s in runner.steps) == 16
+    merged = runner.run(x)
+    plain = Runner(graph, fuse=False).run(x)
+    for key, value in plain.items():
+        np.testing.assert_allclose(merged[key], value, rtol=1e-4, atol=1e-5)
+    tapped = runner.run(x, taps=["block_5_depthwise_relu"])
+    assert tapped["tap/block_5_depthwise_relu"].min() >= 0.0
+
+
+@pytest.mark.parametrize("act", ["relu", "relu6"])
+@pytest.mark.parametrize("overwrite", [None, 1])
+def test_add_activation_kernel(act, overwrite, monkeypatch):
+    monkeypatch.setattr(fused, "ADD_CHUNK", 7)  # many chunks, the last one partial
+    rng = np.random.default_rng(5)
+    xs = [rng.uniform(-8, 8, (2, 5, 3, 4)).astype(np.float32) for _ in range(3)]
+    copies = [x.copy() for x in xs]
+    spec = KernelSpec(
+        name="add", class_name=ADD_ACTIVATION, config={"activation": act, "overwrite": overwrite}
+    )
+    out = get_kernel(ADD_ACTIVATION)(spec)(xs)
+    total = copies[0] + copies[1] + copies[2]
+    expected = np.clip(total, 0, 6) if act == "relu6" else np.maximum(total, 0)
+    np.testing.assert_array_equal(out, expected)
+    if overwrite is None:
+        for x, c in zip(xs, copies, strict=True):
+            np.testing.assert_array_equal(x, c)
+    else:
+        assert out is xs[overwrite]
+        np.testing.assert_array_equal(xs[0], copies[0])
+
+
+def test_add_activation_broadcasts_like_add():
+    spec = KernelSpec(name="add", class_name=ADD_ACTIVATION, config={"activation": "relu", "overwrite": 0})
+    a = np.arange(-6, 6, dtype=np.float32).reshape(2, 3, 2)
+    b = np.array([1.0, -2.0], dtype=np.float32)
+    out = get_kernel(ADD_ACTIVATION)(spec)([a, b])
+    np.testing.assert_array_equal(out, np.maximum(a + b, 0))
+    np.testing.assert_array_equal(a, np.arange(-6, 6, dtype=np.float32).reshape(2, 3, 2))
+
+
+def test_resnet50_residual_sums_merge_with_their_relu(rebuilt_apps) -> None:
+    graph = load(rebuilt_apps("apps/k3_resnet50/manifest.json"))
+    merged = fuse(graph)
+    adds = [lyr for lyr in merged.layers if lyr.class_name == ADD_ACTIVATION]
+    assert len(adds) == 16 and not any(lyr.class_name == "Activation" for lyr in merged.layers)
+    # Every sum overwrites a fresh conv output (the block's last conv, or a projection shortcut's
+    # conv), never an identity shortcut (which its block's first conv reads too).
+    for lyr in adds:
+        refs = merged.node(lyr.name, 0).args[0]
+        assert lyr.config["activation"] == "relu"
+        assert refs[lyr.config["overwrite"]].layer.endswith(("_0_conv", "_3_conv"))
+    x = np.random.default_rng(2).standard_normal((2, 64, 64, 3)).astype(np.float32)
+    runner = Runner(graph)
+    kept = x.copy()
+    out = runner.run(x)
+    np.testing.assert_array_equal(x, kept)
+    plain = Runner(graph, fuse=False).run(x)
+    for key, value in plain.items():
+        np.testing.assert_allclose(out[key], value, rtol=1e-4, atol=1e-3)
