@@ -248,10 +248,10 @@ def _relu_name(layer: Layer) -> str | None:
 
 
 def _merge_bottlenecks(graph: ModelGraph) -> ModelGraph:
-    """Merge every expand -> [pad] -> depthwise -> project chain into one fused layer.
+    """Merge every [1x1 expand ->] [pad ->] depthwise -> 1x1 project chain into one fused layer.
 
     The fused layer takes the projection's name, so every reference to the chain's output stays
-    valid; its node reads the expansion's input. See :mod:`modelgraph.runner.kernels.fused`.
+    valid; its node reads the chain's input. See :mod:`modelgraph.runner.kernels.fused`.
     """
     from modelgraph.runner.kernels.fused import INVERTED_BOTTLENECK
 
@@ -259,33 +259,49 @@ def _merge_bottlenecks(graph: ModelGraph) -> ModelGraph:
     outputs = {ref.node_key for ref in graph.outputs}
     layers = {lyr.name: lyr for lyr in graph.layers}
     removed: set[str] = set()
-    new_inputs: dict[str, Node] = {}  # project layer -> the expansion node whose input it now reads
+    new_inputs: dict[str, Node] = {}  # project layer -> the chain's first node, whose input it now reads
 
     def follower(node: Node) -> Node | None:
         nxt = _single_consumer(graph, consumers, outputs, node.key)
         return nxt if nxt is not None and _plain_call(nxt) and nxt.layer not in removed else None
 
+    def chain_from(node: Node) -> tuple[dict[str, Layer | None], list[Node], Layer] | None:
+        """The stages of a chain starting at ``node``, its nodes up to the depthwise, the projection."""
+        stages: dict[str, Layer | None] = {"expand": None, "pad": None, "depthwise": None}
+        chain: list[Node] = []
+        current: Node | None = node
+        if _pointwise(layers[node.layer], node):
+            stages["expand"] = layers[node.layer]
+            chain.append(node)
+            current = follower(node)
+        elif not _plain_call(node):
+            return None
+        if current is not None and _zero_padding_2d(layers[current.layer]):
+            stages["pad"] = layers[current.layer]
+            chain.append(current)
+            current = follower(current)
+        if current is None or not _depthwise_3x3(layers[current.layer]):
+            return None
+        stages["depthwise"] = layers[current.layer]
+        chain.append(current)
+        project = follower(current)
+        if project is None or not _pointwise(layers[project.layer], project):
+            return None
+        return stages, chain, layers[project.layer]
+
     for node in graph.nodes:
-        expand = layers[node.layer]
-        if node.layer in removed or not _pointwise(expand, node):
+        if node.layer in removed:
             continue
-        chain = [node]
-        nxt = follower(node)
-        pad = None
-        if nxt is not None and _zero_padding_2d(layers[nxt.layer]):
-            pad = layers[nxt.layer]
-            chain.append(nxt)
-            nxt = follower(nxt)
-        if nxt is None or not _depthwise_3x3(layers[nxt.layer]):
+        found = chain_from(node)
+        if found is None:
             continue
-        depthwise = layers[nxt.layer]
-        chain.append(nxt)
-        nxt = follower(nxt)
-        if nxt is None or not _pointwise(layers[nxt.layer], nxt):
-            continue
-        project = layers[nxt.layer]
-        width = expand.weight("kernel").shape[-1]
-        if _depthwise_kernel(depthwise).shape[-2] != width or project.weight("kernel").shape[-2] != width:
+        stages, chain, project = found
+        depthwise, expand, pad = stages["depthwise"], stages["expand"], stages["pad"]
+        assert depthwise is not None
+        width = _depthwise_kernel(depthwise).shape[-2]
+        if project.weight("kernel").shape[-2] != width or (
+            expand is not None and expand.weight("kernel").shape[-1] != width
+        ):
             continue
         pads = [[0, 0], [0, 0]] if pad is None else _pads_2d(pad.config.get("padding", 1))
         if pads is None:
@@ -293,10 +309,11 @@ def _merge_bottlenecks(graph: ModelGraph) -> ModelGraph:
         weights = tuple(
             replace(w, name=f"{stage}/{w.name}")
             for stage, layer in (("expand", expand), ("depthwise", depthwise), ("project", project))
+            if layer is not None
             for w in layer.weights
         )
         config = {
-            "expand": expand.config,
+            "expand": None if expand is None else expand.config,
             "pads": pads,
             "depthwise": depthwise.config,
             "project": project.config,

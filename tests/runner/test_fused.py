@@ -41,15 +41,19 @@ CASES = [
     ((2, 5, 13, 3), 7, 5, (1, 2), [[2, 0], [1, 3]], "same", (None, "relu6", None), (True, False, True)),
     ((4, 3, 3, 16), 70, 9, (1, 1), None, "same", ("relu6", "relu6", None), (True, True, True)),
     ((1, 1, 1, 6), 9, 3, (1, 1), [[1, 1], [1, 1]], "valid", ("relu6", "relu6", None), (True, True, True)),
+    # No expansion (MobileNet's depthwise-separable pair): width is the input's channel count.
+    ((2, 9, 8, 6), None, 5, (1, 1), None, "same", (None, "relu6", None), (False, True, True)),
+    ((2, 10, 9, 7), None, 4, (2, 2), [[1, 1], [0, 1]], "valid", (None, "relu", "relu"), (False, False, True)),
 ]
 
 
-def _weights(rng, cin, width, cout, biases):
+def _weights(rng, cin, width, cout, biases, expand):
     w = {
-        "expand/kernel": rng.standard_normal((1, 1, cin, width)).astype(np.float32) / np.sqrt(cin),
         "depthwise/kernel": rng.standard_normal((3, 3, width, 1)).astype(np.float32) / 3,
         "project/kernel": rng.standard_normal((1, 1, width, cout)).astype(np.float32) / np.sqrt(width),
     }
+    if expand:
+        w["expand/kernel"] = rng.standard_normal((1, 1, cin, width)).astype(np.float32) / np.sqrt(cin)
     for stage, size, on in zip(("expand", "depthwise", "project"), (width, width, cout), biases, strict=True):
         if on:
             w[f"{stage}/bias"] = rng.uniform(-1, 1, size).astype(np.float32)
@@ -57,7 +61,9 @@ def _weights(rng, cin, width, cout, biases):
 
 
 def _reference(x, w, strides, pre_pads, padding, acts):
-    expanded = ref_conv(x, w["expand/kernel"], w.get("expand/bias"), (1, 1), (1, 1), "valid", acts[0])
+    expanded = x
+    if "expand/kernel" in w:
+        expanded = ref_conv(x, w["expand/kernel"], w.get("expand/bias"), (1, 1), (1, 1), "valid", acts[0])
     if pre_pads is not None:
         expanded = np.pad(expanded, [(0, 0), *map(tuple, pre_pads), (0, 0)])
     dw = ref_depthwise(
@@ -69,11 +75,12 @@ def _reference(x, w, strides, pre_pads, padding, acts):
 @pytest.mark.parametrize("case", CASES)
 def test_fused_kernel_equals_the_chain_stage_by_stage(case, bands):
     shape, width, cout, strides, pre_pads, padding, acts, biases = case
-    rng = np.random.default_rng(sum(shape) + width)
+    rng = np.random.default_rng(sum(shape) + (width or 0))
     x = rng.standard_normal(shape).astype(np.float32)
-    w = _weights(rng, shape[-1], width, cout, biases)
+    w = _weights(rng, shape[-1], width or shape[-1], cout, biases, expand=width is not None)
+    expand = {"kernel_size": [1, 1], "activation": acts[0] or "linear", "use_bias": biases[0]}
     config = {
-        "expand": {"kernel_size": [1, 1], "activation": acts[0] or "linear", "use_bias": biases[0]},
+        "expand": expand if width is not None else None,
         "pads": pre_pads or [[0, 0], [0, 0]],
         "depthwise": {
             "kernel_size": [3, 3],
@@ -98,11 +105,14 @@ def test_mobilenetv2_bottlenecks_become_one_step_each() -> None:
     graph = load(SAMPLES / "k3" / "app_mobilenetv2.keras")
     merged = fuse(graph)
     blocks = [lyr for lyr in merged.layers if lyr.class_name == INVERTED_BOTTLENECK]
-    # block_1 .. block_16 expand; block_0 has no expansion and keeps its depthwise + project convs.
-    assert sorted(lyr.name for lyr in blocks) == sorted(f"block_{i}_project" for i in range(1, 17))
+    # block_1 .. block_16 expand; block_0 ("expanded_conv") has no expansion and merges too.
+    expected = ["expanded_conv_project"] + [f"block_{i}_project" for i in range(1, 17)]
+    assert sorted(lyr.name for lyr in blocks) == sorted(expected)
     names = {lyr.name for lyr in merged.layers}
     assert "block_1_pad" not in names and "block_1_depthwise" not in names
-    assert {"expanded_conv_depthwise", "expanded_conv_project"} <= names
+    assert "expanded_conv_depthwise" not in names and "Conv1" in names
+    assert merged.layer("expanded_conv_project").config["expand"] is None
+    assert merged.node("expanded_conv_project", 0).inputs[0].layer == "Conv1"
     block = merged.layer("block_1_project")
     assert block.config["pads"] == [[0, 1], [0, 1]]
     assert {w.name for w in block.weights} == {
@@ -120,7 +130,7 @@ def test_merged_plan_matches_the_plain_plan_and_taps_still_work() -> None:
     size = graph.layer(graph.inputs[0].layer).config["batch_shape"][1:]
     x = np.random.default_rng(3).standard_normal((3, *size)).astype(np.float32)
     runner = Runner(graph)
-    assert sum(s.class_name == INVERTED_BOTTLENECK for s in runner.steps) == 16
+    assert sum(s.class_name == INVERTED_BOTTLENECK for s in runner.steps) == 17
     merged = runner.run(x)
     plain = Runner(graph, fuse=False).run(x)
     for key, value in plain.items():

@@ -1,8 +1,9 @@
 """Kernels for layer chains that :mod:`modelgraph.runner.fusion` merged into one plan step.
 
-Inverted bottleneck (MobileNetV2's block, and any graph with the same chain)::
+Inverted bottleneck (MobileNetV2's block, and any graph with the same chain; without the expansion
+it is MobileNet's depthwise-separable pair)::
 
-    Conv2D 1x1 (expand)  ->  [ZeroPadding2D]  ->  DepthwiseConv2D  ->  Conv2D 1x1 (project)
+    [Conv2D 1x1 (expand)]  ->  [ZeroPadding2D]  ->  DepthwiseConv2D  ->  Conv2D 1x1 (project)
 
 Unfused, the widest tensors of the model (the expanded activations, ``expansion`` times the block's
 input channels) are written to memory, read back padded, written again by the depthwise conv and
@@ -80,7 +81,9 @@ def _pointwise(spec: KernelSpec) -> tuple[np.ndarray, Callable[[np.ndarray], Non
 @register(INVERTED_BOTTLENECK)
 def inverted_bottleneck(spec: KernelSpec) -> Kernel:
     """Expand 1x1 -> optional zero padding -> depthwise -> project 1x1, one band of rows at a time."""
-    expand_kernel, expand_epilogue = _pointwise(_stage_spec(spec, "expand"))
+    expand: tuple[np.ndarray, Callable[[np.ndarray], None]] | None = None
+    if spec.config.get("expand") is not None:
+        expand = _pointwise(_stage_spec(spec, "expand"))
     project_kernel, project_epilogue = _pointwise(_stage_spec(spec, "project"))
     dw = _stage_spec(spec, "depthwise")
     dw_kernel = np.asarray(
@@ -94,18 +97,19 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
     strides = int_tuple(dw, "strides", 2, 1)
     mode = padding_mode(dw, ("valid", "same"))
     pre_pads = [tuple(p) for p in spec.config.get("pads", ((0, 0), (0, 0)))]
-    width = expand_kernel.shape[1]
-    if dw_kernel.shape[2] != width or project_kernel.shape[0] != width:
+    width = dw_kernel.shape[2]
+    in_channels = width if expand is None else expand[0].shape[0]
+    if project_kernel.shape[0] != width or (expand is not None and expand[0].shape[1] != width):
         raise ValueError(
-            f"fused block '{spec.name}': expand {expand_kernel.shape}, depthwise {dw_kernel.shape}, "
-            f"project {project_kernel.shape} do not chain"
+            f"fused block '{spec.name}': expand {None if expand is None else expand[0].shape}, "
+            f"depthwise {dw_kernel.shape}, project {project_kernel.shape} do not chain"
         )
     tiled_cache: dict[int, np.ndarray] = {}
 
     def run(inputs: Any) -> np.ndarray:
         x = np.ascontiguousarray(inputs, dtype=np.float32)
-        if x.ndim != 4 or x.shape[3] != expand_kernel.shape[0]:
-            raise ValueError(f"expected a rank-4 input with {expand_kernel.shape[0]} channels, got {x.shape}")
+        if x.ndim != 4 or x.shape[3] != in_channels:
+            raise ValueError(f"expected a rank-4 input with {in_channels} channels, got {x.shape}")
         padded = [n + a + b for n, (a, b) in zip(x.shape[1:3], pre_pads, strict=True)]
         own = window_pads(mode, padded, dw_kernel.shape[:2], strides, (1, 1))
         pads = [(a + c, b + d) for (a, b), (c, d) in zip(pre_pads, own, strict=True)]
@@ -119,8 +123,7 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
             tiled_cache[ow] = depthwise_tiled(dw_kernel, ow)
         return _bottleneck(
             x,
-            expand_kernel,
-            expand_epilogue,
+            expand,
             pads,
             dw_kernel,
             tiled_cache.get(ow),
@@ -135,8 +138,7 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
 
 def _bottleneck(
     x: np.ndarray,
-    expand: np.ndarray,
-    expand_epilogue: Callable[[np.ndarray], None],
+    expand: tuple[np.ndarray, Callable[[np.ndarray], None]] | None,
     pads: list[tuple[int, int]],
     dw_kernel: np.ndarray,
     dw_tiled: np.ndarray | None,
@@ -146,7 +148,7 @@ def _bottleneck(
     project_epilogue: Callable[[np.ndarray], None],
 ) -> np.ndarray:
     batch, height, width_in, _ = x.shape
-    channels = expand.shape[1]
+    channels = dw_kernel.shape[2]
     kh, kw = dw_kernel.shape[:2]
     (top, bottom), (left, right) = pads
     padded_w = width_in + left + right
@@ -175,10 +177,14 @@ def _bottleneck(
                 slab[:, above:below, :left] = 0.0
             if right:
                 slab[:, above:below, left + width_in :] = 0.0
-            expanded = scratch(1, (nb, b - a, width_in, channels), np.float32)
-            np.matmul(x[n0:n1, a:b].reshape(-1, x.shape[3]), expand, out=expanded.reshape(-1, channels))
-            expand_epilogue(expanded)
-            slab[:, above:below, left : left + width_in] = expanded
+            if expand is None:
+                slab[:, above:below, left : left + width_in] = x[n0:n1, a:b]
+            else:
+                expanded = scratch(1, (nb, b - a, width_in, channels), np.float32)
+                kernel, epilogue = expand
+                np.matmul(x[n0:n1, a:b].reshape(-1, x.shape[3]), kernel, out=expanded.reshape(-1, channels))
+                epilogue(expanded)
+                slab[:, above:below, left : left + width_in] = expanded
         dst = scratch(2, (nb, h1 - h0, ow, channels), np.float32)
         depthwise_slab(slab, dw_kernel, dw_tiled, strides, (1, 1), dst)
         dw_epilogue(dst)
