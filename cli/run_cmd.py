@@ -295,6 +295,11 @@ def _text_report(report: RunReport) -> str:
         lines += ["  " + line for line in _table(rows, ["node", "class", "ms", "%", "output", "live"])]
         if len(prof.layers) > len(top):
             lines.append(f"  ... {len(prof.layers) - len(top)} more layers (--format json lists all)")
+        if any(r.class_name.startswith("modelgraph/") for r in prof.layers):
+            lines.append(
+                "  modelgraph/* steps run several Keras layers at once (named after the last one); "
+                "--no-fuse times every layer"
+            )
     return "\n".join(lines)
 
 
@@ -336,6 +341,12 @@ def _text_report(report: RunReport) -> str:
 @click.option("--all-intermediates", is_flag=True, help="Keep every layer's output.")
 @click.option("--profile", is_flag=True, help="Time every layer and track activation memory.")
 @click.option(
+    "--no-fuse",
+    is_flag=True,
+    help="Run every layer as its own step (no BatchNormalization folding, no merged steps): slower; "
+    "--profile then times each Keras layer.",
+)
+@click.option(
     "--batch-size",
     type=click.IntRange(min=1),
     default=None,
@@ -366,6 +377,7 @@ def run_command(
     taps: tuple[str, ...],
     all_intermediates: bool,
     profile: bool,
+    no_fuse: bool,
     batch_size: int | None,
     weights: Path | None,
     check_only: bool,
@@ -387,7 +399,7 @@ def run_command(
     graph = load(model, weights=weights)
 
     if check_only:
-        runner = Runner(graph, strict=False)
+        runner = Runner(graph, strict=False, fuse=not no_fuse)
         problems = runner.check()
         report = CheckReport(
             model=str(model),
@@ -416,7 +428,7 @@ def run_command(
             raise problems[0].error
         return
 
-    runner = Runner(graph)
+    runner = Runner(graph, fuse=not no_fuse)
     import numpy as np
 
     from modelgraph.runner import compare as cmp

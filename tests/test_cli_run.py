@@ -97,6 +97,24 @@ def test_random_profile_json():
     assert payload["profile"]["layers"] and payload["profile"]["peak_live_bytes"] > 0
 
 
+def test_profile_names_merged_steps_and_no_fuse_times_every_layer():
+    model = SAMPLES / "k3" / "app_mobilenetv2.keras"
+    fused = invoke(model, "--random", "--profile", "--format", "json")
+    plain = invoke(model, "--random", "--profile", "--no-fuse", "--format", "json")
+    assert fused.exit_code == 0 and plain.exit_code == 0, fused.output + plain.output
+    fused_classes = {r["class_name"] for r in json.loads(fused.stdout)["profile"]["layers"]}
+    plain_classes = {r["class_name"] for r in json.loads(plain.stdout)["profile"]["layers"]}
+    assert "modelgraph/InvertedBottleneck" in fused_classes and "BatchNormalization" not in fused_classes
+    assert {"DepthwiseConv2D", "BatchNormalization", "ReLU"} <= plain_classes
+    assert not any(c.startswith("modelgraph/") for c in plain_classes)
+    text = invoke(model, "--random", "--profile")
+    assert "--no-fuse times every layer" in text.stdout
+    # Both plans give the same numbers.
+    a = json.loads(fused.stdout)["outputs"][0]
+    b = json.loads(plain.stdout)["outputs"][0]
+    assert a["mean"] == pytest.approx(b["mean"], rel=1e-4, abs=1e-5)
+
+
 def test_check_exit_codes():
     res = invoke(NESTED, "--check")
     assert res.exit_code == 0 and "supported" in res.stdout
