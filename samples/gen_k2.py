@@ -268,6 +268,168 @@ def m_seq_input_shape():
                              layers.Dense(3, name="si2")], name="seq_input_shape")
 
 
+# Implicit (tf.keras) mask propagation. Token rows: leading zeros, middle + trailing zeros, all zeros
+# (a fully masked row), a middle gap, no zeros. The goldens of these models also record every mask
+# Keras attached (``mask/<layer>/<node>/<tensor>``, bool), so each mask rule is checked on its own.
+
+def _tokens(rng, shape, zero_rows):
+    tok = rng.integers(1, 20, size=shape)
+    for row, cols in zero_rows.items():
+        tok[row, cols] = 0
+    return tok.astype("int32")
+
+
+_ZEROS_A = {0: slice(0, 2), 1: [3, 5, 6], 2: slice(None), 3: slice(2, 4)}
+_ZEROS_B = {0: [1, 6], 1: slice(0, 3), 2: slice(None), 4: slice(4, None)}
+
+
+def m_mask_rnn():
+    tok = keras.Input((7,), dtype="int32", name="tok")
+    e = layers.Embedding(20, 5, mask_zero=True, name="emb")(tok)
+    outs = []
+    for mode, rnn in (("concat", layers.LSTM), ("sum", layers.GRU), ("mul", layers.LSTM),
+                      ("ave", layers.GRU), (None, layers.SimpleRNN)):
+        tag = mode or "none"
+        seq = layers.Bidirectional(rnn(3, return_sequences=True), merge_mode=mode, name=f"bi_seq_{tag}")(e)
+        if mode is None:  # two sequence outputs, each keeps the input mask
+            outs += [layers.SimpleRNN(2, name="after_bi_none_0")(seq[0]),
+                     layers.SimpleRNN(2, name="after_bi_none_1")(seq[1])]
+        else:
+            outs.append(layers.SimpleRNN(2, name=f"after_bi_{tag}")(seq))
+        last = layers.Bidirectional(rnn(3), merge_mode=mode, name=f"bi_last_{tag}")(e)
+        outs += list(last) if mode is None else [last]
+    seq, *states = layers.Bidirectional(
+        layers.LSTM(3, return_sequences=True, return_state=True), name="bi_state")(e)
+    outs += [layers.GRU(2, name="after_bi_state")(seq), *states]
+    # TimeDistributed: Dense carries the (batch, time) mask; LSTM over a 3-D mask reduces it with any().
+    td = layers.TimeDistributed(layers.Dense(4), name="td_dense")(e)
+    outs.append(layers.GRU(3, name="gru_after_td")(td))
+    tok3 = keras.Input((4, 5), dtype="int32", name="tok3")
+    e3 = layers.TimeDistributed(layers.Embedding(20, 3, mask_zero=True), name="td_emb")(tok3)
+    s3 = layers.TimeDistributed(layers.LSTM(3, return_sequences=True), name="td_lstm_seq")(e3)
+    l3 = layers.TimeDistributed(layers.GRU(2), name="td_gru")(s3)
+    outs.append(layers.LSTM(2, name="lstm_after_td")(l3))
+    # Masking on float input -> go_backwards RNNs (the mask is not reversed on the way out).
+    feat = keras.Input((6, 3), name="feat")
+    mk = layers.Masking(-1.0, name="masking")(feat)
+    outs.append(layers.SimpleRNN(3, go_backwards=True, name="srnn_back")(mk))
+    g = layers.GRU(3, reset_after=False, go_backwards=True, return_sequences=True, name="gru_back")(mk)
+    outs.append(layers.LSTM(2, name="lstm_after_back")(g))
+    td_mk = layers.TimeDistributed(layers.Masking(0.5), name="td_masking")(feat)
+    outs.append(layers.GRU(2, name="gru_after_td_masking")(td_mk))
+    return keras.Model([tok, tok3, feat], outs, name="mask_rnn")
+
+
+def in_mask_rnn(rng):
+    tok = _tokens(rng, (5, 7), _ZEROS_A)
+    tok3 = rng.integers(1, 20, size=(5, 4, 5))
+    tok3[0, 1] = 0  # a fully masked (batch, time) step
+    tok3[1, :, 3:] = 0
+    tok3[2] = 0
+    tok3[3, 2, :2] = 0
+    tok3[4, 3, 1:4] = 0
+    feat = rng.normal(size=(5, 6, 3))
+    feat[0, :2] = -1.0
+    feat[1, 2] = -1.0
+    feat[1, 5] = -1.0
+    feat[2] = -1.0
+    feat[3, 4:] = -1.0
+    feat[4, 1, 0] = -1.0  # not masked: only one feature equals mask_value
+    feat[4, 3] = 0.5  # td_masking (0.5) masks this step
+    return {"tok": tok, "tok3": tok3.astype("int32"), "feat": feat}
+
+
+def m_mask_merge():
+    ta = keras.Input((7,), dtype="int32", name="tok_a")
+    tb = keras.Input((7,), dtype="int32", name="tok_b")
+    f = keras.Input((7, 3), name="feat")
+    ea = layers.Embedding(20, 4, mask_zero=True, name="emb_a")(ta)
+    eb = layers.Embedding(20, 4, mask_zero=True, name="emb_b")(tb)
+    fd = layers.Dense(4, name="feat_dense")(f)  # unmasked
+    outs = []
+    for cls in (layers.Add, layers.Subtract, layers.Multiply, layers.Average, layers.Maximum, layers.Minimum):
+        tag = cls.__name__.lower()
+        outs.append(layers.GRU(2, name=f"gru_{tag}")(cls(name=tag)([ea, eb])))  # AND of the masks
+    outs.append(layers.GRU(2, name="gru_add_mixed")(layers.Add(name="add_mixed")([ea, fd])))
+    outs.append(layers.LSTM(2, name="lstm_cat_last")(layers.Concatenate(name="cat_last")([ea, f])))
+    outs.append(layers.LSTM(2, name="lstm_cat_time")(layers.Concatenate(axis=1, name="cat_time")([ea, eb])))
+    outs.append(layers.SimpleRNN(2, name="srnn_cat3")(layers.Concatenate(name="cat3")([ea, fd, eb])))
+    outs.append(layers.LSTM(2, name="lstm_dot")(layers.Dot(axes=2, name="dot")([ea, eb])))  # Dot drops
+    # Layers that carry the mask over, chained between Embedding and the RNN.
+    h = ea
+    for lyr in (layers.Dense(5, name="pt_dense"), layers.LayerNormalization(name="pt_ln"),
+                layers.Dropout(0.3, name="pt_dropout"), layers.Activation("tanh", name="pt_act"),
+                layers.BatchNormalization(name="pt_bn"), layers.ReLU(name="pt_relu"),
+                layers.LeakyReLU(name="pt_leaky"), layers.PReLU(name="pt_prelu"), layers.ELU(name="pt_elu"),
+                layers.ThresholdedReLU(0.05, name="pt_thr"), layers.GaussianNoise(0.1, name="pt_gnoise"),
+                layers.GaussianDropout(0.1, name="pt_gdrop"), layers.AlphaDropout(0.1, name="pt_adrop"),
+                layers.SpatialDropout1D(0.2, name="pt_sdrop"), layers.ActivityRegularization(name="pt_actreg"),
+                layers.UnitNormalization(name="pt_unit")):
+        h = lyr(h)
+    outs.append(layers.LSTM(3, name="lstm_pass")(h))
+    # Layers that drop the mask (the RNN after them sees every step).
+    outs.append(layers.GRU(2, name="gru_conv")(layers.Conv1D(3, 2, padding="same", name="drop_conv")(ea)))
+    flat = layers.Flatten(name="drop_flatten")(ea)
+    outs.append(layers.GRU(2, name="gru_reshape")(layers.Reshape((7, 4), name="drop_reshape")(flat)))
+    outs.append(layers.GRU(2, name="gru_identity")(layers.Identity(name="drop_identity")(ea)))
+    outs.append(layers.GRU(2, name="gru_rescaling")(layers.Rescaling(2.0, name="drop_rescaling")(ea)))
+    # Global pooling: the average is masked, the max is not.
+    outs.append(layers.GlobalAveragePooling1D(name="gap")(ea))
+    outs.append(layers.GlobalMaxPooling1D(name="gmp")(ea))
+    outs.append(layers.GlobalAveragePooling1D(name="gap_and")(layers.Add(name="add_for_gap")([ea, eb])))
+    return keras.Model([ta, tb, f], outs, name="mask_merge")
+
+
+def in_mask_merge(rng):
+    return {"tok_a": _tokens(rng, (5, 7), _ZEROS_A), "tok_b": _tokens(rng, (5, 7), _ZEROS_B),
+            "feat": rng.normal(size=(5, 7, 3))}
+
+
+def m_mask_attention():
+    tq = keras.Input((5,), dtype="int32", name="tok_q")
+    tv = keras.Input((7,), dtype="int32", name="tok_v")
+    tk = keras.Input((7,), dtype="int32", name="tok_k")
+    fq = keras.Input((5, 6), name="feat_q")
+    eq = layers.Embedding(20, 6, mask_zero=True, name="emb_q")(tq)
+    ev = layers.Embedding(20, 6, mask_zero=True, name="emb_v")(tv)
+    ek = layers.Embedding(20, 6, mask_zero=True, name="emb_k")(tk)
+    outs = []
+    att = layers.Attention(name="att")([eq, ev])  # mask [q, v]; output mask = query mask
+    outs += [att, layers.LSTM(3, name="lstm_att")(att)]
+    att_k = layers.Attention(use_scale=True, score_mode="concat", name="att_qvk")([eq, ev, ek])
+    outs += [att_k, layers.GRU(3, name="gru_att_qvk")(att_k)]
+    add_att, scores = layers.AdditiveAttention(name="add_att")([eq, ev], return_attention_scores=True)
+    outs += [add_att, scores, layers.GlobalAveragePooling1D(name="gap_add_att")(add_att)]
+    att_uq = layers.Attention(name="att_unmasked_q")([fq, ev])  # only the value is masked
+    outs += [att_uq, layers.SimpleRNN(2, name="srnn_att_uq")(att_uq)]
+    mha = layers.MultiHeadAttention(2, 3, name="mha")(eq, ev)  # query and value masks, implicit
+    outs += [mha, layers.GRU(3, name="gru_mha")(mha), layers.GlobalAveragePooling1D(name="gap_mha")(mha)]
+    mha_self = layers.MultiHeadAttention(2, 3, name="mha_self_causal")(ev, ev, use_causal_mask=True)
+    outs += [mha_self, layers.LSTM(2, name="lstm_mha_self")(mha_self)]
+    # value/key/attention_mask as keywords in sorted-name order: tf_keras orders a node's tensors by
+    # the call's keyword order (positional value/key are saved as keywords too, in call order), while
+    # a reader that flattens keywords by sorted name gets [query, attention_mask, key, value]; sorted,
+    # both agree. (A positional mha(q, v, k) node is [q, v, k] in tf_keras.)
+    mha_k, mha_scores = layers.MultiHeadAttention(2, 3, value_dim=2, name="mha_qvk")(
+        eq, key=ek, value=ev, return_attention_scores=True)
+    outs += [mha_k, mha_scores]
+    mha_uq = layers.MultiHeadAttention(2, 3, name="mha_unmasked_q")(fq, ev)
+    outs += [mha_uq, layers.SimpleRNN(2, name="srnn_mha_uq")(mha_uq)]
+    # An attention_mask tensor next to value and key: node tensors [query, attention_mask, key, value].
+    am = keras.Input((5, 7), dtype="int32", name="att_mask")
+    mha_am = layers.MultiHeadAttention(2, 3, name="mha_attention_mask")(eq, attention_mask=am, key=ek, value=ev)
+    outs += [mha_am, layers.GRU(2, name="gru_mha_am")(mha_am)]
+    return keras.Model([tq, tv, tk, fq, am], outs, name="mask_attention")
+
+
+def in_mask_attention(rng):
+    zq = {0: [0], 1: [2, 4], 2: slice(None), 3: slice(3, None)}
+    zk = {0: [2, 3], 1: slice(0, 2), 2: slice(None), 4: [6]}
+    return {"tok_q": _tokens(rng, (5, 5), zq), "tok_v": _tokens(rng, (5, 7), _ZEROS_B),
+            "tok_k": _tokens(rng, (5, 7), zk), "feat_q": rng.normal(size=(5, 5, 6)),
+            "att_mask": (rng.random((5, 5, 7)) < 0.8).astype("int32")}
+
+
 def m_wild_nested_twice():
     inner_in = keras.Input((4,), name="inner_in")
     inner = keras.Model(inner_in, layers.Dense(4, activation="tanh", name="inner_dense")(inner_in),
@@ -297,6 +459,10 @@ def m_wild_chunked():
 def in_wild2(rng):
     return {"x": rng.normal(size=(3, 2))}
 
+
+# The mask models have many small layers: HDF5 keeps ~2 kB per layer group, so they are written as
+# legacy .h5 + JSON only (the container does not change the masks).
+_MASK_OPTS = {"masks": True, "formats": ["h5", "json"]}
 
 MODELS = {
     "multi_io_list": (m_multi_io_list, in_multi_io_list,
@@ -335,6 +501,38 @@ MODELS = {
     "seq_noin": (m_seq_noin, in_seq, ["top-level Sequential without Input (built by calling)"], {"tfjs": [""]}),
     "seq_input_shape": (m_seq_input_shape, in_seq, ["Sequential with input_shape= on first layer"],
                         {"tfjs": [""]}),
+    # New entries go last: a model's seed is 200 + its position in this table.
+    "mask_rnn": (m_mask_rnn, in_mask_rnn,
+                 ["Embedding(mask_zero) -> Bidirectional(LSTM/GRU/SimpleRNN) every merge_mode, with and "
+                  "without return_sequences, + return_state; an RNN after each sequence output",
+                  "TimeDistributed(Dense), TimeDistributed(Embedding(mask_zero)) (3-D mask), "
+                  "TimeDistributed(LSTM(return_sequences)) -> TimeDistributed(GRU) -> LSTM",
+                  "Masking(-1.0) -> SimpleRNN(go_backwards), GRU(reset_after=False, go_backwards, "
+                  "return_sequences) -> LSTM; TimeDistributed(Masking)",
+                  "fully masked rows; leading/middle/trailing masked steps",
+                  "intermediate masks recorded (mask/<layer>/<node>/<tensor>)"],
+                 _MASK_OPTS),
+    "mask_merge": (m_mask_merge, in_mask_merge,
+                   ["Add/Subtract/Multiply/Average/Maximum/Minimum of two differently masked sequences -> GRU",
+                    "Add of masked + unmasked", "Concatenate axis -1 (masked + unmasked), axis 1 (both masked), "
+                    "three inputs", "Dot drops the mask",
+                    "pass-through chain Dense/LayerNormalization/Dropout/Activation/BatchNormalization/ReLU/"
+                    "LeakyReLU/PReLU/ELU/ThresholdedReLU/GaussianNoise/GaussianDropout/AlphaDropout/"
+                    "SpatialDropout1D/ActivityRegularization/UnitNormalization -> LSTM",
+                    "mask dropped by Conv1D, Flatten+Reshape, Identity, Rescaling -> GRU",
+                    "GlobalAveragePooling1D (masked mean), GlobalMaxPooling1D (mask ignored)",
+                    "intermediate masks recorded (mask/<layer>/<node>/<tensor>)"],
+                   _MASK_OPTS),
+    "mask_attention": (m_mask_attention, in_mask_attention,
+                       ["Attention [q, v] and [q, v, k] (score_mode concat, use_scale), AdditiveAttention "
+                        "(+return_attention_scores) with implicit query/value masks",
+                        "Attention with an unmasked query", "MultiHeadAttention(q, v), (q, v, k) with "
+                        "return_attention_scores, self-attention + use_causal_mask, unmasked query, "
+                        "(q, v, k, attention_mask=<int input>); "
+                        "masks read from the inputs' _keras_mask",
+                        "RNN / GlobalAveragePooling1D after attention (output mask = query mask)",
+                        "intermediate masks recorded (mask/<layer>/<node>/<tensor>)"],
+                       _MASK_OPTS),
 }
 
 WILD_MODELS = {
@@ -465,7 +663,9 @@ def run(model, arrays):
     return [np.asarray(o) for o in flat(out)]
 
 
-def intermediates(model, arrays) -> dict:
+def intermediates(model, arrays, masks=False) -> dict:
+    """Every top-level node output (``intermediate/<layer>/<node>/<tensor>``); with ``masks`` also the
+    tf.keras mask attached to each one (``mask/<layer>/<node>/<tensor>``, bool; absent = no mask)."""
     nbd = model._nodes_by_depth
     in_model = {id(n) for ns in nbd.values() for n in ns}
     _, _, map_layers, _ = kfunctional._map_graph_network(model.inputs, model.outputs)
@@ -483,7 +683,13 @@ def intermediates(model, arrays) -> dict:
             k += 1
     probe = keras.Model(model.inputs, tensors)
     vals = probe(feed(model, arrays), training=False)
-    return {k: np.asarray(v) for k, v in zip(keys, flat(vals))}
+    res = {k: np.asarray(v) for k, v in zip(keys, flat(vals))}
+    if masks:  # an eager call leaves each layer's compute_mask result on its output tensor
+        for k, v in zip(keys, flat(vals), strict=True):
+            m = getattr(v, "_keras_mask", None)
+            if m is not None:
+                res["mask/" + k[len("intermediate/"):]] = np.asarray(m).astype(bool)
+    return res
 
 
 # ------------------------------------------------------------------------------------ formats
@@ -602,7 +808,7 @@ def gen_model(name, seed, family=FAMILY, table=None, out_dir=None):
     extra = {}
     if name != "chunked_attrs":
         try:
-            extra = intermediates(model, arrays)
+            extra = intermediates(model, arrays, masks=bool(opts.get("masks")))
         except Exception as e:
             print(f"  [{name}] no intermediates: {err(e)}")
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,9 @@ combine the masks of their inputs, and every other layer drops it. A layer whose
 ``mask`` argument receives the mask of its inputs automatically.
 
 :func:`rule_for` gives, per layer, how it *consumes* masks (what to pass the kernel) and how it
-*produces* them (a function of the input masks, the inputs and the outputs).
+*produces* them (a function of the input masks, the inputs and the outputs); a layer without a
+``produce`` drops the mask. The rules are checked node by node against the masks real tf_keras
+attached (goldens ``samples/goldens/k2_mask_*``, ``tests/runner/test_masks_k2.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ Array = np.ndarray
 MaskFn = Callable[[list[Array | None], list[Any], list[Any]], list[Array | None]]
 
 # tf.keras layers with supports_masking=True and the default compute_mask (carry the mask over).
+# Not Identity: tf_keras's Identity never sets supports_masking, so it drops the mask (Keras 3's keeps
+# it, but Keras 3 graphs carry masks explicitly).
 PASS_THROUGH = frozenset(
     {
         "Activation",
@@ -34,7 +38,6 @@ PASS_THROUGH = frozenset(
         "ELU",
         "GaussianDropout",
         "GaussianNoise",
-        "Identity",
         "LayerNormalization",
         "LeakyReLU",
         "PReLU",
@@ -45,7 +48,6 @@ PASS_THROUGH = frozenset(
         "SpatialDropout3D",
         "ThresholdedReLU",
         "UnitNormalization",
-        "MultiHeadAttention",  # base compute_mask: the mask of the first argument (the query)
     }
 )
 MERGE_AND = frozenset({"Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum"})
@@ -90,12 +92,37 @@ def _consume_list(masks: list[Array | None]) -> dict[str, Any]:
     return {"mask": list(masks)}
 
 
+def _and_all(masks: list[Array | None]) -> Array | None:
+    present = [np.asarray(m, dtype=bool) for m in masks if m is not None]
+    if not present:
+        return None
+    out = present[0]
+    for m in present[1:]:
+        out = np.logical_and(out, m)
+    return out
+
+
+def _mha_masks(masks: list[Array | None]) -> tuple[Array | None, Array | None]:
+    """(query mask, AND of the value and key masks) of a tf.keras MultiHeadAttention node.
+
+    tf.keras records the query as the first call argument and every other tensor as a keyword
+    (``value``, ``key``, ``attention_mask``), which the graph flattens by sorted name, so the
+    positions after the first do not say which tensor is the value and which the key. Keras ANDs
+    both masks into the attention mask the same way (``[B, 1, S]``), so their AND is all it needs.
+    """
+    if not masks:
+        return None, None
+    return masks[0], _and_all(list(masks[1:]))
+
+
 def _consume_mha(masks: list[Array | None]) -> dict[str, Any]:
     # tf.keras MultiHeadAttention reads query._keras_mask, value._keras_mask and key._keras_mask.
+    query, rest = _mha_masks(masks)
     out: dict[str, Any] = {}
-    for name, m in zip(("query_mask", "value_mask", "key_mask"), masks, strict=False):
-        if m is not None:
-            out[name] = m
+    if query is not None:
+        out["query_mask"] = query
+    if rest is not None:
+        out["value_mask"] = rest
     return out
 
 
@@ -103,18 +130,9 @@ def _pass_first(masks: list[Array | None], inputs: list[Any], outputs: list[Any]
     return [_first(masks)] + [None] * (len(outputs) - 1)
 
 
-def _drop(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
-    return [None] * len(outputs)
-
-
 def _merge_and(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
-    present = [np.asarray(m, dtype=bool) for m in masks if m is not None]
-    if not present:
-        return [None]
-    out = present[0]
-    for m in present[1:]:
-        out = np.logical_and(out, m)
-    return [out]
+    # tf.keras _Merge.compute_mask: all() over the stacked masks that exist; unmasked inputs don't count.
+    return [_and_all(masks)]
 
 
 def _concat_mask(axis: int) -> MaskFn:
@@ -171,23 +189,81 @@ def _bidirectional_mask(config: Mapping[str, Any]) -> MaskFn:
     return produce
 
 
-def _time_distributed_mask(
-    masks: list[Array | None], inputs: list[Any], outputs: list[Any]
-) -> list[Array | None]:
-    # tf.keras TimeDistributed.compute_mask: the inner layer's mask (for the layers carried over this
-    # equals the input mask), else the input mask reduced to (batch, time).
-    m = _first(masks)
-    if m is None:
-        return [None] * len(outputs)
-    m = np.asarray(m)
-    while m.ndim > 2:
-        m = np.any(m, axis=-1)
-    return [m] + [None] * (len(outputs) - 1)
+def _fold(a: Array) -> Array:
+    """(batch, time, ...) -> (batch * time, ...), as TimeDistributed reshapes for its inner layer."""
+    return a.reshape((a.shape[0] * a.shape[1], *a.shape[2:]))
+
+
+def _time_distributed_mask(config: Mapping[str, Any]) -> tuple[MaskFn, bool]:
+    """tf.keras TimeDistributed.compute_mask (unknown batch size, the functional-model case).
+
+    The inner layer's compute_mask runs on the folded input and folded mask (also when there is no
+    input mask, so an inner Embedding(mask_zero) or Masking creates one); a mask it returns is
+    unfolded to (batch, time, ...). When it returns none, the input mask reduced with any() over the
+    axes after time is the output mask. Returns the produce function and whether it is a source.
+    """
+    inner = config.get("layer")
+    inner_class = inner.get("class_name") if isinstance(inner, Mapping) else None
+    inner_config = inner.get("config", {}) if isinstance(inner, Mapping) else {}
+    inner_rule = rule_for(inner_class, inner_config) if isinstance(inner_class, str) else None
+    inner_produce = inner_rule.produce if inner_rule is not None else None
+    source = bool(inner_rule is not None and inner_rule.source)
+
+    def produce(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
+        m = _first(masks)
+        rest: list[Array | None] = [None] * (len(outputs) - 1)
+        x = np.asarray(inputs[0])
+        if inner_produce is not None and (m is not None or source):
+            folded_mask = None if m is None else _fold(np.asarray(m))
+            outs = [_fold(np.asarray(o)) for o in outputs]
+            inner_mask = _first(inner_produce([folded_mask], [_fold(x)], outs))
+            if inner_mask is not None:
+                inner_mask = np.asarray(inner_mask)
+                return [inner_mask.reshape((x.shape[0], x.shape[1], *inner_mask.shape[1:]))] + rest
+        if m is None:
+            return [None] + rest
+        m = np.asarray(m)
+        while m.ndim > 2:
+            m = np.any(m, axis=-1)
+        return [m] + rest
+
+    return produce, source
 
 
 def _attention_mask(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
     q = _first(masks)
     return [q] + [None] * (len(outputs) - 1)
+
+
+def _mha_mask(config: Mapping[str, Any]) -> MaskFn:
+    """tf.keras MultiHeadAttention output masks.
+
+    The output gets the query's mask (the base compute_mask sees only the first call argument). With
+    ``return_attention_scores`` the scores keep the mask their inner Softmax layer attached: the
+    attention mask ``query[:, :, None] & value[:, None, :] & key[:, None, :]`` expanded at the head
+    axis. ``use_causal_mask`` and an ``attention_mask`` tensor are call arguments this rule does not
+    see, so for such calls the scores mask lacks their part.
+    """
+    axes = config.get("attention_axes")
+    n_axes = len(axes) if isinstance(axes, (list, tuple)) else 1
+    expansion_axis = -2 * n_axes - 1  # Keras's _masked_softmax: the num_heads axis
+
+    def produce(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
+        query, rest = _mha_masks(masks)
+        out: list[Array | None] = [query] + [None] * (len(outputs) - 1)
+        if len(outputs) > 1:
+            auto = None if query is None else np.asarray(query, dtype=bool)[:, :, None]
+            if rest is not None:
+                kv = rest[:, None, :]
+                auto = kv if auto is None else np.logical_and(auto, kv)
+            if auto is not None:
+                scores_ndim = np.ndim(outputs[1])
+                while auto.ndim < scores_ndim:
+                    auto = np.expand_dims(auto, expansion_axis)
+                out[1] = auto
+        return out
+
+    return produce
 
 
 def _embedding_mask(config: Mapping[str, Any]) -> MaskFn | None:
@@ -229,9 +305,12 @@ def rule_for(class_name: str, config: Mapping[str, Any]) -> MaskRule:
     if class_name == "Bidirectional":
         return MaskRule(consume, _bidirectional_mask(config))
     if class_name == "TimeDistributed":
-        return MaskRule(consume, _time_distributed_mask)
+        produce, source = _time_distributed_mask(config)
+        return MaskRule(consume, produce, source=source)
     if class_name in ("Attention", "AdditiveAttention"):
         return MaskRule(consume, _attention_mask)
+    if class_name == "MultiHeadAttention":
+        return MaskRule(consume, _mha_mask(config))
     if class_name in MERGE_AND:
         return MaskRule(consume, _merge_and)
     if class_name == "Concatenate":

@@ -214,7 +214,9 @@ def _make_global(spec: KernelSpec, rank: int, kind: str) -> Kernel:
                 np.where(m, x, dtype.type(0)), axis=1 if fmt == "channels_last" else 2, keepdims=keepdims
             )
             count = np.sum(m.astype(dtype), axis=1 if fmt == "channels_last" else 2, keepdims=keepdims)
-            return total / count
+            # A fully masked row gives 0 / 0 = NaN, as in Keras; that is the answer, not a warning.
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return total / count
         if kind == "max":
             return np.max(x, axis=axes, keepdims=keepdims)
         return np.mean(x, axis=axes, keepdims=keepdims)
