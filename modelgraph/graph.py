@@ -16,6 +16,8 @@ from typing import Any, Literal
 import numpy as np
 
 LayerKind = Literal["input", "layer", "op", "model"]
+# How a node's keyword arguments are flattened into its inputs (see call_tensor_refs).
+KwargOrder = Literal["sorted", "call"]
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -69,8 +71,9 @@ class Node:
     """One call of a layer: its call structure, flattened tensor inputs and depth.
 
     ``args`` and ``kwargs`` keep the exact call structure Keras recorded, with :class:`TensorRef`
-    at tensor positions; ``inputs`` flattens them in Keras's order (args first, then kwargs by
-    sorted key).
+    at tensor positions; ``inputs`` flattens them in the order the Keras that wrote the file does
+    (args first, then kwargs: by sorted name for Keras 3 and tf.keras up to 2.18, in call order for
+    tf_keras 2.19+; see :func:`call_tensor_refs`).
     """
 
     layer: str
@@ -276,6 +279,22 @@ def map_refs(value: Any, fn: Callable[[TensorRef], Any]) -> Any:
 def tensor_refs(value: Any) -> list[TensorRef]:
     """Every :class:`TensorRef` in a call structure, in Keras's flatten order."""
     return [v for v in flatten_structure(value) if isinstance(v, TensorRef)]
+
+
+def call_tensor_refs(
+    args: Any, kwargs: Mapping[str, Any], kwarg_order: KwargOrder = "sorted"
+) -> list[TensorRef]:
+    """The tensors a call receives, in the order its Keras flattens them into the node's inputs.
+
+    Positional arguments come first. ``"sorted"`` then takes the keyword arguments by sorted name,
+    as Keras 3 (``tree.flatten((args, kwargs))``) and tf.keras up to 2.18 (``tf.nest.flatten``) do;
+    ``"call"`` keeps them in the order they were passed (the order a Keras 2 config records them),
+    as tf_keras 2.19+ does (``Node`` flattens ``(call_args, call_kwargs.values())``,
+    keras-team/tf-keras@ea2cc87). Mappings nested inside an argument are taken by sorted key either way.
+    """
+    if kwarg_order == "call":
+        return tensor_refs((args, list(kwargs.values())))
+    return tensor_refs((args, kwargs))
 
 
 def flatten_structure(value: Any, is_leaf: Callable[[Any], bool] | None = None) -> list[Any]:

@@ -406,10 +406,9 @@ def m_mask_attention():
     outs += [mha, layers.GRU(3, name="gru_mha")(mha), layers.GlobalAveragePooling1D(name="gap_mha")(mha)]
     mha_self = layers.MultiHeadAttention(2, 3, name="mha_self_causal")(ev, ev, use_causal_mask=True)
     outs += [mha_self, layers.LSTM(2, name="lstm_mha_self")(mha_self)]
-    # value/key/attention_mask as keywords in sorted-name order: tf_keras orders a node's tensors by
-    # the call's keyword order (positional value/key are saved as keywords too, in call order), while
-    # a reader that flattens keywords by sorted name gets [query, attention_mask, key, value]; sorted,
-    # both agree. (A positional mha(q, v, k) node is [q, v, k] in tf_keras.)
+    # value/key/attention_mask as keywords in sorted-name order, so this node reads the same in every
+    # tf.keras version (2.19+ keeps call order, earlier ones sort by name); the kw_order sample covers
+    # the other orders.
     mha_k, mha_scores = layers.MultiHeadAttention(2, 3, value_dim=2, name="mha_qvk")(
         eq, key=ek, value=ev, return_attention_scores=True)
     outs += [mha_k, mha_scores]
@@ -428,6 +427,37 @@ def in_mask_attention(rng):
     return {"tok_q": _tokens(rng, (5, 5), zq), "tok_v": _tokens(rng, (5, 7), _ZEROS_B),
             "tok_k": _tokens(rng, (5, 7), zk), "feat_q": rng.normal(size=(5, 5, 6)),
             "att_mask": (rng.random((5, 5, 7)) < 0.8).astype("int32")}
+
+
+def m_kw_order():
+    # tf_keras 2.19+ flattens a node's tensors as (call_args, call_kwargs.values()): keywords in the
+    # order they were passed, not by name. A config records every argument after the first as a
+    # keyword in that order (positional value/key named after call()), and reloading keeps it, so the
+    # node inputs below are [q, v, k], [q, v, k, mask], [q, v, k, mask], [q, v, mask, k]. Sorted by name
+    # they would read [q, k, v] / [q, mask, k, v], and model.layers would list tok_k before tok_v.
+    tq = keras.Input((5,), dtype="int32", name="tok_q")
+    tv = keras.Input((7,), dtype="int32", name="tok_v")
+    tk = keras.Input((7,), dtype="int32", name="tok_k")
+    am = keras.Input((5, 7), dtype="int32", name="att_mask")
+    eq = layers.Embedding(20, 6, mask_zero=True, name="emb_q")(tq)
+    ev = layers.Embedding(20, 6, mask_zero=True, name="emb_v")(tv)
+    ek = layers.Embedding(20, 6, name="emb_k")(tk)  # an unmasked key next to a masked value
+    outs = [
+        layers.MultiHeadAttention(2, 3, name="mha_q_v_k")(eq, ev, ek),
+        layers.MultiHeadAttention(2, 3, name="mha_q_v_k_mask")(eq, ev, ek, attention_mask=am),
+        layers.MultiHeadAttention(2, 3, value_dim=2, name="mha_kw_value_key_mask")(
+            eq, value=ev, key=ek, attention_mask=am),
+        layers.MultiHeadAttention(2, 3, name="mha_v_kw_mask_key")(eq, ev, attention_mask=am, key=ek),
+    ]
+    outs.append(layers.GlobalAveragePooling1D(name="gap")(outs[-1]))
+    return keras.Model([tq, tv, tk, am], outs, name="kw_order")
+
+
+def in_kw_order(rng):
+    return {"tok_q": _tokens(rng, (4, 5), {0: [0], 1: [2, 4], 3: slice(3, None)}),
+            "tok_v": _tokens(rng, (4, 7), {0: [1, 6], 1: slice(0, 3), 2: [5]}),
+            "tok_k": _tokens(rng, (4, 7), {1: [0, 3]}),
+            "att_mask": (rng.random((4, 5, 7)) < 0.8).astype("int32")}
 
 
 def m_wild_nested_twice():
@@ -533,6 +563,13 @@ MODELS = {
                         "RNN / GlobalAveragePooling1D after attention (output mask = query mask)",
                         "intermediate masks recorded (mask/<layer>/<node>/<tensor>)"],
                        _MASK_OPTS),
+    "kw_order": (m_kw_order, in_kw_order,
+                 ["MultiHeadAttention node tensors in call order, not keyword-name order (tf_keras 2.19+): "
+                  "positional (q, v, k), (q, v, k, attention_mask=), keywords value/key/attention_mask, "
+                  "(q, v, attention_mask=, key=)",
+                  "model.layers order follows the node input order (tok_v before tok_k)",
+                  "implicit query/value masks, unmasked key; intermediate masks recorded"],
+                 {"masks": True}),
 }
 
 WILD_MODELS = {

@@ -9,6 +9,10 @@ The three dialects differ in how a node is written and how node indices count:
   model that owns a construction node (a Functional, or a Sequential with an input) is one-based in
   every reference.
 
+A node's ``inputs`` flatten its keyword tensors the way the writing Keras rebuilds the node
+(:func:`kwarg_order`): by sorted name in Keras 3 and tf.keras up to 2.18, in recorded (call) order
+in tf_keras 2.19+.
+
 Every reference is normalised to 0-based node indices, checked, and then mapped with Keras's own
 algorithm (:mod:`modelgraph.topology`).
 """
@@ -36,13 +40,16 @@ from modelgraph.errors import (
     UnsupportedFormatError,
 )
 from modelgraph.graph import (
+    KwargOrder,
     Layer,
     LayerKind,
     ModelGraph,
     Node,
     TensorRef,
+    call_tensor_refs,
     flatten_structure,
     keras_major,
+    keras_version_tuple,
     map_refs,
     tensor_refs,
 )
@@ -215,6 +222,21 @@ def _detect_dialect(records: Sequence[LayerRecord], keras_version: str | None) -
             if isinstance(node, list):
                 return "list"
     return "dict" if keras_major(keras_version) >= 3 else "list"
+
+
+def kwarg_order(dialect: NodeDialect, keras_version: str | None) -> KwargOrder:
+    """How the Keras that wrote a config orders a node's keyword tensors in the node's inputs.
+
+    Keras 3 (dict nodes) rebuilds a node with ``tree.flatten((args, kwargs))``: keywords by sorted
+    name. A Keras 2 config (list nodes) records every argument after the first as a keyword, in call
+    order (positional ones first, named after the ``call`` signature); tf_keras 2.19+ keeps that order
+    when it rebuilds the node (``tf.nest.flatten((call_args, call_kwargs.values()))``,
+    keras-team/tf-keras@ea2cc87), while tf.keras up to 2.18 flattened the dict, sorting by name. An
+    unknown (or malformed) version reads as the older, sorting behaviour.
+    """
+    if dialect != "list" or not isinstance(keras_version, str):
+        return "sorted"
+    return "call" if (2, 19, 0) <= keras_version_tuple(keras_version) < (3, 0, 0) else "sorted"
 
 
 def _layer_config(record: LayerRecord) -> dict[str, Any]:
@@ -495,7 +517,15 @@ def _build_functional(class_name: str, config: Any, keras_version: str | None, p
     if not outputs:
         _report(GraphError("the model has no outputs"))
     return _assemble(
-        class_name, body.name or "model", layers, inputs, outputs, input_structure, output_structure, {}
+        class_name,
+        body.name or "model",
+        layers,
+        inputs,
+        outputs,
+        input_structure,
+        output_structure,
+        {},
+        kwarg_order(dialect, keras_version),
     )
 
 
@@ -508,11 +538,12 @@ def _assemble(
     input_structure: Any,
     output_structure: Any,
     metadata: Mapping[str, Any],
+    order: KwargOrder = "sorted",
 ) -> ModelGraph:
     node_inputs: dict[tuple[str, int], tuple[TensorRef, ...]] = {}
     for layer in layers.values():
         for j, node in enumerate(layer.nodes):
-            node_inputs[(layer.name, j)] = tuple(tensor_refs((node.args, node.kwargs)))
+            node_inputs[(layer.name, j)] = tuple(call_tensor_refs(node.args, node.kwargs, order))
 
     parents_cache: dict[tuple[str, int], list[tuple[str, int]]] = {
         key: [r.node_key for r in refs] for key, refs in node_inputs.items()

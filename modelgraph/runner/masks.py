@@ -106,9 +106,10 @@ def _mha_masks(masks: list[Array | None]) -> tuple[Array | None, Array | None]:
     """(query mask, AND of the value and key masks) of a tf.keras MultiHeadAttention node.
 
     tf.keras records the query as the first call argument and every other tensor as a keyword
-    (``value``, ``key``, ``attention_mask``), which the graph flattens by sorted name, so the
-    positions after the first do not say which tensor is the value and which the key. Keras ANDs
-    both masks into the attention mask the same way (``[B, 1, S]``), so their AND is all it needs.
+    (``value``, ``key``, ``attention_mask``), which the graph flattens by sorted name (tf.keras up
+    to 2.18) or in call order (tf_keras 2.19+), so the positions after the first do not say which
+    tensor is the value and which the key. Keras ANDs both masks into the attention mask the same
+    way (``[B, 1, S]``), so their AND is all it needs.
     """
     if not masks:
         return None, None

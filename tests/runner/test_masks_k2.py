@@ -287,8 +287,8 @@ def test_multi_head_attention_consumes_query_and_the_other_masks() -> None:
     got = rule.consume([M1, M2, m3])
     assert got.keys() == {"query_mask", "value_mask"} and got["query_mask"] is M1
     np.testing.assert_array_equal(got["value_mask"], M2 & m3)
-    # The node's tensors are [query, attention_mask, key, value] when all are given (keywords flatten
-    # by sorted name): every mask after the query's still reaches the kernel.
+    # The node's tensors can be [query, attention_mask, key, value] (keywords by sorted name, tf.keras
+    # up to 2.18) or in call order (tf_keras 2.19+): every mask after the query's reaches the kernel.
     got = rule.consume([M1, None, m3, M2])
     np.testing.assert_array_equal(got["value_mask"], M2 & m3)
     assert rule.consume([None, M2]) == {"value_mask": M2}
