@@ -3,100 +3,123 @@
 Run with the Keras venv, with modelgraph importable::
 
     /work/venvs/k3/bin/pip install -e /work/main --no-deps
-    KERAS_BACKEND=tensorflow /work/venvs/k3/bin/python bench/bench_runner.py [--models resnet50,mobilenetv2]
+    KERAS_BACKEND=tensorflow /work/venvs/k3/bin/python bench/bench_runner.py \
+        [--models resnet50,mobilenetv2] [--batches 1,8] [--repeat 5] [--rounds 5]
 
-For each model (``keras.applications`` with random weights, saved as ``.keras`` and exported to ONNX
-with ``model.export(path, format="onnx")``) and batch size it prints the median latency of
-modelgraph, Keras ``predict_on_batch`` and onnxruntime, their ratios, modelgraph's achieved GFLOP/s
-(MACs counted from the graph: Conv/Depthwise/Dense output positions x kernel size), that as a
-fraction of NumPy's own float32 matmul peak on this machine, and the runner's peak memory (tracemalloc
-over the plan + one run) against weights + the largest simultaneously-live activation set. The slowest
-layers of modelgraph are listed by class, so a slow kernel family is visible. Nothing asserts a time.
+This process builds each model (``keras.applications`` with random weights and randomised
+BatchNormalization statistics), saves it as ``.keras``, exports it to ONNX with
+``model.export(path, format="onnx")`` and computes the Keras reference outputs. It times nothing
+itself: every engine runs in a worker process of its own (``bench/_bench_worker.py``, started with
+``sys.executable``) that imports only that engine -- the modelgraph worker never imports TensorFlow,
+Keras or onnxruntime, the Keras worker never imports onnxruntime, the onnxruntime worker never imports
+TensorFlow. In one shared process the TensorFlow and onnxruntime thread pools keep spinning on the
+cores after their own calls (modelgraph's ResNet50 batch 8 once measured 30-40% slower there than
+alone); separate processes that sit idle on a pipe between requests do not.
+
+Workers are long-lived (one per engine per model) and talk one JSON line per request over
+stdin/stdout. Each loads its model once and warms up per batch size. The timing is interleaved in
+``--rounds`` rounds: in each round every engine in turn times ``--repeat`` runs of the batch (the
+order alternates between rotations of the engine list and of its reverse, so no engine always
+follows the same one), with a ``--settle`` pause (0.3 s) before each engine so the previous one's
+spinning threads go idle. This machine is noisy (+-15-30% run to run), so for each model and batch
+size it prints:
+
+* per engine the median and the min over all rounds x repeats, and the per-round medians;
+* the ratios mg/keras and mg/ort of those medians, and the median of the per-round ratios (robust to
+  drift of the machine's speed during the run);
+* modelgraph's GFLOP/s (MACs counted from the graph on the unfused plan: Conv/Depthwise/Dense output
+  positions x kernel size) at its median time, and that as a fraction of NumPy's float32 matmul peak (measured in a
+  NumPy-only subprocess at start);
+* max |mg - keras| and max |ort - keras| against this process's Keras outputs (the workers save
+  their outputs as ``.npy``), and max |keras worker - keras| to show the reloaded ``.keras`` matches.
+
+Then, from the modelgraph worker alone (the other workers have exited), the slowest layer classes
+for batch 1 and 8 (so a slow kernel family is visible) and the runner's peak memory (tracemalloc over
+the plan + one run) against weights + 1.3x the model's largest simultaneously-live activation set
+(every layer output of the Keras graph, freed after its last reader; the fused plan's own, smaller
+live set is printed alongside). The load
+average is printed at start and end (with a warning when other jobs are running). Nothing asserts a
+time.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib.metadata
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
+from _bench_worker import batch_input  # noqa: E402  (bench/ is sys.path[0] when run as a script)
 
 MIB = 1024 * 1024
+WORKER = Path(__file__).resolve().with_name("_bench_worker.py")
+ENGINES = ("modelgraph", "keras", "onnxruntime")
 
 
-def sgemm_peak(n: int = 2048, repeat: int = 5) -> float:
-    """NumPy's float32 matmul throughput on this machine, GFLOP/s (best of ``repeat``)."""
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-    a @ b
-    best = min(_timed(lambda: a @ b) for _ in range(repeat))
-    return 2 * n**3 / best / 1e9
+class Worker:
+    """A long-lived engine subprocess, spoken to one JSON line per request."""
+
+    def __init__(self, engine: str, model_path: Path, size: int, warmup: int) -> None:
+        self.engine = engine
+        cmd = [sys.executable, str(WORKER), engine, str(model_path), "--size", str(size)]
+        self.proc = subprocess.Popen(
+            [*cmd, "--warmup", str(warmup)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.info: dict[str, Any] = self._read()["ready"]
+        if self.info["foreign_modules"]:
+            raise RuntimeError(f"{engine} worker imported {self.info['foreign_modules']}")
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{self.engine} worker exited (code {self.proc.wait()})")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(f"{self.engine} worker failed:\n{reply['error']}")
+        return reply
+
+    def request(self, **req: Any) -> dict[str, Any]:
+        """Send one request and return the worker's reply; a worker-side error raises."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        """Ask the worker to quit; kill it if it does not within 30 s."""
+        if self.proc.poll() is None:
+            try:
+                self.request(cmd="quit")
+                self.proc.wait(timeout=30)
+            except (OSError, RuntimeError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
 
 
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+def sgemm_peak() -> float:
+    """NumPy's float32 matmul peak in GFLOP/s, measured in a NumPy-only subprocess."""
+    out = subprocess.run(
+        [sys.executable, str(WORKER), "sgemm"], check=True, capture_output=True, text=True
+    ).stdout
+    return float(json.loads(out)["sgemm_gflops"])
 
 
-def median_time(fn, warmup: int, repeat: int) -> float:
-    for _ in range(warmup):
-        fn()
-    return statistics.median(_timed(fn) for _ in range(repeat))
-
-
-def count_macs(runner, x: np.ndarray) -> int:
-    """Multiply-accumulates of Conv*/DepthwiseConv*/SeparableConv*/Dense layers for input ``x``."""
-    out = runner.run(x, all_intermediates=True)
-    macs = 0
-    for step in runner.steps:
-        if step.kind != "kernel":
-            continue
-        layer = _layer_at(runner.graph, step.path)
-        if layer is None:
-            continue
-        shapes = {w.name: w.shape for w in layer.weights}
-        key = f"tap/{step.path}" if not step.shared else f"tap/{step.path}:{step.node_index}"
-        if key not in out:
-            continue
-        positions = int(np.prod(out[key].shape[:-1]))
-        if layer.class_name in ("Conv1D", "Conv2D", "Conv3D", "DepthwiseConv2D", "DepthwiseConv1D", "Dense"):
-            macs += positions * int(np.prod(shapes["kernel"]))
-        elif layer.class_name in ("SeparableConv1D", "SeparableConv2D"):
-            # depthwise then pointwise, both at the output positions (strides act on the depthwise part)
-            macs += positions * (
-                int(np.prod(shapes["depthwise_kernel"])) + int(np.prod(shapes["pointwise_kernel"]))
-            )
-    return macs
-
-
-def _layer_at(graph, path: str):
-    g = graph
-    parts = path.split("/")
-    for i, seg in enumerate(parts):
-        name = seg.split(":", 1)[0]
-        if not g.has_layer(name):
-            return None
-        layer = g.layer(name)
-        if i == len(parts) - 1:
-            return layer
-        g = layer.subgraph
-        if g is None:
-            return None
-    return None
-
-
-def build_models(name: str, workdir: Path, size: int):
+def build_models(name: str, workdir: Path, size: int) -> tuple[Any, Path, Path]:
+    """Build ``name`` with random weights and BN statistics; save ``.keras`` and export ONNX."""
     import keras
 
     ctor = {"resnet50": keras.applications.ResNet50, "mobilenetv2": keras.applications.MobileNetV2}[name]
@@ -121,115 +144,147 @@ def build_models(name: str, workdir: Path, size: int):
     return model, keras_path, onnx_path
 
 
-def memory_check(keras_path: Path, x: np.ndarray) -> dict:
-    from modelgraph.loading import load
-    from modelgraph.runner.interpreter import Profile, Runner
-
-    graph = load(keras_path)
-    tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    runner = Runner(graph)
-    after_plan = tracemalloc.get_traced_memory()[0]
-    tracemalloc.reset_peak()
-    runner.run(x)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    prof = Profile(steps=[])
-    runner.run(x, profile=prof)
-    return {
-        "weights_file_bytes": runner.weight_bytes,
-        "plan_bytes": after_plan - base,
-        "peak_bytes": peak - base,
-        "live_activation_bytes": prof.peak_live_bytes,
-    }
+def round_order(r: int) -> list[str]:
+    """Engine order of round ``r``: rotations of ENGINES on even rounds, of its reverse on odd ones."""
+    base = list(ENGINES) if r % 2 == 0 else list(ENGINES[::-1])
+    k = r % len(base)
+    return base[k:] + base[:k]
 
 
-def class_breakdown(runner, x: np.ndarray, repeat: int = 2) -> list[tuple[str, float, float]]:
-    from modelgraph.runner.interpreter import Profile
+def time_rounds(
+    workers: dict[str, Worker], batch: int, rounds: int, repeat: int, settle: float
+) -> dict[str, list[list[float]]]:
+    """Interleaved timing: per engine, one list of ``repeat`` times (seconds) per round."""
+    times: dict[str, list[list[float]]] = {e: [] for e in workers}
+    for r in range(rounds):
+        for engine in round_order(r):
+            time.sleep(settle)
+            times[engine].append(workers[engine].request(cmd="time", batch=batch, repeat=repeat)["times"])
+    return times
 
-    prof = Profile(steps=[])
-    for _ in range(repeat):
-        runner.run(x, profile=prof)
-    by_class: dict[str, float] = {}
-    for s in prof.steps:
-        by_class[s.class_name] = by_class.get(s.class_name, 0.0) + s.seconds / repeat
-    total = sum(by_class.values()) or 1.0
-    return sorted(((k, v, v / total) for k, v in by_class.items()), key=lambda r: -r[1])
+
+def _flat(rounds: list[list[float]]) -> list[float]:
+    return [t for rnd in rounds for t in rnd]
+
+
+def _round_ratio(a: list[list[float]], b: list[list[float]]) -> float:
+    """Median over rounds of median(a in round) / median(b in round)."""
+    return statistics.median(statistics.median(x) / statistics.median(y) for x, y in zip(a, b, strict=True))
 
 
 def main() -> None:
+    """Build, check, time in isolated workers (interleaved rounds) and print the report."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="resnet50,mobilenetv2")
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=5, help="timed runs per engine per round")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed runs per engine per batch size")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds per batch size")
+    ap.add_argument("--settle", type=float, default=0.3, help="pause (s) before each engine's turn")
     args = ap.parse_args()
-
-    import keras
-    import onnxruntime as ort
-    import tensorflow as tf
-
-    from modelgraph.loading import load
-    from modelgraph.runner.interpreter import Runner
+    batches = [int(v) for v in args.batches.split(",")]
+    # Results appear as they are measured, also when stdout is a pipe or a file.
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
 
     peak = sgemm_peak()
     print(f"machine: {os.cpu_count()} cores; numpy {np.__version__} float32 matmul peak {peak:.1f} GFLOP/s")
-    print(f"keras {keras.__version__} / tensorflow {tf.__version__}; onnxruntime {ort.__version__}")
-    print(f"load average at start: {os.getloadavg()[0]:.2f}")
-    rows = []
+
+    import keras
+    import tensorflow as tf
+
+    print(
+        f"keras {keras.__version__} / tensorflow {tf.__version__}; "
+        f"onnxruntime {importlib.metadata.version('onnxruntime')}"
+    )
+    print(
+        f"timing: one worker process per engine; {args.rounds} rounds x {args.repeat} runs per engine "
+        f"and batch size after {args.warmup} warm-up runs; {args.settle:.1f} s pause between engines"
+    )
+    load = os.getloadavg()[0]
+    busy = " (other jobs are running: expect noisy timings)" if load > 0.5 else ""
+    print(f"load average at start: {load:.2f}{busy}")
+    summary = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             print(f"{name}: building, saving, exporting ...", file=sys.stderr)
             model, keras_path, onnx_path = build_models(name, Path(tmp), args.size)
-            t0 = time.perf_counter()
-            runner = Runner(load(keras_path))
-            plan_s = time.perf_counter() - t0
-            sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-            ort_input = sess.get_inputs()[0].name
-            x1 = np.random.default_rng(0).standard_normal((1, args.size, args.size, 3)).astype(np.float32)
-            macs = count_macs(runner, x1)
-            for b in (int(v) for v in args.batches.split(",")):
-                x = np.random.default_rng(b).standard_normal((b, args.size, args.size, 3)).astype(np.float32)
-                ours = runner.run(x)
-                out_key = runner.output_keys[0]
-                ref = np.asarray(model.predict_on_batch(x))
-                ort_out = sess.run(None, {ort_input: x})[0]
-                err_keras = float(np.max(np.abs(ours[out_key] - ref)))
-                err_ort = float(np.max(np.abs(ort_out - ref)))
-                t_mg = median_time(lambda x=x, r=runner: r.run(x), args.warmup, args.repeat)
-                t_k = median_time(lambda x=x, m=model: m.predict_on_batch(x), args.warmup, args.repeat)
-                t_o = median_time(
-                    lambda x=x, s=sess, i=ort_input: s.run(None, {i: x}), args.warmup, args.repeat
-                )
-                gflops = 2 * macs * b / t_mg / 1e9
-                rows.append((name, b, t_mg, t_k, t_o, gflops, err_keras, err_ort))
-                print(
-                    f"{name} b={b}: modelgraph {t_mg * 1e3:8.1f} ms | keras {t_k * 1e3:8.1f} ms "
-                    f"(mg/keras {t_mg / t_k:.2f}x) | onnxruntime {t_o * 1e3:8.1f} ms (mg/ort {t_mg / t_o:.2f}x) | "
-                    f"{gflops:.1f} GFLOP/s = {gflops / peak:.0%} of sgemm peak | max|mg-keras| {err_keras:.2e}, "
-                    f"max|ort-keras| {err_ort:.2e}"
-                )
-            print(f"{name}: {macs / 1e9:.2f} GMACs per image; plan compiled in {plan_s:.2f} s")
-            for b in (1, 8):
-                x = np.random.default_rng(b).standard_normal((b, args.size, args.size, 3)).astype(np.float32)
-                print(f"{name} b={b} time by layer class (modelgraph):")
-                for cls, secs, frac in class_breakdown(runner, x)[:6]:
-                    print(f"    {cls:24s} {secs * 1e3:8.1f} ms  {frac:6.1%}")
-            for b in (1, 8):
-                x = np.random.default_rng(b).standard_normal((b, args.size, args.size, 3)).astype(np.float32)
-                m = memory_check(keras_path, x)
-                budget = m["weights_file_bytes"] + 1.3 * m["live_activation_bytes"]
-                total = m[
-                    "peak_bytes"
-                ]  # traced from before the plan: weights held + activations + temporaries
-                print(
-                    f"{name} b={b} memory: peak {total / MIB:.1f} MiB (of which plan/weights "
-                    f"{m['plan_bytes'] / MIB:.1f} MiB); weights {m['weights_file_bytes'] / MIB:.1f} MiB + 1.3 x "
-                    f"largest live activation set {m['live_activation_bytes'] / MIB:.1f} MiB = budget "
-                    f"{budget / MIB:.1f} MiB -> {total / budget:.2f}x of budget"
-                )
+            refs = {b: np.asarray(model.predict_on_batch(batch_input(b, args.size))) for b in batches}
+            # Nothing runs in this process while the workers are timed.
+            del model
             keras.backend.clear_session()
+            gc.collect()
+            with ExitStack() as stack:
+                workers: dict[str, Worker] = {}
+                for engine in ENGINES:  # one at a time, so load/plan times are not disturbed
+                    path = onnx_path if engine == "onnxruntime" else keras_path
+                    workers[engine] = Worker(engine, path, args.size, args.warmup)
+                    stack.callback(workers[engine].close)
+                plan_s = workers["modelgraph"].info["load_seconds"]
+                macs = workers["modelgraph"].request(cmd="macs")["macs"]
+                for b in batches:
+                    errs = {}
+                    for engine, w in workers.items():
+                        out_path = Path(tmp) / f"{name}-{engine}-b{b}.npy"
+                        w.request(cmd="output", batch=b, path=str(out_path))
+                        errs[engine] = float(np.max(np.abs(np.load(out_path) - refs[b])))
+                    for w in workers.values():
+                        time.sleep(args.settle)
+                        w.request(cmd="warmup", batch=b, n=args.warmup)
+                    t = time_rounds(workers, b, args.rounds, args.repeat, args.settle)
+                    med = {e: statistics.median(_flat(t[e])) for e in ENGINES}
+                    low = {e: min(_flat(t[e])) for e in ENGINES}
+                    r_k = _round_ratio(t["modelgraph"], t["keras"])
+                    r_o = _round_ratio(t["modelgraph"], t["onnxruntime"])
+                    gflops = 2 * macs * b / med["modelgraph"] / 1e9
+                    summary.append((name, b, med, r_k, r_o))
+                    print(
+                        f"{name} b={b}: "
+                        + " | ".join(f"{e} {med[e] * 1e3:.1f} ms (min {low[e] * 1e3:.1f})" for e in ENGINES)
+                    )
+                    print(
+                        f"    mg/keras {med['modelgraph'] / med['keras']:.2f}x (per-round {r_k:.2f}x) | "
+                        f"mg/ort {med['modelgraph'] / med['onnxruntime']:.2f}x (per-round {r_o:.2f}x) | "
+                        f"{gflops:.1f} GFLOP/s = {gflops / peak:.0%} of sgemm peak"
+                    )
+                    print(
+                        "    per-round medians (ms): "
+                        + " | ".join(
+                            f"{e} " + "/".join(f"{statistics.median(x) * 1e3:.0f}" for x in t[e])
+                            for e in ENGINES
+                        )
+                    )
+                    print(
+                        f"    max|mg-keras| {errs['modelgraph']:.2e}, max|ort-keras| {errs['onnxruntime']:.2e}, "
+                        f"max|keras worker-keras| {errs['keras']:.2e}"
+                    )
+                print(f"{name}: {macs / 1e9:.2f} GMACs per image; plan compiled in {plan_s:.2f} s")
+                # The rest is modelgraph alone: let the other engines exit first.
+                workers.pop("keras").close()
+                workers.pop("onnxruntime").close()
+                mg = workers["modelgraph"]
+                for b in (1, 8):
+                    print(f"{name} b={b} time by layer class (modelgraph):")
+                    for cls, secs, frac in mg.request(cmd="breakdown", batch=b)["classes"][:6]:
+                        print(f"    {cls:32s} {secs * 1e3:8.1f} ms  {frac:6.1%}")
+                for b in (1, 8):
+                    m = mg.request(cmd="memory", batch=b)["memory"]
+                    budget = m["weights_file_bytes"] + 1.3 * m["live_activation_bytes"]
+                    # traced from before the plan: weights held + activations + temporaries
+                    total = m["peak_bytes"]
+                    print(
+                        f"{name} b={b} memory: peak {total / MIB:.1f} MiB (of which plan/weights "
+                        f"{m['plan_bytes'] / MIB:.1f} MiB); weights {m['weights_file_bytes'] / MIB:.1f} MiB + "
+                        f"1.3 x the model's largest live activation set {m['live_activation_bytes'] / MIB:.1f} MiB "
+                        f"= budget {budget / MIB:.1f} MiB -> {total / budget:.2f}x of budget (the fused plan's "
+                        f"own live set: {m['plan_live_activation_bytes'] / MIB:.1f} MiB)"
+                    )
+    print("summary (median ms; per-round ratios):")
+    for name, b, med, r_k, r_o in summary:
+        print(
+            f"    {name:12s} b={b:<3d} modelgraph {med['modelgraph'] * 1e3:8.1f} | keras {med['keras'] * 1e3:8.1f} "
+            f"| onnxruntime {med['onnxruntime'] * 1e3:8.1f} | mg/keras {r_k:.2f}x | mg/ort {r_o:.2f}x"
+        )
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
