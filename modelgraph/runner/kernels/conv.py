@@ -42,6 +42,7 @@ from modelgraph.runner.kernels._conv_utils import (
     window_pads,
     window_rows,
 )
+from modelgraph.runner.kernels._winograd import conv2d_winograd, use_winograd, winograd_eligible
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
 _CONV_KEYS = (
@@ -298,6 +299,8 @@ def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
     elif rank <= 2:
         flat = np.ascontiguousarray(kernel.reshape(ktot * cin, filters))
         epilogue = in_place_epilogue(bias, spec.get("activation"), act)
+        # 3x3 stride-1 float32 Conv2D: Winograd F(2x2, 3x3) when the call is big enough to gain.
+        winograd = rank == 2 and winograd_eligible(kernel_size, strides, dilation, dtype)
 
         def run2d(inputs: Any) -> np.ndarray:
             x = to_last(np.asarray(inputs, dtype=dtype), fmt)
@@ -305,7 +308,10 @@ def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
                 raise ValueError(f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}")
             pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
             x2, pads2, ks, st, dil = _as_2d(x, pads, kernel_size, strides, dilation)
-            out = conv2d_gemm(x2, flat, ks, st, dil, pads2, epilogue)
+            if winograd and use_winograd(x2.shape, pads2, filters):
+                out = conv2d_winograd(x2, flat, pads2, epilogue)
+            else:
+                out = conv2d_gemm(x2, flat, ks, st, dil, pads2, epilogue)
             return from_last(out[:, 0] if rank == 1 else out, fmt)
 
         return run2d
