@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from modelgraph.runner.activations import get_activation
-from modelgraph.runner.kernels import _winograd
+from modelgraph.runner.kernels import _winograd, conv
 from modelgraph.runner.kernels._conv_utils import GEMM_BLOCK_BYTES, conv2d_gemm, in_place_epilogue
 from modelgraph.runner.registry import KernelSpec, get_kernel
 
@@ -137,7 +137,7 @@ def calls(monkeypatch):
         seen.append(args[0].shape)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(_winograd, "conv2d_winograd", spy)
+    monkeypatch.setattr(conv, "conv2d_winograd", spy)  # the name the Conv2D kernel calls
     return seen
 
 
