@@ -128,16 +128,21 @@ def _depthwise_2d(
     x2, pads2, ks, st, dil = _as_2d(x, pads, kernel.shape[:-2], strides, dilation)
     channels, mult = kernel.shape[-2:]
     width = channels * mult
+    flat = kernel.reshape(*ks, width)
     if dil[1] == 1:
-        out = _depthwise_rows(x2, kernel.reshape(*ks, width), st, dil, pads2, epilogue, mult)
+        # Each tap's window of one output row is a contiguous run of out_width * width values (of one
+        # column phase when strided): the kernel tiled along the row lets one einsum cover it.
+        padded = [n + b + a for n, (b, a) in zip(x2.shape[1:3], pads2, strict=True)]
+        tiled = depthwise_tiled(flat, out_sizes(padded, ks, st, dil)[1])
+        out = _depthwise_blocks(x2, flat, tiled, st, dil, pads2, epilogue, mult)
     elif width < EINSUM_MIN_CHANNELS:
-        flat = kernel.reshape(-1, width)
+        by_tap = kernel.reshape(-1, width)
 
         def first(dst: np.ndarray, src: np.ndarray, tap: int) -> None:
-            np.multiply(src, flat[tap], out=dst)
+            np.multiply(src, by_tap[tap], out=dst)
 
         def step(dst: np.ndarray, src: np.ndarray, tmp: np.ndarray, tap: int) -> None:
-            np.multiply(src, flat[tap], out=tmp)
+            np.multiply(src, by_tap[tap], out=tmp)
             np.add(dst, tmp, out=dst)
 
         def finish(dst: np.ndarray, h0: int, h1: int) -> None:
@@ -145,38 +150,8 @@ def _depthwise_2d(
 
         out = window2d(x2, ks, st, dil, pads2, 0.0, first, step, finish, repeat=mult)
     else:
-        out = _depthwise_einsum(x2, kernel.reshape(*ks, width), st, dil, pads2, epilogue, mult)
+        out = _depthwise_blocks(x2, flat, None, st, dil, pads2, epilogue, mult)
     return out[:, 0] if x.ndim == 3 else out
-
-
-def _depthwise_rows(
-    x: np.ndarray,
-    kernel: np.ndarray,
-    strides: tuple[int, ...],
-    dilation: tuple[int, ...],
-    pads: Pads,
-    epilogue: Callable[[np.ndarray], None],
-    mult: int,
-) -> np.ndarray:
-    """Depthwise conv without column dilation: each tap's window of one output row is one contiguous
-    run of ``out_width * channels`` values (of one column phase, when strided), so one einsum per block
-    and phase runs its inner loop over whole rows (the kernel tiled along the row once per call),
-    whatever the channel count."""
-    padded = [n + b + a for n, (b, a) in zip(x.shape[1:3], pads, strict=True)]
-    ow = out_sizes(padded, kernel.shape[:2], strides, dilation)[1]
-    return _depthwise_blocks(x, kernel, depthwise_tiled(kernel, ow), strides, dilation, pads, epilogue, mult)
-
-
-def _depthwise_einsum(
-    x: np.ndarray,
-    kernel: np.ndarray,
-    strides: tuple[int, ...],
-    dilation: tuple[int, ...],
-    pads: Pads,
-    epilogue: Callable[[np.ndarray], None],
-    mult: int,
-) -> np.ndarray:
-    return _depthwise_blocks(x, kernel, None, strides, dilation, pads, epilogue, mult)
 
 
 def _depthwise_blocks(
