@@ -186,6 +186,48 @@ def test_check_unsupported_exits_4(tmp_path):
     assert res.exit_code == 4
 
 
+@pytest.mark.parametrize("fuse", [[], ["--no-fuse"]])
+def test_a_file_layer_cannot_claim_a_merged_step_class(tmp_path, fuse):
+    """The plan's merged-step kernels (class names "modelgraph/...") are never reachable from a file."""
+    cfg = {
+        "class_name": "Functional",
+        "config": {
+            "name": "m",
+            "layers": [
+                {
+                    "class_name": "InputLayer",
+                    "name": "x",
+                    "config": {"name": "x", "batch_shape": [None, 3], "dtype": "float32"},
+                    "inbound_nodes": [],
+                },
+                {
+                    "module": "keras.layers",
+                    "class_name": "modelgraph/AddActivation",
+                    "name": "sneaky",
+                    "config": {"name": "sneaky", "activation": "relu", "overwrite": 0},
+                    "inbound_nodes": [{"args": [[_ref("x"), _ref("x")]], "kwargs": {}}],
+                },
+            ],
+            "input_layers": [["x", 0, 0]],
+            "output_layers": [["sneaky", 0, 0]],
+        },
+    }
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(cfg))
+    res = invoke(path, "--check", *fuse)
+    assert res.exit_code == 4, res.output
+    assert "modelgraph/AddActivation" in res.stdout and "sneaky" in res.stdout
+    res = invoke(path, "--random", *fuse)
+    assert res.exit_code == 4, res.output
+
+
+def _ref(layer: str) -> dict:
+    return {
+        "class_name": "__keras_tensor__",
+        "config": {"shape": [None, 3], "dtype": "float32", "keras_history": [layer, 0, 0]},
+    }
+
+
 def test_cannot_load_exits_3(tmp_path):
     bad = tmp_path / "bad.keras"
     bad.write_bytes(b"not a zip")

@@ -26,6 +26,7 @@ import numpy as np
 
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, Weight, map_refs
 from modelgraph.runner.activations import activation_name
+from modelgraph.runner.kernels.fused import ADD_ACTIVATION, INVERTED_BOTTLENECK
 
 _PRODUCERS = frozenset({"Conv1D", "Conv2D", "Conv3D", "DepthwiseConv1D", "DepthwiseConv2D", "Dense"})
 _DEPTHWISE = frozenset({"DepthwiseConv1D", "DepthwiseConv2D"})
@@ -253,8 +254,6 @@ def _merge_bottlenecks(graph: ModelGraph) -> ModelGraph:
     The fused layer takes the projection's name, so every reference to the chain's output stays
     valid; its node reads the chain's input. See :mod:`modelgraph.runner.kernels.fused`.
     """
-    from modelgraph.runner.kernels.fused import INVERTED_BOTTLENECK
-
     consumers = _consumers(graph)
     outputs = {ref.node_key for ref in graph.outputs}
     layers = {lyr.name: lyr for lyr in graph.layers}
@@ -428,14 +427,12 @@ def _pads_2d(value: object) -> list[list[int]] | None:
 
 # Kernels that always return a new array (never a view of an input): their output may be overwritten
 # by its only reader.
-_FRESH_OUTPUTS = _PRODUCERS | {"modelgraph/InvertedBottleneck"}
+_FRESH_OUTPUTS = _PRODUCERS | {INVERTED_BOTTLENECK}
 
 
 def _merge_add_activations(graph: ModelGraph) -> ModelGraph:
     """Merge ``Add`` -> ``ReLU``/``relu6`` into one step that sums and activates chunk by chunk, in
     place into an input that is a fresh conv/dense output read by nothing else."""
-    from modelgraph.runner.kernels.fused import ADD_ACTIVATION
-
     consumers = _consumers(graph)
     outputs = {ref.node_key for ref in graph.outputs}
     layers = {lyr.name: lyr for lyr in graph.layers}

@@ -29,6 +29,7 @@ from modelgraph.errors import (
     RunError,
     UnsupportedConfigError,
     UnsupportedError,
+    UnsupportedLayerError,
     UsageError,
 )
 from modelgraph.graph import (
@@ -45,6 +46,7 @@ from modelgraph.graph import (
 from modelgraph.runner import dtypes as dt
 from modelgraph.runner import masks as mk
 from modelgraph.runner.fusion import fuse as fuse_graph
+from modelgraph.runner.kernels.fused import FUSED_PREFIX
 from modelgraph.runner.registry import KernelSpec, get_entry
 
 OP_LAMBDA_CLASSES = ("TFOpLambda", "SlicingOpLambda")
@@ -293,6 +295,11 @@ class Runner:
         self._kernels: dict[tuple[int, str], tuple[Callable[..., Any], dt.Policy] | None] = {}
         self._weight_bytes = 0
         self._mask_slots: set[int] = set()
+        for path, layer in model.walk():
+            # The merged steps' class names are the plan's own: a file's layer may not claim one.
+            if layer.class_name.startswith(FUSED_PREFIX):
+                name = "/".join(path)
+                self._problem(name, layer.class_name, UnsupportedLayerError(layer.class_name, name))
         self._compile()
         if strict and self.problems:
             raise self.problems[0].error

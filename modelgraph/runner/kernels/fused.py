@@ -15,8 +15,8 @@ input and output touch main memory. Each stage does exactly the arithmetic its l
 GEMMs per row, same tap order, same epilogues), so results equal the unfused plan's up to the
 summation order inside BLAS.
 
-The fused layer's class name contains a ``/`` so it can never be a Keras class name from a file;
-its config holds the stages' own configs and its weights are the stages' weights, prefixed
+The fused layer's class name starts with ``FUSED_PREFIX`` (a ``/`` no Keras class name has; the
+runner refuses files whose layers use it); its config holds the stages' own configs and its weights are the stages' weights, prefixed
 ``expand/``, ``depthwise/`` and ``project/``.
 """
 
@@ -42,7 +42,10 @@ from modelgraph.runner.kernels._conv_utils import (
 )
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
-INVERTED_BOTTLENECK = "modelgraph/InvertedBottleneck"
+# Class names of merged steps start with this; no Keras class name contains a "/", and the runner
+# refuses a file whose layers claim one.
+FUSED_PREFIX = "modelgraph/"
+INVERTED_BOTTLENECK = FUSED_PREFIX + "InvertedBottleneck"
 
 # Bytes of the padded expansion slab per band: large enough that the depthwise halo (kh - 1 rows
 # recomputed per band) stays a small overhead and the GEMMs stay long, small enough that the slab,
@@ -199,7 +202,7 @@ def _bottleneck(
 
 # --- residual sums with their activation -----------------------------------------------------------
 
-ADD_ACTIVATION = "modelgraph/AddActivation"
+ADD_ACTIVATION = FUSED_PREFIX + "AddActivation"
 
 # Elements per chunk of the fused sum: the chunk of the output stays in cache between the additions
 # and the activation, so the sum costs one pass over memory instead of two.
