@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from modelgraph.runner.activations import Activation, activation_name, get_activation
+from modelgraph.runner.parallel import for_each, threads_for
 from modelgraph.runner.registry import KernelSpec
 
 # Config keys that never change what a layer computes at inference time.
@@ -424,13 +425,15 @@ def conv2d_gemm(
     per_pixel = max(depth, filters)
     target = max(GEMM_MIN_ROWS, GEMM_BLOCK_BYTES // (per_pixel * x.itemsize))
     item = x.itemsize
-    for n0, n1, h0, h1 in row_blocks(batch, oh, ow, target):
+
+    def block_of(rows: tuple[int, int, int, int]) -> None:
+        n0, n1, h0, h1 = rows
         m0, m1 = (n0 * oh + h0) * ow, ((n1 - 1) * oh + h1) * ow
         block = flat_out[m0:m1]
         if pointwise:
             np.matmul(x[n0:n1, h0:h1].reshape(-1, channels), weights, out=block)
             epilogue(block)
-            continue
+            return
         r0, r1 = window_rows(h0, h1, kh, strides[0], dilation[0])
         src = slab(x, n0, n1, r0, r1, pads, 0.0, 0)
         nb, hb = n1 - n0, h1 - h0
@@ -457,6 +460,14 @@ def conv2d_gemm(
                 ]
         np.matmul(cols.reshape(m1 - m0, depth), weights, out=block)
         epilogue(block)
+
+    # Blocks are independent (each writes its own output rows): spread them over the cores. Spread,
+    # each thread gets blocks 1/threads the size, so the scratch held stays what one thread held.
+    blocks = row_blocks(batch, oh, ow, target)
+    threads = threads_for(len(blocks))
+    if threads > 1:
+        blocks = row_blocks(batch, oh, ow, max(GEMM_MIN_ROWS, target // threads))
+    for_each(block_of, blocks)
     return out
 
 

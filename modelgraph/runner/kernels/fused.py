@@ -40,6 +40,7 @@ from modelgraph.runner.kernels._conv_utils import (
     window_pads,
     window_rows,
 )
+from modelgraph.runner.parallel import for_each
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
 # Class names of merged steps start with this; no Keras class name contains a "/", and the runner
@@ -195,8 +196,8 @@ def _bottleneck(
         np.matmul(dst.reshape(-1, channels), project, out=block.reshape(-1, project.shape[1]))
         project_epilogue(block)
 
-    for n0, n1, h0, h1 in row_blocks(batch, oh, ow, rows * ow):
-        band(n0, n1, h0, h1)
+    # Bands are independent (each writes its own output rows): spread them over the cores.
+    for_each(lambda rows_: band(*rows_), row_blocks(batch, oh, ow, rows * ow))
     return out
 
 
