@@ -189,31 +189,8 @@ def test_check_unsupported_exits_4(tmp_path):
 @pytest.mark.parametrize("fuse", [[], ["--no-fuse"]])
 def test_a_file_layer_cannot_claim_a_merged_step_class(tmp_path, fuse):
     """The plan's merged-step kernels (class names "modelgraph/...") are never reachable from a file."""
-    cfg = {
-        "class_name": "Functional",
-        "config": {
-            "name": "m",
-            "layers": [
-                {
-                    "class_name": "InputLayer",
-                    "name": "x",
-                    "config": {"name": "x", "batch_shape": [None, 3], "dtype": "float32"},
-                    "inbound_nodes": [],
-                },
-                {
-                    "module": "keras.layers",
-                    "class_name": "modelgraph/AddActivation",
-                    "name": "sneaky",
-                    "config": {"name": "sneaky", "activation": "relu", "overwrite": 0},
-                    "inbound_nodes": [{"args": [[_ref("x"), _ref("x")]], "kwargs": {}}],
-                },
-            ],
-            "input_layers": [["x", 0, 0]],
-            "output_layers": [["sneaky", 0, 0]],
-        },
-    }
     path = tmp_path / "m.json"
-    path.write_text(json.dumps(cfg))
+    path.write_text(json.dumps(_functional_json("modelgraph/AddActivation")))
     res = invoke(path, "--check", *fuse)
     assert res.exit_code == 4, res.output
     assert "modelgraph/AddActivation" in res.stdout and "sneaky" in res.stdout
@@ -221,10 +198,36 @@ def test_a_file_layer_cannot_claim_a_merged_step_class(tmp_path, fuse):
     assert res.exit_code == 4, res.output
 
 
-def _ref(layer: str) -> dict:
-    return {
+def _functional_json(class_name: str) -> dict:
+    """A Keras 3 functional config: input x (None, 3) -> one layer ``sneaky`` of ``class_name``
+    called on ``[x, x]``."""
+    tensor = {
         "class_name": "__keras_tensor__",
-        "config": {"shape": [None, 3], "dtype": "float32", "keras_history": [layer, 0, 0]},
+        "config": {"shape": [None, 3], "dtype": "float32", "keras_history": ["x", 0, 0]},
+    }
+    layers = [
+        {
+            "class_name": "InputLayer",
+            "name": "x",
+            "config": {"name": "x", "batch_shape": [None, 3], "dtype": "float32"},
+            "inbound_nodes": [],
+        },
+        {
+            "module": "keras.layers",
+            "class_name": class_name,
+            "name": "sneaky",
+            "config": {"name": "sneaky", "activation": "relu", "overwrite": 0},
+            "inbound_nodes": [{"args": [[tensor, tensor]], "kwargs": {}}],
+        },
+    ]
+    return {
+        "class_name": "Functional",
+        "config": {
+            "name": "m",
+            "layers": layers,
+            "input_layers": [["x", 0, 0]],
+            "output_layers": [["sneaky", 0, 0]],
+        },
     }
 
 
