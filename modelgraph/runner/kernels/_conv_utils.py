@@ -339,15 +339,34 @@ def row_blocks(batch: int, rows: int, per_row: int, target: int) -> list[tuple[i
 
 
 def slab(
-    x: np.ndarray, n0: int, n1: int, r0: int, r1: int, pads: Pads, value: float, slot: int
+    x: np.ndarray,
+    n0: int,
+    n1: int,
+    r0: int,
+    r1: int,
+    pads: Pads,
+    value: float,
+    slot: int,
+    rows: Callable[[int, int], np.ndarray] | None = None,
+    channels: int | None = None,
 ) -> np.ndarray:
     """Rows ``r0:r1`` (padded coordinates) of images ``n0:n1`` of a ``(B, H, W, C)`` array padded by
-    ``pads`` with ``value``: a view when there is no padding, else a scratch copy."""
+    ``pads`` with ``value``: a view when there is no padding, else a scratch copy.
+
+    ``rows(a, b)``, when given, supplies unpadded rows ``a:b`` of the band's images in place of
+    ``x[n0:n1, a:b]`` (a stage computed on the fly, e.g. an expansion GEMM, with ``channels``
+    channels); ``x`` then only gives the height and width."""
     (top, bottom), (left, right) = pads
+    if rows is None:
+
+        def rows(a: int, b: int) -> np.ndarray:
+            return x[n0:n1, a:b]
+
     if not (top or bottom or left or right):
-        return x[n0:n1, r0:r1]
+        return rows(r0, r1)
     height, width = x.shape[1:3]
-    buf = scratch(slot, (n1 - n0, r1 - r0, width + left + right, x.shape[3]), x.dtype)
+    channels = x.shape[3] if channels is None else channels
+    buf = scratch(slot, (n1 - n0, r1 - r0, width + left + right, channels), x.dtype)
     a, b = max(r0 - top, 0), min(r1 - top, height)
     if b <= a:
         buf.fill(value)
@@ -361,7 +380,7 @@ def slab(
         buf[:, above:below, :left] = value
     if right:
         buf[:, above:below, left + width :] = value
-    buf[:, above:below, left : left + width] = x[n0:n1, a:b]
+    buf[:, above:below, left : left + width] = rows(a, b)
     return buf
 
 

@@ -37,6 +37,7 @@ from modelgraph.runner.kernels._conv_utils import (
     padding_mode,
     row_blocks,
     scratch,
+    slab,
     window_pads,
     window_rows,
 )
@@ -166,31 +167,19 @@ def _bottleneck(
         """Output rows h0:h1 of images n0:n1: expand into the slab, depthwise, project."""
         r0, r1 = window_rows(h0, h1, kh, strides[0], 1)
         nb = n1 - n0
-        slab = scratch(0, (nb, r1 - r0, padded_w, channels), np.float32)
-        # The input rows this band reads (padded coordinates r0:r1 -> unpadded a:b).
-        a, b = max(r0 - top, 0), min(r1 - top, height)
-        above, below = max(a + top - r0, 0), max(b + top - r0, 0)
-        if b <= a:
-            slab.fill(0.0)
-        else:
-            if above:
-                slab[:, :above] = 0.0
-            if below < r1 - r0:
-                slab[:, below:] = 0.0
-            if left:
-                slab[:, above:below, :left] = 0.0
-            if right:
-                slab[:, above:below, left + width_in :] = 0.0
-            if expand is None:
-                slab[:, above:below, left : left + width_in] = x[n0:n1, a:b]
-            else:
-                expanded = scratch(1, (nb, b - a, width_in, channels), np.float32)
-                kernel, epilogue = expand
-                np.matmul(x[n0:n1, a:b].reshape(-1, x.shape[3]), kernel, out=expanded.reshape(-1, channels))
-                epilogue(expanded)
-                slab[:, above:below, left : left + width_in] = expanded
+
+        def expanded_rows(a: int, b: int) -> np.ndarray:
+            assert expand is not None
+            kernel, epilogue = expand
+            rows = scratch(1, (nb, b - a, width_in, channels), np.float32)
+            np.matmul(x[n0:n1, a:b].reshape(-1, x.shape[3]), kernel, out=rows.reshape(-1, channels))
+            epilogue(rows)
+            return rows
+
+        source = None if expand is None else expanded_rows
+        padded = slab(x, n0, n1, r0, r1, pads, 0.0, 0, rows=source, channels=channels)
         dst = scratch(2, (nb, h1 - h0, ow, channels), np.float32)
-        depthwise_slab(slab, dw_kernel, dw_tiled, strides, (1, 1), dst)
+        depthwise_slab(padded, dw_kernel, dw_tiled, strides, (1, 1), dst)
         dw_epilogue(dst)
         block = out[n0:n1, h0:h1]
         np.matmul(dst.reshape(-1, channels), project, out=block.reshape(-1, project.shape[1]))
