@@ -164,9 +164,11 @@ def test_add_activation_kernel(act, overwrite, monkeypatch):
 def test_add_activation_broadcasts_like_add():
     spec = KernelSpec(name="add", class_name=ADD_ACTIVATION, config={"activation": "relu", "overwrite": 0})
     a = np.arange(-6, 6, dtype=np.float32).reshape(2, 3, 2)
-    b = np.array([1.0, -2.0], dtype=np.float32)
+    b = np.array([1.0, -2.0], dtype=np.float32)  # rank 1: one value per sample, as Keras's Add aligns it
     out = get_kernel(ADD_ACTIVATION)(spec)([a, b])
-    np.testing.assert_array_equal(out, np.maximum(a + b, 0))
+    plain_add = get_kernel("Add")(KernelSpec(name="add", class_name="Add", config={}))
+    np.testing.assert_array_equal(out, np.maximum(plain_add([a, b]), 0))
+    np.testing.assert_array_equal(out, np.maximum(a + b[:, None, None], 0))
     np.testing.assert_array_equal(a, np.arange(-6, 6, dtype=np.float32).reshape(2, 3, 2))
 
 

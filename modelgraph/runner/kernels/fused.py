@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph.runner.activations import get_activation
 from modelgraph.runner.kernels._conv_utils import (
     depthwise_slab,
     depthwise_tiled,
@@ -41,6 +42,7 @@ from modelgraph.runner.kernels._conv_utils import (
     window_pads,
     window_rows,
 )
+from modelgraph.runner.kernels.merge import _as_list, _same_rank, _sum
 from modelgraph.runner.parallel import for_each
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
@@ -209,33 +211,27 @@ def add_activation(spec: KernelSpec) -> Kernel:
     overwrite = spec.get("overwrite")
     if overwrite is not None and (not isinstance(overwrite, int) or isinstance(overwrite, bool)):
         raise spec.unsupported("overwrite", overwrite)
-    upper = 6.0 if name == "relu6" else None
+    activate = in_place_epilogue(None, name, get_activation(name))
 
     def run(*args: Any) -> np.ndarray:
-        items = args[0] if len(args) == 1 and isinstance(args[0], list | tuple) else args
-        xs = [np.asarray(x) for x in items]
+        xs = _as_list(spec, args)
         if len(xs) < 2:
             raise ValueError(f"an Add needs at least two inputs; got {len(xs)}")
         shape, dtype = xs[0].shape, xs[0].dtype
         if any(x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous for x in xs):
-            total = xs[0]
-            for x in xs[1:]:
-                total = total + x
-            return np.clip(total, 0, upper) if upper is not None else np.maximum(total, 0)
+            total = _sum(_same_rank(xs))  # broadcasting like Add, into a new array
+            activate(total)
+            return total
         target = xs[overwrite] if overwrite is not None and 0 <= overwrite < len(xs) else np.empty_like(xs[0])
         flat = [x.reshape(-1) for x in xs]
         out = target.reshape(-1)
-        zero = dtype.type(0)
         for start in range(0, out.size, ADD_CHUNK):
             chunk = slice(start, start + ADD_CHUNK)
             dst = out[chunk]
             np.add(flat[0][chunk], flat[1][chunk], out=dst)
             for x in flat[2:]:
                 np.add(dst, x[chunk], out=dst)
-            if upper is None:
-                np.maximum(dst, zero, out=dst)
-            else:
-                np.clip(dst, zero, dtype.type(upper), out=dst)
+            activate(dst)
         return target
 
     return run
