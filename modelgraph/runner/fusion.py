@@ -78,20 +78,30 @@ def _fold_batchnorms(graph: ModelGraph) -> ModelGraph:
     return _drop(graph, layers, removed)
 
 
-def _drop(graph: ModelGraph, layers: Mapping[str, Layer], removed: Mapping[str, TensorRef]) -> ModelGraph:
+def _drop(
+    graph: ModelGraph,
+    layers: Mapping[str, Layer],
+    removed: Mapping[str, TensorRef | None],
+    calls: Mapping[str, Node] | None = None,
+) -> ModelGraph:
     """``graph`` with ``layers`` (by name) in place of its own, without the ``removed`` layers and their
-    nodes, every reference to a removed layer's output replaced by the tensor that stands for it."""
+    nodes, every reference to a removed layer's output replaced by the tensor that stands for it (None:
+    nothing outside the merged step reads it). A layer named in ``calls`` takes that node's call
+    (args, kwargs, inputs): a merged step reads its chain's input."""
 
     def rewire(ref: TensorRef) -> TensorRef:
-        return removed.get(ref.layer, ref) if ref.node_index == 0 and ref.tensor_index == 0 else ref
+        if ref.node_index != 0 or ref.tensor_index != 0:
+            return ref
+        return removed.get(ref.layer) or ref
 
     nodes = []
     for node in graph.nodes:
         if node.layer in removed:
             continue
-        args = map_refs(node.args, rewire)
-        kwargs = map_refs(dict(node.kwargs), rewire)
-        inputs = tuple(rewire(r) for r in node.inputs)
+        source = (calls or {}).get(node.layer, node)
+        args = map_refs(source.args, rewire)
+        kwargs = map_refs(dict(source.kwargs), rewire)
+        inputs = tuple(rewire(r) for r in source.inputs)
         nodes.append(replace(node, args=tuple(args), kwargs=MappingProxyType(kwargs), inputs=inputs))
     return replace(
         graph,
@@ -136,19 +146,25 @@ def _float32(layer: Layer) -> bool:
     return dtype in (None, "float32")
 
 
+def _inert_kwargs(node: Node) -> bool:
+    """No keyword argument that could change the call (only None values and ``training=False``)."""
+    return all(v is None or (k == "training" and v is False) for k, v in node.kwargs.items())
+
+
 def _plain_call(node: Node) -> bool:
     """A call with one positional tensor and no training/mask arguments that could change it."""
-    extra = {k: v for k, v in node.kwargs.items() if v is not None and not (k == "training" and v is False)}
-    return not extra and len(node.args) == 1 and isinstance(node.args[0], TensorRef)
+    return _inert_kwargs(node) and len(node.args) == 1 and isinstance(node.args[0], TensorRef)
+
+
+def _single_call_float32(layer: Layer) -> bool:
+    """A plain float32 layer (no nested model) called exactly once: its one output can be merged away."""
+    return layer.kind == "layer" and layer.node_count == 1 and layer.subgraph is None and _float32(layer)
 
 
 def _can_produce(layer: Layer, node: Node) -> bool:
     return (
         layer.class_name in _PRODUCERS
-        and layer.kind == "layer"
-        and layer.node_count == 1
-        and layer.subgraph is None
-        and _float32(layer)
+        and _single_call_float32(layer)
         and layer.config.get("data_format", "channels_last") == "channels_last"
         and activation_name(layer.config.get("activation")) == "linear"
         and {w.name for w in layer.weights} >= {"kernel"}
@@ -324,27 +340,12 @@ def _merge_bottlenecks(graph: ModelGraph) -> ModelGraph:
         new_inputs[project.name] = node
     if not removed:
         return graph
-    nodes = []
-    for node in graph.nodes:
-        if node.layer in removed:
-            continue
-        source = new_inputs.get(node.layer)
-        if source is not None:
-            node = replace(node, args=source.args, kwargs=source.kwargs, inputs=source.inputs)
-        nodes.append(node)
-    return replace(
-        graph,
-        layers=tuple(layers[lyr.name] for lyr in graph.layers if lyr.name not in removed),
-        nodes=tuple(nodes),
-    )
+    return _drop(graph, layers, dict.fromkeys(removed), new_inputs)
 
 
 def _conv_basics(layer: Layer) -> bool:
     return (
-        layer.kind == "layer"
-        and layer.node_count == 1
-        and layer.subgraph is None
-        and _float32(layer)
+        _single_call_float32(layer)
         and layer.config.get("data_format", "channels_last") in (None, "channels_last")
         and _ints(layer.config.get("dilation_rate", 1)) in ((1,), (1, 1))
     )
@@ -392,9 +393,7 @@ def _depthwise_kernel(layer: Layer) -> Weight:
 def _zero_padding_2d(layer: Layer) -> bool:
     return (
         layer.class_name == "ZeroPadding2D"
-        and layer.kind == "layer"
-        and layer.node_count == 1
-        and _float32(layer)
+        and _single_call_float32(layer)
         and layer.config.get("data_format", "channels_last") in (None, "channels_last")
         and _pads_2d(layer.config.get("padding", 1)) is not None
     )
@@ -461,16 +460,12 @@ def _merge_add_activations(graph: ModelGraph) -> ModelGraph:
 def _plain_add(layer: Layer, node: Node) -> bool:
     return (
         layer.class_name == "Add"
-        and layer.kind == "layer"
-        and layer.node_count == 1
-        and _float32(layer)
+        and _single_call_float32(layer)
         and len(node.args) == 1
         and isinstance(node.args[0], list | tuple)
         and len(node.args[0]) >= 2
         and all(isinstance(a, TensorRef) for a in node.args[0])
-        and not {
-            k: v for k, v in node.kwargs.items() if v is not None and not (k == "training" and v is False)
-        }
+        and _inert_kwargs(node)
     )
 
 
