@@ -17,26 +17,14 @@ from modelgraph.loading.normalize import build_graph
 from modelgraph.loading.weights import attach
 from modelgraph.shapes import expected_weights, infer_shapes
 
+from ._samples import golden_model_files
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
-GOLDENS = sorted((SAMPLES / "goldens").glob("*.json")) if (SAMPLES / "goldens").is_dir() else []
 SCRATCH = [Path("/tmp/scratch/complex.keras"), Path("/tmp/scratch/seq.keras")]
-_FORMATS = ("keras", "h5", "json", "legacy_h5", "config_json")
 
 
-def _golden_files() -> list[tuple[str, str]]:
-    cases = []
-    for golden in GOLDENS:
-        files = json.loads(golden.read_text()).get("files", {})
-        for key, value in files.items():
-            if key in _FORMATS and isinstance(value, str):
-                cases.append((golden.name, value))
-            elif key == "tfjs" and isinstance(value, dict):
-                cases.extend((golden.name, v) for v in value.values() if isinstance(v, str))
-    return cases
-
-
-CASES = _golden_files()
+CASES = golden_model_files()
 
 
 def _refines(got: Any, want: Any) -> bool:

@@ -14,25 +14,13 @@ from modelgraph.loading.normalize import build_graph
 from modelgraph.shapes import infer_shapes
 from modelgraph.stats import layer_stats, model_totals
 
+from ._samples import golden_model_files
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
-GOLDENS = sorted((SAMPLES / "goldens").glob("*.json")) if (SAMPLES / "goldens").is_dir() else []
-_FORMATS = ("keras", "h5", "json", "legacy_h5", "config_json")
 
 
-def _cases() -> list[tuple[str, str]]:
-    cases = []
-    for golden in GOLDENS:
-        files = json.loads(golden.read_text()).get("files", {})
-        for key, value in files.items():
-            if key in _FORMATS and isinstance(value, str):
-                cases.append((golden.name, value))
-            elif key == "tfjs" and isinstance(value, dict):
-                cases.extend((golden.name, v) for v in value.values() if isinstance(v, str))
-    return cases
-
-
-CASES = _cases()
+CASES = golden_model_files()
 
 
 @pytest.mark.skipif(not CASES, reason="samples not generated yet")
