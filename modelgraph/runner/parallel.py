@@ -4,10 +4,15 @@ NumPy releases the GIL inside ufuncs, copies, ``einsum`` and ``matmul``, so a ke
 block by block (its own scratch buffers per thread, each block writing a disjoint part of the
 output) can run its blocks on several Python threads. What stops that from paying on its own is
 OpenBLAS: a GEMM called from each thread would start OpenBLAS's worker threads too, and those spin
-on the cores the other Python threads need. So a thread running a share of blocks first asks
-OpenBLAS (``openblas_set_num_threads_local``, OpenBLAS >= 0.3.27, as bundled with NumPy 2 wheels) to
-run that thread's calls single-threaded, and restores the setting afterwards; outside these
-sections BLAS keeps all its threads.
+on the cores the other Python threads need. So while the blocks run, OpenBLAS is asked to run every
+call single-threaded, through ``openblas_set_num_threads_local`` (OpenBLAS >= 0.3.27, as bundled with
+NumPy 2 wheels), and the caller's count is restored once all blocks are done.
+
+Despite its name, in the pthreads builds NumPy ships that call changes the count of the whole
+process (measured: a GEMM on another thread drops to one core while it is in effect). So only the
+calling thread sets and restores it, once around all shares; pool threads never touch it. Had each
+thread saved and restored its own "previous" value, overlapping shares would restore each other's
+1 and leave every later BLAS call in the process on one core (it did, until this was found).
 
 When that function cannot be found (a NumPy built against another BLAS), or with one thread
 (``MODELGRAPH_NUM_THREADS=1``, or one CPU), blocks run serially in the calling thread, as before.
@@ -44,22 +49,49 @@ def thread_count() -> int:
         return os.cpu_count() or 1
 
 
-@cache
-def blas_thread_setter() -> Callable[[int], int] | None:
-    """``openblas_set_num_threads_local`` of the OpenBLAS NumPy uses (sets the calling thread's BLAS
-    thread count, returns the previous one), or None when NumPy does not bundle such an OpenBLAS."""
+def _openblas_libraries() -> list[ctypes.CDLL]:
     import numpy as np
 
     libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    found = []
     for path in sorted(glob.glob(os.path.join(libs, "*openblas*.so*"))):
         try:
-            lib = ctypes.CDLL(path)  # already loaded by NumPy: this only looks the handle up
-            setter = lib.openblas_set_num_threads_local
-        except (OSError, AttributeError):
+            found.append(ctypes.CDLL(path))  # already loaded by NumPy: this only looks the handle up
+        except OSError:
             continue
-        setter.argtypes = [ctypes.c_int]
-        setter.restype = ctypes.c_int
-        return setter
+    return found
+
+
+@cache
+def blas_thread_setter() -> Callable[[int], int] | None:
+    """``openblas_set_num_threads_local`` of the OpenBLAS NumPy uses (sets the BLAS thread count,
+    process-wide in NumPy's builds, and returns the previous one), or None when NumPy does not bundle
+    such an OpenBLAS."""
+    for lib in _openblas_libraries():
+        setter = getattr(lib, "openblas_set_num_threads_local", None)
+        if setter is not None:
+            setter.argtypes = [ctypes.c_int]
+            setter.restype = ctypes.c_int
+            return setter
+    return None
+
+
+# The getter carries the symbol prefix and suffix of the build (scipy-openblas: ``scipy_..._64_``).
+_GETTER_NAMES = (
+    "openblas_get_num_threads",
+    "scipy_openblas_get_num_threads64_",
+    "openblas_get_num_threads64_",
+)
+
+
+def blas_thread_count() -> int | None:
+    """The thread count NumPy's OpenBLAS uses for its next call, or None when it cannot be read."""
+    for lib in _openblas_libraries():
+        for name in _GETTER_NAMES:
+            getter = getattr(lib, name, None)
+            if getter is not None:
+                getter.restype = ctypes.c_int
+                return int(getter())
     return None
 
 
@@ -71,14 +103,12 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         return _POOL
 
 
-def _run_share(fn: Callable[[T], None], share: Sequence[T], set_blas: Callable[[int], int]) -> None:
+def _run_share(fn: Callable[[T], None], share: Sequence[T]) -> None:
     _IN_SHARE.active = True
-    previous = set_blas(1)
     try:
         for item in share:
             fn(item)
     finally:
-        set_blas(previous)
         _IN_SHARE.active = False
 
 
@@ -99,9 +129,10 @@ def threads_for(items: int) -> int:
 def for_each(fn: Callable[[T], None], items: Sequence[T]) -> None:
     """Call ``fn`` on every item, the items split into contiguous shares, one per thread.
 
-    The calling thread runs the first share itself; every share runs with single-threaded BLAS. Runs
+    The calling thread runs the first share itself; while the shares run, BLAS is single-threaded
+    (process-wide, see the module docstring) and the caller's count is restored after them. Runs
     serially (with BLAS as configured) for fewer than ``MIN_ITEMS_PER_THREAD`` items per thread, one
-    thread, no thread-local BLAS control, or inside another ``for_each``. The first exception is
+    thread, no BLAS thread control, or inside another ``for_each``. The first exception is
     re-raised once all shares have ended.
     """
     threads = threads_for(len(items))
@@ -112,17 +143,21 @@ def for_each(fn: Callable[[T], None], items: Sequence[T]) -> None:
         return
     bounds = [len(items) * i // threads for i in range(threads + 1)]
     shares = [items[bounds[i] : bounds[i + 1]] for i in range(threads)]
-    futures: list[Future[None]] = [
-        _pool(threads - 1).submit(_run_share, fn, share, set_blas) for share in shares[1:]
-    ]
+    previous = set_blas(1)
     error: BaseException | None = None
     try:
-        _run_share(fn, shares[0], set_blas)
-    except BaseException as exc:  # noqa: BLE001 - re-raised once the other shares are done
-        error = exc
-    for future in futures:
-        exc = future.exception()
-        if exc is not None and error is None:
+        futures: list[Future[None]] = [
+            _pool(threads - 1).submit(_run_share, fn, share) for share in shares[1:]
+        ]
+        try:
+            _run_share(fn, shares[0])
+        except BaseException as exc:  # noqa: BLE001 - re-raised once the other shares are done
             error = exc
+        for future in futures:
+            exc = future.exception()
+            if exc is not None and error is None:
+                error = exc
+    finally:
+        set_blas(previous)
     if error is not None:
         raise error
