@@ -2,21 +2,24 @@
 
 NumPy releases the GIL inside ufuncs, copies, ``einsum`` and ``matmul``, so a kernel that works
 block by block (its own scratch buffers per thread, each block writing a disjoint part of the
-output) can run its blocks on several Python threads. What stops that from paying on its own is
-OpenBLAS: a GEMM called from each thread would start OpenBLAS's worker threads too, and those spin
-on the cores the other Python threads need. So while the blocks run, OpenBLAS is asked to run every
-call single-threaded, through ``openblas_set_num_threads_local`` (OpenBLAS >= 0.3.27, as bundled with
-NumPy 2 wheels), and the caller's count is restored once all blocks are done.
+output) can run its blocks on several Python threads: then its copies, epilogues and depthwise
+loops use every core too, not only its GEMMs. Three things about NumPy's OpenBLAS decide how:
 
-Despite its name, in the pthreads builds NumPy ships that call changes the count of the whole
-process (measured: a GEMM on another thread drops to one core while it is in effect). So only the
-calling thread sets and restores it, once around all shares; pool threads never touch it. Had each
-thread saved and restored its own "previous" value, overlapping shares would restore each other's
-1 and leave every later BLAS call in the process on one core (it did, until this was found).
+* A GEMM called from each thread would start OpenBLAS's worker threads as well, which would compete
+  with the other Python threads. So while the blocks run, OpenBLAS runs every call single-threaded
+  (``openblas_set_num_threads_local``, OpenBLAS >= 0.3.27, as bundled with NumPy 2 wheels), and the
+  caller's count is restored once all blocks are done. Despite its name, in the pthreads builds
+  NumPy ships that call sets the count of the whole process, so only the calling thread sets and
+  restores it, once around all shares. (Had each thread restored its own "previous" value,
+  overlapping shares would restore each other's 1 and leave every later BLAS call on one core.)
+* OpenBLAS's idle workers spin for about 0.1 s after each threaded call, taking half of a core from
+  the kernel threads that follow. :func:`shorten_blas_spin` cuts that to under a millisecond.
+* Handing a share to a pool thread costs tens of microseconds, and OpenBLAS splits one GEMM among
+  its own workers well. So work under ``SPREAD_MIN_WORK`` runs serially and BLAS keeps its threads.
 
-When that function cannot be found (a NumPy built against another BLAS), or with one thread
-(``MODELGRAPH_NUM_THREADS=1``, or one CPU), blocks run serially in the calling thread, as before.
-Results do not depend on the thread count: every block is computed the same way wherever it runs.
+When the thread-count call cannot be found (a NumPy built against another BLAS), or with one thread
+(``MODELGRAPH_NUM_THREADS=1``, or one CPU), blocks run serially in the calling thread. Results do not
+depend on the thread count: every block is computed the same way wherever it runs.
 """
 
 from __future__ import annotations
@@ -25,10 +28,13 @@ import ctypes
 import glob
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import cache
 from typing import TypeVar
+
+import numpy as np
 
 T = TypeVar("T")
 
@@ -50,8 +56,6 @@ def thread_count() -> int:
 
 
 def _openblas_libraries() -> list[ctypes.CDLL]:
-    import numpy as np
-
     libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
     found = []
     for path in sorted(glob.glob(os.path.join(libs, "*openblas*.so*"))):
@@ -74,6 +78,42 @@ def blas_thread_setter() -> Callable[[int], int] | None:
             setter.restype = ctypes.c_int
             return setter
     return None
+
+
+# OpenBLAS's idle workers spin for 2**THREAD_TIMEOUT cycles after each threaded call before they
+# sleep: 2**28 by default, about 0.1 s. Spinning, a worker takes half of the core a kernel's own
+# thread runs on (measured: a spread GEMM right after a threaded one ran at one core's speed, and
+# so did one up to 50 ms later). 2**20 cycles (under 1 ms) still bridges the gaps between
+# consecutive BLAS calls of one model, and ends long before most spread kernels do.
+BLAS_SPIN_LOG2_CYCLES = 20
+
+
+@cache
+def shorten_blas_spin() -> bool:
+    """Make NumPy's OpenBLAS workers stop spinning ``2**BLAS_SPIN_LOG2_CYCLES`` cycles after a call
+    (unless ``OPENBLAS_THREAD_TIMEOUT`` is set): OpenBLAS re-reads its environment and restarts its
+    worker threads, which read the timeout when they start. Done once, by the first runner that
+    spreads work; True when it took effect."""
+    if "OPENBLAS_THREAD_TIMEOUT" in os.environ:
+        return False
+    for lib in _openblas_libraries():
+        read_env = getattr(lib, "openblas_read_env", None)
+        shutdown = getattr(lib, "blas_thread_shutdown_", None)
+        timeout = getattr(lib, "openblas_thread_timeout", None)
+        if read_env is None or shutdown is None or timeout is None:
+            continue
+        with _LOCK:
+            os.environ["OPENBLAS_THREAD_TIMEOUT"] = str(BLAS_SPIN_LOG2_CYCLES)
+            try:
+                read_env()
+            finally:
+                del os.environ["OPENBLAS_THREAD_TIMEOUT"]
+            timeout.restype = ctypes.c_int
+            if timeout() != BLAS_SPIN_LOG2_CYCLES:
+                return False
+            shutdown()  # the next threaded call starts the workers again, with the new timeout
+        return True
+    return False
 
 
 # The getter carries the symbol prefix and suffix of the build (scipy-openblas: ``scipy_..._64_``).
@@ -112,40 +152,47 @@ def _run_share(fn: Callable[[T], None], share: Sequence[T]) -> None:
         _IN_SHARE.active = False
 
 
-# Fewest items per thread before blocks are spread: with fewer, one share is a single block and an
-# uneven split leaves a core idle, while one BLAS call with all its threads splits evenly (measured on
-# ResNet50 at batch 1, where most layers have one to three blocks: spreading them was slower).
-MIN_ITEMS_PER_THREAD = 2
+# Multiply-adds (or comparable units of work) a call needs before its items are spread over threads.
+# Handing a share to a pool thread and waiting for it costs about 40 us; OpenBLAS's own workers,
+# which spin between calls, pick work up faster. Smaller calls therefore run serially and leave BLAS
+# its threads: measured in-process on MobileNetV2 at batch 1 (every block under 25M multiply-adds),
+# spreading its bands was 1.15-1.35x slower than this; at batch 8 spreading them was 1.2x faster.
+SPREAD_MIN_WORK = 1 << 26
 
 
-def threads_for(items: int) -> int:
-    """How many threads :func:`for_each` spreads this many items over (1: it runs them serially)."""
-    threads = min(thread_count(), items // MIN_ITEMS_PER_THREAD)
-    if threads <= 1 or blas_thread_setter() is None or getattr(_IN_SHARE, "active", False):
+def threads_for(items: int, work: float | None = None) -> int:
+    """How many threads :func:`for_each` spreads this many items (of ``work`` in all, when known)
+    over (1: it runs them serially)."""
+    threads = min(thread_count(), items)
+    if (
+        threads <= 1
+        or (work is not None and work < SPREAD_MIN_WORK)
+        or blas_thread_setter() is None
+        or getattr(_IN_SHARE, "active", False)
+    ):
         return 1
     return threads
 
 
-def for_each(fn: Callable[[T], None], items: Sequence[T]) -> None:
+def for_each(fn: Callable[[T], None], items: Sequence[T], work: float | None = None) -> None:
     """Call ``fn`` on every item, the items split into contiguous shares, one per thread.
 
     The calling thread runs the first share itself; while the shares run, BLAS is single-threaded
     (process-wide, see the module docstring) and the caller's count is restored after them. Runs
-    serially (with BLAS as configured) for fewer than ``MIN_ITEMS_PER_THREAD`` items per thread, one
+    serially (BLAS keeps its own threads) for one item, ``work`` under ``SPREAD_MIN_WORK``, one
     thread, no BLAS thread control, or inside another ``for_each``. The first exception is
     re-raised once all shares have ended.
     """
-    threads = threads_for(len(items))
-    set_blas = blas_thread_setter()
-    if threads <= 1 or set_blas is None:
+    threads = threads_for(len(items), work)
+    if threads <= 1:
         for item in items:
             fn(item)
         return
+    shorten_blas_spin()
     bounds = [len(items) * i // threads for i in range(threads + 1)]
     shares = [items[bounds[i] : bounds[i + 1]] for i in range(threads)]
-    previous = set_blas(1)
     error: BaseException | None = None
-    try:
+    with blas_threads(1):
         futures: list[Future[None]] = [
             _pool(threads - 1).submit(_run_share, fn, share) for share in shares[1:]
         ]
@@ -157,7 +204,63 @@ def for_each(fn: Callable[[T], None], items: Sequence[T]) -> None:
             exc = future.exception()
             if exc is not None and error is None:
                 error = exc
-    finally:
-        set_blas(previous)
     if error is not None:
         raise error
+
+
+@contextmanager
+def blas_threads(count: int) -> Iterator[None]:
+    """Run the block with NumPy's OpenBLAS set to ``count`` threads (process-wide), restoring the
+    previous count after it; does nothing when the count cannot be set."""
+    set_blas = blas_thread_setter()
+    if set_blas is None:
+        yield
+        return
+    previous = set_blas(count)
+    try:
+        yield
+    finally:
+        set_blas(previous)
+
+
+# Fewest rows (or columns) per piece of a split product: shorter GEMMs lose BLAS's efficiency.
+MIN_SPLIT = 32
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.matmul(a, b, out=out)`` for a ``(M, K)`` ``a`` and ``(K, N)`` ``b``. A product of at
+    least ``SPREAD_MIN_WORK`` multiply-adds is cut into pieces spread by :func:`for_each` (by rows, or
+    by columns when there are too few rows to share), each piece the same GEMM on a part of the
+    output; a smaller one is one call, with BLAS's own threads."""
+    if out is None:
+        out = np.empty((a.shape[0], b.shape[1]), dtype=np.result_type(a, b))
+    rows, depth = a.shape
+    cols = b.shape[1]
+    pieces = 2 * thread_count()
+    if threads_for(pieces, rows * depth * cols) <= 1:
+        return np.matmul(a, b, out=out)
+    if rows >= pieces * MIN_SPLIT:
+        bounds = [rows * i // pieces for i in range(pieces + 1)]
+
+        def by_rows(i: int) -> None:
+            np.matmul(a[bounds[i] : bounds[i + 1]], b, out=out[bounds[i] : bounds[i + 1]])
+
+        for_each(by_rows, range(pieces))
+    elif cols >= pieces * MIN_SPLIT:
+        bounds = [cols * i // pieces for i in range(pieces + 1)]
+
+        def by_cols(i: int) -> None:
+            np.matmul(a, b[:, bounds[i] : bounds[i + 1]], out=out[:, bounds[i] : bounds[i + 1]])
+
+        for_each(by_cols, range(pieces))
+    else:
+        np.matmul(a, b, out=out)
+    return out
+
+
+def dense_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``x @ w`` for any ``(..., K)`` ``x`` and a ``(K, N)`` ``w``, as one :func:`matmul` over the
+    flattened leading axes."""
+    lead = x.shape[:-1]
+    flat = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    return matmul(flat, w).reshape(*lead, w.shape[1])

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from modelgraph.loading import load
+from modelgraph.runner import parallel
 from modelgraph.runner.fusion import fuse
 from modelgraph.runner.interpreter import Runner
 from modelgraph.runner.kernels import fused
@@ -25,11 +26,16 @@ from .test_kernels_conv_perf_paths import ref_conv, ref_depthwise
 SAMPLES = Path(__file__).resolve().parent.parent.parent / "samples"
 
 
-@pytest.fixture(params=["real", "tiny"])
+@pytest.fixture(params=["real", "tiny", "spread"])
 def bands(request, monkeypatch):
+    """Real band sizes; one-row bands; bands spread over two threads (thinned to one per thread)."""
     if request.param == "tiny":
         monkeypatch.setattr(fused, "SLAB_BYTES", 1 << 8)
         monkeypatch.setattr(fused, "MIN_BAND_ROWS", 1)
+    if request.param == "spread":
+        monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
+        monkeypatch.setattr(fused, "MIN_SHARED_BAND_ROWS", 1)
+        monkeypatch.setenv("MODELGRAPH_NUM_THREADS", "2")
     return request.param
 
 

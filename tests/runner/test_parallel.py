@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import threading
 
 import numpy as np
@@ -100,11 +102,67 @@ def test_nested_calls_and_one_thread_run_serially(two_threads, monkeypatch):
     assert inner_threads == {caller}
 
 
-def test_few_items_stay_on_the_caller(two_threads):
+def test_one_item_stays_on_the_caller(two_threads):
     caller = threading.get_ident()
     threads: set[int] = set()
-    parallel.for_each(lambda _: threads.add(threading.get_ident()), [0, 1, 2])
+    parallel.for_each(lambda _: threads.add(threading.get_ident()), [0])
     assert threads == {caller}
+
+
+@needs_blas_control
+@pytest.mark.parametrize("shape", [(600, 300, 200), (40, 500, 700), (40, 64, 40), (3, 4, 5)])
+def test_split_matmul_gives_numpys_product(two_threads, shape, monkeypatch):
+    """Split by rows (many rows), by columns (few rows, many columns) or not at all (too small)."""
+    monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
+    m, k, n = shape
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    expected = a.astype(np.float64) @ b.astype(np.float64)
+    got = parallel.matmul(a, b)
+    assert got.dtype == np.float32 and got.shape == (m, n)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
+    out = np.empty((m, n), dtype=np.float32)
+    assert parallel.matmul(a, b, out=out) is out
+    np.testing.assert_array_equal(out, got)
+    x = rng.standard_normal((2, 3, k), dtype=np.float32)
+    np.testing.assert_allclose(parallel.dense_matmul(x, b), x @ b, rtol=1e-4, atol=1e-4)
+
+
+@needs_blas_control
+def test_small_work_runs_on_the_caller(two_threads):
+    threads: set[int] = set()
+    parallel.for_each(lambda _: threads.add(threading.get_ident()), [0, 1, 2, 3], work=1000)
+    assert threads == {threading.get_ident()}
+
+
+@needs_blas_control
+def test_a_split_matmul_uses_both_threads(two_threads, monkeypatch):
+    monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
+    seen: set[int] = set()
+    real = np.matmul
+
+    def spy(*args, **kwargs):
+        seen.add(threading.get_ident())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(parallel.np, "matmul", spy)
+    rng = np.random.default_rng(2)
+    parallel.matmul(rng.standard_normal((512, 256)), rng.standard_normal((256, 64)))
+    assert len(seen) == 2
+
+
+@needs_blas_control
+def test_blas_threads_sets_and_restores():
+    if parallel.blas_thread_count() is None:
+        pytest.skip("NumPy's OpenBLAS has no readable thread count")
+    setter = parallel.blas_thread_setter()
+    before = setter(2)
+    try:
+        with parallel.blas_threads(1):
+            assert parallel.blas_thread_count() == 1
+        assert parallel.blas_thread_count() == 2
+    finally:
+        setter(before)
 
 
 @pytest.mark.parametrize("shape, kernel, strides", [((8, 30, 31, 24), 3, 1), ((8, 17, 16, 40), 1, 2)])
@@ -114,6 +172,7 @@ def test_conv_blocks_give_the_same_numbers_on_any_thread_count(shape, kernel, st
     w = rng.standard_normal((kernel * kernel * shape[-1], 32), dtype=np.float32)
     bias = rng.standard_normal(32, dtype=np.float32)
     monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.GEMM_BLOCK_BYTES", 1 << 14)
+    monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
     pads = [(kernel // 2, kernel // 2)] * 2
     results = []
     for threads in ("1", "2"):
@@ -121,3 +180,25 @@ def test_conv_blocks_give_the_same_numbers_on_any_thread_count(shape, kernel, st
         epilogue = in_place_epilogue(bias, "relu", None)
         results.append(conv2d_gemm(x, w, (kernel, kernel), (strides, strides), (1, 1), pads, epilogue))
     np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_spreading_work_shortens_openblas_spin(two_threads, monkeypatch):
+    """After the first spread call, OpenBLAS's idle workers spin 2**20 cycles, not its default 2**28
+    (unless the user chose a timeout), so they leave the cores to the kernels' own threads."""
+    libs = parallel._openblas_libraries()
+    timeouts = [getattr(lib, "openblas_thread_timeout", None) for lib in libs]
+    if parallel.blas_thread_setter() is None or not any(timeouts):
+        pytest.skip("NumPy's OpenBLAS has no thread timeout to read")
+    monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
+    parallel.for_each(lambda _: None, [0, 1])
+    timeout = next(t for t in timeouts if t is not None)
+    timeout.restype = ctypes.c_int
+    if "OPENBLAS_THREAD_TIMEOUT" in os.environ:
+        assert parallel.shorten_blas_spin() is False
+    else:
+        assert parallel.shorten_blas_spin() is True
+        assert timeout() == parallel.BLAS_SPIN_LOG2_CYCLES
+        assert "OPENBLAS_THREAD_TIMEOUT" not in os.environ  # the process environment is left as it was
+    # BLAS still works, threaded, after its workers were restarted.
+    a = np.random.default_rng(3).standard_normal((300, 200))
+    np.testing.assert_allclose(a @ a.T, np.einsum("ik,jk->ij", a, a), rtol=1e-10, atol=1e-10)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from modelgraph.runner.activations import Activation, activation_name, get_activation
-from modelgraph.runner.parallel import for_each, threads_for
+from modelgraph.runner.parallel import for_each, matmul, thread_count, threads_for
 from modelgraph.runner.registry import KernelSpec
 
 # Config keys that never change what a layer computes at inference time.
@@ -450,7 +450,7 @@ def conv2d_gemm(
         m0, m1 = (n0 * oh + h0) * ow, ((n1 - 1) * oh + h1) * ow
         block = flat_out[m0:m1]
         if pointwise:
-            np.matmul(x[n0:n1, h0:h1].reshape(-1, channels), weights, out=block)
+            matmul(x[n0:n1, h0:h1].reshape(-1, channels), weights, out=block)
             epilogue(block)
             return
         r0, r1 = window_rows(h0, h1, kh, strides[0], dilation[0])
@@ -477,16 +477,17 @@ def conv2d_gemm(
                     a : a + (hb - 1) * strides[0] + 1 : strides[0],
                     b : b + (ow - 1) * strides[1] + 1 : strides[1],
                 ]
-        np.matmul(cols.reshape(m1 - m0, depth), weights, out=block)
+        matmul(cols.reshape(m1 - m0, depth), weights, out=block)
         epilogue(block)
 
-    # Blocks are independent (each writes its own output rows): spread them over the cores. Spread,
-    # each thread gets blocks 1/threads the size, so the scratch held stays what one thread held.
-    blocks = row_blocks(batch, oh, ow, target)
-    threads = threads_for(len(blocks))
+    # Blocks are independent (each writes its own output rows): spread them over the cores when the
+    # conv is big enough. Spread, each thread gets blocks 1/threads the size (at least two each when
+    # the rows allow), so the scratch held stays what one thread held and the shares stay even.
+    work = batch * oh * ow * depth * filters
+    threads = threads_for(2 * thread_count(), work)
     if threads > 1:
-        blocks = row_blocks(batch, oh, ow, max(GEMM_MIN_ROWS, target // threads))
-    for_each(block_of, blocks)
+        target = max(GEMM_MIN_ROWS, min(target // threads, -(-batch * oh * ow // (2 * threads))))
+    for_each(block_of, row_blocks(batch, oh, ow, target), work)
     return out
 
 

@@ -43,7 +43,7 @@ from modelgraph.runner.kernels._conv_utils import (
     window_rows,
 )
 from modelgraph.runner.kernels.merge import _as_list, _same_rank, _sum
-from modelgraph.runner.parallel import for_each
+from modelgraph.runner.parallel import for_each, matmul, thread_count, threads_for
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
 # Class names of merged steps start with this; no Keras class name contains a "/", and the runner
@@ -57,6 +57,8 @@ INVERTED_BOTTLENECK = FUSED_PREFIX + "InvertedBottleneck"
 SLAB_BYTES = 1 << 20
 # Fewest output rows per band (halo overhead at most (kh - 1) / MIN_BAND_ROWS).
 MIN_BAND_ROWS = 8
+# Fewest output rows per band when bands are thinned so that every thread gets one.
+MIN_SHARED_BAND_ROWS = 4
 
 
 def _stage_spec(spec: KernelSpec, stage: str) -> KernelSpec:
@@ -164,6 +166,13 @@ def _bottleneck(
     # Output rows per band: the slab holds (rows - 1) * stride + kh padded input rows.
     row_bytes = padded_w * channels * 4
     rows = max(MIN_BAND_ROWS, (SLAB_BYTES // row_bytes - kh) // strides[0] + 1)
+    expand_depth = 0 if expand is None else expand[0].shape[0]
+    work = batch * (height * width_in * expand_depth + oh * ow * (kh * kw + project.shape[1])) * channels
+    # Too few bands to give every thread one: thinner bands (more halo rows recomputed, but every
+    # core busy on the depthwise conv too, not only on the GEMMs).
+    per_image = -(-thread_count() // batch)
+    if per_image > 1 and -(-oh // rows) < per_image and threads_for(per_image * batch, work) > 1:
+        rows = max(MIN_SHARED_BAND_ROWS, -(-oh // per_image))
 
     def band(n0: int, n1: int, h0: int, h1: int) -> None:
         """Output rows h0:h1 of images n0:n1: expand into the slab, depthwise, project."""
@@ -174,7 +183,7 @@ def _bottleneck(
             assert expand is not None
             kernel, epilogue = expand
             rows = scratch(1, (nb, b - a, width_in, channels), np.float32)
-            np.matmul(x[n0:n1, a:b].reshape(-1, x.shape[3]), kernel, out=rows.reshape(-1, channels))
+            matmul(x[n0:n1, a:b].reshape(-1, x.shape[3]), kernel, out=rows.reshape(-1, channels))
             epilogue(rows)
             return rows
 
@@ -184,11 +193,11 @@ def _bottleneck(
         depthwise_slab(padded, dw_kernel, dw_tiled, strides, (1, 1), dst)
         dw_epilogue(dst)
         block = out[n0:n1, h0:h1]
-        np.matmul(dst.reshape(-1, channels), project, out=block.reshape(-1, project.shape[1]))
+        matmul(dst.reshape(-1, channels), project, out=block.reshape(-1, project.shape[1]))
         project_epilogue(block)
 
     # Bands are independent (each writes its own output rows): spread them over the cores.
-    for_each(lambda rows_: band(*rows_), row_blocks(batch, oh, ow, rows * ow))
+    for_each(lambda rows_: band(*rows_), row_blocks(batch, oh, ow, rows * ow), work)
     return out
 
 
