@@ -223,8 +223,11 @@ def blas_threads(count: int) -> Iterator[None]:
         set_blas(previous)
 
 
-# Fewest rows (or columns) per piece of a split product: shorter GEMMs lose BLAS's efficiency.
-MIN_SPLIT = 32
+# Fewest rows per piece of a product split by rows: every piece packs all of ``b`` again, which
+# costs too much beside a short piece. Fewest columns per piece of one split by columns (each piece
+# packs only its own columns of ``b``).
+MIN_SPLIT_ROWS = 256
+MIN_SPLIT_COLS = 32
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -239,14 +242,14 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     pieces = 2 * thread_count()
     if threads_for(pieces, rows * depth * cols) <= 1:
         return np.matmul(a, b, out=out)
-    if rows >= pieces * MIN_SPLIT:
+    if rows >= pieces * MIN_SPLIT_ROWS:
         bounds = [rows * i // pieces for i in range(pieces + 1)]
 
         def by_rows(i: int) -> None:
             np.matmul(a[bounds[i] : bounds[i + 1]], b, out=out[bounds[i] : bounds[i + 1]])
 
         for_each(by_rows, range(pieces))
-    elif cols >= pieces * MIN_SPLIT:
+    elif cols >= pieces * MIN_SPLIT_COLS:
         bounds = [cols * i // pieces for i in range(pieces + 1)]
 
         def by_cols(i: int) -> None:

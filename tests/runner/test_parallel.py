@@ -110,7 +110,7 @@ def test_one_item_stays_on_the_caller(two_threads):
 
 
 @needs_blas_control
-@pytest.mark.parametrize("shape", [(600, 300, 200), (40, 500, 700), (40, 64, 40), (3, 4, 5)])
+@pytest.mark.parametrize("shape", [(1500, 100, 50), (40, 500, 700), (40, 64, 40), (3, 4, 5)])
 def test_split_matmul_gives_numpys_product(two_threads, shape, monkeypatch):
     """Split by rows (many rows), by columns (few rows, many columns) or not at all (too small)."""
     monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
@@ -147,7 +147,7 @@ def test_a_split_matmul_uses_both_threads(two_threads, monkeypatch):
 
     monkeypatch.setattr(parallel.np, "matmul", spy)
     rng = np.random.default_rng(2)
-    parallel.matmul(rng.standard_normal((512, 256)), rng.standard_normal((256, 64)))
+    parallel.matmul(rng.standard_normal((2048, 64)), rng.standard_normal((64, 16)))
     assert len(seen) == 2
 
 

@@ -299,7 +299,7 @@ def _blas_threads() -> int:
 # 7x7x512): 4 MiB blocks ran at 128-176 GFLOP/s (65-88% of sgemm peak), 1 MiB at 88-148 and
 # 16 MiB at 68-171; on a heavily loaded machine larger blocks did better still.
 GEMM_BLOCK_BYTES = 1 << 20 if _blas_threads() == 1 else 1 << 22
-GEMM_MIN_ROWS = 256
+GEMM_MIN_ROWS = 512
 EW_BLOCK_BYTES = 1 << 18
 DW_BLOCK_BYTES = 1 << 19
 
@@ -389,15 +389,28 @@ def window_rows(r0: int, r1: int, kernel: int, stride: int, dilation: int) -> tu
     return r0 * stride, (r1 - 1) * stride + (kernel - 1) * dilation + 1
 
 
+# Where an output block lies in its kernel's output: slices of the leading axes (batch, rows), or
+# None where no caller needs it (epilogues without a residual ignore it).
+Region = tuple[slice, ...]
+Epilogue = Callable[[np.ndarray, Region | None], None]
+
+
 def in_place_epilogue(
-    bias: np.ndarray | None, act_value: Any, act: Activation | None
-) -> Callable[[np.ndarray], None]:
-    """Bias add and activation applied in place to an output block (relu / relu6 without temporaries)."""
+    bias: np.ndarray | None, act_value: Any, act: Activation | None, residual: np.ndarray | None = None
+) -> Epilogue:
+    """``epilogue(block, region)``: bias add, then ``residual[region]`` added (a residual sum merged
+    into the conv that feeds it; ``residual`` has the output's shape and ``block`` holds the same
+    elements in the same order, e.g. flattened to GEMM rows), then the activation, all in place on
+    the output block (relu / relu6 without temporaries)."""
     name = activation_name(act_value)
 
-    def epilogue(block: np.ndarray) -> None:
+    def epilogue(block: np.ndarray, region: Region | None) -> None:
         if bias is not None:
             np.add(block, bias, out=block)
+        if residual is not None:
+            if region is None:
+                raise ValueError("a residual epilogue needs the block's region")
+            np.add(block, residual[region].reshape(block.shape), out=block)
         if act is None:
             return
         if name == "relu":
@@ -424,7 +437,7 @@ def conv2d_gemm(
     strides: Sequence[int],
     dilation: Sequence[int],
     pads: Pads,
-    epilogue: Callable[[np.ndarray], None],
+    epilogue: Epilogue,
 ) -> np.ndarray:
     """A dense 2-D conv of a C-ordered ``(B, H, W, C)`` array, ``weights`` ``(kh*kw*C, F)``.
 
@@ -449,9 +462,10 @@ def conv2d_gemm(
         n0, n1, h0, h1 = rows
         m0, m1 = (n0 * oh + h0) * ow, ((n1 - 1) * oh + h1) * ow
         block = flat_out[m0:m1]
+        region = (slice(n0, n1), slice(h0, h1))
         if pointwise:
             matmul(x[n0:n1, h0:h1].reshape(-1, channels), weights, out=block)
-            epilogue(block)
+            epilogue(block, region)
             return
         r0, r1 = window_rows(h0, h1, kh, strides[0], dilation[0])
         src = slab(x, n0, n1, r0, r1, pads, 0.0, 0)
@@ -478,7 +492,7 @@ def conv2d_gemm(
                     b : b + (ow - 1) * strides[1] + 1 : strides[1],
                 ]
         matmul(cols.reshape(m1 - m0, depth), weights, out=block)
-        epilogue(block)
+        epilogue(block, region)
 
     # Blocks are independent (each writes its own output rows): spread them over the cores when the
     # conv is big enough. Spread, each thread gets blocks 1/threads the size (at least two each when

@@ -24,13 +24,13 @@ a run of a whole tile row. The output transform is one small GEMM.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
-from modelgraph.runner.kernels._conv_utils import GEMM_BLOCK_BYTES, Pads, scratch
+from modelgraph.runner.kernels._conv_utils import GEMM_BLOCK_BYTES, Epilogue, Pads, scratch
 
 # The kernel transform G (4x3) and output transform A^T (2x4) of F(2x2, 3x3). kron(G, G) maps the 9
 # taps (i*3 + j) to the 16 entries of U (a*4 + b), kron(A^T, A^T) the 16 products of a tile (i*4 + j)
@@ -292,7 +292,7 @@ def conv2d_winograd(
     x: np.ndarray,
     flat: np.ndarray,
     pads: Pads,
-    epilogue: Callable[[np.ndarray], None],
+    epilogue: Epilogue,
     budget: int | None = None,
 ) -> np.ndarray:
     """A 3x3 stride-1 conv of a C-ordered float32 ``(B, H, W, C)`` array, ``flat`` ``(9*C, K)``
@@ -332,8 +332,9 @@ def conv2d_winograd(
                     _transform_input(src, v, tmp)
             m = _carve(arena, lay.m, (16, nb, tb, tw, kc))
             np.matmul(v.reshape(16, -1, channels), u, out=m.reshape(16, -1, kc))
-            dst = out[n0:n1, 2 * t0 : min(oh, 2 * t1)]
+            region = (slice(n0, n1), slice(2 * t0, min(oh, 2 * t1)))
+            dst = out[region]
             _transform_output(m, dst[..., k0:k1], _carve(arena, lay.x, (4, nb, tb, tw, kc)))
             if k1 == filters:
-                epilogue(dst)
+                epilogue(dst, region)
     return out

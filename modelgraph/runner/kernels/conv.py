@@ -18,7 +18,9 @@ import numpy as np
 
 from modelgraph.runner.kernels._conv_utils import (
     DW_BLOCK_BYTES,
+    Epilogue,
     Pads,
+    Region,
     check_keys,
     conv2d_gemm,
     data_format,
@@ -115,7 +117,7 @@ def _depthwise_2d(
     strides: tuple[int, ...],
     dilation: tuple[int, ...],
     pads: Pads,
-    epilogue: Callable[[np.ndarray], None],
+    epilogue: Epilogue,
 ) -> np.ndarray:
     """Depthwise conv of an unpadded rank-1/2 channels-last array, kernel ``(k..., C, M)``, one block of
     output rows at a time (padded rows in a scratch slab, ``epilogue`` while the block is in cache).
@@ -146,7 +148,7 @@ def _depthwise_2d(
             np.add(dst, tmp, out=dst)
 
         def finish(dst: np.ndarray, h0: int, h1: int) -> None:
-            epilogue(dst)
+            epilogue(dst, None)
 
         out = window2d(x2, ks, st, dil, pads2, 0.0, first, step, finish, repeat=mult)
     else:
@@ -161,7 +163,7 @@ def _depthwise_blocks(
     strides: tuple[int, ...],
     dilation: tuple[int, ...],
     pads: Pads,
-    epilogue: Callable[[np.ndarray], None],
+    epilogue: Epilogue,
     mult: int,
 ) -> np.ndarray:
     """Depthwise conv a block of output rows at a time: padded input rows to a scratch slab, then
@@ -179,7 +181,7 @@ def _depthwise_blocks(
             src = np.repeat(src, mult, axis=-1)
         dst = out[n0:n1, h0:h1]
         depthwise_slab(src, kernel, tiled, strides, dilation, dst)
-        epilogue(dst)
+        epilogue(dst, (slice(n0, n1), slice(h0, h1)))
     return out
 
 
@@ -215,7 +217,7 @@ def _depthwise_core(
     return tap_reduce(x, ks, strides, dilation, channels * mult, first, step)
 
 
-def _no_epilogue(block: np.ndarray) -> None:
+def _no_epilogue(block: np.ndarray, region: Region | None) -> None:
     return None
 
 

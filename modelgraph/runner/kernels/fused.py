@@ -22,13 +22,14 @@ runner refuses files whose layers use it); its config holds the stages' own conf
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from modelgraph.runner.activations import get_activation
 from modelgraph.runner.kernels._conv_utils import (
+    Epilogue,
     depthwise_slab,
     depthwise_tiled,
     fused_activation,
@@ -77,7 +78,7 @@ def _stage_spec(spec: KernelSpec, stage: str) -> KernelSpec:
     )
 
 
-def _pointwise(spec: KernelSpec) -> tuple[np.ndarray, Callable[[np.ndarray], None]]:
+def _pointwise(spec: KernelSpec) -> tuple[np.ndarray, Epilogue]:
     """A 1x1 stage's ``(C, F)`` kernel and in-place epilogue."""
     kernel = np.asarray(spec.weight("kernel"), dtype=np.float32)
     if kernel.ndim != 4 or kernel.shape[:2] != (1, 1):
@@ -90,7 +91,7 @@ def _pointwise(spec: KernelSpec) -> tuple[np.ndarray, Callable[[np.ndarray], Non
 @register(INVERTED_BOTTLENECK)
 def inverted_bottleneck(spec: KernelSpec) -> Kernel:
     """Expand 1x1 -> optional zero padding -> depthwise -> project 1x1, one band of rows at a time."""
-    expand: tuple[np.ndarray, Callable[[np.ndarray], None]] | None = None
+    expand: tuple[np.ndarray, Epilogue] | None = None
     if spec.config.get("expand") is not None:
         expand = _pointwise(_stage_spec(spec, "expand"))
     project_kernel, project_epilogue = _pointwise(_stage_spec(spec, "project"))
@@ -147,14 +148,14 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
 
 def _bottleneck(
     x: np.ndarray,
-    expand: tuple[np.ndarray, Callable[[np.ndarray], None]] | None,
+    expand: tuple[np.ndarray, Epilogue] | None,
     pads: list[tuple[int, int]],
     dw_kernel: np.ndarray,
     dw_tiled: np.ndarray | None,
     strides: tuple[int, ...],
-    dw_epilogue: Callable[[np.ndarray], None],
+    dw_epilogue: Epilogue,
     project: np.ndarray,
-    project_epilogue: Callable[[np.ndarray], None],
+    project_epilogue: Epilogue,
 ) -> np.ndarray:
     batch, height, width_in, _ = x.shape
     channels = dw_kernel.shape[2]
@@ -184,17 +185,17 @@ def _bottleneck(
             kernel, epilogue = expand
             rows = scratch(1, (nb, b - a, width_in, channels), np.float32)
             matmul(x[n0:n1, a:b].reshape(-1, x.shape[3]), kernel, out=rows.reshape(-1, channels))
-            epilogue(rows)
+            epilogue(rows, None)
             return rows
 
         source = None if expand is None else expanded_rows
         padded = slab(x, n0, n1, r0, r1, pads, 0.0, 0, rows=source, channels=channels)
         dst = scratch(2, (nb, h1 - h0, ow, channels), np.float32)
         depthwise_slab(padded, dw_kernel, dw_tiled, strides, (1, 1), dst)
-        dw_epilogue(dst)
+        dw_epilogue(dst, None)
         block = out[n0:n1, h0:h1]
         matmul(dst.reshape(-1, channels), project, out=block.reshape(-1, project.shape[1]))
-        project_epilogue(block)
+        project_epilogue(block, (slice(n0, n1), slice(h0, h1)))
 
     # Bands are independent (each writes its own output rows): spread them over the cores.
     for_each(lambda rows_: band(*rows_), row_blocks(batch, oh, ow, rows * ow), work)
@@ -229,7 +230,7 @@ def add_activation(spec: KernelSpec) -> Kernel:
         shape, dtype = xs[0].shape, xs[0].dtype
         if any(x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous for x in xs):
             total = _sum(_same_rank(xs))  # broadcasting like Add, into a new array
-            activate(total)
+            activate(total, None)
             return total
         target = xs[overwrite] if overwrite is not None and 0 <= overwrite < len(xs) else np.empty_like(xs[0])
         flat = [x.reshape(-1) for x in xs]
@@ -240,7 +241,7 @@ def add_activation(spec: KernelSpec) -> Kernel:
             np.add(flat[0][chunk], flat[1][chunk], out=dst)
             for x in flat[2:]:
                 np.add(dst, x[chunk], out=dst)
-            activate(dst)
+            activate(dst, None)
         return target
 
     return run
