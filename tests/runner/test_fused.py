@@ -18,7 +18,7 @@ from modelgraph.runner import parallel
 from modelgraph.runner.fusion import fuse
 from modelgraph.runner.interpreter import Runner
 from modelgraph.runner.kernels import fused
-from modelgraph.runner.kernels.fused import ADD_ACTIVATION, INVERTED_BOTTLENECK
+from modelgraph.runner.kernels.fused import ADD_ACTIVATION, CONV_RESIDUAL, INVERTED_BOTTLENECK
 from modelgraph.runner.registry import KernelSpec, get_kernel
 
 from .test_kernels_conv_perf_paths import ref_conv, ref_depthwise
@@ -111,9 +111,16 @@ def test_mobilenetv2_bottlenecks_become_one_step_each() -> None:
     graph = load(SAMPLES / "k3" / "app_mobilenetv2.keras")
     merged = fuse(graph)
     blocks = [lyr for lyr in merged.layers if lyr.class_name == INVERTED_BOTTLENECK]
-    # block_1 .. block_16 expand; block_0 ("expanded_conv") has no expansion and merges too.
-    expected = ["expanded_conv_project"] + [f"block_{i}_project" for i in range(1, 17)]
+    # block_1 .. block_16 expand; block_0 ("expanded_conv") has no expansion and merges too. A
+    # block ending in a residual sum takes the Add's name, with the sum merged into it.
+    residual = {2, 4, 5, 7, 8, 9, 11, 12, 14, 15}
+    expected = ["expanded_conv_project"] + [
+        f"block_{i}_add" if i in residual else f"block_{i}_project" for i in range(1, 17)
+    ]
     assert sorted(lyr.name for lyr in blocks) == sorted(expected)
+    assert {lyr.name for lyr in blocks if lyr.config.get("residual") == "linear"} == {
+        f"block_{i}_add" for i in residual
+    }
     names = {lyr.name for lyr in merged.layers}
     assert "block_1_pad" not in names and "block_1_depthwise" not in names
     assert "expanded_conv_depthwise" not in names and "Conv1" in names
@@ -124,9 +131,10 @@ def test_mobilenetv2_bottlenecks_become_one_step_each() -> None:
     assert {w.name for w in block.weights} == {
         f"{stage}/{name}" for stage in ("expand", "depthwise", "project") for name in ("kernel", "bias")
     }
-    # The Add of a residual block still reads the merged block's output under the project's name.
+    # The residual block reads its input twice: once through its chain, once as the shortcut.
     add = merged.node("block_2_add", 0)
-    assert {ref.layer for ref in add.inputs} == {"block_1_project", "block_2_project"}
+    assert [ref.layer for ref in add.args] == ["block_1_project", "block_1_project"]
+    assert "block_2_project" not in names
     # The loaded graph is untouched.
     assert graph.layer("block_1_project").class_name == "Conv2D"
 
@@ -178,17 +186,19 @@ def test_add_activation_broadcasts_like_add():
     np.testing.assert_array_equal(a, np.arange(-6, 6, dtype=np.float32).reshape(2, 3, 2))
 
 
-def test_resnet50_residual_sums_merge_with_their_relu(rebuilt_apps) -> None:
+def test_resnet50_residual_sums_merge_into_their_conv_with_the_relu(rebuilt_apps) -> None:
     graph = load(rebuilt_apps("apps/k3_resnet50/manifest.json"))
     merged = fuse(graph)
-    adds = [lyr for lyr in merged.layers if lyr.class_name == ADD_ACTIVATION]
-    assert len(adds) == 16 and not any(lyr.class_name == "Activation" for lyr in merged.layers)
-    # Every sum overwrites a fresh conv output (the block's last conv, or a projection shortcut's
-    # conv), never an identity shortcut (which its block's first conv reads too).
-    for lyr in adds:
-        refs = merged.node(lyr.name, 0).args[0]
-        assert lyr.config["activation"] == "relu"
-        assert refs[lyr.config["overwrite"]].layer.endswith(("_0_conv", "_3_conv"))
+    sums = [lyr for lyr in merged.layers if lyr.class_name == CONV_RESIDUAL]
+    assert len(sums) == 16 and not any(lyr.class_name == "Activation" for lyr in merged.layers)
+    assert not any(lyr.class_name in ("Add", ADD_ACTIVATION) for lyr in merged.layers)
+    # Each sum is merged into a conv only it reads (the block's last conv, or a projection
+    # shortcut's conv), never into an identity shortcut (which the next block reads too).
+    for lyr in sums:
+        assert lyr.config["activation"] == "relu" and lyr.name.endswith("_add")
+        assert lyr.config["conv"]["name"].endswith(("_0_conv", "_3_conv"))
+        assert lyr.config["conv"]["name"] not in {x.name for x in merged.layers}
+        assert len(merged.node(lyr.name, 0).args) == 2
     x = np.random.default_rng(2).standard_normal((2, 64, 64, 3)).astype(np.float32)
     runner = Runner(graph)
     kept = x.copy()
@@ -197,3 +207,79 @@ def test_resnet50_residual_sums_merge_with_their_relu(rebuilt_apps) -> None:
     plain = Runner(graph, fuse=False).run(x)
     for key, value in plain.items():
         np.testing.assert_allclose(out[key], value, rtol=1e-4, atol=1e-3)
+
+
+def _conv_ref(x, kernel, bias, pads):
+    """A float64 reference conv (stride 1, any kernel size) of channels-last ``x``."""
+    x = np.pad(x.astype(np.float64), [(0, 0), *pads, (0, 0)])
+    kh, kw, _, f = kernel.shape
+    oh, ow = x.shape[1] - kh + 1, x.shape[2] - kw + 1
+    out = np.zeros((x.shape[0], oh, ow, f))
+    for i in range(kh):
+        for j in range(kw):
+            out += np.einsum("nhwc,cf->nhwf", x[:, i : i + oh, j : j + ow], kernel[i, j])
+    return out + bias
+
+
+@pytest.mark.parametrize(
+    "shape, k, residual_shape, act",
+    [
+        ((2, 9, 7, 6), 1, None, "relu"),  # pointwise GEMM blocks
+        ((3, 8, 8, 64), 3, None, "relu6"),  # 3x3: GEMM or Winograd, by size
+        ((8, 16, 16, 64), 3, None, "linear"),  # Winograd (forced below)
+        ((2, 5, 5, 4), 3, (1, 1, 1, 8), "relu"),  # a broadcast residual: added after the conv
+    ],
+)
+def test_conv_residual_kernel(shape, k, residual_shape, act, bands, monkeypatch):
+    monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.GEMM_BLOCK_BYTES", 1 << 12)
+    if shape[0] == 8:
+        monkeypatch.setattr("modelgraph.runner.kernels._winograd.MIN_WORK", 0)
+        monkeypatch.setattr("modelgraph.runner.kernels._winograd.KERNEL_TILES", 0)
+        monkeypatch.setattr("modelgraph.runner.kernels._winograd.GEMM_BLOCK_BYTES", 1 << 14)
+    rng = np.random.default_rng(sum(shape) + k)
+    x = rng.standard_normal(shape).astype(np.float32)
+    filters = 8 if residual_shape else shape[-1]
+    kernel = (rng.standard_normal((k, k, shape[-1], filters)) / np.sqrt(k * k * shape[-1])).astype(np.float32)
+    bias = rng.standard_normal(filters).astype(np.float32)
+    out_shape = (*shape[:3], filters)
+    residual = rng.standard_normal(residual_shape or out_shape).astype(np.float32)
+    kept = residual.copy()
+    conv = {"filters": filters, "kernel_size": [k, k], "padding": "same", "activation": "linear"}
+    spec = KernelSpec(
+        name="sum",
+        class_name=CONV_RESIDUAL,
+        config={"conv": conv, "activation": act},
+        weights={"conv/kernel": kernel, "conv/bias": bias},
+    )
+    out = get_kernel(CONV_RESIDUAL)(spec)(x, residual)
+    total = _conv_ref(x, kernel, bias, [(k // 2, k // 2)] * 2) + kept
+    expected = {"relu": np.maximum(total, 0), "relu6": np.clip(total, 0, 6), "linear": total}[act]
+    assert out.dtype == np.float32 and out.shape == out_shape
+    np.testing.assert_allclose(out, expected, atol=2e-5, rtol=1e-4)
+    np.testing.assert_array_equal(residual, kept)  # the shortcut is read, never written
+    # Without the residual the result is clearly different (the comparison can fail).
+    assert not np.allclose(
+        out, {"relu": np.maximum, "relu6": np.maximum, "linear": np.add}[act](total - kept, 0)
+    )
+
+
+def test_bottleneck_residual_equals_block_plus_shortcut():
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 9, 9, 6)).astype(np.float32)
+    w = _weights(rng, 6, 18, 6, (True, True, True), expand=True)
+    config = {
+        "expand": {"kernel_size": [1, 1], "activation": "relu6", "use_bias": True},
+        "pads": [[0, 0], [0, 0]],
+        "depthwise": {"kernel_size": [3, 3], "strides": [1, 1], "padding": "same", "activation": "relu6"},
+        "project": {"kernel_size": [1, 1], "activation": "linear", "use_bias": True},
+    }
+    plain = get_kernel(INVERTED_BOTTLENECK)(
+        KernelSpec(name="b", class_name=INVERTED_BOTTLENECK, config=config, weights=w)
+    )
+    merged_spec = KernelSpec(
+        name="b", class_name=INVERTED_BOTTLENECK, config={**config, "residual": "linear"}, weights=w
+    )
+    merged = get_kernel(INVERTED_BOTTLENECK)(merged_spec)
+    np.testing.assert_allclose(merged(x, x), plain(x) + x, atol=1e-6, rtol=1e-6)
+    with pytest.raises(ValueError, match="takes 2 input"):
+        merged(x)

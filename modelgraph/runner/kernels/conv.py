@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph.runner.activations import activation_name, get_activation
 from modelgraph.runner.kernels._conv_utils import (
     DW_BLOCK_BYTES,
     Epilogue,
@@ -221,7 +222,9 @@ def _no_epilogue(block: np.ndarray, region: Region | None) -> None:
     return None
 
 
-def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
+def _make_conv(spec: KernelSpec, rank: int, residual_activation: Any = None) -> Kernel:
+    """A conv kernel ``run(x)``; with ``residual_activation`` (a linear channels-last Conv2D only), a
+    kernel ``run(x, residual)`` giving ``activation(conv(x) + residual)``, see :func:`conv2d_with_residual`."""
     check_keys(spec, _CONV_KEYS)
     dtype = float_dtype(spec)
     fmt = data_format(spec)
@@ -275,12 +278,11 @@ def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
 
     elif rank <= 2:
         flat = np.ascontiguousarray(kernel.reshape(ktot * cin, filters))
-        epilogue = in_place_epilogue(bias, spec.get("activation"), act)
         # 3x3 stride-1 float32 Conv2D: Winograd F(2x2, 3x3) when the call is big enough to gain.
         winograd = rank == 2 and winograd_eligible(kernel_size, strides, dilation, dtype)
 
-        def run2d(inputs: Any) -> np.ndarray:
-            x = to_last(np.asarray(inputs, dtype=dtype), fmt)
+        def compute(x: np.ndarray, epilogue: Epilogue) -> np.ndarray:
+            """The conv of a channels-last input, ``epilogue`` run on every output block."""
             if x.ndim != rank + 2 or x.shape[-1] != cin:
                 raise ValueError(f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}")
             pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
@@ -289,7 +291,22 @@ def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
                 out = conv2d_winograd(x2, flat, pads2, epilogue)
             else:
                 out = conv2d_gemm(x2, flat, ks, st, dil, pads2, epilogue)
-            return from_last(out[:, 0] if rank == 1 else out, fmt)
+            return out[:, 0] if rank == 1 else out
+
+        if residual_activation is not None:
+            if rank != 2 or act is not None or fmt != "channels_last":
+                raise spec.unsupported("activation", spec.get("activation"))
+
+            def out_shape(x: np.ndarray) -> tuple[int, ...]:
+                pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+                padded = [n + a + b for n, (a, b) in zip(x.shape[1:-1], pads, strict=True)]
+                return (x.shape[0], *out_sizes(padded, kernel_size, strides, dilation), filters)
+
+            return _residual_conv(spec, compute, out_shape, bias, residual_activation, dtype)
+        epilogue = in_place_epilogue(bias, spec.get("activation"), act)
+
+        def run2d(inputs: Any) -> np.ndarray:
+            return from_last(compute(to_last(np.asarray(inputs, dtype=dtype), fmt), epilogue), fmt)
 
         return run2d
 
@@ -316,6 +333,37 @@ def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
         return _finish(core(pad_spatial(x, pads)), bias, act, fmt)
 
     return run
+
+
+def _residual_conv(
+    spec: KernelSpec,
+    compute: Callable[[np.ndarray, Epilogue], np.ndarray],
+    out_shape: Callable[[np.ndarray], tuple[int, ...]],
+    bias: np.ndarray | None,
+    activation: Any,
+    dtype: np.dtype,
+) -> Kernel:
+    linear = activation_name(activation) == "linear"
+    post = None if linear else get_activation(activation, spec.keras_version, spec.class_name)
+    plain = in_place_epilogue(bias, "linear", None)
+
+    def run(inputs: Any, residual: Any) -> np.ndarray:
+        x = np.asarray(inputs, dtype=dtype)
+        shortcut = np.asarray(residual)
+        if shortcut.dtype == dtype and x.ndim == 4 and shortcut.shape == out_shape(x):
+            shortcut = np.ascontiguousarray(shortcut)
+            return compute(x, in_place_epilogue(bias, activation, post, residual=shortcut))
+        total = compute(x, plain) + shortcut  # broadcasting like Add, for a sum that cannot be merged
+        return total if post is None else post(total)
+
+    return run
+
+
+def conv2d_with_residual(spec: KernelSpec, activation: Any) -> Kernel:
+    """``run(x, residual) = activation(conv2d(x) + residual)`` for a linear channels-last Conv2D: the
+    sum (and a relu / relu6) run in the conv's epilogue, on each output block while it is in cache.
+    A residual whose shape or dtype differs from the conv output's is added after, broadcasting."""
+    return _make_conv(spec, 2, residual_activation=activation)
 
 
 @register("Conv1D", "Convolution1D")

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.runner.activations import get_activation
+from modelgraph.runner.activations import Activation, get_activation
 from modelgraph.runner.kernels._conv_utils import (
     Epilogue,
     depthwise_slab,
@@ -43,6 +43,7 @@ from modelgraph.runner.kernels._conv_utils import (
     window_pads,
     window_rows,
 )
+from modelgraph.runner.kernels.conv import conv2d_with_residual
 from modelgraph.runner.kernels.merge import _as_list, _same_rank, _sum
 from modelgraph.runner.parallel import for_each, matmul, thread_count, threads_for
 from modelgraph.runner.registry import Kernel, KernelSpec, register
@@ -78,14 +79,22 @@ def _stage_spec(spec: KernelSpec, stage: str) -> KernelSpec:
     )
 
 
-def _pointwise(spec: KernelSpec) -> tuple[np.ndarray, Epilogue]:
-    """A 1x1 stage's ``(C, F)`` kernel and in-place epilogue."""
+def _pointwise(spec: KernelSpec) -> tuple[np.ndarray, np.ndarray | None, Epilogue]:
+    """A 1x1 stage's ``(C, F)`` kernel, bias and in-place epilogue."""
     kernel = np.asarray(spec.weight("kernel"), dtype=np.float32)
     if kernel.ndim != 4 or kernel.shape[:2] != (1, 1):
         raise spec.unsupported("kernel", list(kernel.shape))
     bias = np.asarray(spec.weight("bias"), dtype=np.float32) if "bias" in spec.weights else None
     epilogue = in_place_epilogue(bias, spec.get("activation"), fused_activation(spec))
-    return np.ascontiguousarray(kernel[0, 0]), epilogue
+    return np.ascontiguousarray(kernel[0, 0]), bias, epilogue
+
+
+def _residual_activation(spec: KernelSpec, key: str) -> tuple[Any, Activation | None]:
+    """The activation after a merged residual sum (config ``key``): its name and function (None: linear)."""
+    name = spec.get(key)
+    if name not in ("linear", "relu", "relu6"):
+        raise spec.unsupported(key, name)
+    return name, None if name == "linear" else get_activation(name)
 
 
 @register(INVERTED_BOTTLENECK)
@@ -93,8 +102,16 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
     """Expand 1x1 -> optional zero padding -> depthwise -> project 1x1, one band of rows at a time."""
     expand: tuple[np.ndarray, Epilogue] | None = None
     if spec.config.get("expand") is not None:
-        expand = _pointwise(_stage_spec(spec, "expand"))
-    project_kernel, project_epilogue = _pointwise(_stage_spec(spec, "project"))
+        expand_kernel, _, expand_epilogue = _pointwise(_stage_spec(spec, "expand"))
+        expand = (expand_kernel, expand_epilogue)
+    project = _stage_spec(spec, "project")
+    project_kernel, project_bias, project_epilogue = _pointwise(project)
+    # A residual sum merged into the block (fusion._merge_residual_sums): run(x, residual).
+    residual_name, residual_act = None, None
+    if spec.config.get("residual") is not None:
+        if fused_activation(project) is not None:
+            raise project.unsupported("activation", project.get("activation"))
+        residual_name, residual_act = _residual_activation(spec, "residual")
     dw = _stage_spec(spec, "depthwise")
     dw_kernel = np.asarray(
         dw.weight("kernel" if "kernel" in dw.weights else "depthwise_kernel"), dtype=np.float32
@@ -116,7 +133,9 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
         )
     tiled_cache: dict[int, np.ndarray] = {}
 
-    def run(inputs: Any) -> np.ndarray:
+    def run(inputs: Any, residual: Any = None) -> np.ndarray:
+        if (residual is None) != (residual_name is None):
+            raise ValueError(f"fused block '{spec.name}' takes {1 if residual_name is None else 2} input(s)")
         x = np.ascontiguousarray(inputs, dtype=np.float32)
         if x.ndim != 4 or x.shape[3] != in_channels:
             raise ValueError(f"expected a rank-4 input with {in_channels} channels, got {x.shape}")
@@ -131,17 +150,29 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
         )[1]
         if ow not in tiled_cache:
             tiled_cache[ow] = depthwise_tiled(dw_kernel, ow)
-        return _bottleneck(
-            x,
-            expand,
-            pads,
-            dw_kernel,
-            tiled_cache.get(ow),
-            strides,
-            dw_epilogue,
-            project_kernel,
-            project_epilogue,
+        oh = out_sizes(
+            [x.shape[1] + sum(pads[0]), x.shape[2] + sum(pads[1])], dw_kernel.shape[:2], strides, (1, 1)
+        )[0]
+        epilogue, shortcut = project_epilogue, None
+        if residual is not None:
+            shortcut = np.asarray(residual)
+            if shortcut.dtype == np.float32 and shortcut.shape == (
+                x.shape[0],
+                oh,
+                ow,
+                project_kernel.shape[1],
+            ):
+                epilogue = in_place_epilogue(
+                    project_bias, residual_name, residual_act, residual=np.ascontiguousarray(shortcut)
+                )
+                shortcut = None
+        out = _bottleneck(
+            x, expand, pads, dw_kernel, tiled_cache.get(ow), strides, dw_epilogue, project_kernel, epilogue
         )
+        if shortcut is None:
+            return out
+        total = out + shortcut  # broadcasting like Add, for a sum that cannot be merged
+        return total if residual_act is None else residual_act(total)
 
     return run
 
@@ -245,3 +276,17 @@ def add_activation(spec: KernelSpec) -> Kernel:
         return target
 
     return run
+
+
+# --- a conv and the residual sum it feeds ----------------------------------------------------------
+
+CONV_RESIDUAL = FUSED_PREFIX + "ConvResidual"
+
+
+@register(CONV_RESIDUAL)
+def conv_residual(spec: KernelSpec) -> Kernel:
+    """Conv2D (linear) -> Add with a residual -> [relu / relu6], as ``run(x, residual)``: the sum and
+    the activation run in the conv's epilogue on each output block while it is in cache, instead of
+    as a pass of their own over the whole tensor (see :func:`conv.conv2d_with_residual`)."""
+    name, _ = _residual_activation(spec, "activation")
+    return conv2d_with_residual(_stage_spec(spec, "conv"), name)
