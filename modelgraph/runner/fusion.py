@@ -1,19 +1,25 @@
-"""Inference fusion: fold BatchNormalization and a following ReLU into the producing Conv/Dense.
+"""Inference fusion: rewrite the graph the runner executes so that fewer passes go over memory.
 
-A rewrite of the :class:`ModelGraph` the runner executes (the loaded graph is not changed):
+A rewrite of the :class:`ModelGraph` the runner executes (the loaded graph is not changed), in four
+passes:
 
-    Conv*/DepthwiseConv*/Dense (linear)  ->  BatchNormalization (inference)  ->  ReLU / Activation
-
-becomes one kernel whose weights are ``kernel * s`` and ``(bias - mean) * s + beta`` with
-``s = gamma / sqrt(moving_variance + epsilon)``, and whose fused activation is the ReLU. This is what
-Keras's own backends do at inference; it saves two full passes over each activation. Folded weights
-are computed in float64 and rounded once to float32, so results stay within float32 tolerance of
-the unfused computation.
+1. ``Conv*/DepthwiseConv*/Dense (linear) -> BatchNormalization (inference) -> ReLU / Activation``
+   becomes one kernel whose weights are ``kernel * s`` and ``(bias - mean) * s + beta`` with
+   ``s = gamma / sqrt(moving_variance + epsilon)``, and whose fused activation is the ReLU. This is
+   what Keras's own backends do at inference; it saves two full passes over each activation. Folded
+   weights are computed in float64 and rounded once to float32, so results stay within float32
+   tolerance of the unfused computation.
+2. ``[1x1 expand ->] [pad ->] depthwise -> 1x1 project`` becomes one inverted-bottleneck step run
+   band by band in cache (``kernels.fused``).
+3. ``Add(a, b) [-> ReLU]`` merges into the linear Conv2D or inverted bottleneck producing ``a``: the
+   sum and activation run in its epilogue (``modelgraph/ConvResidual``).
+4. Any other ``Add -> ReLU`` becomes one chunked step (``modelgraph/AddActivation``).
 
 A link is fused only when nothing else can observe the intermediate tensor: the producer and the
-BatchNormalization each have one call, the intermediate feeds exactly that one consumer and is no
-model output, the normalised axis is the last (channel) axis, every layer computes in float32, and
-no call forces ``training=True``. Callers that want intermediates run the unfused graph.
+consumer each have one call, the intermediate feeds exactly that one consumer and is no model
+output, the normalised axis is the last (channel) axis, every layer computes in float32, and no
+call forces ``training=True`` or passes a mask. Callers that want intermediates run the unfused
+graph.
 """
 
 from __future__ import annotations

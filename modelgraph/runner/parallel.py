@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import cache
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -143,11 +144,31 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         return _POOL
 
 
-def _run_share(fn: Callable[[T], None], share: Sequence[T]) -> None:
+class _Queue(Generic[T]):
+    """Items handed out one at a time to whichever thread asks first (a slow or preempted core takes
+    fewer), until they run out or one of them fails."""
+
+    def __init__(self, items: Sequence[T]) -> None:
+        self._items = items
+        self._next = itertools.count()  # next() on a count is atomic under the GIL
+        self.failed = False
+
+    def take(self) -> T | None:
+        index = next(self._next)
+        if self.failed or index >= len(self._items):
+            return None
+        return self._items[index]
+
+
+def _run_share(fn: Callable[[T], None], queue: _Queue[T]) -> None:
     _IN_SHARE.active = True
     try:
-        for item in share:
-            fn(item)
+        while (item := queue.take()) is not None:
+            try:
+                fn(item)
+            except BaseException:
+                queue.failed = True
+                raise
     finally:
         _IN_SHARE.active = False
 
@@ -175,13 +196,15 @@ def threads_for(items: int, work: float | None = None) -> int:
 
 
 def for_each(fn: Callable[[T], None], items: Sequence[T], work: float | None = None) -> None:
-    """Call ``fn`` on every item, the items split into contiguous shares, one per thread.
+    """Call ``fn`` on every item, on up to :func:`thread_count` threads (the caller and pool threads),
+    each taking the next item when it is done with one, so a core that is slow or busy elsewhere
+    does less of the work instead of holding up the call.
 
-    The calling thread runs the first share itself; while the shares run, BLAS is single-threaded
-    (process-wide, see the module docstring) and the caller's count is restored after them. Runs
-    serially (BLAS keeps its own threads) for one item, ``work`` under ``SPREAD_MIN_WORK``, one
-    thread, no BLAS thread control, or inside another ``for_each``. The first exception is
-    re-raised once all shares have ended.
+    While the items run, BLAS is single-threaded (process-wide, see the module docstring) and the
+    caller's count is restored after them. Runs serially (BLAS keeps its own threads) for one item,
+    ``work`` under ``SPREAD_MIN_WORK``, one thread, no BLAS thread control, or inside another
+    ``for_each``. After a failure no thread starts another item; the first exception is re-raised
+    once every thread has stopped.
     """
     threads = threads_for(len(items), work)
     if threads <= 1:
@@ -189,16 +212,15 @@ def for_each(fn: Callable[[T], None], items: Sequence[T], work: float | None = N
             fn(item)
         return
     shorten_blas_spin()
-    bounds = [len(items) * i // threads for i in range(threads + 1)]
-    shares = [items[bounds[i] : bounds[i + 1]] for i in range(threads)]
+    queue = _Queue(items)
     error: BaseException | None = None
     with blas_threads(1):
         futures: list[Future[None]] = [
-            _pool(threads - 1).submit(_run_share, fn, share) for share in shares[1:]
+            _pool(threads - 1).submit(_run_share, fn, queue) for _ in range(threads - 1)
         ]
         try:
-            _run_share(fn, shares[0])
-        except BaseException as exc:  # noqa: BLE001 - re-raised once the other shares are done
+            _run_share(fn, queue)
+        except BaseException as exc:  # noqa: BLE001 - re-raised once the other threads are done
             error = exc
         for future in futures:
             exc = future.exception()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -30,6 +31,7 @@ def test_every_item_runs_once_on_two_threads(two_threads):
     def work(item: int) -> None:
         with lock:
             seen.append((item, threading.get_ident()))
+        time.sleep(0.01)  # long enough for the pool thread to take items too
 
     parallel.for_each(work, list(range(9)))
     assert sorted(i for i, _ in seen) == list(range(9))
@@ -68,18 +70,42 @@ def test_blas_is_single_threaded_inside_and_restored_after(two_threads):
 
 
 @needs_blas_control
-def test_the_first_error_is_raised_after_all_shares(two_threads):
+def test_the_first_error_is_raised_and_stops_the_other_threads(two_threads):
     done: list[int] = []
+    failed = threading.Event()
 
     def work(item: int) -> None:
-        if item == 5:
-            raise ValueError("block 5 failed")
+        if item == 3:
+            failed.set()
+            raise ValueError("block 3 failed")
+        if item > 3:
+            assert failed.wait(timeout=10)  # items 4.. start only once item 3 is running
         done.append(item)
 
-    with pytest.raises(ValueError, match="block 5"):
-        parallel.for_each(work, list(range(8)))
-    # The caller's share (0-3) finished; the failing share stopped at its error.
-    assert sorted(done) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="block 3"):
+        parallel.for_each(work, list(range(40)))
+    # Every item before the failure ran; once it failed, at most the one item each other thread
+    # had already taken ran too.
+    assert 3 not in done and {0, 1, 2} <= set(done) and len(done) <= 3 + 1
+
+
+@needs_blas_control
+def test_a_slow_thread_takes_fewer_items(two_threads):
+    """Items go to whichever thread is free: a thread held up on one item does not get half."""
+    caller = threading.get_ident()
+    taken: dict[int, list[int]] = {}
+    lock = threading.Lock()
+
+    def work(item: int) -> None:
+        me = threading.get_ident()
+        with lock:
+            taken.setdefault(me, []).append(item)
+        if me != caller and len(taken[me]) == 1:
+            time.sleep(0.3)  # the pool thread's first item is slow
+
+    parallel.for_each(work, list(range(20)))
+    assert sorted(i for items in taken.values() for i in items) == list(range(20))
+    assert len(taken[caller]) >= 15
 
 
 @needs_blas_control
@@ -143,6 +169,7 @@ def test_a_split_matmul_uses_both_threads(two_threads, monkeypatch):
 
     def spy(*args, **kwargs):
         seen.add(threading.get_ident())
+        time.sleep(0.01)  # long enough for the pool thread to take pieces too
         return real(*args, **kwargs)
 
     monkeypatch.setattr(parallel.np, "matmul", spy)

@@ -15,9 +15,14 @@ input and output touch main memory. Each stage does exactly the arithmetic its l
 GEMMs per row, same tap order, same epilogues), so results equal the unfused plan's up to the
 summation order inside BLAS.
 
-The fused layer's class name starts with ``FUSED_PREFIX`` (a ``/`` no Keras class name has; the
-runner refuses files whose layers use it); its config holds the stages' own configs and its weights are the stages' weights, prefixed
-``expand/``, ``depthwise/`` and ``project/``.
+Residual sums: ``Add(a, b) [-> relu]`` merged into the step producing ``a`` (an inverted bottleneck
+with a ``residual`` config entry, or ``modelgraph/ConvResidual`` around a linear Conv2D) add ``b`` and
+apply the activation in that step's last epilogue, block by block. Other ``Add -> relu`` pairs run as
+``modelgraph/AddActivation``, chunk by chunk.
+
+A fused layer's class name starts with ``FUSED_PREFIX`` (a ``/`` no Keras class name has; the runner
+refuses files whose layers use it); its config holds the stages' own configs and its weights are the
+stages' weights, prefixed with the stage (``expand/``, ``depthwise/``, ``project/``, ``conv/``).
 """
 
 from __future__ import annotations
