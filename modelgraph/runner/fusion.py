@@ -32,6 +32,7 @@ import numpy as np
 
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, Weight, map_refs
 from modelgraph.runner.activations import activation_name
+from modelgraph.runner.kernels._conv_utils import depthwise_weight_name
 from modelgraph.runner.kernels.fused import ADD_ACTIVATION, CONV_RESIDUAL, INVERTED_BOTTLENECK
 
 _PRODUCERS = frozenset({"Conv1D", "Conv2D", "Conv3D", "DepthwiseConv1D", "DepthwiseConv2D", "Dense"})
@@ -392,8 +393,7 @@ def _depthwise_3x3(layer: Layer) -> bool:
 
 
 def _depthwise_kernel(layer: Layer) -> Weight:
-    names = {w.name for w in layer.weights}
-    return layer.weight("kernel" if "kernel" in names else "depthwise_kernel")
+    return layer.weight(depthwise_weight_name(w.name for w in layer.weights))
 
 
 def _zero_padding_2d(layer: Layer) -> bool:

@@ -58,6 +58,12 @@ def check_keys(spec: KernelSpec, used: Iterable[str]) -> None:
             raise spec.unsupported(key, value)
 
 
+def depthwise_weight_name(names: Iterable[str]) -> str:
+    """The name a depthwise conv's kernel has among ``names``: ``kernel`` (Keras 3, and the canonical
+    name the loader gives Keras 2's), else ``depthwise_kernel``."""
+    return "kernel" if "kernel" in set(names) else "depthwise_kernel"
+
+
 def float_dtype(spec: KernelSpec) -> np.dtype:
     """The NumPy dtype a kernel computes in: float64 only when Keras did, float32 otherwise."""
     return np.dtype(np.float64) if str(spec.compute_dtype) == "float64" else np.dtype(np.float32)

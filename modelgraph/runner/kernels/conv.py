@@ -27,6 +27,7 @@ from modelgraph.runner.kernels._conv_utils import (
     data_format,
     depthwise_slab,
     depthwise_tiled,
+    depthwise_weight_name,
     float_dtype,
     from_last,
     fused_activation,
@@ -406,7 +407,7 @@ def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
         raise spec.unsupported("groups", spec.get("groups"))
     dtype = float_dtype(spec)
     fmt, kernel_size, strides, dilation, mode, mult = _depthwise_params(spec, rank)
-    name = "kernel" if "kernel" in spec.weights else "depthwise_kernel"
+    name = depthwise_weight_name(spec.weights)
     kernel = np.ascontiguousarray(_weight(spec, name, dtype))
     _check_kernel(spec, kernel, kernel_size, rank)
     if kernel.shape[-1] != mult:

@@ -37,6 +37,7 @@ from modelgraph.runner.kernels._conv_utils import (
     Epilogue,
     depthwise_slab,
     depthwise_tiled,
+    depthwise_weight_name,
     fused_activation,
     in_place_epilogue,
     int_tuple,
@@ -118,9 +119,7 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
             raise project.unsupported("activation", project.get("activation"))
         residual_name, residual_act = _residual_activation(spec, "residual")
     dw = _stage_spec(spec, "depthwise")
-    dw_kernel = np.asarray(
-        dw.weight("kernel" if "kernel" in dw.weights else "depthwise_kernel"), dtype=np.float32
-    )
+    dw_kernel = np.asarray(dw.weight(depthwise_weight_name(dw.weights)), dtype=np.float32)
     if dw_kernel.ndim != 4 or dw_kernel.shape[3] != 1:
         raise dw.unsupported("kernel", list(dw_kernel.shape))
     dw_kernel = np.ascontiguousarray(dw_kernel[..., 0])  # (kh, kw, width)
@@ -147,17 +146,14 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
         padded = [n + a + b for n, (a, b) in zip(x.shape[1:3], pre_pads, strict=True)]
         own = window_pads(mode, padded, dw_kernel.shape[:2], strides, (1, 1))
         pads = [(a + c, b + d) for (a, b), (c, d) in zip(pre_pads, own, strict=True)]
-        ow = out_sizes(
+        oh, ow = out_sizes(
             [n + a + b for n, (a, b) in zip(x.shape[1:3], pads, strict=True)],
             dw_kernel.shape[:2],
             strides,
             (1, 1),
-        )[1]
+        )
         if ow not in tiled_cache:
             tiled_cache[ow] = depthwise_tiled(dw_kernel, ow)
-        oh = out_sizes(
-            [x.shape[1] + sum(pads[0]), x.shape[2] + sum(pads[1])], dw_kernel.shape[:2], strides, (1, 1)
-        )[0]
         epilogue, shortcut = project_epilogue, None
         if residual is not None:
             shortcut = np.asarray(residual)
@@ -167,12 +163,20 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
                 ow,
                 project_kernel.shape[1],
             ):
-                epilogue = in_place_epilogue(
-                    project_bias, residual_name, residual_act, residual=np.ascontiguousarray(shortcut)
-                )
+                shortcut = np.ascontiguousarray(shortcut)
+                epilogue = in_place_epilogue(project_bias, residual_name, residual_act, residual=shortcut)
                 shortcut = None
         out = _bottleneck(
-            x, expand, pads, dw_kernel, tiled_cache.get(ow), strides, dw_epilogue, project_kernel, epilogue
+            x,
+            expand,
+            pads,
+            (oh, ow),
+            dw_kernel,
+            tiled_cache[ow],
+            strides,
+            dw_epilogue,
+            project_kernel,
+            epilogue,
         )
         if shortcut is None:
             return out
@@ -186,6 +190,7 @@ def _bottleneck(
     x: np.ndarray,
     expand: tuple[np.ndarray, Epilogue] | None,
     pads: list[tuple[int, int]],
+    out_size: tuple[int, int],
     dw_kernel: np.ndarray,
     dw_tiled: np.ndarray | None,
     strides: tuple[int, ...],
@@ -196,9 +201,9 @@ def _bottleneck(
     batch, height, width_in, _ = x.shape
     channels = dw_kernel.shape[2]
     kh, kw = dw_kernel.shape[:2]
-    (top, bottom), (left, right) = pads
+    (left, right) = pads[1]
     padded_w = width_in + left + right
-    oh, ow = out_sizes([height + top + bottom, padded_w], (kh, kw), strides, (1, 1))
+    oh, ow = out_size
     out = np.empty((batch, oh, ow, project.shape[1]), dtype=np.float32)
     # Output rows per band: the slab holds (rows - 1) * stride + kh padded input rows.
     row_bytes = padded_w * channels * 4
