@@ -297,7 +297,7 @@ def _text_report(report: RunReport) -> str:
             lines.append(f"  ... {len(prof.layers) - len(top)} more layers (--format json lists all)")
         if any(r.class_name.startswith("modelgraph/") for r in prof.layers):
             lines.append(
-                "  modelgraph/* steps run several Keras layers at once (named after the last one); "
+                "  modelgraph/* steps run several Keras layers at once (named after one of them); "
                 "--no-fuse times every layer"
             )
     return "\n".join(lines)

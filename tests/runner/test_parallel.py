@@ -135,47 +135,10 @@ def test_one_item_stays_on_the_caller(two_threads):
     assert threads == {caller}
 
 
-@needs_blas_control
-@pytest.mark.parametrize("shape", [(1500, 100, 50), (40, 500, 700), (40, 64, 40), (3, 4, 5)])
-def test_split_matmul_gives_numpys_product(two_threads, shape, monkeypatch):
-    """Split by rows (many rows), by columns (few rows, many columns) or not at all (too small)."""
-    monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
-    m, k, n = shape
-    rng = np.random.default_rng(1)
-    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
-    expected = a.astype(np.float64) @ b.astype(np.float64)
-    got = parallel.matmul(a, b)
-    assert got.dtype == np.float32 and got.shape == (m, n)
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
-    out = np.empty((m, n), dtype=np.float32)
-    assert parallel.matmul(a, b, out=out) is out
-    np.testing.assert_array_equal(out, got)
-    x = rng.standard_normal((2, 3, k), dtype=np.float32)
-    np.testing.assert_allclose(parallel.dense_matmul(x, b), x @ b, rtol=1e-4, atol=1e-4)
-
-
-@needs_blas_control
 def test_small_work_runs_on_the_caller(two_threads):
     threads: set[int] = set()
     parallel.for_each(lambda _: threads.add(threading.get_ident()), [0, 1, 2, 3], work=1000)
     assert threads == {threading.get_ident()}
-
-
-@needs_blas_control
-def test_a_split_matmul_uses_both_threads(two_threads, monkeypatch):
-    monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
-    seen: set[int] = set()
-    real = np.matmul
-
-    def spy(*args, **kwargs):
-        seen.add(threading.get_ident())
-        time.sleep(0.01)  # long enough for the pool thread to take pieces too
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(parallel.np, "matmul", spy)
-    rng = np.random.default_rng(2)
-    parallel.matmul(rng.standard_normal((2048, 64)), rng.standard_normal((64, 16)))
-    assert len(seen) == 2
 
 
 @needs_blas_control
@@ -199,6 +162,7 @@ def test_conv_blocks_give_the_same_numbers_on_any_thread_count(shape, kernel, st
     w = rng.standard_normal((kernel * kernel * shape[-1], 32), dtype=np.float32)
     bias = rng.standard_normal(32, dtype=np.float32)
     monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.GEMM_BLOCK_BYTES", 1 << 14)
+    monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.GEMM_MIN_ROWS", 16)
     monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
     pads = [(kernel // 2, kernel // 2)] * 2
     results = []

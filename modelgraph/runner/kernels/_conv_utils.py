@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from modelgraph.runner.activations import Activation, activation_name, get_activation
-from modelgraph.runner.parallel import for_each, matmul, thread_count, threads_for
+from modelgraph.runner.parallel import for_each, thread_count, threads_for
 from modelgraph.runner.registry import KernelSpec
 
 # Config keys that never change what a layer computes at inference time.
@@ -470,7 +470,7 @@ def conv2d_gemm(
         block = flat_out[m0:m1]
         region = (slice(n0, n1), slice(h0, h1))
         if pointwise:
-            matmul(x[n0:n1, h0:h1].reshape(-1, channels), weights, out=block)
+            np.matmul(x[n0:n1, h0:h1].reshape(-1, channels), weights, out=block)
             epilogue(block, region)
             return
         r0, r1 = window_rows(h0, h1, kh, strides[0], dilation[0])
@@ -497,17 +497,22 @@ def conv2d_gemm(
                     a : a + (hb - 1) * strides[0] + 1 : strides[0],
                     b : b + (ow - 1) * strides[1] + 1 : strides[1],
                 ]
-        matmul(cols.reshape(m1 - m0, depth), weights, out=block)
+        np.matmul(cols.reshape(m1 - m0, depth), weights, out=block)
         epilogue(block, region)
 
-    # Blocks are independent (each writes its own output rows): spread them over the cores when the
-    # conv is big enough. Spread, each thread gets blocks 1/threads the size (at least two each when
-    # the rows allow), so the scratch held stays what one thread held and the shares stay even.
+    # Blocks are independent (each writes its own output rows): when the conv is big enough and every
+    # thread can get at least GEMM_MIN_ROWS rows, they are spread over the cores (im2col copies and
+    # epilogues too, not only the GEMMs), cut into a multiple of the thread count of equal blocks no
+    # bigger than the target. Otherwise they run in turn, each GEMM on all of BLAS's threads.
     work = batch * oh * ow * depth * filters
-    threads = threads_for(2 * thread_count(), work)
-    if threads > 1:
-        target = max(GEMM_MIN_ROWS, min(target // threads, -(-batch * oh * ow // (2 * threads))))
-    for_each(block_of, row_blocks(batch, oh, ow, target), work)
+    rows = batch * oh * ow
+    threads = threads_for(thread_count(), work)
+    if threads > 1 and rows >= threads * GEMM_MIN_ROWS:
+        count = threads * -(-rows // (threads * target))
+        for_each(block_of, row_blocks(batch, oh, ow, -(-rows // count)))
+    else:
+        for block in row_blocks(batch, oh, ow, target):
+            block_of(block)
     return out
 
 

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from modelgraph.runner.activations import softmax
-from modelgraph.runner.parallel import dense_matmul
 from modelgraph.runner.registry import KernelSpec, register
 
 Array = np.ndarray
@@ -152,7 +151,7 @@ def multi_head_attention(spec: KernelSpec):
 
     def project(x: Array, part: str) -> Array:
         kernel, bias = projections[part]
-        y = dense_matmul(x, kernel.reshape(kernel.shape[0], -1)).reshape(*x.shape[:-1], *kernel.shape[1:])
+        y = np.tensordot(x, kernel, axes=([-1], [0]))
         return y + bias if bias is not None else y
 
     def run(*args: Any, **kwargs: Any) -> Array | tuple[Array, Array]:
@@ -221,10 +220,7 @@ def multi_head_attention(spec: KernelSpec):
             probs = np.where(mask, probs, probs.dtype.type(0))
         context = np.einsum(f"{product},{source_str}->{target}", probs, v)  # (B, *T, N, Hv)
         out_kernel, out_bias = projections["attention_output"]
-        heads_dims = out_kernel.shape[0] * out_kernel.shape[1]
-        out = dense_matmul(
-            context.reshape(*context.shape[:-2], heads_dims), out_kernel.reshape(heads_dims, -1)
-        ).reshape(*context.shape[:-2], *out_kernel.shape[2:])
+        out = np.tensordot(context, out_kernel, axes=([-2, -1], [0, 1]))
         if out_bias is not None:
             out = out + out_bias
         return (out, probs) if return_scores else out

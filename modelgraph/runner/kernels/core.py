@@ -15,7 +15,6 @@ import numpy as np
 
 from modelgraph.errors import UnsupportedConfigError, WeightsError
 from modelgraph.runner.activations import get_activation, softmax
-from modelgraph.runner.parallel import dense_matmul
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
 # --- shared helpers --------------------------------------------------------------------------
@@ -165,7 +164,7 @@ def dense(spec: KernelSpec) -> Kernel:
     act = _activation(spec)
 
     def run(x: np.ndarray) -> np.ndarray:
-        y = dense_matmul(as_float(x), kernel) if kernel.ndim == 2 else np.matmul(as_float(x), kernel)
+        y = np.matmul(as_float(x), kernel)
         if bias is not None:
             y += bias
         return act(y)

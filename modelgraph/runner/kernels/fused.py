@@ -51,7 +51,7 @@ from modelgraph.runner.kernels._conv_utils import (
 )
 from modelgraph.runner.kernels.conv import conv2d_with_residual
 from modelgraph.runner.kernels.merge import _as_list, _same_rank, _sum
-from modelgraph.runner.parallel import for_each, matmul, thread_count, threads_for
+from modelgraph.runner.parallel import for_each, thread_count, threads_for
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
 # Class names of merged steps start with this; no Keras class name contains a "/", and the runner
@@ -225,7 +225,7 @@ def _bottleneck(
             assert expand is not None
             kernel, epilogue = expand
             rows = scratch(1, (nb, b - a, width_in, channels), np.float32)
-            matmul(x[n0:n1, a:b].reshape(-1, x.shape[3]), kernel, out=rows.reshape(-1, channels))
+            np.matmul(x[n0:n1, a:b].reshape(-1, x.shape[3]), kernel, out=rows.reshape(-1, channels))
             epilogue(rows, None)
             return rows
 
@@ -235,7 +235,7 @@ def _bottleneck(
         depthwise_slab(padded, dw_kernel, dw_tiled, strides, (1, 1), dst)
         dw_epilogue(dst, None)
         block = out[n0:n1, h0:h1]
-        matmul(dst.reshape(-1, channels), project, out=block.reshape(-1, project.shape[1]))
+        np.matmul(dst.reshape(-1, channels), project, out=block.reshape(-1, project.shape[1]))
         project_epilogue(block, (slice(n0, n1), slice(h0, h1)))
 
     # Bands are independent (each writes its own output rows): spread them over the cores.

@@ -27,7 +27,6 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from modelgraph.errors import UnsupportedConfigError
 from modelgraph.runner.activations import Activation, get_activation
-from modelgraph.runner.parallel import dense_matmul
 from modelgraph.runner.registry import KernelSpec, get_kernel, register
 
 Array = np.ndarray
@@ -223,7 +222,7 @@ def _dense_rnn(spec: KernelSpec, n_states: int, make_step: Callable[[], tuple[St
         if x.ndim != 3:
             raise ValueError(f"{spec.class_name} expects a 3-D input (batch, time, features), got {x.shape}")
         xt = _time_major(x, seq)
-        projected = dense_matmul(xt, kernel)
+        projected = xt @ kernel
         if input_bias is not None:
             projected = projected + input_bias
         batch = xt.shape[1]
