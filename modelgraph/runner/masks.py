@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph.runner.kernels.fused import FUSED_PREFIX
+
 Array = np.ndarray
 MaskFn = Callable[[list[Array | None], list[Any], list[Any]], list[Array | None]]
 
@@ -312,7 +314,9 @@ def rule_for(class_name: str, config: Mapping[str, Any]) -> MaskRule:
         return MaskRule(consume, _attention_mask)
     if class_name == "MultiHeadAttention":
         return MaskRule(consume, _mha_mask(config))
-    if class_name in MERGE_AND:
+    if class_name in MERGE_AND or class_name.startswith(FUSED_PREFIX):
+        # A merged step (fusion.py) ends in a sum of its inputs, or starts with a conv (which tf.keras
+        # never hands a mask): like Add, its mask is the AND of its inputs' masks.
         return MaskRule(consume, _merge_and)
     if class_name == "Concatenate":
         axis = config.get("axis", -1)

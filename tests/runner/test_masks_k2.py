@@ -172,6 +172,18 @@ def test_other_layers_have_no_rule(class_name: str) -> None:
     assert rule.produce is None and rule.consume is None and not rule.source
 
 
+@pytest.mark.parametrize(
+    "class_name", ["modelgraph/ConvResidual", "modelgraph/AddActivation", "modelgraph/InvertedBottleneck"]
+)
+def test_merged_steps_keep_the_sums_mask(class_name: str) -> None:
+    """A residual sum merged into its conv keeps what the Add's mask would be: the AND of its inputs'
+    masks (the conv's own input carries none in tf.keras), not nothing."""
+    rule = mk.rule_for(class_name, {})
+    out = rule.produce([None, M1], [_x(2, 4, 3), _x(2, 4, 3)], [_x(2, 4, 3)])
+    np.testing.assert_array_equal(out[0], M1)
+    assert rule.produce([None], [_x(2, 4, 3)], [_x(2, 4, 3)]) == [None]
+
+
 def test_global_average_pooling_consumes_and_drops() -> None:
     rule = mk.rule_for("GlobalAveragePooling1D", {})
     assert rule.consume([M1]) == {"mask": M1}
