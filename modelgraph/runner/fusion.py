@@ -1,6 +1,6 @@
 """Inference fusion: rewrite the graph the runner executes so that fewer passes go over memory.
 
-A rewrite of the :class:`ModelGraph` the runner executes (the loaded graph is not changed), in four
+A rewrite of the :class:`ModelGraph` the runner executes (the loaded graph is not changed), in five
 passes:
 
 1. ``Conv*/DepthwiseConv*/Dense (linear) -> BatchNormalization (inference) -> ReLU / Activation``
@@ -13,7 +13,9 @@ passes:
    band by band in cache (``kernels.fused``).
 3. ``Add(a, b) [-> ReLU]`` merges into the linear Conv2D or inverted bottleneck producing ``a``: the
    sum and activation run in its epilogue (``modelgraph/ConvResidual``).
-4. Any other ``Add -> ReLU`` becomes one chunked step (``modelgraph/AddActivation``).
+4. ``ZeroPadding2D -> Conv2D / DepthwiseConv2D / MaxPooling2D`` becomes one step that pads as it
+   reads (``modelgraph/ZeroPadded``).
+5. Any other ``Add -> ReLU`` becomes one chunked step (``modelgraph/AddActivation``).
 
 A link is fused only when nothing else can observe the intermediate tensor: the producer and the
 consumer each have one call, the intermediate feeds exactly that one consumer and is no model
@@ -33,7 +35,7 @@ import numpy as np
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, Weight, map_refs
 from modelgraph.runner.activations import activation_name
 from modelgraph.runner.kernels._conv_utils import depthwise_weight_name
-from modelgraph.runner.kernels.fused import ADD_ACTIVATION, CONV_RESIDUAL, INVERTED_BOTTLENECK
+from modelgraph.runner.kernels.fused import ADD_ACTIVATION, CONV_RESIDUAL, INVERTED_BOTTLENECK, ZERO_PADDED
 
 _PRODUCERS = frozenset({"Conv1D", "Conv2D", "Conv3D", "DepthwiseConv1D", "DepthwiseConv2D", "Dense"})
 _DEPTHWISE = frozenset({"DepthwiseConv1D", "DepthwiseConv2D"})
@@ -44,7 +46,8 @@ def fuse(graph: ModelGraph) -> ModelGraph:
     """The graph with every fusable Conv/Dense -> BatchNormalization -> ReLU chain folded, every
     inverted bottleneck merged into one step, every residual sum merged into the conv or bottleneck
     feeding it, and every other Add -> ReLU merged (recursively, into nested models)."""
-    return _merge_add_activations(_merge_residual_sums(_merge_bottlenecks(_fold_batchnorms(graph))))
+    merged = _merge_residual_sums(_merge_bottlenecks(_fold_batchnorms(graph)))
+    return _merge_add_activations(_fold_zero_paddings(merged))
 
 
 def _fold_batchnorms(graph: ModelGraph) -> ModelGraph:
@@ -432,7 +435,7 @@ def _pads_2d(value: object) -> list[list[int]] | None:
 
 # Kernels that always return a new array (never a view of an input): their output may be overwritten
 # by its only reader.
-_FRESH_OUTPUTS = _PRODUCERS | {INVERTED_BOTTLENECK}
+_FRESH_OUTPUTS = _PRODUCERS | {INVERTED_BOTTLENECK, CONV_RESIDUAL, ZERO_PADDED}
 
 
 def _merge_residual_sums(graph: ModelGraph) -> ModelGraph:
@@ -503,6 +506,55 @@ def _merged_residual(producer: Layer, activation: str) -> Layer:
     weights = tuple(replace(w, name=f"conv/{w.name}") for w in producer.weights)
     config = {"conv": producer.config, "activation": activation}
     return replace(producer, class_name=CONV_RESIDUAL, config=MappingProxyType(config), weights=weights)
+
+
+def _fold_zero_paddings(graph: ModelGraph) -> ModelGraph:
+    """Merge ``ZeroPadding2D`` into the one Conv2D (groups 1), DepthwiseConv2D or valid MaxPooling2D
+    (pads narrower than its pool) reading it: that op pads as it reads (``fused.zero_padded``), and
+    the padded copy of the tensor is never made. The merged step keeps the op's name and place."""
+    consumers = _consumers(graph)
+    outputs = {ref.node_key for ref in graph.outputs}
+    layers = {lyr.name: lyr for lyr in graph.layers}
+    removed: dict[str, TensorRef | None] = {}
+    calls: dict[str, Node] = {}
+    for node in graph.nodes:
+        pad = layers[node.layer]
+        if not (_zero_padding_2d(pad) and _plain_call(node)):
+            continue
+        pads = _pads_2d(pad.config.get("padding", 1))
+        reader = _single_consumer(graph, consumers, outputs, node.key)
+        if pads is None or reader is None or not _plain_call(reader):
+            continue
+        op = layers[reader.layer]
+        if not (_single_call_float32(op) and _pads_into(op, pads)):
+            continue
+        config = {"pads": pads, "class_name": op.class_name, "layer": op.config}
+        weights = tuple(replace(w, name=f"layer/{w.name}") for w in op.weights)
+        layers[op.name] = replace(
+            op, class_name=ZERO_PADDED, config=MappingProxyType(config), weights=weights
+        )
+        calls[op.name] = replace(reader, args=node.args, inputs=node.inputs)
+        removed[pad.name] = None
+    if not removed:
+        return graph
+    return _drop(graph, layers, removed, calls)
+
+
+def _pads_into(layer: Layer, pads: list[list[int]]) -> bool:
+    """Whether ``layer`` can take explicit zero padding ``pads`` into its own reading of the input."""
+    if layer.config.get("data_format", "channels_last") not in (None, "channels_last"):
+        return False
+    if layer.class_name == "Conv2D":
+        return (layer.config.get("groups") or 1) == 1
+    if layer.class_name == "DepthwiseConv2D":
+        return True
+    if layer.class_name == "MaxPooling2D":
+        pool = _ints(layer.config.get("pool_size", 2))
+        if pool is None or layer.config.get("padding", "valid") != "valid":
+            return False
+        pool = pool * 2 if len(pool) == 1 else pool
+        return len(pool) == 2 and all(max(p) < k for p, k in zip(pads, pool, strict=True))
+    return False
 
 
 def _merge_add_activations(graph: ModelGraph) -> ModelGraph:

@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from modelgraph.errors import UnsupportedConfigError
 from modelgraph.loading import load
 from modelgraph.runner import parallel
 from modelgraph.runner.fusion import fuse
 from modelgraph.runner.interpreter import Runner
 from modelgraph.runner.kernels import fused
-from modelgraph.runner.kernels.fused import ADD_ACTIVATION, CONV_RESIDUAL, INVERTED_BOTTLENECK
+from modelgraph.runner.kernels.fused import ADD_ACTIVATION, CONV_RESIDUAL, INVERTED_BOTTLENECK, ZERO_PADDED
 from modelgraph.runner.registry import KernelSpec, get_kernel
 
 from .test_kernels_conv_perf_paths import ref_conv, ref_depthwise
@@ -199,6 +200,11 @@ def test_resnet50_residual_sums_merge_into_their_conv_with_the_relu(rebuilt_apps
         assert lyr.config["conv"]["name"].endswith(("_0_conv", "_3_conv"))
         assert lyr.config["conv"]["name"] not in {x.name for x in merged.layers}
         assert len(merged.node(lyr.name, 0).args) == 2
+    # The stem's explicit paddings merge into the conv and the pool that read them.
+    names = {x.name: x for x in merged.layers}
+    assert "conv1_pad" not in names and "pool1_pad" not in names
+    assert names["conv1_conv"].class_name == names["pool1_pool"].class_name == ZERO_PADDED
+    assert names["pool1_pool"].config["pads"] == [[1, 1], [1, 1]]
     x = np.random.default_rng(2).standard_normal((2, 64, 64, 3)).astype(np.float32)
     runner = Runner(graph)
     kept = x.copy()
@@ -284,3 +290,93 @@ def test_bottleneck_residual_equals_block_plus_shortcut():
     np.testing.assert_allclose(merged(x, x), plain(x) + x, atol=1e-6, rtol=1e-6)
     with pytest.raises(ValueError, match="takes 2 input"):
         merged(x)
+
+
+ZERO_PAD_CASES = [
+    # (inner class, inner config, pads, input shape): ResNet's stem conv and pool, EfficientNet's
+    # strided depthwise conv, and asymmetric / "same" variants.
+    (
+        "Conv2D",
+        {"filters": 8, "kernel_size": [7, 7], "strides": [2, 2], "padding": "valid"},
+        [[3, 3], [3, 3]],
+        (2, 17, 15, 3),
+    ),
+    (
+        "Conv2D",
+        {"filters": 5, "kernel_size": [3, 3], "padding": "same", "activation": "relu"},
+        [[0, 2], [1, 0]],
+        (1, 9, 8, 4),
+    ),
+    (
+        "DepthwiseConv2D",
+        {"kernel_size": [3, 3], "strides": [2, 2], "padding": "valid"},
+        [[0, 1], [0, 1]],
+        (2, 10, 12, 6),
+    ),
+    ("DepthwiseConv2D", {"kernel_size": [5, 5], "padding": "same"}, [[2, 1], [0, 3]], (1, 7, 9, 5)),
+    (
+        "MaxPooling2D",
+        {"pool_size": [3, 3], "strides": [2, 2], "padding": "valid"},
+        [[1, 1], [1, 1]],
+        (2, 11, 12, 4),
+    ),
+    (
+        "MaxPooling2D",
+        {"pool_size": [2, 3], "strides": [1, 2], "padding": "valid"},
+        [[0, 1], [2, 1]],
+        (1, 6, 9, 3),
+    ),
+]
+
+
+@pytest.mark.parametrize("class_name, config, pads, shape", ZERO_PAD_CASES)
+def test_zero_padded_step_equals_padding_then_the_op(class_name, config, pads, shape, bands):
+    rng = np.random.default_rng(len(ZERO_PAD_CASES) + sum(shape))
+    x = (rng.standard_normal(shape) - 0.5).astype(np.float32)  # mostly negative: padding zeros matter
+    channels = shape[-1]
+    weights = {}
+    if class_name == "Conv2D":
+        k = config["kernel_size"]
+        weights = {
+            "kernel": rng.standard_normal((*k, channels, config["filters"])).astype(np.float32),
+            "bias": rng.standard_normal(config["filters"]).astype(np.float32),
+        }
+    elif class_name == "DepthwiseConv2D":
+        weights = {
+            "kernel": rng.standard_normal((*config["kernel_size"], channels, 1)).astype(np.float32),
+            "bias": rng.standard_normal(channels).astype(np.float32),
+        }
+    pad_spec = KernelSpec(name="pad", class_name="ZeroPadding2D", config={"padding": pads})
+    op_spec = KernelSpec(name="op", class_name=class_name, config=config, weights=weights)
+    expected = get_kernel(class_name)(op_spec)(get_kernel("ZeroPadding2D")(pad_spec)(x))
+    merged = KernelSpec(
+        name="op",
+        class_name=ZERO_PADDED,
+        config={"pads": pads, "class_name": class_name, "layer": config},
+        weights={f"layer/{k}": v for k, v in weights.items()},
+    )
+    actual = get_kernel(ZERO_PADDED)(merged)(x)
+    assert actual.shape == expected.shape and actual.dtype == np.float32
+    np.testing.assert_allclose(actual, expected, atol=2e-5, rtol=1e-5)
+    if class_name == "MaxPooling2D":
+        # The comparison can fail: some border windows take their max from the zero padding.
+        assert (actual == 0).any() and not (x.max(axis=(1, 2)) == 0).any()
+
+
+def test_zero_padded_refuses_pads_it_cannot_take() -> None:
+    """Max pooling with a side padded as wide as its window (a window of padding alone), and
+    malformed pads, are refused, never guessed (the fusion pass does not merge them)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 6, 6, 2)).astype(np.float32)
+    merged = KernelSpec(
+        name="p",
+        class_name=ZERO_PADDED,
+        config={"pads": [[3, 3], [3, 3]], "class_name": "MaxPooling2D", "layer": {"pool_size": [3, 3]}},
+    )
+    with pytest.raises(UnsupportedConfigError):
+        get_kernel(ZERO_PADDED)(merged)(x)
+    bad = KernelSpec(
+        name="p", class_name=ZERO_PADDED, config={"pads": [[1, 1]], "class_name": "Conv2D", "layer": {}}
+    )
+    with pytest.raises(UnsupportedConfigError):
+        get_kernel(ZERO_PADDED)(bad)

@@ -145,8 +145,20 @@ def same_pads(size: int, kernel: int, stride: int, dilation: int = 1) -> tuple[i
 
 
 def window_pads(
-    mode: str, sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilation: Sequence[int]
+    mode: str,
+    sizes: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    pre: Pads | None = None,
 ) -> Pads:
+    """The padding of a window op in ``mode`` on an input of ``sizes``. With ``pre`` (explicit zero
+    padding a merged ZeroPadding layer applied first), the op's own padding is computed on the
+    pre-padded sizes and the two are summed."""
+    if pre is not None:
+        padded = [n + a + b for n, (a, b) in zip(sizes, pre, strict=True)]
+        own = window_pads(mode, padded, kernel, strides, dilation)
+        return [(a + c, b + d) for (a, b), (c, d) in zip(pre, own, strict=True)]
     if mode == "same":
         return [same_pads(n, k, s, d) for n, k, s, d in zip(sizes, kernel, strides, dilation, strict=True)]
     if mode == "causal":

@@ -223,9 +223,12 @@ def _no_epilogue(block: np.ndarray, region: Region | None) -> None:
     return None
 
 
-def _make_conv(spec: KernelSpec, rank: int, residual_activation: Any = None) -> Kernel:
+def _make_conv(
+    spec: KernelSpec, rank: int, residual_activation: Any = None, pre_pads: Pads | None = None
+) -> Kernel:
     """A conv kernel ``run(x)``; with ``residual_activation`` (a linear channels-last Conv2D only), a
-    kernel ``run(x, residual)`` giving ``activation(conv(x) + residual)``, see :func:`conv2d_with_residual`."""
+    kernel ``run(x, residual)`` giving ``activation(conv(x) + residual)``, see :func:`conv2d_with_residual`;
+    with ``pre_pads`` (a rank-1/2 conv with groups 1), the input zero-padded by them first."""
     check_keys(spec, _CONV_KEYS)
     dtype = float_dtype(spec)
     fmt = data_format(spec)
@@ -242,6 +245,8 @@ def _make_conv(spec: KernelSpec, rank: int, residual_activation: Any = None) -> 
     if spec.get("filters") not in (None, filters) or filters % groups:
         raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs filters/groups")
     cin = cin_g * groups
+    if pre_pads is not None and (rank > 2 or groups != 1):
+        raise spec.unsupported("pads", pre_pads)
     bias = _bias(spec, dtype, filters)
     act = fused_activation(spec)
     ktot = int(np.prod(kernel_size))
@@ -286,7 +291,7 @@ def _make_conv(spec: KernelSpec, rank: int, residual_activation: Any = None) -> 
             """The conv of a channels-last input, ``epilogue`` run on every output block."""
             if x.ndim != rank + 2 or x.shape[-1] != cin:
                 raise ValueError(f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}")
-            pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+            pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
             x2, pads2, ks, st, dil = _as_2d(x, pads, kernel_size, strides, dilation)
             if winograd and use_winograd(x2.shape, pads2, filters):
                 out = conv2d_winograd(x2, flat, pads2, epilogue)
@@ -299,7 +304,7 @@ def _make_conv(spec: KernelSpec, rank: int, residual_activation: Any = None) -> 
                 raise spec.unsupported("activation", spec.get("activation"))
 
             def out_shape(x: np.ndarray) -> tuple[int, ...]:
-                pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+                pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
                 padded = [n + a + b for n, (a, b) in zip(x.shape[1:-1], pads, strict=True)]
                 return (x.shape[0], *out_sizes(padded, kernel_size, strides, dilation), filters)
 
@@ -360,6 +365,17 @@ def _residual_conv(
     return run
 
 
+def padded_conv2d(spec: KernelSpec, pads: Pads) -> Kernel:
+    """A Conv2D kernel whose input is first zero-padded by ``pads`` (a merged ZeroPadding2D): the
+    padding goes into the conv's padded row slabs, never into a padded copy of the whole input."""
+    return _make_conv(spec, 2, pre_pads=pads)
+
+
+def padded_depthwise_conv2d(spec: KernelSpec, pads: Pads) -> Kernel:
+    """A DepthwiseConv2D kernel whose input is first zero-padded by ``pads``, as :func:`padded_conv2d`."""
+    return _make_depthwise(spec, 2, pre_pads=pads)
+
+
 def conv2d_with_residual(spec: KernelSpec, activation: Any) -> Kernel:
     """``run(x, residual) = activation(conv2d(x) + residual)`` for a linear channels-last Conv2D: the
     sum (and a relu / relu6) run in the conv's epilogue, on each output block while it is in cache.
@@ -397,7 +413,8 @@ def _depthwise_params(spec: KernelSpec, rank: int) -> tuple[Any, ...]:
     return fmt, kernel_size, strides, dilation, mode, mult
 
 
-def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
+def _make_depthwise(spec: KernelSpec, rank: int, pre_pads: Pads | None = None) -> Kernel:
+    """A depthwise conv kernel; with ``pre_pads`` (rank 1/2), the input zero-padded by them first."""
     # tf.keras DepthwiseConv* configs also carry Conv's "filters" (None) and "groups" (1).
     check_keys(spec, ("kernel_size", "strides", "padding", "data_format", "dilation_rate", "depth_multiplier",
                       "activation", "use_bias", "filters", "groups"))  # fmt: skip
@@ -413,6 +430,8 @@ def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
     if kernel.shape[-1] != mult:
         raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs depth_multiplier")
     channels = kernel.shape[-2]
+    if pre_pads is not None and rank > 2:
+        raise spec.unsupported("pads", pre_pads)
     bias = _bias(spec, dtype, channels * mult)
     act = fused_activation(spec)
     epilogue = in_place_epilogue(bias, spec.get("activation"), act)
@@ -423,7 +442,7 @@ def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
             raise ValueError(
                 f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
             )
-        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
         if rank <= 2:
             return from_last(_depthwise_2d(x, kernel, strides, dilation, pads, epilogue), fmt)
         return _finish(_depthwise_core(pad_spatial(x, pads), kernel, strides, dilation), bias, act, fmt)

@@ -49,8 +49,9 @@ from modelgraph.runner.kernels._conv_utils import (
     window_pads,
     window_rows,
 )
-from modelgraph.runner.kernels.conv import conv2d_with_residual
+from modelgraph.runner.kernels.conv import conv2d_with_residual, padded_conv2d, padded_depthwise_conv2d
 from modelgraph.runner.kernels.merge import _as_list, _same_rank, _sum
+from modelgraph.runner.kernels.pooling import padded_max_pool2d
 from modelgraph.runner.parallel import for_each, thread_count, threads_for
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
@@ -143,9 +144,7 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
         x = np.ascontiguousarray(inputs, dtype=np.float32)
         if x.ndim != 4 or x.shape[3] != in_channels:
             raise ValueError(f"expected a rank-4 input with {in_channels} channels, got {x.shape}")
-        padded = [n + a + b for n, (a, b) in zip(x.shape[1:3], pre_pads, strict=True)]
-        own = window_pads(mode, padded, dw_kernel.shape[:2], strides, (1, 1))
-        pads = [(a + c, b + d) for (a, b), (c, d) in zip(pre_pads, own, strict=True)]
+        pads = window_pads(mode, x.shape[1:3], dw_kernel.shape[:2], strides, (1, 1), pre=pre_pads)
         oh, ow = out_sizes(
             [n + a + b for n, (a, b) in zip(x.shape[1:3], pads, strict=True)],
             dw_kernel.shape[:2],
@@ -300,3 +299,46 @@ def conv_residual(spec: KernelSpec) -> Kernel:
     as a pass of their own over the whole tensor (see :func:`conv.conv2d_with_residual`)."""
     name, _ = _residual_activation(spec, "activation")
     return conv2d_with_residual(_stage_spec(spec, "conv"), name)
+
+
+# --- explicit zero padding merged into the window op that reads it ---------------------------------
+
+ZERO_PADDED = FUSED_PREFIX + "ZeroPadded"
+_PADDED_KERNELS = {
+    "Conv2D": padded_conv2d,
+    "DepthwiseConv2D": padded_depthwise_conv2d,
+    "MaxPooling2D": padded_max_pool2d,
+}
+
+
+@register(ZERO_PADDED)
+def zero_padded(spec: KernelSpec) -> Kernel:
+    """ZeroPadding2D -> Conv2D / DepthwiseConv2D / MaxPooling2D as one step: the window op pads its
+    row slabs itself (or, for max pooling, skips the padding and floors the border windows at 0), so
+    the padded copy of the whole tensor is never made. Config: ``pads``, the inner ``class_name`` and
+    its ``layer`` config; weights: the inner layer's, prefixed ``layer/``."""
+    class_name = spec.get("class_name")
+    if class_name not in _PADDED_KERNELS:
+        raise spec.unsupported("class_name", class_name)
+    pads = spec.get("pads")
+    if not (
+        isinstance(pads, (list, tuple))
+        and len(pads) == 2
+        and all(
+            isinstance(p, (list, tuple))
+            and len(p) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in p)
+            for p in pads
+        )
+    ):
+        raise spec.unsupported("pads", pads)
+    inner = _stage_spec(spec, "layer")
+    inner = KernelSpec(
+        name=spec.name,
+        class_name=class_name,
+        config=inner.config,
+        weights=inner.weights,
+        keras_version=spec.keras_version,
+        compute_dtype=spec.compute_dtype,
+    )
+    return _PADDED_KERNELS[class_name](inner, [(int(a), int(b)) for a, b in pads])

@@ -139,6 +139,36 @@ def max_pool2d(x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], p
     return out
 
 
+def padded_max_pool2d(spec: KernelSpec, pads: Pads) -> Kernel:
+    """A valid-padded channels-last MaxPooling2D whose input is first zero-padded by ``pads`` (a
+    merged ZeroPadding2D, each side narrower than the pool): the max over the window's input cells,
+    then at least 0 where the window reaches into the padding. The padded input is never built."""
+    check_keys(spec, ("pool_size", "strides", "padding", "data_format"))
+    if data_format(spec) != "channels_last" or padding_mode(spec, ("valid", "same")) != "valid":
+        raise spec.unsupported("padding", spec.get("padding"))
+    pool = int_tuple(spec, "pool_size", 2, 2)
+    strides = pool if spec.get("strides") is None else int_tuple(spec, "strides", 2, None)
+    if any(a >= k or b >= k or a < 0 or b < 0 for (a, b), k in zip(pads, pool, strict=True)):
+        raise spec.unsupported("pads", pads)
+    dtype = float_dtype(spec)
+
+    def run(inputs: Any) -> np.ndarray:
+        x = np.ascontiguousarray(inputs, dtype=dtype)
+        if x.ndim != 4:
+            raise ValueError(f"expected a rank-4 input, got shape {x.shape}")
+        out = max_pool2d(x, pool, strides, pads)
+        zero = out.dtype.type(0)
+        for axis, ((before, _), k, s, n) in enumerate(zip(pads, pool, strides, x.shape[1:3], strict=True)):
+            # Output o reads padded cells o*s .. o*s + k - 1; cells < before or >= before + n are zeros.
+            touching = [o for o in range(out.shape[axis + 1]) if o * s < before or o * s + k > before + n]
+            for o in touching:
+                index = (slice(None), o) if axis == 0 else (slice(None), slice(None), o)
+                np.maximum(out[index], zero, out=out[index])
+        return out
+
+    return run
+
+
 def avg_pool2d(
     x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], pads: Pads, counts: np.ndarray
 ) -> np.ndarray:
