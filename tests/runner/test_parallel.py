@@ -173,6 +173,30 @@ def test_conv_blocks_give_the_same_numbers_on_any_thread_count(shape, kernel, st
     np.testing.assert_array_equal(results[0], results[1])
 
 
+def test_winograd_blocks_give_the_same_numbers_on_any_thread_count(monkeypatch):
+    """Winograd's tile blocks spread over threads, each in its own arena, reading one kernel transform."""
+    from modelgraph.runner.kernels._winograd import conv2d_winograd
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 13, 12, 16), dtype=np.float32)
+    w = rng.standard_normal((9 * 16, 24), dtype=np.float32)
+    bias = rng.standard_normal(24, dtype=np.float32)
+    monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
+    results = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv("MODELGRAPH_NUM_THREADS", threads)
+        epilogue = in_place_epilogue(bias, "linear", None)
+        results.append(conv2d_winograd(x, w, [(1, 1), (1, 1)], epilogue, budget=1 << 15))
+    np.testing.assert_array_equal(results[0], results[1])
+    padded = np.pad(x.astype(np.float64), [(0, 0), (1, 1), (1, 1), (0, 0)])
+    direct = sum(
+        np.einsum("nhwc,cf->nhwf", padded[:, i : i + 13, j : j + 12], w.reshape(3, 3, 16, 24)[i, j])
+        for i in range(3)
+        for j in range(3)
+    )
+    np.testing.assert_allclose(results[1], direct + bias, rtol=1e-4, atol=1e-4)
+
+
 def test_spreading_work_shortens_openblas_spin(two_threads, monkeypatch):
     """After the first spread call, OpenBLAS's idle workers spin 2**20 cycles, not its default 2**28
     (unless the user chose a timeout), so they leave the cores to the kernels' own threads."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from modelgraph.runner.kernels._conv_utils import GEMM_BLOCK_BYTES, Epilogue, Pads, scratch
+from modelgraph.runner.parallel import for_each
 
 # The kernel transform G (4x3) and output transform A^T (2x4) of F(2x2, 3x3). kron(G, G) maps the 9
 # taps (i*3 + j) to the 16 entries of U (a*4 + b), kron(A^T, A^T) the 16 products of a tile (i*4 + j)
@@ -315,26 +316,36 @@ def conv2d_winograd(
     out = np.empty((batch, oh, ow, filters), dtype=np.float32)
     taps = flat.reshape(9, channels, filters)
     hoisted = len(lay.blocks) == 1
+    work = 16 * tile_count(batch, oh, ow) * channels * filters
     for k0 in range(0, filters, lay.kc):
         k1 = min(filters, k0 + lay.kc)
         kc = k1 - k0
         u = _carve(arena, lay.u, (16, channels, kc))
         _transform_kernel(taps[:, :, k0:k1], u, _carve(arena, lay.m, ((lay.end - lay.m) // 8,), np.float64))
-        for n0, n1, t0, t1 in lay.blocks:
-            nb, tb = n1 - n0, t1 - t0
-            v = _carve(arena, lay.v, (16, nb, tb, tw, channels))
+
+        def block(rows: tuple[int, int, int, int], k0: int = k0, k1: int = k1, u: np.ndarray = u) -> None:
+            """Tiles of one block: transformed, multiplied by ``u`` and transformed back into ``out``,
+            in this thread's own arena (``u`` is read from the caller's)."""
+            n0, n1, t0, t1 = rows
+            nb, tb, kc = n1 - n0, t1 - t0, k1 - k0
+            own = scratch(_ARENA_SLOT, (lay.end,), np.uint8)
+            v = _carve(own, lay.v, (16, nb, tb, tw, channels))
             # A single block keeps its transformed tiles for every chunk.
             if k0 == 0 or not hoisted:
-                src = _carve(arena, lay.x, (nb, 2 * tb + 2, 2, tw + 1, channels))
-                tmp = _carve(arena, lay.x + _align(src.nbytes), (nb, tb, 2, tw + 1, channels))
+                src = _carve(own, lay.x, (nb, 2 * tb + 2, 2, tw + 1, channels))
+                tmp = _carve(own, lay.x + _align(src.nbytes), (nb, tb, 2, tw + 1, channels))
                 with _ufunc_buffer(tw * channels):
                     _fill_rows(x, n0, n1, 2 * t0, pads, src)
                     _transform_input(src, v, tmp)
-            m = _carve(arena, lay.m, (16, nb, tb, tw, kc))
+            m = _carve(own, lay.m, (16, nb, tb, tw, kc))
             np.matmul(v.reshape(16, -1, channels), u, out=m.reshape(16, -1, kc))
             region = (slice(n0, n1), slice(2 * t0, min(oh, 2 * t1)))
             dst = out[region]
-            _transform_output(m, dst[..., k0:k1], _carve(arena, lay.x, (4, nb, tb, tw, kc)))
+            _transform_output(m, dst[..., k0:k1], _carve(own, lay.x, (4, nb, tb, tw, kc)))
             if k1 == filters:
                 epilogue(dst, region)
+
+        # Blocks write disjoint output rows: spread them over the cores (transforms included) when the
+        # conv is big enough, each thread with an arena of its own.
+        for_each(block, lay.blocks, work)
     return out
