@@ -197,6 +197,35 @@ def test_winograd_blocks_give_the_same_numbers_on_any_thread_count(monkeypatch):
     np.testing.assert_allclose(results[1], direct + bias, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    "class_name, config",
+    [
+        ("DepthwiseConv2D", {"kernel_size": [3, 3], "strides": [2, 2], "padding": "same"}),
+        ("DepthwiseConv2D", {"kernel_size": [5, 5], "padding": "same", "dilation_rate": [1, 2]}),
+        ("MaxPooling2D", {"pool_size": [3, 3], "strides": [2, 2], "padding": "same"}),
+    ],
+)
+def test_window_blocks_give_the_same_numbers_on_any_thread_count(class_name, config, monkeypatch):
+    from modelgraph.runner.registry import KernelSpec, get_kernel
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 19, 17, 70), dtype=np.float32)
+    weights = {}
+    if class_name == "DepthwiseConv2D":
+        weights = {"kernel": rng.standard_normal((*config["kernel_size"], 70, 1), dtype=np.float32)}
+        config = {**config, "use_bias": False}
+    monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.DW_BLOCK_BYTES", 1 << 12)
+    monkeypatch.setattr("modelgraph.runner.kernels.conv.DW_BLOCK_BYTES", 1 << 12)
+    monkeypatch.setattr("modelgraph.runner.kernels.pooling.EW_BLOCK_BYTES", 1 << 12)
+    monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
+    results = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv("MODELGRAPH_NUM_THREADS", threads)
+        spec = KernelSpec(name="w", class_name=class_name, config=config, weights=weights)
+        results.append(get_kernel(class_name)(spec)(x))
+    np.testing.assert_array_equal(results[0], results[1])
+
+
 def test_spreading_work_shortens_openblas_spin(two_threads, monkeypatch):
     """After the first spread call, OpenBLAS's idle workers spin 2**20 cycles, not its default 2**28
     (unless the user chose a timeout), so they leave the cores to the kernels' own threads."""

@@ -47,6 +47,7 @@ from modelgraph.runner.kernels._conv_utils import (
     window_rows,
 )
 from modelgraph.runner.kernels._winograd import conv2d_winograd, use_winograd, winograd_eligible
+from modelgraph.runner.parallel import for_each
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
 _CONV_KEYS = (
@@ -176,7 +177,9 @@ def _depthwise_blocks(
     oh, ow = out_sizes(padded, kernel.shape[:2], strides, dilation)
     out = np.empty((batch, oh, ow, width), dtype=x.dtype)
     target = max(1, DW_BLOCK_BYTES // (width * x.itemsize))
-    for n0, n1, h0, h1 in row_blocks(batch, oh, ow, target):
+
+    def block(rows: tuple[int, int, int, int]) -> None:
+        n0, n1, h0, h1 = rows
         r0, r1 = window_rows(h0, h1, kh, strides[0], dilation[0])
         src = slab(x, n0, n1, r0, r1, pads, 0.0, 0)
         if mult > 1:
@@ -184,6 +187,11 @@ def _depthwise_blocks(
         dst = out[n0:n1, h0:h1]
         depthwise_slab(src, kernel, tiled, strides, dilation, dst)
         epilogue(dst, (slice(n0, n1), slice(h0, h1)))
+
+    # Blocks write disjoint output rows (scratch slabs are per thread): spread them when big enough.
+    for_each(
+        block, row_blocks(batch, oh, ow, target), batch * oh * ow * width * kernel.shape[0] * kernel.shape[1]
+    )
     return out
 
 

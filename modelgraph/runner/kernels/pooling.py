@@ -30,6 +30,7 @@ from modelgraph.runner.kernels._conv_utils import (
     window2d,
     window_pads,
 )
+from modelgraph.runner.parallel import for_each
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
 
@@ -129,13 +130,18 @@ def max_pool2d(x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], p
     oh, ow = out_sizes([height + sum(pads[0]), width + sum(pads[1])], pool, strides, (1, 1))
     out = np.empty((batch, oh, ow, channels), dtype=x.dtype)
     target = max(1, EW_BLOCK_BYTES // (channels * x.itemsize))
-    for n0, n1, h0, h1 in row_blocks(batch, oh, width, target):
+
+    def block(bounds: tuple[int, int, int, int]) -> None:
+        n0, n1, h0, h1 = bounds
         if ph == sh == 1 and pt == 0:
             rows = x[n0:n1, h0:h1]
         else:
             rows = scratch(0, (n1 - n0, h1 - h0, width, channels), x.dtype)
             _max_along(rows, x[n0:n1], 1, ph, sh, pt, h0, h1)
         _max_along(out[n0:n1, h0:h1], rows, 2, pw, sw, pl, 0, ow)
+
+    # Blocks write disjoint output rows (the scratch rows are per thread): spread them when big enough.
+    for_each(block, row_blocks(batch, oh, width, target), batch * oh * ow * channels * ph * pw)
     return out
 
 
