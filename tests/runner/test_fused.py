@@ -380,3 +380,17 @@ def test_zero_padded_refuses_pads_it_cannot_take() -> None:
     )
     with pytest.raises(UnsupportedConfigError):
         get_kernel(ZERO_PADDED)(bad)
+
+
+def test_sums_that_cannot_merge_into_a_conv_still_merge_with_their_relu() -> None:
+    """In a config-only ResNet50 (no weights: no BatchNormalization folds, no conv takes the sum into
+    its epilogue), every Add -> ReLU still becomes one step. Its inputs are BatchNormalization
+    outputs, which are not known to be fresh arrays, so it overwrites none of them."""
+    merged = fuse(load(SAMPLES / "apps" / "k3_resnet50" / "config.json"))
+    sums = [lyr for lyr in merged.layers if lyr.class_name == ADD_ACTIVATION]
+    assert len(sums) == 16 and not any(lyr.class_name == CONV_RESIDUAL for lyr in merged.layers)
+    assert not any(lyr.class_name == "Activation" and lyr.name.endswith("_out") for lyr in merged.layers)
+    for lyr in sums:
+        refs = merged.node(lyr.name, 0).args[0]
+        assert lyr.config == {"activation": "relu", "overwrite": None}
+        assert any(ref.layer.endswith("_3_bn") for ref in refs)
