@@ -441,6 +441,26 @@ def in_place_epilogue(
     return epilogue
 
 
+def with_residual(
+    compute: Callable[[Epilogue], np.ndarray],
+    bias: np.ndarray | None,
+    act_value: Any,
+    act: Activation | None,
+    residual: Any,
+    out_shape: Sequence[int] | None,
+    dtype: np.dtype,
+) -> np.ndarray:
+    """``act(compute(...) + residual)`` for a kernel ``compute(epilogue)`` whose last stage adds
+    ``bias`` and is otherwise linear: a merged residual sum. When the residual has the output's shape
+    (``out_shape``; None: unknown) and dtype, the sum and activation run in the epilogue, block by
+    block; otherwise it is added afterwards, broadcasting as Keras's Add would."""
+    shortcut = np.asarray(residual)
+    if out_shape is not None and shortcut.dtype == dtype and shortcut.shape == tuple(out_shape):
+        return compute(in_place_epilogue(bias, act_value, act, residual=np.ascontiguousarray(shortcut)))
+    total = compute(in_place_epilogue(bias, "linear", None)) + shortcut
+    return total if act is None else act(total)
+
+
 def _out_2d(
     x: np.ndarray, pads: Pads, kernel: Sequence[int], strides: Sequence[int], dilation: Sequence[int]
 ):

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.runner.activations import activation_name, get_activation
+from modelgraph.runner.activations import Activation
 from modelgraph.runner.kernels._conv_utils import (
     DW_BLOCK_BYTES,
     Epilogue,
@@ -45,6 +45,7 @@ from modelgraph.runner.kernels._conv_utils import (
     window2d,
     window_pads,
     window_rows,
+    with_residual,
 )
 from modelgraph.runner.kernels._winograd import conv2d_winograd, use_winograd, winograd_eligible
 from modelgraph.runner.parallel import for_each
@@ -232,10 +233,14 @@ def _no_epilogue(block: np.ndarray, region: Region | None) -> None:
 
 
 def _make_conv(
-    spec: KernelSpec, rank: int, residual_activation: Any = None, pre_pads: Pads | None = None
+    spec: KernelSpec,
+    rank: int,
+    residual_activation: tuple[Any, Activation | None] | None = None,
+    pre_pads: Pads | None = None,
 ) -> Kernel:
-    """A conv kernel ``run(x)``; with ``residual_activation`` (a linear channels-last Conv2D only), a
-    kernel ``run(x, residual)`` giving ``activation(conv(x) + residual)``, see :func:`conv2d_with_residual`;
+    """A conv kernel ``run(x)``; with ``residual_activation`` (the name and function of the activation
+    after a merged sum; a linear channels-last Conv2D only), a kernel ``run(x, residual)``, see
+    :func:`conv2d_with_residual`;
     with ``pre_pads`` (a rank-1/2 conv with groups 1), the input zero-padded by them first."""
     check_keys(spec, _CONV_KEYS)
     dtype = float_dtype(spec)
@@ -311,12 +316,18 @@ def _make_conv(
             if rank != 2 or act is not None or fmt != "channels_last":
                 raise spec.unsupported("activation", spec.get("activation"))
 
-            def out_shape(x: np.ndarray) -> tuple[int, ...]:
-                pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
-                padded = [n + a + b for n, (a, b) in zip(x.shape[1:-1], pads, strict=True)]
-                return (x.shape[0], *out_sizes(padded, kernel_size, strides, dilation), filters)
+            act_value, post = residual_activation
 
-            return _residual_conv(spec, compute, out_shape, bias, residual_activation, dtype)
+            def run_residual(inputs: Any, residual: Any) -> np.ndarray:
+                x = np.asarray(inputs, dtype=dtype)
+                shape = None
+                if x.ndim == 4:
+                    pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
+                    padded = [n + a + b for n, (a, b) in zip(x.shape[1:-1], pads, strict=True)]
+                    shape = (x.shape[0], *out_sizes(padded, kernel_size, strides, dilation), filters)
+                return with_residual(lambda ep: compute(x, ep), bias, act_value, post, residual, shape, dtype)
+
+            return run_residual
         epilogue = in_place_epilogue(bias, spec.get("activation"), act)
 
         def run2d(inputs: Any) -> np.ndarray:
@@ -349,30 +360,6 @@ def _make_conv(
     return run
 
 
-def _residual_conv(
-    spec: KernelSpec,
-    compute: Callable[[np.ndarray, Epilogue], np.ndarray],
-    out_shape: Callable[[np.ndarray], tuple[int, ...]],
-    bias: np.ndarray | None,
-    activation: Any,
-    dtype: np.dtype,
-) -> Kernel:
-    linear = activation_name(activation) == "linear"
-    post = None if linear else get_activation(activation, spec.keras_version, spec.class_name)
-    plain = in_place_epilogue(bias, "linear", None)
-
-    def run(inputs: Any, residual: Any) -> np.ndarray:
-        x = np.asarray(inputs, dtype=dtype)
-        shortcut = np.asarray(residual)
-        if shortcut.dtype == dtype and x.ndim == 4 and shortcut.shape == out_shape(x):
-            shortcut = np.ascontiguousarray(shortcut)
-            return compute(x, in_place_epilogue(bias, activation, post, residual=shortcut))
-        total = compute(x, plain) + shortcut  # broadcasting like Add, for a sum that cannot be merged
-        return total if post is None else post(total)
-
-    return run
-
-
 def padded_conv2d(spec: KernelSpec, pads: Pads) -> Kernel:
     """A Conv2D kernel whose input is first zero-padded by ``pads`` (a merged ZeroPadding2D): the
     padding goes into the conv's padded row slabs, never into a padded copy of the whole input."""
@@ -384,11 +371,10 @@ def padded_depthwise_conv2d(spec: KernelSpec, pads: Pads) -> Kernel:
     return _make_depthwise(spec, 2, pre_pads=pads)
 
 
-def conv2d_with_residual(spec: KernelSpec, activation: Any) -> Kernel:
-    """``run(x, residual) = activation(conv2d(x) + residual)`` for a linear channels-last Conv2D: the
-    sum (and a relu / relu6) run in the conv's epilogue, on each output block while it is in cache.
-    A residual whose shape or dtype differs from the conv output's is added after, broadcasting."""
-    return _make_conv(spec, 2, residual_activation=activation)
+def conv2d_with_residual(spec: KernelSpec, activation: Any, act: Activation | None) -> Kernel:
+    """``run(x, residual) = act(conv2d(x) + residual)`` for a linear channels-last Conv2D, ``act``
+    the function of the activation named ``activation`` (None: linear), see :func:`with_residual`."""
+    return _make_conv(spec, 2, residual_activation=(activation, act))
 
 
 @register("Conv1D", "Convolution1D")

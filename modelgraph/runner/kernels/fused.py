@@ -48,6 +48,7 @@ from modelgraph.runner.kernels._conv_utils import (
     slab,
     window_pads,
     window_rows,
+    with_residual,
 )
 from modelgraph.runner.kernels.conv import conv2d_with_residual, padded_conv2d, padded_depthwise_conv2d
 from modelgraph.runner.kernels.merge import _as_list, _same_rank, _sum
@@ -153,34 +154,25 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
         )
         if ow not in tiled_cache:
             tiled_cache[ow] = depthwise_tiled(dw_kernel, ow)
-        epilogue, shortcut = project_epilogue, None
-        if residual is not None:
-            shortcut = np.asarray(residual)
-            if shortcut.dtype == np.float32 and shortcut.shape == (
-                x.shape[0],
-                oh,
-                ow,
-                project_kernel.shape[1],
-            ):
-                shortcut = np.ascontiguousarray(shortcut)
-                epilogue = in_place_epilogue(project_bias, residual_name, residual_act, residual=shortcut)
-                shortcut = None
-        out = _bottleneck(
-            x,
-            expand,
-            pads,
-            (oh, ow),
-            dw_kernel,
-            tiled_cache[ow],
-            strides,
-            dw_epilogue,
-            project_kernel,
-            epilogue,
-        )
-        if shortcut is None:
-            return out
-        total = out + shortcut  # broadcasting like Add, for a sum that cannot be merged
-        return total if residual_act is None else residual_act(total)
+
+        def compute(project_epilogue: Epilogue) -> np.ndarray:
+            return _bottleneck(
+                x,
+                expand,
+                pads,
+                (oh, ow),
+                dw_kernel,
+                tiled_cache[ow],
+                strides,
+                dw_epilogue,
+                project_kernel,
+                project_epilogue,
+            )
+
+        if residual is None:
+            return compute(project_epilogue)
+        shape = (x.shape[0], oh, ow, project_kernel.shape[1])
+        return with_residual(compute, project_bias, residual_name, residual_act, residual, shape, np.float32)
 
     return run
 
@@ -297,8 +289,7 @@ def conv_residual(spec: KernelSpec) -> Kernel:
     """Conv2D (linear) -> Add with a residual -> [relu / relu6], as ``run(x, residual)``: the sum and
     the activation run in the conv's epilogue on each output block while it is in cache, instead of
     as a pass of their own over the whole tensor (see :func:`conv.conv2d_with_residual`)."""
-    name, _ = _residual_activation(spec, "activation")
-    return conv2d_with_residual(_stage_spec(spec, "conv"), name)
+    return conv2d_with_residual(_stage_spec(spec, "conv"), *_residual_activation(spec, "activation"))
 
 
 # --- explicit zero padding merged into the window op that reads it ---------------------------------
