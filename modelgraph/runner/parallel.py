@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import cache
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -144,28 +144,26 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         return _POOL
 
 
-class _Queue(Generic[T]):
-    """Items handed out one at a time to whichever thread asks first (a slow or preempted core takes
-    fewer), until they run out or one of them fails."""
+class _Queue:
+    """Item indices handed out one at a time to whichever thread asks first (a slow or preempted
+    core takes fewer), until they run out or one of the items fails."""
 
-    def __init__(self, items: Sequence[T]) -> None:
-        self._items = items
+    def __init__(self, count: int) -> None:
+        self._count = count
         self._next = itertools.count()  # next() on a count is atomic under the GIL
         self.failed = False
 
-    def take(self) -> T | None:
+    def take(self) -> int | None:
         index = next(self._next)
-        if self.failed or index >= len(self._items):
-            return None
-        return self._items[index]
+        return None if self.failed or index >= self._count else index
 
 
-def _run_share(fn: Callable[[T], None], queue: _Queue[T]) -> None:
+def _run_share(fn: Callable[[T], None], items: Sequence[T], queue: _Queue) -> None:
     _IN_SHARE.active = True
     try:
-        while (item := queue.take()) is not None:
+        while (index := queue.take()) is not None:
             try:
-                fn(item)
+                fn(items[index])
             except BaseException:
                 queue.failed = True
                 raise
@@ -212,14 +210,14 @@ def for_each(fn: Callable[[T], None], items: Sequence[T], work: float | None = N
             fn(item)
         return
     shorten_blas_spin()
-    queue = _Queue(items)
+    queue = _Queue(len(items))
     error: BaseException | None = None
     with blas_threads(1):
         futures: list[Future[None]] = [
-            _pool(threads - 1).submit(_run_share, fn, queue) for _ in range(threads - 1)
+            _pool(threads - 1).submit(_run_share, fn, items, queue) for _ in range(threads - 1)
         ]
         try:
-            _run_share(fn, queue)
+            _run_share(fn, items, queue)
         except BaseException as exc:  # noqa: BLE001 - re-raised once the other threads are done
             error = exc
         for future in futures:

@@ -246,3 +246,16 @@ def test_spreading_work_shortens_openblas_spin(two_threads, monkeypatch):
     # BLAS still works, threaded, after its workers were restarted.
     a = np.random.default_rng(3).standard_normal((300, 200))
     np.testing.assert_allclose(a @ a.T, np.einsum("ik,jk->ij", a, a), rtol=1e-10, atol=1e-10)
+
+
+def test_items_that_are_none_still_run(two_threads):
+    """Items are handed out by index: an item that is None (or falsy) is called like any other."""
+    seen: list[object] = []
+    lock = threading.Lock()
+
+    def work(item: object) -> None:
+        with lock:
+            seen.append(item)
+
+    parallel.for_each(work, [None, 0, None, 1])
+    assert sorted(seen, key=repr) == sorted([None, 0, None, 1], key=repr)

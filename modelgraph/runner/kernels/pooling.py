@@ -150,7 +150,9 @@ def padded_max_pool2d(spec: KernelSpec, pads: Pads) -> Kernel:
     merged ZeroPadding2D, each side narrower than the pool): the max over the window's input cells,
     then at least 0 where the window reaches into the padding. The padded input is never built."""
     check_keys(spec, ("pool_size", "strides", "padding", "data_format"))
-    if data_format(spec) != "channels_last" or padding_mode(spec, ("valid", "same")) != "valid":
+    if data_format(spec) != "channels_last":
+        raise spec.unsupported("data_format", spec.get("data_format"))
+    if padding_mode(spec, ("valid", "same")) != "valid":
         raise spec.unsupported("padding", spec.get("padding"))
     pool = int_tuple(spec, "pool_size", 2, 2)
     strides = pool if spec.get("strides") is None else int_tuple(spec, "strides", 2, None)
