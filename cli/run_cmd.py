@@ -295,7 +295,9 @@ def _text_report(report: RunReport) -> str:
         lines += ["  " + line for line in _table(rows, ["node", "class", "ms", "%", "output", "live"])]
         if len(prof.layers) > len(top):
             lines.append(f"  ... {len(prof.layers) - len(top)} more layers (--format json lists all)")
-        if any(r.class_name.startswith("modelgraph/") for r in prof.layers):
+        from modelgraph.runner.kernels.fused import FUSED_PREFIX  # loaded already: the model ran
+
+        if any(r.class_name.startswith(FUSED_PREFIX) for r in prof.layers):
             lines.append(
                 "  modelgraph/* steps run several Keras layers at once (named after one of them); "
                 "--no-fuse times every layer"
