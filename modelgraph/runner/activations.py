@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from modelgraph.errors import UnsupportedConfigError
+from modelgraph.runner import rowwise
 
 Activation = Callable[[np.ndarray], np.ndarray]
 
@@ -43,7 +44,7 @@ def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def relu(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, x.dtype.type(0))
+    return rowwise.relu_(x, np.empty_like(x))
 
 
 def elu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
@@ -141,7 +142,7 @@ def _lowp_safe(fn: Activation) -> Activation:
 
 
 def _relu6(x: np.ndarray) -> np.ndarray:
-    return np.clip(x, 0, 6).astype(x.dtype, copy=False)
+    return rowwise.relu6_(x, np.empty_like(x))
 
 
 def _leaky_relu(x: np.ndarray) -> np.ndarray:

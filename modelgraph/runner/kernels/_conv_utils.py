@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph.runner import rowwise
 from modelgraph.runner.activations import Activation, activation_name, get_activation
 from modelgraph.runner.parallel import for_each, thread_count, threads_for
 from modelgraph.runner.registry import KernelSpec
@@ -421,10 +422,11 @@ def in_place_epilogue(
     elements in the same order, e.g. flattened to GEMM rows), then the activation, all in place on
     the output block (relu / relu6 without temporaries)."""
     name = activation_name(act_value)
+    bias_run = None if bias is None else rowwise.repeat_row(bias)
 
     def epilogue(block: np.ndarray, region: Region | None) -> None:
-        if bias is not None:
-            np.add(block, bias, out=block)
+        if bias_run is not None:
+            rowwise.apply(np.add, block, bias_run)
         if residual is not None:
             if region is None:
                 raise ValueError("a residual epilogue needs the block's region")
@@ -432,9 +434,9 @@ def in_place_epilogue(
         if act is None:
             return
         if name == "relu":
-            np.maximum(block, block.dtype.type(0), out=block)
+            rowwise.relu_(block)
         elif name == "relu6":
-            np.clip(block, block.dtype.type(0), block.dtype.type(6), out=block)
+            rowwise.relu6_(block)
         else:
             block[...] = act(block)
 

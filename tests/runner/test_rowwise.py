@@ -1,0 +1,99 @@
+"""rowwise: the fast forms of per-channel adds and relu/relu6 give the plain NumPy calls' results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from modelgraph.runner import rowwise
+from modelgraph.runner.activations import get_activation
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (3,),  # shorter than one row of the run
+        (7, 5),  # run length 16385 is not a multiple of the array: a tail
+        (rowwise.RUN // 64, 64),  # exactly one run
+        (2, 300, 64),  # several runs and a tail
+        (4, 9, 11, 96),
+        (0, 16),
+    ],
+)
+def test_add_row_equals_broadcast_add(shape: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    bias = rng.standard_normal(shape[-1]).astype(np.float32)
+    expected = x + bias
+    out = rowwise.apply(np.add, x, rowwise.repeat_row(bias))
+    assert out is x
+    np.testing.assert_array_equal(x, expected)
+
+
+def test_add_row_into_out_leaves_input() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((40, 700, 3)).astype(np.float32)
+    before = x.copy()
+    bias = np.array([1.0, -2.0, 0.5], np.float32)
+    out = np.empty_like(x)
+    rowwise.apply(np.add, x, rowwise.repeat_row(bias), out)
+    np.testing.assert_array_equal(out, before + bias)
+    np.testing.assert_array_equal(x, before)
+
+
+def test_non_contiguous_blocks_split_along_the_first_axis() -> None:
+    """A region of whole rows of several images (as conv epilogues get) is not C-ordered."""
+    rng = np.random.default_rng(2)
+    full = rng.standard_normal((3, 40, 30, 24)).astype(np.float32)
+    bias = rng.standard_normal(24).astype(np.float32)
+    expected = full.copy()
+    expected[:, 5:17] += bias
+    block = full[:, 5:17]
+    assert not block.flags.c_contiguous
+    rowwise.apply(np.add, block, rowwise.repeat_row(bias))
+    np.testing.assert_array_equal(full, expected)
+    # A strided 2-D view: the plain call.
+    columns = full[0, 0, :, ::2]
+    plain = columns + bias[::2]
+    rowwise.apply(np.add, columns, rowwise.repeat_row(bias[::2]))
+    np.testing.assert_array_equal(columns, plain)
+
+
+def test_other_dtype_or_width_uses_the_plain_call() -> None:
+    x = np.arange(12, dtype=np.float64).reshape(3, 4)
+    rowwise.apply(np.add, x, rowwise.repeat_row(np.ones(4, np.float32)))
+    np.testing.assert_array_equal(x, np.arange(12).reshape(3, 4) + 1.0)
+    y = np.zeros((2, 4), np.float32)
+    with pytest.raises(ValueError):  # broadcasting (3,) against (2, 4) fails as NumPy's does
+        rowwise.apply(np.add, y, rowwise.repeat_row(np.ones(3, np.float32)))
+
+
+SPECIAL = np.array(
+    [np.nan, -np.nan, -np.inf, -7.5, -1e-30, -0.0, 0.0, 1e-30, 3.0, 6.0, 6.5, np.inf], np.float32
+)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_relu_and_relu6_match_maximum_and_clip(dtype: type) -> None:
+    rng = np.random.default_rng(3)
+    x = np.concatenate([SPECIAL, rng.standard_normal(50_000) * 4]).astype(dtype)
+    np.testing.assert_array_equal(rowwise.relu_(x.copy()), np.maximum(x, 0))
+    np.testing.assert_array_equal(rowwise.relu6_(x.copy()), np.clip(x, 0, 6))
+    out = np.empty_like(x)
+    assert rowwise.relu_(x, out) is out and not np.shares_memory(out, x)
+    assert out.dtype == x.dtype
+
+
+def test_relu_of_integers() -> None:
+    x = np.array([-3, 0, 4], np.int32)
+    np.testing.assert_array_equal(rowwise.relu_(x.copy()), [0, 0, 4])
+
+
+def test_activation_table_uses_the_fast_forms() -> None:
+    x = np.concatenate([SPECIAL, np.linspace(-9, 9, 1001, dtype=np.float32)])
+    before = x.copy()
+    for name, expected in (("relu", np.maximum(x, 0)), ("relu6", np.clip(x, 0, 6))):
+        y = get_activation(name, (3, 15, 1))(x)
+        np.testing.assert_array_equal(y, expected)
+        assert y.dtype == np.float32
+    np.testing.assert_array_equal(x, before)  # the activation functions never write their input
