@@ -59,6 +59,31 @@ def test_non_contiguous_blocks_split_along_the_first_axis() -> None:
     np.testing.assert_array_equal(columns, plain)
 
 
+def test_alternating_rows_each_get_their_own_run() -> None:
+    """Each thread keeps only its latest repeated row: switching rows must rebuild it, on every thread."""
+    import threading
+
+    rng = np.random.default_rng(4)
+    rows = [rowwise.repeat_row(rng.standard_normal(c).astype(np.float32)) for c in (64, 64, 48)]
+    failures: list[str] = []
+
+    def work(seed: int) -> None:
+        local = np.random.default_rng(seed)
+        for k in (0, 1, 0, 2, 2, 1):
+            x = local.standard_normal((3, 500, rows[k].row.size)).astype(np.float32)
+            expected = x + rows[k].row
+            if not np.array_equal(rowwise.apply(np.add, x, rows[k]), expected):
+                failures.append(f"thread {seed}, row {k}")
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    work(9)
+    assert failures == []
+
+
 def test_other_dtype_or_width_uses_the_plain_call() -> None:
     x = np.arange(12, dtype=np.float64).reshape(3, 4)
     rowwise.apply(np.add, x, rowwise.repeat_row(np.ones(4, np.float32)))
