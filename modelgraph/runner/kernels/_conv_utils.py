@@ -318,6 +318,8 @@ def _blas_threads() -> int:
 # 7x7x512): 4 MiB blocks ran at 128-176 GFLOP/s (65-88% of sgemm peak), 1 MiB at 88-148 and
 # 16 MiB at 68-171; on a heavily loaded machine larger blocks did better still.
 GEMM_BLOCK_BYTES = 1 << 20 if _blas_threads() == 1 else 1 << 22
+# A block spread to a thread of its own runs on single-threaded BLAS: it gets the one-thread size.
+SPREAD_BLOCK_BYTES = 1 << 20
 GEMM_MIN_ROWS = 512
 EW_BLOCK_BYTES = 1 << 18
 DW_BLOCK_BYTES = 1 << 19
@@ -542,7 +544,8 @@ def conv2d_gemm(
     rows = batch * oh * ow
     threads = threads_for(thread_count(), work)
     if threads > 1 and rows >= threads * GEMM_MIN_ROWS:
-        count = threads * -(-rows // (threads * target))
+        share = max(GEMM_MIN_ROWS, SPREAD_BLOCK_BYTES // (per_pixel * x.itemsize))
+        count = threads * -(-rows // (threads * share))
         for_each(block_of, row_blocks(batch, oh, ow, -(-rows // count)))
     else:
         for block in row_blocks(batch, oh, ow, target):
