@@ -72,16 +72,19 @@ CASES = [
 BUDGETS = [None, 1 << 16, 1 << 13]
 
 
+@pytest.mark.parametrize("kept", [False, True], ids=["per-call-U", "kept-U"])
 @pytest.mark.parametrize("budget", BUDGETS, ids=["default", "64KiB", "8KiB"])
 @pytest.mark.parametrize("case", CASES, ids=[f"case{i}" for i in range(len(CASES))])
-def test_matches_gemm_and_float64_reference(case, budget):
+def test_matches_gemm_and_float64_reference(case, budget, kept):
+    """With U transformed per call (in chunks of output channels) or once and kept by the caller."""
     batch, height, width, channels, filters, padding, act, use_bias = case
     x, kernel, bias = _problem(CASES.index(case), batch, height, width, channels, filters, use_bias)
     flat = kernel.reshape(9 * channels, filters)
     epilogue = in_place_epilogue(bias, act, get_activation(act, (3, 0, 0), "Conv2D") if act else None)
     pads = _pads(padding)
 
-    got = _winograd.conv2d_winograd(x, flat, pads, epilogue, budget)
+    u = _winograd.winograd_kernel(flat) if kept else None
+    got = _winograd.conv2d_winograd(x, flat, pads, epilogue, budget, kernel=u)
     direct = conv2d_gemm(x, flat, (3, 3), (1, 1), (1, 1), pads, epilogue)
     expected = _reference(x, kernel, bias, padding, act)
 
@@ -90,6 +93,14 @@ def test_matches_gemm_and_float64_reference(case, budget):
     np.testing.assert_allclose(got, direct, atol=ATOL, rtol=RTOL)
     # Near float32 rounding, like the direct conv: far inside the kernel tolerance.
     assert np.abs(got - expected).max() <= 2e-6 * max(1.0, np.abs(expected).max())
+
+
+def test_kept_kernel_is_the_per_call_transform():
+    rng = np.random.default_rng(5)
+    flat = rng.standard_normal((9 * 70, 130), dtype=np.float32)  # several channel bands
+    u = np.empty((16, 70, 130), np.float32)
+    _winograd._transform_kernel(flat.reshape(9, 70, 130), u, np.empty(21 * 70 * 130))
+    np.testing.assert_array_equal(_winograd.winograd_kernel(flat), u)
 
 
 def test_kernel_transform_is_float64_rounded_once():
@@ -165,6 +176,36 @@ def test_resnet_layer_takes_winograd(calls, data_format):
         got = np.moveaxis(got, 1, -1)
     assert calls == [(2, 56, 56, 64)]
     np.testing.assert_allclose(got, _reference(x, kernel, bias, "same", "relu"), atol=ATOL, rtol=RTOL)
+
+
+def test_layer_transforms_its_kernel_once(monkeypatch):
+    """The Conv2D kernel keeps U from its first Winograd call; a call too small for Winograd does not
+    make one."""
+    made = []
+    original = _winograd.winograd_kernel
+
+    def spy(flat):
+        made.append(flat.shape)
+        return original(flat)
+
+    monkeypatch.setattr(conv, "winograd_kernel", spy)
+    x, kernel, bias = _problem(6, 2, 56, 56, 64, 64)
+    spec = KernelSpec(
+        "conv",
+        "Conv2D",
+        {"filters": 64, "kernel_size": [3, 3], "padding": "same"},
+        {
+            "kernel": kernel,
+            "bias": bias,
+        },
+    )
+    run = get_kernel("Conv2D")(spec)
+    run(x[:, :4, :4])  # 4 tiles: the direct conv, no U
+    assert made == []
+    first, second = run(x), run(x[::-1])
+    assert made == [(9 * 64, 64)]
+    np.testing.assert_array_equal(second, first[::-1])
+    np.testing.assert_allclose(first, _reference(x, kernel, bias, "same", None), atol=ATOL, rtol=RTOL)
 
 
 @pytest.mark.parametrize(

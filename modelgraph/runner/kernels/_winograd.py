@@ -154,9 +154,10 @@ def _tile_blocks(batch: int, th: int, tw: int, target: int) -> list[tuple[int, i
 
 
 def _offsets(
-    blocks: list[tuple[int, int, int, int]], tw: int, channels: int, kc: int
+    blocks: list[tuple[int, int, int, int]], tw: int, channels: int, kc: int, kernel_in_arena: bool = True
 ) -> tuple[int, int, int, int, int]:
-    """Arena offsets ``(v, u, m, x, end)`` for these blocks (see :class:`_Layout`)."""
+    """Arena offsets ``(v, u, m, x, end)`` for these blocks (see :class:`_Layout`); without
+    ``kernel_in_arena`` (U given by the caller) U and the kernel transform's temporaries get none."""
     row = 8 * (tw + 1) * channels  # bytes of one padded row, split: 2 x (tw+1) x C float32
     tiles = max((n1 - n0) * (t1 - t0) for n0, n1, t0, t1 in blocks) * tw
     rows_in = max(
@@ -164,22 +165,26 @@ def _offsets(
         for n0, n1, t0, t1 in blocks
     )
     u = _align(64 * tiles * channels)
-    m = u + _align(64 * channels * kc)
+    m = u + (_align(64 * channels * kc) if kernel_in_arena else 0)
     x = m + _align(64 * tiles * kc)
-    kernel_temps = 168 * max(1, min(channels, _KERNEL_BAND // kc)) * kc
+    kernel_temps = 168 * max(1, min(channels, _KERNEL_BAND // kc)) * kc if kernel_in_arena else 0
     return 0, u, m, x, max(x + _align(max(rows_in, 16 * tiles * kc)), m + kernel_temps)
 
 
-def _layout(batch: int, th: int, tw: int, channels: int, filters: int, budget: int) -> _Layout:
+def _layout(
+    batch: int, th: int, tw: int, channels: int, filters: int, budget: int, kernel_in_arena: bool = True
+) -> _Layout:
     """Split ``budget`` bytes between V (tiles x C), U (C x kc), M (tiles x kc) and the padded rows
     / outputs; the tiles get what U leaves, as many as fit, so the GEMMs are long and few. A block
-    is at least one row of tiles, so a very wide image may overshoot the budget."""
-    kc = _channel_chunk(channels, filters, budget)
+    is at least one row of tiles, so a very wide image may overshoot the budget. Without
+    ``kernel_in_arena`` (U transformed once and kept by the caller) all filters form one chunk."""
+    kc = _channel_chunk(channels, filters, budget) if kernel_in_arena else filters
+    u_bytes = 64 * channels * kc if kernel_in_arena else 0
     # Start from the tiles V and M alone would allow, then shrink until the padded rows fit too.
-    target = max(1, (budget - 64 * channels * kc) // (64 * (channels + kc)))
+    target = max(1, (budget - u_bytes) // (64 * (channels + kc)))
     while True:
         blocks = _tile_blocks(batch, th, tw, target)
-        offsets = _offsets(blocks, tw, channels, kc)
+        offsets = _offsets(blocks, tw, channels, kc, kernel_in_arena)
         if offsets[-1] <= budget or target <= tw:
             return _Layout(kc, blocks, *offsets)
         target = max(1, target * 7 // 8)
@@ -225,6 +230,17 @@ def _transform_kernel(taps: np.ndarray, u: np.ndarray, temps: np.ndarray) -> Non
         product = temps[9 * n : 21 * n].reshape(12, n)
         np.matmul(_GG_SUMS, g.reshape(9, n), out=product)
         u[_SUMS, c0:c1] = product.reshape(12, c1 - c0, kc)
+
+
+def winograd_kernel(flat: np.ndarray) -> np.ndarray:
+    """U ``(16, C, K)`` float32 for a ``(9*C, K)`` 3x3 kernel (rows ordered kh, kw, c), to be passed
+    to :func:`conv2d_winograd` as ``kernel`` by a caller that runs the layer many times (U is 16/9 of
+    the kernel's size)."""
+    channels, filters = flat.shape[0] // 9, flat.shape[1]
+    u = np.empty((16, channels, filters), dtype=np.float32)
+    band = max(1, min(channels, _KERNEL_BAND // filters))
+    _transform_kernel(flat.reshape(9, channels, filters), u, np.empty(21 * band * filters))
+    return u
 
 
 def _fill_rows(x: np.ndarray, n0: int, n1: int, r0: int, pads: Pads, buf: np.ndarray) -> None:
@@ -295,6 +311,7 @@ def conv2d_winograd(
     pads: Pads,
     epilogue: Epilogue,
     budget: int | None = None,
+    kernel: np.ndarray | None = None,
 ) -> np.ndarray:
     """A 3x3 stride-1 conv of a C-ordered float32 ``(B, H, W, C)`` array, ``flat`` ``(9*C, K)``
     (rows ordered kh, kw, c as for :func:`conv2d_gemm`), ``pads`` ``[(top, bottom), (left, right)]``.
@@ -302,7 +319,8 @@ def conv2d_winograd(
     Output channels are done ``kc`` at a time (one kernel transform each); within a chunk, blocks of
     tile rows are transformed, multiplied and transformed back into the output. ``epilogue`` (bias,
     activation) runs on a block once its last channel chunk is written. ``budget`` (bytes of scratch)
-    defaults to :func:`default_budget`.
+    defaults to :func:`default_budget`. ``kernel``: U from :func:`winograd_kernel` of ``flat``, kept
+    by the caller (then no kernel transform runs and all channels form one chunk).
     """
     batch, height, width, channels = x.shape
     filters = flat.shape[1]
@@ -311,7 +329,9 @@ def conv2d_winograd(
     if oh < 1 or ow < 1:
         raise ValueError(f"window (3, 3) larger than input {(height + top + bottom, width + left + right)}")
     th, tw = -(-oh // 2), -(-ow // 2)
-    lay = _layout(batch, th, tw, channels, filters, budget or default_budget(channels, filters))
+    lay = _layout(
+        batch, th, tw, channels, filters, budget or default_budget(channels, filters), kernel is None
+    )
     arena = scratch(_ARENA_SLOT, (lay.end,), np.uint8)
     out = np.empty((batch, oh, ow, filters), dtype=np.float32)
     taps = flat.reshape(9, channels, filters)
@@ -320,8 +340,12 @@ def conv2d_winograd(
     for k0 in range(0, filters, lay.kc):
         k1 = min(filters, k0 + lay.kc)
         kc = k1 - k0
-        u = _carve(arena, lay.u, (16, channels, kc))
-        _transform_kernel(taps[:, :, k0:k1], u, _carve(arena, lay.m, ((lay.end - lay.m) // 8,), np.float64))
+        if kernel is not None:
+            u = kernel
+        else:
+            u = _carve(arena, lay.u, (16, channels, kc))
+            temps = _carve(arena, lay.m, ((lay.end - lay.m) // 8,), np.float64)
+            _transform_kernel(taps[:, :, k0:k1], u, temps)
 
         def block(rows: tuple[int, int, int, int], k0: int = k0, k1: int = k1, u: np.ndarray = u) -> None:
             """Tiles of one block: transformed, multiplied by ``u`` and transformed back into ``out``,
