@@ -121,7 +121,8 @@ def _layer_at(graph: Any, path: str) -> Any:
 
 
 def memory_check(model_path: Path, x: np.ndarray) -> dict[str, int]:
-    """Peak traced memory of a fresh plan + one run of ``x``, against the model's own activations.
+    """Peak traced memory of a fresh plan + one run of ``x``, against the model's own activations
+    (call it in a process that has not run a model: scratch kept from earlier runs is not counted).
 
     The budget's "largest set of simultaneously live activations" is the model's: every layer output
     of the Keras graph, each freed after its last reader (the unfused plan's accounting). The fused

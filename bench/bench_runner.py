@@ -268,7 +268,13 @@ def main() -> None:
                     for cls, secs, frac in mg.request(cmd="breakdown", batch=b)["classes"][:6]:
                         print(f"    {cls:32s} {secs * 1e3:8.1f} ms  {frac:6.1%}")
                 for b in (1, 8):
-                    m = mg.request(cmd="memory", batch=b)["memory"]
+                    # In a worker that has not run anything: the per-thread scratch buffers a run
+                    # keeps for the next one are then counted, as in a one-off `modelgraph run`.
+                    fresh = Worker("modelgraph", keras_path, args.size, 0)
+                    try:
+                        m = fresh.request(cmd="memory", batch=b)["memory"]
+                    finally:
+                        fresh.close()
                     budget = m["weights_file_bytes"] + 1.3 * m["live_activation_bytes"]
                     # traced from before the plan: weights held + activations + temporaries
                     total = m["peak_bytes"]
