@@ -26,6 +26,7 @@ def blocks(request, monkeypatch):
     """Run each case with the real block sizes and with blocks of a few pixels."""
     if request.param == "tiny":
         monkeypatch.setattr(_conv_utils, "GEMM_BLOCK_BYTES", 1 << 10)
+        monkeypatch.setattr(_conv_utils, "SPREAD_BLOCK_BYTES", 1 << 10)
         monkeypatch.setattr(_conv_utils, "GEMM_MIN_ROWS", 3)
         monkeypatch.setattr(_conv_utils, "EW_BLOCK_BYTES", 1 << 9)
         monkeypatch.setattr(conv, "DW_BLOCK_BYTES", 1 << 9)

@@ -162,6 +162,7 @@ def test_conv_blocks_give_the_same_numbers_on_any_thread_count(shape, kernel, st
     w = rng.standard_normal((kernel * kernel * shape[-1], 32), dtype=np.float32)
     bias = rng.standard_normal(32, dtype=np.float32)
     monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.GEMM_BLOCK_BYTES", 1 << 14)
+    monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.SPREAD_BLOCK_BYTES", 1 << 13)
     monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.GEMM_MIN_ROWS", 16)
     monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
     pads = [(kernel // 2, kernel // 2)] * 2
