@@ -7,12 +7,15 @@ transformed kernel ``U = G g G^T`` and summed over input channels (16 GEMMs, one
 multiply-adds per tile and channel pair where the direct conv does 36; the transforms are additions
 and subtractions only.
 
-Memory: ``U`` is 16/9 of the kernel, so it is never kept between calls; it is computed per call
-(in float64, rounded once), a chunk of output channels at a time when it is large. Every buffer (the
-padded input rows, input tiles ``V``, kernel chunk ``U``, products ``M``, outputs ``Y``,
-temporaries) is carved from one per-thread scratch arena in :func:`conv2d_gemm`'s im2col slot
-(never alive at the same time): the tile buffers get as much as an im2col block, and a large ``U``
-at most one block more (see :func:`default_budget`).
+Memory: ``U`` is 16/9 of the kernel. A layer keeps it from its first Winograd call (see
+:func:`winograd_kernel`); called without it, the conv computes it per call (in float64, rounded once),
+a chunk of output channels at a time when it is large. Every buffer (the padded input rows, input
+tiles ``V``, kernel chunk ``U``, products ``M``, outputs ``Y``, temporaries) is carved from one
+per-thread scratch arena in :func:`conv2d_gemm`'s im2col slot (never alive at the same time): the
+tile buffers get as much as an im2col block, and a large ``U`` at most one block more (see
+:func:`default_budget`). With all output channels in one chunk, ``M`` is written over ``V`` as the
+16 products are made, one plane behind (see :func:`_offsets`), so the two take little more than
+``V`` alone.
 
 Speed: the GEMMs run at about the direct conv's rate, so the gain is what the transforms leave.
 They are element-wise NumPy passes over strided views; NumPy 2 copies such operands through its
@@ -107,7 +110,7 @@ class _Layout:
     """How one call is cut: ``kc`` output channels per kernel chunk, ``blocks`` of tiles
     ``(n0, n1, t0, t1)`` (images, tile rows), and the arena byte offsets of the buffers. ``x`` holds
     the padded input rows and the row transform, later the outputs Y; during a kernel transform,
-    ``m`` to ``end`` holds its float64 temporaries."""
+    ``temps`` to ``end`` holds its float64 temporaries."""
 
     kc: int
     blocks: list[tuple[int, int, int, int]]
@@ -115,6 +118,7 @@ class _Layout:
     u: int
     m: int
     x: int
+    temps: int
     end: int
 
 
@@ -154,21 +158,41 @@ def _tile_blocks(batch: int, th: int, tw: int, target: int) -> list[tuple[int, i
 
 
 def _offsets(
-    blocks: list[tuple[int, int, int, int]], tw: int, channels: int, kc: int, kernel_in_arena: bool = True
-) -> tuple[int, int, int, int, int]:
-    """Arena offsets ``(v, u, m, x, end)`` for these blocks (see :class:`_Layout`); without
-    ``kernel_in_arena`` (U given by the caller) U and the kernel transform's temporaries get none."""
+    blocks: list[tuple[int, int, int, int]],
+    tw: int,
+    channels: int,
+    kc: int,
+    kernel_in_arena: bool = True,
+    one_chunk: bool = False,
+) -> tuple[int, int, int, int, int, int]:
+    """Arena offsets ``(v, u, m, x, temps, end)`` for these blocks (see :class:`_Layout`); without
+    ``kernel_in_arena`` (U given by the caller) U and the kernel transform's temporaries get none.
+
+    With ``one_chunk`` (V is not needed after its one product), M overlaps V: plane ``i`` of M
+    (``pm`` bytes) is written while plane ``i`` of V (``pv`` bytes) is read and must not reach a
+    plane of V not yet read, ``(i + 1) pm <= lead + i pv`` for every ``i``: V starts ``lead`` bytes
+    after M, one plane of M (plus 15 times what a plane of M outgrows one of V). A smaller block
+    (fewer tiles) shrinks both sides, so the bound of the largest holds for all.
+    """
     row = 8 * (tw + 1) * channels  # bytes of one padded row, split: 2 x (tw+1) x C float32
     tiles = max((n1 - n0) * (t1 - t0) for n0, n1, t0, t1 in blocks) * tw
     rows_in = max(
         _align((n1 - n0) * (2 * (t1 - t0) + 2) * row) + _align((n1 - n0) * (t1 - t0) * row)
         for n0, n1, t0, t1 in blocks
     )
-    u = _align(64 * tiles * channels)
-    m = u + (_align(64 * channels * kc) if kernel_in_arena else 0)
-    x = m + _align(64 * tiles * kc)
+    pv, pm = 4 * tiles * channels, 4 * tiles * kc
+    u_bytes = _align(64 * channels * kc) if kernel_in_arena else 0
     kernel_temps = 168 * max(1, min(channels, _KERNEL_BAND // kc)) * kc if kernel_in_arena else 0
-    return 0, u, m, x, max(x + _align(max(rows_in, 16 * tiles * kc)), m + kernel_temps)
+    outputs = 16 * tiles * kc  # Y: 4 outputs per tile and channel
+    if one_chunk:
+        m, v = 0, _align(pm + 15 * max(0, pm - pv))
+        u = _align(max(v + 16 * pv, 16 * pm))
+        x = u + u_bytes
+        return v, u, m, x, x, x + _align(max(rows_in, outputs, kernel_temps))
+    u = _align(16 * pv)
+    m = u + u_bytes
+    x = m + _align(16 * pm)
+    return 0, u, m, x, m, max(x + _align(max(rows_in, outputs)), m + kernel_temps)
 
 
 def _layout(
@@ -184,7 +208,7 @@ def _layout(
     target = max(1, (budget - u_bytes) // (64 * (channels + kc)))
     while True:
         blocks = _tile_blocks(batch, th, tw, target)
-        offsets = _offsets(blocks, tw, channels, kc, kernel_in_arena)
+        offsets = _offsets(blocks, tw, channels, kc, kernel_in_arena, kc == filters)
         if offsets[-1] <= budget or target <= tw:
             return _Layout(kc, blocks, *offsets)
         target = max(1, target * 7 // 8)
@@ -344,7 +368,7 @@ def conv2d_winograd(
             u = kernel
         else:
             u = _carve(arena, lay.u, (16, channels, kc))
-            temps = _carve(arena, lay.m, ((lay.end - lay.m) // 8,), np.float64)
+            temps = _carve(arena, lay.temps, ((lay.end - lay.temps) // 8,), np.float64)
             _transform_kernel(taps[:, :, k0:k1], u, temps)
 
         def block(rows: tuple[int, int, int, int], k0: int = k0, k1: int = k1, u: np.ndarray = u) -> None:
@@ -362,7 +386,9 @@ def conv2d_winograd(
                     _fill_rows(x, n0, n1, 2 * t0, pads, src)
                     _transform_input(src, v, tmp)
             m = _carve(own, lay.m, (16, nb, tb, tw, kc))
-            np.matmul(v.reshape(16, -1, channels), u, out=m.reshape(16, -1, kc))
+            # Plane by plane, in order: M may overlap the planes of V already used (see _offsets).
+            for plane in range(16):
+                np.matmul(v[plane].reshape(-1, channels), u[plane], out=m[plane].reshape(-1, kc))
             region = (slice(n0, n1), slice(2 * t0, min(oh, 2 * t1)))
             dst = out[region]
             _transform_output(m, dst[..., k0:k1], _carve(own, lay.x, (4, nb, tb, tw, kc)))
