@@ -325,6 +325,13 @@ EW_BLOCK_BYTES = 1 << 18
 DW_BLOCK_BYTES = 1 << 19
 
 
+def serial_block_bytes(output_bytes: int) -> int:
+    """Scratch bytes per block for a kernel whose blocks run in turn (each GEMM on all of BLAS's
+    threads): ``GEMM_BLOCK_BYTES``, but no more than its output (at least ``SPREAD_BLOCK_BYTES``), so
+    what a small call keeps for the next ones stays in proportion to its activations."""
+    return min(GEMM_BLOCK_BYTES, max(SPREAD_BLOCK_BYTES, output_bytes))
+
+
 def scratch(slot: int, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
     """A reusable per-thread buffer of ``shape`` (uninitialised, C-ordered).
 
@@ -497,7 +504,7 @@ def conv2d_gemm(
     flat_out = out.reshape(-1, filters)
     pointwise = kh == kw == 1 and tuple(strides) == (1, 1) and not any(b or a for b, a in pads)
     per_pixel = max(depth, filters)
-    target = max(GEMM_MIN_ROWS, GEMM_BLOCK_BYTES // (per_pixel * x.itemsize))
+    target = max(GEMM_MIN_ROWS, serial_block_bytes(out.nbytes) // (per_pixel * x.itemsize))
     item = x.itemsize
 
     def block_of(rows: tuple[int, int, int, int]) -> None:
