@@ -178,9 +178,20 @@ def test_resnet_layer_takes_winograd(calls, data_format):
     np.testing.assert_allclose(got, _reference(x, kernel, bias, "same", "relu"), atol=ATOL, rtol=RTOL)
 
 
+def _conv_layer(channels: int, seed: int):
+    x, kernel, bias = _problem(seed, 2, 56, 56, channels, channels)
+    spec = KernelSpec(
+        "conv",
+        "Conv2D",
+        {"filters": channels, "kernel_size": [3, 3], "padding": "same"},
+        {"kernel": kernel, "bias": bias},
+    )
+    return get_kernel("Conv2D")(spec), x, kernel, bias
+
+
 def test_layer_transforms_its_kernel_once(monkeypatch):
-    """The Conv2D kernel keeps U from its first Winograd call; a call too small for Winograd does not
-    make one."""
+    """A Conv2D of 128 x 128 channels keeps U from its first Winograd call; a call too small for
+    Winograd does not make one; a 64 x 64 kernel (a cheap transform) is transformed per call."""
     made = []
     original = _winograd.winograd_kernel
 
@@ -189,23 +200,18 @@ def test_layer_transforms_its_kernel_once(monkeypatch):
         return original(flat)
 
     monkeypatch.setattr(conv, "winograd_kernel", spy)
-    x, kernel, bias = _problem(6, 2, 56, 56, 64, 64)
-    spec = KernelSpec(
-        "conv",
-        "Conv2D",
-        {"filters": 64, "kernel_size": [3, 3], "padding": "same"},
-        {
-            "kernel": kernel,
-            "bias": bias,
-        },
-    )
-    run = get_kernel("Conv2D")(spec)
+    run, x, kernel, bias = _conv_layer(128, 6)
     run(x[:, :4, :4])  # 4 tiles: the direct conv, no U
     assert made == []
     first, second = run(x), run(x[::-1])
-    assert made == [(9 * 64, 64)]
+    assert made == [(9 * 128, 128)]
     np.testing.assert_array_equal(second, first[::-1])
     np.testing.assert_allclose(first, _reference(x, kernel, bias, "same", None), atol=ATOL, rtol=RTOL)
+
+    small, x, kernel, bias = _conv_layer(64, 7)
+    assert _winograd.use_winograd(x.shape, [(1, 1), (1, 1)], 64)
+    np.testing.assert_allclose(small(x), _reference(x, kernel, bias, "same", None), atol=ATOL, rtol=RTOL)
+    assert made == [(9 * 128, 128)]
 
 
 @pytest.mark.parametrize(

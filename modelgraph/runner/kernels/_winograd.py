@@ -64,6 +64,9 @@ MIN_WORK = 784 * 64  # tiles x min(C, K)
 # The kernel transform costs about what this many tiles save, per 256 x 256 channels (196 tiles at
 # 256 channels gained 1.0-1.09x, 392 gained 1.1-1.25x; 7x7x512 at batch 8, 128 tiles, lost 2x).
 KERNEL_TILES = 392
+# Kernels of fewer input x output channels are transformed per call rather than kept: their transform
+# takes under 0.1 ms (64 x 64: 0.09 ms; 128 x 128: 0.23 ms, 256 x 256: 0.9 ms, 512 x 512: 4.8 ms).
+KEEP_KERNEL_CHANNELS = 128 * 128
 
 
 def tile_count(batch: int, oh: int, ow: int) -> int:
@@ -254,6 +257,12 @@ def _transform_kernel(taps: np.ndarray, u: np.ndarray, temps: np.ndarray) -> Non
         product = temps[9 * n : 21 * n].reshape(12, n)
         np.matmul(_GG_SUMS, g.reshape(9, n), out=product)
         u[_SUMS, c0:c1] = product.reshape(12, c1 - c0, kc)
+
+
+def worth_keeping(channels: int, filters: int) -> bool:
+    """Whether a layer should keep U between calls (:func:`winograd_kernel`), spending 16/9 of its
+    kernel's memory to skip a transform per call."""
+    return channels * filters >= KEEP_KERNEL_CHANNELS
 
 
 def winograd_kernel(flat: np.ndarray) -> np.ndarray:

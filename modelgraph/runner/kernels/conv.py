@@ -52,6 +52,7 @@ from modelgraph.runner.kernels._winograd import (
     use_winograd,
     winograd_eligible,
     winograd_kernel,
+    worth_keeping,
 )
 from modelgraph.runner.parallel import for_each
 from modelgraph.runner.registry import Kernel, KernelSpec, register
@@ -304,8 +305,9 @@ def _make_conv(
         flat = np.ascontiguousarray(kernel.reshape(ktot * cin, filters))
         # 3x3 stride-1 float32 Conv2D: Winograd F(2x2, 3x3) when the call is big enough to gain.
         winograd = rank == 2 and winograd_eligible(kernel_size, strides, dilation, dtype)
-        # Its transformed kernel is made by the first call that runs Winograd and kept (16/9 of the
-        # kernel): layers that never run it (small inputs) never hold one.
+        # Its transformed kernel, when worth keeping, is made by the first call that runs Winograd and
+        # kept (16/9 of the kernel): layers that never run it (small inputs) never hold one.
+        keep = winograd and worth_keeping(cin, filters)
         transformed: list[np.ndarray] = []
 
         def compute(x: np.ndarray, epilogue: Epilogue) -> np.ndarray:
@@ -315,9 +317,9 @@ def _make_conv(
             pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
             x2, pads2, ks, st, dil = _as_2d(x, pads, kernel_size, strides, dilation)
             if winograd and use_winograd(x2.shape, pads2, filters):
-                if not transformed:
+                if keep and not transformed:
                     transformed.append(winograd_kernel(flat))
-                out = conv2d_winograd(x2, flat, pads2, epilogue, kernel=transformed[0])
+                out = conv2d_winograd(x2, flat, pads2, epilogue, kernel=transformed[0] if keep else None)
             else:
                 out = conv2d_gemm(x2, flat, ks, st, dil, pads2, epilogue)
             return out[:, 0] if rank == 1 else out
