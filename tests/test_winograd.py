@@ -129,6 +129,23 @@ def test_scratch_stays_within_budget(batch, size, channels, filters):
     assert covered == batch * th
 
 
+@pytest.mark.parametrize("channels, filters", [(64, 64), (128, 128), (40, 300), (300, 40)])
+def test_products_overwrite_the_input_tiles_with_one_chunk(channels, filters):
+    """With U kept (one chunk), M shares V's memory one plane behind: the arena is about V and one
+    plane of M (plus 15 times what M's plane outgrows V's), not V and M side by side."""
+    th = tw = 28
+    separate = _winograd._offsets([(0, 1, 0, th)], tw, channels, filters, False, one_chunk=False)
+    shared = _winograd._offsets([(0, 1, 0, th)], tw, channels, filters, False, one_chunk=True)
+    v_bytes, m_plane = 64 * th * tw * channels, 4 * th * tw * filters
+    assert (
+        separate[-1] - shared[-1]
+        >= 16 * m_plane - (m_plane + 15 * max(0, m_plane - 4 * th * tw * channels)) - 256
+    )
+    v, _, m, *_ = shared
+    assert m == 0 and v >= m_plane  # M's first plane lies before V
+    assert shared[3] >= v + v_bytes  # the padded rows and outputs come after both
+
+
 def test_too_small_input_raises():
     x = np.zeros((1, 2, 5, 3), np.float32)
     with pytest.raises(ValueError, match="larger than input"):
