@@ -130,8 +130,9 @@ def _align(n: int) -> int:
 
 
 def default_budget(channels: int, filters: int) -> int:
-    """Scratch bytes for a layer: the tile buffers get as much as :func:`conv2d_gemm`'s im2col block,
-    U gets room of its own on top (up to another block) unless it is small enough to share."""
+    """Scratch bytes for a layer: the tile buffers get as much as :func:`conv2d_gemm`'s largest
+    im2col block (``GEMM_BLOCK_BYTES``), U gets room of its own on top (up to another block) unless
+    it is small enough to share."""
     u_bytes = 64 * channels * filters
     if u_bytes <= GEMM_BLOCK_BYTES // 8:
         return GEMM_BLOCK_BYTES
@@ -185,7 +186,7 @@ def _offsets(
     )
     pv, pm = 4 * tiles * channels, 4 * tiles * kc
     u_bytes = _align(64 * channels * kc) if kernel_in_arena else 0
-    kernel_temps = 168 * max(1, min(channels, _KERNEL_BAND // kc)) * kc if kernel_in_arena else 0
+    kernel_temps = 8 * _kernel_temps(channels, kc) if kernel_in_arena else 0
     outputs = 16 * tiles * kc  # Y: 4 outputs per tile and channel
     if one_chunk:
         m, v = 0, _align(pm + 15 * max(0, pm - pv))
@@ -237,6 +238,16 @@ def _ufunc_buffer(run: int) -> Iterator[None]:
 # --- transforms ----------------------------------------------------------------------------------
 
 
+def _kernel_band(channels: int, kc: int) -> int:
+    """Input channels per band of :func:`_transform_kernel`."""
+    return max(1, min(channels, _KERNEL_BAND // kc))
+
+
+def _kernel_temps(channels: int, kc: int) -> int:
+    """float64 temporaries :func:`_transform_kernel` needs: 21 per element of a band."""
+    return 21 * _kernel_band(channels, kc) * kc
+
+
 def _transform_kernel(taps: np.ndarray, u: np.ndarray, temps: np.ndarray) -> None:
     """``u`` ``(16, C, kc)`` = ``G g G^T`` of ``taps`` ``(9, C, kc)`` (tap i*3 + j), in float64.
 
@@ -248,7 +259,7 @@ def _transform_kernel(taps: np.ndarray, u: np.ndarray, temps: np.ndarray) -> Non
     """
     channels, kc = taps.shape[1:]
     u[_CORNERS] = taps[_CORNER_TAPS]
-    band = max(1, min(channels, _KERNEL_BAND // kc))
+    band = _kernel_band(channels, kc)
     for c0 in range(0, channels, band):
         c1 = min(channels, c0 + band)
         n = (c1 - c0) * kc
@@ -271,8 +282,7 @@ def winograd_kernel(flat: np.ndarray) -> np.ndarray:
     the kernel's size)."""
     channels, filters = flat.shape[0] // 9, flat.shape[1]
     u = np.empty((16, channels, filters), dtype=np.float32)
-    band = max(1, min(channels, _KERNEL_BAND // filters))
-    _transform_kernel(flat.reshape(9, channels, filters), u, np.empty(21 * band * filters))
+    _transform_kernel(flat.reshape(9, channels, filters), u, np.empty(_kernel_temps(channels, filters)))
     return u
 
 
