@@ -34,26 +34,24 @@ _LOCAL = threading.local()
 
 @dataclass(frozen=True, eq=False)
 class Run:
-    """A row of ``C`` values to repeat ``copies`` times into a contiguous run of about :data:`RUN`
+    """A row of ``C`` values, repeated when used into a contiguous run of at least :data:`RUN`
     elements (a whole number of rows)."""
 
     row: np.ndarray
-    copies: int
 
     def tiled(self) -> np.ndarray:
         """The repeated row: this thread's cached copy when it was the last one built here."""
         last = getattr(_LOCAL, "last", None)
         if last is not None and last[0] is self:
             return last[1]
-        run = np.tile(self.row, self.copies)
+        run = np.tile(self.row, max(1, -(-RUN // max(1, self.row.size))))
         _LOCAL.last = (self, run)
         return run
 
 
 def repeat_row(row: np.ndarray) -> Run:
     """The :class:`Run` of a 1-D ``row`` (its dtype kept)."""
-    row = np.ascontiguousarray(row).reshape(-1)
-    return Run(row, max(1, -(-RUN // max(1, row.size))))
+    return Run(np.ascontiguousarray(row).reshape(-1))
 
 
 def apply(ufunc: np.ufunc, x: np.ndarray, operand: Run, out: np.ndarray | None = None) -> np.ndarray:
