@@ -48,6 +48,7 @@ from modelgraph.graph import (
 from modelgraph.runner import dtypes as dt
 from modelgraph.runner import masks as mk
 from modelgraph.runner.fusion import fuse as fuse_graph
+from modelgraph.runner.heap import keep_freed_memory
 from modelgraph.runner.kernels.fused import FUSED_PREFIX
 from modelgraph.runner.quantized import quantized_kernel
 from modelgraph.runner.registry import KernelSpec, get_entry
@@ -754,6 +755,8 @@ class Runner:
             )
         arrays = self._bind_feeds(feeds)
         tapped = self._resolve_taps(taps, all_intermediates)
+        # Freed tensors stay in the heap for the next layers' outputs instead of being faulted back in.
+        keep_freed_memory()
         n = arrays[0].shape[0] if arrays and arrays[0].ndim else 0
         if batch_size is not None and 0 < batch_size < n and self.stateful_layers:
             raise UsageError(
