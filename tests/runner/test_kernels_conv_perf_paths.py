@@ -279,3 +279,26 @@ def test_scratch_is_reused_and_reported():
     kept = first.copy()
     fn(x * 2)
     np.testing.assert_array_equal(first, kept)
+
+
+@pytest.mark.parametrize("act", ["linear", "relu", "relu6", "swish"])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_copying_epilogue_writes_a_strided_destination(act, with_bias):
+    """The bottleneck's expansion epilogue: act(src + bias) lands in a padded slab's interior (a
+    strided view) and the padding around it is untouched."""
+    from modelgraph.runner.activations import get_activation
+    from modelgraph.runner.kernels._conv_utils import copying_epilogue
+
+    rng = np.random.default_rng(5)
+    src = (rng.standard_normal((2, 3, 5, 7)) * 4).astype(np.float32)
+    bias = rng.standard_normal(7).astype(np.float32) if with_bias else None
+    fn = get_activation(act, (3, 0, 0), "Conv2D")
+    slab = np.full((2, 4, 7, 7), 9.0, np.float32)
+    interior = slab[:, 1:, 1:6]
+    copying_epilogue(bias, act, None if act == "linear" else fn)(src.copy(), interior)
+    total = src.astype(np.float64) + (0 if bias is None else bias)
+    want = np.asarray(fn(total.astype(np.float32)), np.float64)
+    np.testing.assert_allclose(interior, want, rtol=1e-6, atol=1e-6)
+    untouched = np.ones(slab.shape, bool)
+    untouched[:, 1:, 1:6] = False
+    assert (slab[untouched] == 9.0).all()

@@ -375,25 +375,25 @@ def slab(
     pads: Pads,
     value: float,
     slot: int,
-    rows: Callable[[int, int], np.ndarray] | None = None,
+    fill: Callable[[np.ndarray, int, int], None] | None = None,
     channels: int | None = None,
 ) -> np.ndarray:
     """Rows ``r0:r1`` (padded coordinates) of images ``n0:n1`` of a ``(B, H, W, C)`` array padded by
     ``pads`` with ``value``: a view when there is no padding, else a scratch copy.
 
-    ``rows(a, b)``, when given, supplies unpadded rows ``a:b`` of the band's images in place of
-    ``x[n0:n1, a:b]`` (a stage computed on the fly, e.g. an expansion GEMM, with ``channels``
-    channels); ``x`` then only gives the height and width."""
+    ``fill(dst, a, b)``, when given, writes unpadded rows ``a:b`` of the band's images into ``dst``
+    (the slab's interior, or the whole slab when there is no padding) in place of copying
+    ``x[n0:n1, a:b]``: a stage computed on the fly, e.g. an expansion GEMM, with ``channels``
+    channels; ``x`` then only gives the height and width."""
     (top, bottom), (left, right) = pads
-    if rows is None:
-
-        def rows(a: int, b: int) -> np.ndarray:
-            return x[n0:n1, a:b]
-
-    if not (top or bottom or left or right):
-        return rows(r0, r1)
     height, width = x.shape[1:3]
     channels = x.shape[3] if channels is None else channels
+    if not (top or bottom or left or right):
+        if fill is None:
+            return x[n0:n1, r0:r1]
+        whole = scratch(slot, (n1 - n0, r1 - r0, width, channels), x.dtype)
+        fill(whole, r0, r1)
+        return whole
     buf = scratch(slot, (n1 - n0, r1 - r0, width + left + right, channels), x.dtype)
     a, b = max(r0 - top, 0), min(r1 - top, height)
     if b <= a:
@@ -408,7 +408,11 @@ def slab(
         buf[:, above:below, :left] = value
     if right:
         buf[:, above:below, left + width :] = value
-    buf[:, above:below, left : left + width] = rows(a, b)
+    interior = buf[:, above:below, left : left + width]
+    if fill is None:
+        interior[...] = x[n0:n1, a:b]
+    else:
+        fill(interior, a, b)
     return buf
 
 
@@ -421,6 +425,8 @@ def window_rows(r0: int, r1: int, kernel: int, stride: int, dilation: int) -> tu
 # None where no caller needs it (epilogues without a residual ignore it).
 Region = tuple[slice, ...]
 Epilogue = Callable[[np.ndarray, Region | None], None]
+# ``epilogue(src, dst)``: the epilogue's result written to ``dst`` (see copying_epilogue).
+CopyingEpilogue = Callable[[np.ndarray, np.ndarray], None]
 
 
 def in_place_epilogue(
@@ -448,6 +454,29 @@ def in_place_epilogue(
             rowwise.relu6_(block)
         else:
             block[...] = act(block)
+
+    return epilogue
+
+
+def copying_epilogue(bias: np.ndarray | None, act_value: Any, act: Activation | None) -> CopyingEpilogue:
+    """``epilogue(src, dst)``: ``dst = act(src + bias)``, where ``dst`` (``src``'s shape) may be a
+    strided view, e.g. a padded slab's interior, and ``src`` is C-ordered scratch (overwritten). The
+    bias is added in place in ``src`` (contiguous, the fast loop) and the activation (relu / relu6:
+    one ``clip``; else a copy) writes its result to ``dst``, so the move costs no pass of its own."""
+    name = activation_name(act_value)
+    bias_run = None if bias is None else rowwise.repeat_row(bias)
+
+    def epilogue(src: np.ndarray, dst: np.ndarray) -> None:
+        if bias_run is not None:
+            rowwise.apply(np.add, src, bias_run)
+        if act is None:
+            dst[...] = src
+        elif name == "relu":
+            rowwise.relu_(src, out=dst)
+        elif name == "relu6":
+            rowwise.relu6_(src, out=dst)
+        else:
+            dst[...] = act(src)
 
     return epilogue
 

@@ -34,7 +34,9 @@ import numpy as np
 
 from modelgraph.runner.activations import Activation, get_activation
 from modelgraph.runner.kernels._conv_utils import (
+    CopyingEpilogue,
     Epilogue,
+    copying_epilogue,
     depthwise_slab,
     depthwise_tiled,
     depthwise_weight_name,
@@ -108,10 +110,13 @@ def _residual_activation(spec: KernelSpec, key: str) -> tuple[Any, Activation | 
 @register(INVERTED_BOTTLENECK)
 def inverted_bottleneck(spec: KernelSpec) -> Kernel:
     """Expand 1x1 -> optional zero padding -> depthwise -> project 1x1, one band of rows at a time."""
-    expand: tuple[np.ndarray, Epilogue] | None = None
+    expand: tuple[np.ndarray, CopyingEpilogue] | None = None
     if spec.config.get("expand") is not None:
-        expand_kernel, _, expand_epilogue = _pointwise(_stage_spec(spec, "expand"))
-        expand = (expand_kernel, expand_epilogue)
+        expand_spec = _stage_spec(spec, "expand")
+        expand_kernel, expand_bias, _ = _pointwise(expand_spec)
+        expand_act = (expand_spec.get("activation"), fused_activation(expand_spec))
+        # Its epilogue moves the expanded rows into the depthwise conv's padded slab.
+        expand = (expand_kernel, copying_epilogue(expand_bias, *expand_act))
     project = _stage_spec(spec, "project")
     project_kernel, project_bias, project_epilogue = _pointwise(project)
     # A residual sum merged into the block (fusion._merge_residual_sums): run(x, residual).
@@ -179,7 +184,7 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
 
 def _bottleneck(
     x: np.ndarray,
-    expand: tuple[np.ndarray, Epilogue] | None,
+    expand: tuple[np.ndarray, CopyingEpilogue] | None,
     pads: list[tuple[int, int]],
     out_size: tuple[int, int],
     dw_kernel: np.ndarray,
@@ -212,16 +217,17 @@ def _bottleneck(
         r0, r1 = window_rows(h0, h1, kh, strides[0], 1)
         nb = n1 - n0
 
-        def expanded_rows(a: int, b: int) -> np.ndarray:
+        def expand_rows(dst: np.ndarray, a: int, b: int) -> None:
+            """Expanded rows a:b into ``dst`` (a padded slab's interior): the GEMM into scratch, the
+            epilogue's activation writing them to ``dst``."""
             assert expand is not None
             kernel, epilogue = expand
             rows = scratch(1, (nb, b - a, width_in, channels), np.float32)
             np.matmul(x[n0:n1, a:b].reshape(-1, x.shape[3]), kernel, out=rows.reshape(-1, channels))
-            epilogue(rows, None)
-            return rows
+            epilogue(rows, dst)
 
-        source = None if expand is None else expanded_rows
-        padded = slab(x, n0, n1, r0, r1, pads, 0.0, 0, rows=source, channels=channels)
+        fill = None if expand is None else expand_rows
+        padded = slab(x, n0, n1, r0, r1, pads, 0.0, 0, fill=fill, channels=channels)
         dst = scratch(2, (nb, h1 - h0, ow, channels), np.float32)
         depthwise_slab(padded, dw_kernel, dw_tiled, strides, (1, 1), dst)
         dw_epilogue(dst, None)
