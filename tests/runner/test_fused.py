@@ -32,6 +32,7 @@ def bands(request, monkeypatch):
     """Real band sizes; one-row bands; bands spread over two threads (thinned to one per thread)."""
     if request.param == "tiny":
         monkeypatch.setattr(fused, "SLAB_BYTES", 1 << 8)
+        monkeypatch.setattr(fused, "SPREAD_SLAB_BYTES", 1 << 8)
         monkeypatch.setattr(fused, "MIN_BAND_ROWS", 1)
     if request.param == "spread":
         monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)

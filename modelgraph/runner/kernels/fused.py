@@ -67,6 +67,11 @@ INVERTED_BOTTLENECK = FUSED_PREFIX + "InvertedBottleneck"
 # recomputed per band) stays a small overhead and the GEMMs stay long, small enough that the slab,
 # the depthwise result and the projection's output stay in the (L2/L3) cache.
 SLAB_BYTES = 1 << 20
+# The same when the bands are spread over threads: there every band also pays for handing the GIL
+# between the threads at each of its NumPy calls, so fewer, larger bands win (MobileNetV2 batch 8:
+# 0.92-0.96x the time with 2 MiB; 4 MiB no better). Serial bands keep 1 MiB: 2 MiB gained about 2%
+# at batch 1 for 3 MiB more scratch.
+SPREAD_SLAB_BYTES = 1 << 21
 # Fewest output rows per band (halo overhead at most (kh - 1) / MIN_BAND_ROWS).
 MIN_BAND_ROWS = 8
 # Fewest output rows per band when bands are thinned so that every thread gets one.
@@ -201,11 +206,12 @@ def _bottleneck(
     padded_w = width_in + left + right
     oh, ow = out_size
     out = np.empty((batch, oh, ow, project.shape[1]), dtype=np.float32)
-    # Output rows per band: the slab holds (rows - 1) * stride + kh padded input rows.
-    row_bytes = padded_w * channels * 4
-    rows = max(MIN_BAND_ROWS, (SLAB_BYTES // row_bytes - kh) // strides[0] + 1)
     expand_depth = 0 if expand is None else expand[0].shape[0]
     work = batch * (height * width_in * expand_depth + oh * ow * (kh * kw + project.shape[1])) * channels
+    # Output rows per band: the slab holds (rows - 1) * stride + kh padded input rows.
+    row_bytes = padded_w * channels * 4
+    slab_bytes = SPREAD_SLAB_BYTES if threads_for(thread_count(), work) > 1 else SLAB_BYTES
+    rows = max(MIN_BAND_ROWS, (slab_bytes // row_bytes - kh) // strides[0] + 1)
     # Too few bands to give every thread one: thinner bands (more halo rows recomputed, but every
     # core busy on the depthwise conv too, not only on the GEMMs).
     per_image = -(-thread_count() // batch)
