@@ -429,6 +429,16 @@ Epilogue = Callable[[np.ndarray, Region | None], None]
 CopyingEpilogue = Callable[[np.ndarray, np.ndarray], None]
 
 
+def _activate(name: str, act: Activation, src: np.ndarray, dst: np.ndarray) -> None:
+    """``dst = act(src)`` (``dst`` may be ``src``): relu / relu6 as one ``clip`` without temporaries."""
+    if name == "relu":
+        rowwise.relu_(src, out=dst)
+    elif name == "relu6":
+        rowwise.relu6_(src, out=dst)
+    else:
+        dst[...] = act(src)
+
+
 def in_place_epilogue(
     bias: np.ndarray | None, act_value: Any, act: Activation | None, residual: np.ndarray | None = None
 ) -> Epilogue:
@@ -446,14 +456,8 @@ def in_place_epilogue(
             if region is None:
                 raise ValueError("a residual epilogue needs the block's region")
             np.add(block, residual[region].reshape(block.shape), out=block)
-        if act is None:
-            return
-        if name == "relu":
-            rowwise.relu_(block)
-        elif name == "relu6":
-            rowwise.relu6_(block)
-        else:
-            block[...] = act(block)
+        if act is not None:
+            _activate(name, act, block, block)
 
     return epilogue
 
@@ -471,12 +475,8 @@ def copying_epilogue(bias: np.ndarray | None, act_value: Any, act: Activation | 
             rowwise.apply(np.add, src, bias_run)
         if act is None:
             dst[...] = src
-        elif name == "relu":
-            rowwise.relu_(src, out=dst)
-        elif name == "relu6":
-            rowwise.relu6_(src, out=dst)
         else:
-            dst[...] = act(src)
+            _activate(name, act, src, dst)
 
     return epilogue
 
