@@ -94,14 +94,14 @@ def _stage_spec(spec: KernelSpec, stage: str) -> KernelSpec:
     )
 
 
-def _pointwise(spec: KernelSpec) -> tuple[np.ndarray, np.ndarray | None, Epilogue]:
-    """A 1x1 stage's ``(C, F)`` kernel, bias and in-place epilogue."""
+def _pointwise(spec: KernelSpec) -> tuple[np.ndarray, np.ndarray | None, tuple[Any, Activation | None]]:
+    """A 1x1 stage's ``(C, F)`` kernel, bias and activation (its config value and function, None
+    for linear), from which the caller makes the epilogue the stage needs."""
     kernel = np.asarray(spec.weight("kernel"), dtype=np.float32)
     if kernel.ndim != 4 or kernel.shape[:2] != (1, 1):
         raise spec.unsupported("kernel", list(kernel.shape))
     bias = np.asarray(spec.weight("bias"), dtype=np.float32) if "bias" in spec.weights else None
-    epilogue = in_place_epilogue(bias, spec.get("activation"), fused_activation(spec))
-    return np.ascontiguousarray(kernel[0, 0]), bias, epilogue
+    return np.ascontiguousarray(kernel[0, 0]), bias, (spec.get("activation"), fused_activation(spec))
 
 
 def _residual_activation(spec: KernelSpec, key: str) -> tuple[Any, Activation | None]:
@@ -117,17 +117,16 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
     """Expand 1x1 -> optional zero padding -> depthwise -> project 1x1, one band of rows at a time."""
     expand: tuple[np.ndarray, CopyingEpilogue] | None = None
     if spec.config.get("expand") is not None:
-        expand_spec = _stage_spec(spec, "expand")
-        expand_kernel, expand_bias, _ = _pointwise(expand_spec)
-        expand_act = (expand_spec.get("activation"), fused_activation(expand_spec))
+        expand_kernel, expand_bias, expand_act = _pointwise(_stage_spec(spec, "expand"))
         # Its epilogue moves the expanded rows into the depthwise conv's padded slab.
         expand = (expand_kernel, copying_epilogue(expand_bias, *expand_act))
     project = _stage_spec(spec, "project")
-    project_kernel, project_bias, project_epilogue = _pointwise(project)
+    project_kernel, project_bias, project_act = _pointwise(project)
+    project_epilogue = in_place_epilogue(project_bias, *project_act)
     # A residual sum merged into the block (fusion._merge_residual_sums): run(x, residual).
     residual_name, residual_act = None, None
     if spec.config.get("residual") is not None:
-        if fused_activation(project) is not None:
+        if project_act[1] is not None:
             raise project.unsupported("activation", project.get("activation"))
         residual_name, residual_act = _residual_activation(spec, "residual")
     dw = _stage_spec(spec, "depthwise")
