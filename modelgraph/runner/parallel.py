@@ -46,10 +46,15 @@ _IN_SHARE = threading.local()
 
 def thread_count() -> int:
     """Threads a kernel may use: ``MODELGRAPH_NUM_THREADS`` when set to a positive int, else the
-    CPUs this process may run on."""
+    CPUs this process may run on (looked up once: kernels ask on every call)."""
     value = os.environ.get("MODELGRAPH_NUM_THREADS", "").strip()
     if value.isdigit() and int(value) > 0:
         return int(value)
+    return _usable_cpus()
+
+
+@cache
+def _usable_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux

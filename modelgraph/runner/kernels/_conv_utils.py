@@ -7,6 +7,7 @@ channels-first inputs to channels-last on entry and back on exit.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -202,6 +203,19 @@ def taps(
         )
 
 
+def strided_view(base: np.ndarray, shape: Sequence[int], strides: Sequence[int]) -> np.ndarray:
+    """A read-only view of ``base``'s memory from its first element, with ``shape`` and byte
+    ``strides`` (windows, patches). Over a C-contiguous ``base`` the ndarray constructor makes it:
+    it refuses a view reaching past ``base`` (``as_strided`` would read whatever lies there) and
+    costs about a fifth of ``as_strided``'s set-up (0.7 vs 3.2 us, paid per block). Other bases,
+    e.g. a band of rows of several images, go through ``as_strided``."""
+    if base.flags.c_contiguous:
+        view = np.ndarray(tuple(shape), base.dtype, buffer=base, strides=tuple(strides))
+        view.flags.writeable = False
+        return view
+    return np.lib.stride_tricks.as_strided(base, tuple(shape), tuple(strides), writeable=False)
+
+
 def row_patches(
     x: np.ndarray, out: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilation: Sequence[int]
 ) -> np.ndarray:
@@ -214,16 +228,15 @@ def row_patches(
     st = x.strides
     if dilation[-1] != 1 or st[-1] != x.itemsize or st[-2] != x.shape[-1] * x.itemsize:
         raise ValueError("row_patches needs contiguous rows and no dilation along the last axis")
-    return np.lib.stride_tricks.as_strided(
+    return strided_view(
         x,
-        shape=(x.shape[0], *out, *kernel[:-1], kernel[-1] * x.shape[-1]),
-        strides=(
+        (x.shape[0], *out, *kernel[:-1], kernel[-1] * x.shape[-1]),
+        (
             st[0],
             *(st[i + 1] * strides[i] for i in range(rank)),
             *(st[i + 1] * dilation[i] for i in range(rank - 1)),
             st[-1],
         ),
-        writeable=False,
     )
 
 
@@ -238,8 +251,8 @@ def im2col(
     rank = len(kernel)
     batch, sizes, channels = x.shape[0], x.shape[1:-1], x.shape[-1]
     out = out_sizes(sizes, kernel, strides, dilation)
-    n = batch * int(np.prod(out))
-    ktot = int(np.prod(kernel))
+    n = batch * math.prod(out)
+    ktot = math.prod(kernel)
     if groups == 1 and dilation[-1] == 1:
         view = row_patches(np.ascontiguousarray(x), out, kernel, strides, dilation)
         return np.ascontiguousarray(view).reshape(n, ktot * channels)
@@ -278,7 +291,7 @@ def tap_reduce(
     batch = x.shape[0]
     out = out_sizes(x.shape[1:-1], kernel, strides, dilation)
     acc = np.empty((batch, *out, channels), dtype=x.dtype)
-    per_image = int(np.prod(out)) * channels
+    per_image = math.prod(out) * channels
     row = per_image // out[0]
     if per_image >= BLOCK:
         rows = max(1, BLOCK // row)
@@ -351,7 +364,7 @@ def scratch(slot: int, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
     if arenas is None:
         arenas = _LOCAL.arenas = {}
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     buf = arenas.get(slot)
     if buf is None or buf.nbytes < nbytes:
         buf = arenas[slot] = np.empty(max(nbytes, 64), dtype=np.uint8)
@@ -627,11 +640,10 @@ def depthwise_slab(
     sh, sw = strides
     if tiled is None or dilation[1] != 1 or (sw > 1 and width >= PHASES_BELOW_CHANNELS):
         s_n, s_h, s_w, s_c = src.strides
-        view = np.lib.stride_tricks.as_strided(
+        view = strided_view(
             src,
-            shape=(nb, hb, ow, kh, kw, width),
-            strides=(s_n, s_h * sh, s_w * sw, s_h * dilation[0], s_w * dilation[1], s_c),
-            writeable=False,
+            (nb, hb, ow, kh, kw, width),
+            (s_n, s_h * sh, s_w * sw, s_h * dilation[0], s_w * dilation[1], s_c),
         )
         np.einsum("nhwijc,ijc->nhwc", view, kernel, out=dst)
         return
@@ -646,11 +658,8 @@ def depthwise_slab(
             columns = scratch(3, (nb, src.shape[1], pixels, width), src.dtype)
             columns[...] = src[:, :, phase : phase + (pixels - 1) * sw + 1 : sw]
         s_n, s_h, s_w, s_c = columns.strides
-        view = np.lib.stride_tricks.as_strided(
-            columns,
-            shape=(nb, hb, kh, taps, ow * width),
-            strides=(s_n, s_h * sh, s_h * dilation[0], s_w, s_c),
-            writeable=False,
+        view = strided_view(
+            columns, (nb, hb, kh, taps, ow * width), (s_n, s_h * sh, s_h * dilation[0], s_w, s_c)
         )
         weights = tiled[:, phase::sw]
         if phase == 0:

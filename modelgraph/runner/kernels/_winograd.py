@@ -27,6 +27,7 @@ a run of a whole tile row. The output transform is one small GEMM.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -220,7 +221,7 @@ def _layout(
 
 def _carve(arena: np.ndarray, offset: int, shape: tuple[int, ...], dtype: type = np.float32) -> np.ndarray:
     """A C-ordered array of ``shape`` over ``arena`` bytes from ``offset``."""
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
     return arena[offset : offset + nbytes].view(dtype).reshape(shape)
 
 
