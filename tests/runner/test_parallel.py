@@ -9,9 +9,11 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modelgraph.runner import parallel
-from modelgraph.runner.kernels._conv_utils import conv2d_gemm, in_place_epilogue
+from modelgraph.runner.kernels._conv_utils import conv2d_gemm, in_place_epilogue, row_blocks
 
 needs_blas_control = pytest.mark.skipif(
     parallel.blas_thread_setter() is None, reason="NumPy's BLAS has no thread-local thread count"
@@ -260,3 +262,33 @@ def test_items_that_are_none_still_run(two_threads):
 
     parallel.for_each(work, [None, 0, None, 1])
     assert sorted(seen, key=repr) == sorted([None, 0, None, 1], key=repr)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    batch=st.integers(1, 9),
+    rows=st.integers(1, 40),
+    per_row=st.integers(1, 50),
+    target=st.integers(1, 4000),
+    parts=st.integers(1, 4),
+)
+def test_row_blocks_cover_every_row_once_and_balance_spread_blocks(batch, rows, per_row, target, parts):
+    blocks = row_blocks(batch, rows, per_row, target, parts)
+    covered = sorted((n, r) for n0, n1, r0, r1 in blocks for n in range(n0, n1) for r in range(r0, r1))
+    assert covered == [(n, r) for n in range(batch) for r in range(rows)]
+    assert all(n1 > n0 and r1 > r0 for n0, n1, r0, r1 in blocks)
+    if parts == 1:
+        assert blocks == row_blocks(batch, rows, per_row, target)
+        return
+    # Spread blocks: as equal as the images / rows allow, and a multiple of the threads when possible.
+    whole_images = all(r0 == 0 and r1 == rows for _, _, r0, r1 in blocks)
+    if whole_images:
+        sizes = [n1 - n0 for n0, n1, _, _ in blocks]  # images per block
+    else:
+        assert all(n1 - n0 == 1 for n0, n1, _, _ in blocks)
+        sizes = [r1 - r0 for _, _, r0, r1 in blocks]  # rows per band of one image
+    assert max(sizes) - min(sizes) <= 1
+    can_split = (batch if whole_images else batch * rows) >= parts
+    if can_split and len(blocks) < (batch if whole_images else batch * rows):
+        assert len(blocks) % parts == 0 or (not whole_images and len(blocks) == batch * rows)
+    assert len(blocks) >= len(row_blocks(batch, rows, per_row, target))

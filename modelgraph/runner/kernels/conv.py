@@ -39,6 +39,7 @@ from modelgraph.runner.kernels._conv_utils import (
     padding_mode,
     row_blocks,
     slab,
+    spread_parts,
     tap_reduce,
     taps,
     to_last,
@@ -196,9 +197,8 @@ def _depthwise_blocks(
         epilogue(dst, (slice(n0, n1), slice(h0, h1)))
 
     # Blocks write disjoint output rows (scratch slabs are per thread): spread them when big enough.
-    for_each(
-        block, row_blocks(batch, oh, ow, target), batch * oh * ow * width * kernel.shape[0] * kernel.shape[1]
-    )
+    work = batch * oh * ow * width * kernel.shape[0] * kernel.shape[1]
+    for_each(block, row_blocks(batch, oh, ow, target, spread_parts(work)), work)
     return out
 
 

@@ -48,6 +48,7 @@ from modelgraph.runner.kernels._conv_utils import (
     row_blocks,
     scratch,
     slab,
+    spread_parts,
     window_pads,
     window_rows,
     with_residual,
@@ -241,7 +242,7 @@ def _bottleneck(
         project_epilogue(block, (slice(n0, n1), slice(h0, h1)))
 
     # Bands are independent (each writes its own output rows): spread them over the cores.
-    for_each(lambda rows_: band(*rows_), row_blocks(batch, oh, ow, rows * ow), work)
+    for_each(lambda rows_: band(*rows_), row_blocks(batch, oh, ow, rows * ow, spread_parts(work)), work)
     return out
 
 

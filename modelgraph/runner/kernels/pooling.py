@@ -25,6 +25,7 @@ from modelgraph.runner.kernels._conv_utils import (
     padding_mode,
     row_blocks,
     scratch,
+    spread_parts,
     tap_reduce,
     to_last,
     window2d,
@@ -141,7 +142,8 @@ def max_pool2d(x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], p
         _max_along(out[n0:n1, h0:h1], rows, 2, pw, sw, pl, 0, ow)
 
     # Blocks write disjoint output rows (the scratch rows are per thread): spread them when big enough.
-    for_each(block, row_blocks(batch, oh, width, target), batch * oh * ow * channels * ph * pw)
+    work = batch * oh * ow * channels * ph * pw
+    for_each(block, row_blocks(batch, oh, width, target, spread_parts(work)), work)
     return out
 
 
