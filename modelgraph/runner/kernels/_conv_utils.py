@@ -344,6 +344,11 @@ SPREAD_BLOCK_BYTES = 1 << 20
 GEMM_MIN_ROWS = 512
 EW_BLOCK_BYTES = 1 << 18
 DW_BLOCK_BYTES = 1 << 19
+# What a depthwise multiply-add counts in a kernel's ``work`` (for_each's spreading threshold, which
+# is in GEMM multiply-adds): its einsum over strided windows runs at about 7 G/s on one core, a
+# GEMM's at 50-100 G/s. Counted as one, MobileNetV2's 14x14 bottlenecks at batch 8 ran their bands
+# on one thread (1.3 of 2 cores busy); batch 1's largest bottleneck still stays under the threshold.
+DEPTHWISE_WORK = 8
 
 
 def serial_block_bytes(output_bytes: int) -> int:

@@ -18,6 +18,7 @@ import numpy as np
 
 from modelgraph.runner.activations import Activation
 from modelgraph.runner.kernels._conv_utils import (
+    DEPTHWISE_WORK,
     DW_BLOCK_BYTES,
     Epilogue,
     Pads,
@@ -197,7 +198,7 @@ def _depthwise_blocks(
         epilogue(dst, (slice(n0, n1), slice(h0, h1)))
 
     # Blocks write disjoint output rows (scratch slabs are per thread): spread them when big enough.
-    work = batch * oh * ow * width * kernel.shape[0] * kernel.shape[1]
+    work = batch * oh * ow * width * kernel.shape[0] * kernel.shape[1] * DEPTHWISE_WORK
     for_each(block, row_blocks(batch, oh, ow, target, spread_parts(work)), work)
     return out
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from modelgraph.runner.activations import Activation, get_activation
 from modelgraph.runner.kernels._conv_utils import (
+    DEPTHWISE_WORK,
     CopyingEpilogue,
     Epilogue,
     copying_epilogue,
@@ -207,7 +208,11 @@ def _bottleneck(
     oh, ow = out_size
     out = np.empty((batch, oh, ow, project.shape[1]), dtype=np.float32)
     expand_depth = 0 if expand is None else expand[0].shape[0]
-    work = batch * (height * width_in * expand_depth + oh * ow * (kh * kw + project.shape[1])) * channels
+    work = (
+        batch
+        * (height * width_in * expand_depth + oh * ow * (kh * kw * DEPTHWISE_WORK + project.shape[1]))
+        * channels
+    )
     # Output rows per band: the slab holds (rows - 1) * stride + kh padded input rows.
     row_bytes = padded_w * channels * 4
     slab_bytes = SPREAD_SLAB_BYTES if threads_for(thread_count(), work) > 1 else SLAB_BYTES
