@@ -1,8 +1,11 @@
 """Benchmark the NumPy runner against Keras 3 (TensorFlow) and onnxruntime on the same models.
 
-Run with the Keras venv, with modelgraph importable::
+Run with the Keras venv, with modelgraph and its dependencies importable (``model.export`` to ONNX
+needs tf2onnx and onnx; the onnxruntime worker needs onnxruntime)::
 
-    /work/venvs/k3/bin/pip install -e /work/main --no-deps
+    python3 -m venv /work/venvs/k3
+    /work/venvs/k3/bin/pip install keras==3.15.1 tensorflow-cpu==2.21.0 onnxruntime tf2onnx onnx
+    /work/venvs/k3/bin/pip install -e /work/main
     KERAS_BACKEND=tensorflow /work/venvs/k3/bin/python bench/bench_runner.py \
         [--models resnet50,mobilenetv2] [--batches 1,8] [--repeat 5] [--rounds 5]
 
