@@ -302,3 +302,21 @@ def test_copying_epilogue_writes_a_strided_destination(act, with_bias):
     untouched = np.ones(slab.shape, bool)
     untouched[:, 1:, 1:6] = False
     assert (slab[untouched] == 9.0).all()
+
+
+def test_strided_view_is_as_strided_inside_the_base_and_refuses_to_reach_past_it():
+    x = np.arange(2 * 5 * 6 * 3, dtype=np.float32).reshape(2, 5, 6, 3)
+    st = x.strides
+    shape, strides = (2, 3, 4, 3, 9), (st[0], st[1], st[2], st[1], st[3])  # 3x3 windows of x
+    view = _conv_utils.strided_view(x, shape, strides)
+    np.testing.assert_array_equal(view, np.lib.stride_tricks.as_strided(x, shape, strides))
+    assert not view.flags.writeable and np.shares_memory(view, x)
+    with pytest.raises(ValueError):  # one more window row would read past the end of x
+        _conv_utils.strided_view(x, (2, 4, 4, 3, 9), strides)
+    band = x[:, 1:4]  # rows of two images: not contiguous, so as_strided over the band's strides
+    bst = band.strides
+    band_shape, band_strides = (2, 1, 4, 3, 9), (bst[0], bst[1], bst[2], bst[1], bst[3])
+    band_view = _conv_utils.strided_view(band, band_shape, band_strides)
+    np.testing.assert_array_equal(band_view, np.lib.stride_tricks.as_strided(band, band_shape, band_strides))
+    np.testing.assert_array_equal(band_view[1, 0, 2, 1], x[1, 2, 2:5].reshape(-1))
+    assert not band_view.flags.writeable
