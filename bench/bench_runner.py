@@ -23,8 +23,9 @@ Workers are long-lived (one per engine per model) and talk one JSON line per req
 stdin/stdout. Each loads its model once and warms up per batch size. The timing is interleaved in
 ``--rounds`` rounds: in each round every engine in turn times ``--repeat`` runs of the batch (the
 order alternates between rotations of the engine list and of its reverse, so no engine always
-follows the same one), with a ``--settle`` pause (0.3 s) before each engine so the previous one's
-spinning threads go idle. This machine is noisy (+-15-30% run to run), so for each model and batch
+follows the same one), with a ``--settle`` pause (1 s) before each engine so the previous one's
+spinning threads go idle (with 0.3 s, MobileNetV2 at batch 1 took 19 instead of 12 ms in the
+rounds where it came first or right after onnxruntime, and 12 ms in every round with 1 s). This machine is noisy (+-15-30% run to run), so for each model and batch
 size it prints:
 
 * per engine the median and the min over all rounds x repeats, and the per-round medians;
@@ -184,7 +185,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per engine per round")
     ap.add_argument("--warmup", type=int, default=2, help="untimed runs per engine per batch size")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds per batch size")
-    ap.add_argument("--settle", type=float, default=0.3, help="pause (s) before each engine's turn")
+    ap.add_argument("--settle", type=float, default=1.0, help="pause (s) before each engine's turn")
     args = ap.parse_args()
     batches = [int(v) for v in args.batches.split(",")]
     # Results appear as they are measured, also when stdout is a pipe or a file.
