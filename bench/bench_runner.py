@@ -24,9 +24,9 @@ stdin/stdout. Each loads its model once and warms up per batch size. The timing 
 ``--rounds`` rounds: in each round every engine in turn times ``--repeat`` runs of the batch (the
 order alternates between rotations of the engine list and of its reverse, so no engine always
 follows the same one), with a ``--settle`` pause (1 s) before each engine so the previous one's
-spinning threads go idle (with 0.3 s, MobileNetV2 at batch 1 took 19 instead of 12 ms in the
-rounds where it came first or right after onnxruntime, and 12 ms in every round with 1 s). This machine is noisy (+-15-30% run to run), so for each model and batch
-size it prints:
+spinning threads go idle (with 0.3 s, MobileNetV2 at batch 1 took 19 instead of 12 ms in the rounds
+where it came first or right after onnxruntime; with 1 s, 12 ms in every round). This machine is
+noisy (+-15-30% run to run), so for each model and batch size it prints:
 
 * per engine the median and the min over all rounds x repeats, and the per-round medians;
 * the ratios mg/keras and mg/ort of those medians, and the median of the per-round ratios (robust to
