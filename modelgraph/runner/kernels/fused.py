@@ -215,7 +215,8 @@ def _bottleneck(
     )
     # Output rows per band: the slab holds (rows - 1) * stride + kh padded input rows.
     row_bytes = padded_w * channels * 4
-    slab_bytes = SPREAD_SLAB_BYTES if threads_for(thread_count(), work) > 1 else SLAB_BYTES
+    parts = spread_parts(work)
+    slab_bytes = SPREAD_SLAB_BYTES if parts > 1 else SLAB_BYTES
     rows = max(MIN_BAND_ROWS, (slab_bytes // row_bytes - kh) // strides[0] + 1)
     # Too few bands to give every thread one: thinner bands (more halo rows recomputed, but every
     # core busy on the depthwise conv too, not only on the GEMMs).
@@ -247,7 +248,7 @@ def _bottleneck(
         project_epilogue(block, (slice(n0, n1), slice(h0, h1)))
 
     # Bands are independent (each writes its own output rows): spread them over the cores.
-    for_each(lambda rows_: band(*rows_), row_blocks(batch, oh, ow, rows * ow, spread_parts(work)), work)
+    for_each(lambda rows_: band(*rows_), row_blocks(batch, oh, ow, rows * ow, parts), work)
     return out
 
 
