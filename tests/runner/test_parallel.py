@@ -290,5 +290,5 @@ def test_row_blocks_cover_every_row_once_and_balance_spread_blocks(batch, rows, 
     assert max(sizes) - min(sizes) <= 1
     can_split = (batch if whole_images else batch * rows) >= parts
     if can_split and len(blocks) < (batch if whole_images else batch * rows):
-        assert len(blocks) % parts == 0 or (not whole_images and len(blocks) == batch * rows)
+        assert len(blocks) % parts == 0
     assert len(blocks) >= len(row_blocks(batch, rows, per_row, target))
