@@ -136,3 +136,10 @@ def test_random_inputs_need_known_dimensions_and_a_drawable_dtype(tmp_path):
     assert_usage_error(run(model, "--input", tmp_path / "x.npy"), "'x'", "expects shape (None, 4, 4, 3)")
     np.save(tmp_path / "x.npy", np.ones((2, 4, 4, 3), np.float32))
     assert_usage_error(run(model, "--input", tmp_path / "x.npy"), "'x'", "cannot be cast to string")
+
+
+def test_a_random_draw_too_large_for_memory_is_a_usage_error(tmp_path):
+    # A file may declare any input shape; drawing 100M x 100M random values must not be attempted.
+    model = weightless_model(tmp_path, [None, 100_000_000, 100_000_000, 3])
+    assert_usage_error(run(model, "--random"), "'x'", "(1, 100000000, 100000000, 3)", "GiB", "--input")
+    assert_usage_error(run(model, "--random", "--batch", "1000000000"), "'x'", "GiB")

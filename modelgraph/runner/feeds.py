@@ -7,6 +7,7 @@ keys are accepted too (their other keys are ignored).
 
 from __future__ import annotations
 
+import math
 import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -19,6 +20,9 @@ from modelgraph.graph import ModelGraph
 from modelgraph.runner.interpreter import InputSpec
 
 GOLDEN_INPUT_PREFIX = "input/"
+# Largest random input drawn (bytes of its float64 / int64 draw): a file may declare any shape, and
+# --random is for smoke runs; a larger one is a usage error pointing to --input.
+RANDOM_INPUT_MAX_BYTES = 1 << 31
 
 
 def _read_npy(path: Path) -> np.ndarray:
@@ -119,6 +123,13 @@ def random_feeds(
         if unknown:
             raise UsageError(
                 f"input '{spec.name}' has shape {tuple(spec.shape)} with unknown dimensions; give it with --input"
+            )
+        # The draw is made in 64 bits before the cast: refuse it before allocating anything.
+        size = math.prod(shape) * 8
+        if size > RANDOM_INPUT_MAX_BYTES:
+            raise UsageError(
+                f"input '{spec.name}' has shape {tuple(shape)}: a random draw would take {size / 2**30:.3g} GiB "
+                f"(at most {RANDOM_INPUT_MAX_BYTES / 2**30:g} GiB); give it with --input"
             )
         dtype = "float32" if spec.dtype == "bfloat16" else spec.dtype
         try:
