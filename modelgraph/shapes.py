@@ -16,8 +16,9 @@ with unknown shapes downstream.
 Problem kinds (``ShapeProblem.kind``): ``broadcast`` (merge/op inputs do not broadcast),
 ``concat``, ``dot``, ``matmul``, ``reshape`` (element counts differ), ``split``, ``rank``,
 ``shape`` (other dimension conflicts), ``weight_shape`` (stored weight vs the shape its input
-needs), ``bad_dim`` (zero/negative dims), ``tensor_index`` (a reference past the producer's
-outputs), ``arity`` (wrong number of inputs), ``axis``, ``index``, ``config`` (unusable config
+needs), ``bad_dim`` (zero, negative or past-int64 dims), ``huge`` (severity ``warning``: a
+tensor of over ``HUGE_ELEMENTS`` elements per sample, reported where it first appears),
+``tensor_index`` (a reference past the producer's outputs), ``arity`` (wrong number of inputs), ``axis``, ``index``, ``config`` (unusable config
 values), ``input_shape`` (an input layer without a shape, or a nested call that disagrees with the
 nested model's input), ``unknown_class`` (severity ``info``: no rule, outputs unknown), ``internal``
 (a rule crashed: a bug in modelgraph, reported rather than raised).
@@ -25,6 +26,7 @@ nested model's input), ``unknown_class`` (severity ``info``: no rule, outputs un
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +65,24 @@ __all__ = [
 ]
 
 NodeKey = tuple[str, int]
+
+# The largest dimension a Keras tensor can have (TensorFlow and Keras 3 hold shapes as int64).
+INT64_MAX = 2**63 - 1
+# Elements per sample above which a tensor is reported as implausibly large (8 GiB as float32): no
+# runtime can run it, and such a size is almost always a typo in a declared input shape.
+HUGE_ELEMENTS = 2**31
+
+
+def _usable_dim(d: Any) -> bool:
+    return isinstance(d, int) and not isinstance(d, bool) and 0 < d <= INT64_MAX
+
+
+def _per_sample(shape: Shape | None) -> int:
+    """Elements per sample of ``shape`` (dims after the batch axis; unknown dims count as 1, so
+    this is a lower bound), 0 for an unknown shape."""
+    if shape is None:
+        return 0
+    return math.prod(d for d in shape[1:] if isinstance(d, int) and d > 0)
 
 
 @dataclass(frozen=True)
@@ -380,6 +400,7 @@ class _Inferrer:
         for message, kind, severity in call.notes:
             self.problem(key, message, kind, severity)
         shapes = [self._check_dims(key, s) for s in shapes]
+        self._check_size(key, shapes, [t.shape for t in inputs])
         self._set(key, shapes, self._dtypes(layer, rkey, call, len(shapes)))
         self._expected(node, layer, call)
 
@@ -401,21 +422,46 @@ class _Inferrer:
                 )
         if shape is not None:
             shape = self._check_dims(key, shape)
+            self._check_size(key, [shape], [])
         self._set(key, [shape], [dtype])
 
     def _check_dims(self, key: NodeKey, shape: Shape | None) -> Shape | None:
+        """``shape`` with its unusable dims (not an int, <= 0, or past int64, which no Keras tensor
+        can have) made unknown, each such shape reported once as ``bad_dim``."""
         if shape is None:
             return None
-        bad = [d for d in shape if d is not None and (not isinstance(d, int) or d <= 0)]
+        bad = [d for d in shape if d is not None and not _usable_dim(d)]
         if bad:
-            ok_zero = all(d == 0 for d in bad)
-            self.problem(
-                key,
-                f"output shape {fmt(shape)} has {'a zero' if ok_zero else 'a non-positive'} dimension",
-                "bad_dim",
-            )
-            return tuple(None if (d is not None and (not isinstance(d, int) or d <= 0)) else d for d in shape)
+            if all(isinstance(d, int) and d > INT64_MAX for d in bad):
+                what = "a dimension past the int64 range"
+            elif all(isinstance(d, int) and not isinstance(d, bool) and d == 0 for d in bad):
+                what = "a zero dimension"
+            elif all(isinstance(d, int) and not isinstance(d, bool) and d < 0 for d in bad):
+                what = "a non-positive dimension"
+            else:
+                what = "an invalid dimension"
+            self.problem(key, f"output shape {fmt(shape)} has {what}", "bad_dim")
+            return tuple(d if d is None or _usable_dim(d) else None for d in shape)
         return shape
+
+    def _check_size(
+        self, key: NodeKey, shapes: Sequence[Shape | None], inputs: Sequence[Shape | None]
+    ) -> None:
+        """Report (kind ``huge``, a warning) the first tensors along a path to hold more than
+        ``HUGE_ELEMENTS`` elements per sample: outputs over it whose inputs are all under it."""
+        if any(_per_sample(s) > HUGE_ELEMENTS for s in inputs):
+            return
+        for shape in shapes:
+            count = _per_sample(shape)
+            if count > HUGE_ELEMENTS:
+                self.problem(
+                    key,
+                    f"output shape {fmt(shape)} holds {count:,} elements per sample "
+                    f"(over {HUGE_ELEMENTS:,}: {HUGE_ELEMENTS * 4 // 2**30} GiB as float32)",
+                    "huge",
+                    "warning",
+                )
+                return
 
     # --- dtypes ---------------------------------------------------------------------------------
     def _dtypes(self, layer: Layer, rkey: str, call: Call, n: int) -> list[str | None]:

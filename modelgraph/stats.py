@@ -26,6 +26,7 @@ Conventions (documented so numbers can be compared with other tools):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -302,7 +303,7 @@ def _layer_row(
         source = "expected" if expected else "none"
         vdtype = variable_dtype(layer.config.get("dtype"))
         for name, shape in expected.items():
-            size = None if any(d is None for d in shape) else int(np.prod(shape, dtype=np.int64))
+            size = None if any(d is None for d in shape) else math.prod(shape)
             dtype = "int64" if (layer.class_name == "Normalization" and name == "count") else vdtype
             if quantization_mode(layer.config) in ("int8", "int4") and name in ("kernel", "embeddings"):
                 dtype = "int8"
@@ -456,7 +457,7 @@ def _conv_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], ca
     n = len(shape) - 2
     g = conv_geometry(layer.config, n, layer.class_name)
     groups = layer.config.get("groups", 1) or 1
-    return _ps(outs[0]) * int(np.prod(g["kernel"])) * (_channels(shape, layer.config) // groups)
+    return _ps(outs[0]) * math.prod(g["kernel"]) * (_channels(shape, layer.config) // groups)
 
 
 @mac_rule(*TRANSPOSE_CLASSES)
@@ -466,7 +467,7 @@ def _conv_transpose_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape |
         raise Unknown()
     g = conv_geometry(layer.config, len(shape) - 2, layer.class_name)
     filters = int(layer.config.get("filters", 0))
-    return _ps(shape) * int(np.prod(g["kernel"])) * filters
+    return _ps(shape) * math.prod(g["kernel"]) * filters
 
 
 @mac_rule(*DEPTHWISE_CLASSES)
@@ -475,7 +476,7 @@ def _depthwise_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None
     if shape is None:
         raise Unknown()
     g = conv_geometry(layer.config, len(shape) - 2, layer.class_name)
-    return _ps(outs[0]) * int(np.prod(g["kernel"]))
+    return _ps(outs[0]) * math.prod(g["kernel"])
 
 
 @mac_rule(*SEPARABLE_CLASSES)
@@ -489,7 +490,7 @@ def _separable_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None
     spatial = _ps((None, *(out[2:] if first else out[1:-1])))
     mid = _channels(shape, layer.config) * int(layer.config.get("depth_multiplier", 1) or 1)
     filters = _dim(out[1] if first else out[-1])
-    return spatial * mid * int(np.prod(g["kernel"])) + spatial * mid * filters
+    return spatial * mid * math.prod(g["kernel"]) + spatial * mid * filters
 
 
 def _rnn_step_macs(class_name: str, config: Mapping[str, Any], features: int) -> int:
@@ -513,7 +514,7 @@ def _convlstm_macs(class_name: str, config: Mapping[str, Any], shape: Shape, out
     frame = out[2:] if config.get("return_sequences") else out[1:]
     spatial = _ps((None, *(frame[1:] if first else frame[:-1])))
     channels = _dim(shape[2] if first else shape[-1])
-    k = int(np.prod(g["kernel"]))
+    k = math.prod(g["kernel"])
     return _dim(shape[1]) * spatial * k * 4 * filters * (channels + filters)
 
 

@@ -123,3 +123,39 @@ def test_a_malformed_batchnorm_epsilon_is_refused_not_a_crash(tmp_path):
     """BatchNormalization(epsilon="") after a Conv2D: the fold must not parse it either."""
     model = cnn_with(tmp_path, "BatchNormalization", "epsilon", "")
     assert_clean(cli("run", model, "--random"), 4, "epsilon")
+
+
+@pytest.mark.parametrize(("dim", "validate_code", "rule"), [(10**40, 1, "SHP004"), (2**40, 0, "SHP012")])
+def test_an_absurd_input_dimension_is_reported_not_a_crash(tmp_path, dim, validate_code, rule):
+    """Past int64 (no Keras tensor can have it) an error; 2**40 elements per sample a warning. Neither
+    crashes inspect, and a random draw of it is refused before anything is allocated."""
+
+    def edit(layers):
+        layers["x"]["config"]["batch_shape"] = [None, dim]
+
+    model = mutated(tmp_path, edit)
+    res = cli("validate", model)
+    assert res.returncode == validate_code, res.stdout + res.stderr
+    assert rule in res.stdout and "layer 'x'" in res.stdout
+    inspected = cli("inspect", model)
+    assert inspected.returncode == 0 and str(dim) in inspected.stdout, inspected.stderr
+    assert_clean(cli("run", model, "--weights", WEIGHTS, "--random"), 2, "input 'x'", "at most 2 GiB")
+
+
+def test_a_tfjs_manifest_shape_past_int64_is_counted_exactly(tmp_path):
+    """The bytes a manifest entry needs are computed exactly (an int64 product wrapped around, and
+    could have matched a small shard)."""
+    import shutil
+
+    source = SAMPLE.parents[1] / "tfjs" / "single_bare"
+    target = tmp_path / "single_bare"
+    shutil.copytree(source, target)
+    topology = json.loads((target / "model.json").read_text())
+    entry = topology["weightsManifest"][0]["weights"][0]
+    entry["shape"] = [10**11, 10**11]
+    (target / "model.json").write_text(json.dumps(topology))
+    res = cli("validate", target / "model.json")
+    assert res.returncode == 1 and "STR001" in res.stdout, res.stdout + res.stderr
+    assert entry["dtype"] == "float32"
+    assert f"the manifest needs {4 * 10**22}" in res.stdout
+    assert_clean(cli("inspect", target / "model.json"), 3, entry["name"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -94,7 +95,7 @@ def _describe(entry: Any, where: str, shards: list[Path], offset: int) -> tuple[
     stored_dtype = (quant or {}).get("dtype", entry.get("dtype", "float32"))
     if stored_dtype not in _DTYPES:
         raise ConfigError(f"unsupported weight dtype {stored_dtype!r}", where)
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    count = math.prod(shape)
     size = count * np.dtype(_DTYPES[stored_dtype]).itemsize
     out_dtype = (quant or {}).get("original_dtype", entry.get("dtype", "float32")) if quant else stored_dtype
 

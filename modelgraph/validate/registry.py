@@ -182,10 +182,10 @@ _OWN: list[Rule] = [
     _r(
         "SHP004",
         "error",
-        "zero or negative dimension",
+        "zero, negative or out-of-range dimension",
         "An inferred or declared shape has a dimension <= 0 (e.g. a convolution or pooling window larger "
-        "than its input, or a bad input shape).",
-        "Use a larger input, smaller kernels/strides, or padding='same'.",
+        "than its input, or a bad input shape) or past the int64 range no Keras tensor can exceed.",
+        "Use a larger input, smaller kernels/strides, or padding='same'; or fix the declared input shape.",
     ),
     _r(
         "SHP005",
@@ -240,6 +240,14 @@ _OWN: list[Rule] = [
         "Other shape conflicts found by inference (dimension mismatches inside one layer, dtype "
         "conflicts, ...).",
         "Read the message: it names the expected and the found shape.",
+    ),
+    _r(
+        "SHP012",
+        "warning",
+        "implausibly large tensor",
+        "A declared or inferred tensor holds over 2**31 elements per sample (8 GiB as float32): no runtime "
+        "can run it. Reported where such a tensor first appears, usually a typo in an input shape.",
+        "Check the declared input shape (and any Reshape/UpSampling sizes) at the reported layer.",
     ),
     # --- weights -----------------------------------------------------------------------------------
     _r(

@@ -33,6 +33,7 @@ KIND_RULES: dict[str, str] = {
     "config": "SHP008",
     "input_shape": "SHP009",
     "unknown_class": "SHP010",
+    "huge": "SHP012",
     "internal": "STR014",
 }
 """Shape-problem kind -> rule id; any other kind is SHP011."""

@@ -70,6 +70,11 @@ CASES: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
         lambda: M.model([M.inp(), M.layer("MyCustomLayer", "c", "in")]),
         lambda: M.model([M.inp(), M.layer("Activation", "c", "in", activation="relu")]),
     ),
+    "SHP012": (
+        # 2**32 elements per sample (16 GiB as float32) against exactly 2**31.
+        lambda: M.model([M.inp("in", (None, 2**16, 2**16)), M.dense("d1", "in")]),
+        lambda: M.model([M.inp("in", (None, 2**15, 2**16)), M.dense("d1", "in")]),
+    ),
     "SHP011": (
         lambda: M.model(
             [M.inp(), M.layer("Embedding", "e", "in", input_dim=10, output_dim=3, input_length=7)]
@@ -102,6 +107,34 @@ def test_shp002_input_against_kernel(tmp_path: Path) -> None:
     assert hit and "(5, 3)" in hit[0].message and "(4, 3)" in hit[0].message
     assert "WGT003" not in [i.rule for i in issues]  # one finding, not two
     assert "SHP002" not in _rules(M.valid_keras(tmp_path / "good.keras"))
+
+
+def test_huge_tensor_is_reported_where_it_first_appears(tmp_path: Path) -> None:
+    # The input is fine; the first Dense makes 2**12 x 2**20 = 2**32 elements per sample; the
+    # second keeps it that large and is not reported again.
+    cfg = M.model(
+        [M.inp("in", (None, 2**12, 8)), M.dense("wide", "in", units=2**20), M.dense("after", "wide")]
+    )
+    hits = [
+        i
+        for i in validate_file(str(M.write_json(tmp_path / "m.json", cfg)), Options()).issues
+        if i.rule == "SHP012"
+    ]
+    assert len(hits) == 1 and hits[0].severity == "warning", [str(i) for i in hits]
+    assert "'wide'" in hits[0].where and "4,294,967,296 elements per sample" in hits[0].message
+
+
+def test_dimension_past_int64_is_shp004_and_inspect_still_works(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from modelgraph.cli.main import cli
+
+    path = M.write_json(tmp_path / "m.json", M.model([M.inp("in", (None, 10**40, 3)), M.dense("d1", "in")]))
+    hits = [i for i in validate_file(str(path), Options()).issues if i.rule == "SHP004"]
+    assert len(hits) == 1 and "past the int64 range" in hits[0].message
+    result = CliRunner().invoke(cli, ["inspect", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "10000000000000000000000000000000000000000" in result.output
 
 
 def test_every_problem_kind_has_a_rule() -> None:
