@@ -408,7 +408,7 @@ def node_macs(layer: Layer, result: ShapeResult, node_index: int) -> int | None:
     specs = [v for v in flatten(args) if isinstance(v, TensorSpec)]
     try:
         return int(rule(layer, specs, outs, (args, kwargs)))
-    except (Unknown, ShapeError, TypeError, ValueError, IndexError, KeyError, ZeroDivisionError):
+    except (Unknown, ShapeError, TypeError, ValueError, IndexError, KeyError, ArithmeticError):
         return None
 
 

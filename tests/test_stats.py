@@ -224,6 +224,23 @@ def test_mha_macs_and_unknowns() -> None:
     assert not totals.complete
 
 
+@pytest.mark.parametrize("value_dim", [float("inf"), float("nan")])
+def test_mac_rule_on_an_absurd_config_number_is_unknown_not_a_crash(value_dim: Any) -> None:
+    """``value_dim`` of Infinity or NaN (Python's json reads both): the MACs are unknown (Infinity
+    used to stop inspect with an internal OverflowError)."""
+    config = {"name": "mha", "dtype": "float32", "num_heads": 2, "key_dim": 4, "value_dim": value_dim}
+    layer = {
+        "module": "keras.layers",
+        "class_name": "MultiHeadAttention",
+        "config": config,
+        "name": "mha",
+        "inbound_nodes": [{"args": [_kt("q"), _kt("q")], "kwargs": {}}],
+    }
+    graph = _k3_model([_input("q", [None, 5, 8]), layer], ["q"], ["mha"])
+    rows = {r.name: r for r in layer_stats(graph, infer_shapes(graph))}
+    assert rows["mha"].macs is None
+
+
 def test_dtype_bytes() -> None:
     graph = load(_sample("k3/dtypes.keras"))
     totals = model_totals(graph)
