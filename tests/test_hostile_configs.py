@@ -159,3 +159,60 @@ def test_a_tfjs_manifest_shape_past_int64_is_counted_exactly(tmp_path):
     assert entry["dtype"] == "float32"
     assert f"the manifest needs {4 * 10**22}" in res.stdout
     assert_clean(cli("inspect", target / "model.json"), 3, entry["name"])
+
+
+def tfjs_with(tmp_path: Path, model: str, edit) -> Path:
+    """A copy of samples/tfjs/<model> with ``edit(first manifest entry)`` applied."""
+    import shutil
+
+    target = tmp_path / model
+    shutil.copytree(SAMPLE.parents[1] / "tfjs" / model, target)
+    document = json.loads((target / "model.json").read_text())
+    edit(document["weightsManifest"][0]["weights"][0])
+    (target / "model.json").write_text(json.dumps(document))
+    return target / "model.json"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("dtype", [1, 2, 3], ["unsupported weight dtype", ".dtype"]),
+        ("quantization", -1, ["'quantization' must be an object"]),
+        ("original_dtype", [None, None], ["unsupported weight dtype", "original_dtype"]),
+        ("original_dtype", "V2147483647", ["unsupported weight dtype", "V2147483647"]),
+        ("scale", "", ["'scale' must be a finite number"]),
+        ("min", float("nan"), ["'min' must be a finite number"]),
+        ("dtype_q", "int8", ["unsupported weight dtype 'int8'", "quantization.dtype"]),
+    ],
+)
+def test_a_malformed_tfjs_manifest_entry_is_a_config_error(tmp_path, key, value, words):
+    """Every manifest field is checked before it is used (a list as dtype, a structured or huge
+    void original_dtype, a string scale were internal errors)."""
+
+    def edit(entry):
+        if key == "dtype":
+            entry["dtype"] = value
+        elif key == "quantization":
+            entry["quantization"] = value
+        else:
+            entry["quantization"]["dtype" if key == "dtype_q" else key] = value
+
+    model = tfjs_with(tmp_path, "cnn_q8", edit)
+    for command in ("inspect", "run"):
+        assert_clean(cli(command, model, *(["--random"] if command == "run" else [])), 3, *words)
+    assert "STR" in cli("validate", model).stdout
+
+
+@pytest.mark.parametrize("input_dim", [-1, 0, True])
+def test_random_ids_for_an_embedding_with_an_unusable_input_dim(tmp_path, input_dim):
+    """The draw ignores an unusable ``input_dim`` (it asked NumPy for ids below -1: an internal
+    error); the Embedding runs from its stored weights."""
+    import shutil
+
+    target = tmp_path / "rnn_mask"
+    shutil.copytree(SAMPLE.parents[1] / "tfjs" / "rnn_mask", target)
+    document = json.loads((target / "model.json").read_text())
+    layers = document["modelTopology"]["model_config"]["config"]["layers"]
+    next(layer for layer in layers if layer["class_name"] == "Embedding")["config"]["input_dim"] = input_dim
+    (target / "model.json").write_text(json.dumps(document))
+    assert_clean(cli("run", target / "model.json", "--random"), 0)

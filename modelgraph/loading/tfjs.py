@@ -74,7 +74,10 @@ def _manifest_arrays(manifest: Any, folder: Path) -> list[StoredArray]:
             shard_paths.append(shard)
         total = sum(p.stat().st_size for p in shard_paths)
         offset = 0
-        for w, entry in enumerate(group.get("weights") or []):
+        entries = group.get("weights") or []
+        if not isinstance(entries, list):
+            raise ConfigError("'weights' must be a list", f"{where}.weights")
+        for w, entry in enumerate(entries):
             array, size = _describe(entry, f"{where}.weights[{w}]", shard_paths, offset)
             if offset + size > total:
                 raise FormatError(
@@ -89,22 +92,24 @@ def _describe(entry: Any, where: str, shards: list[Path], offset: int) -> tuple[
     if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
         raise ConfigError("a manifest weight needs 'name', 'shape' and 'dtype'", where)
     shape = entry.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+    if not isinstance(shape, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+    ):
         raise ConfigError(f"bad shape {shape!r}", where)
+    dtype = _dtype_name(entry.get("dtype", "float32"), _DTYPES, f"{where}.dtype")
     quant = entry.get("quantization")
-    stored_dtype = (quant or {}).get("dtype", entry.get("dtype", "float32"))
-    if stored_dtype not in _DTYPES:
-        raise ConfigError(f"unsupported weight dtype {stored_dtype!r}", where)
+    if quant is not None:
+        quant = _quantization(quant, f"{where}.quantization", dtype)
+    stored_dtype = quant["dtype"] if quant else dtype
+    out_dtype = quant["original_dtype"] if quant else dtype
     count = math.prod(shape)
     size = count * np.dtype(_DTYPES[stored_dtype]).itemsize
-    out_dtype = (quant or {}).get("original_dtype", entry.get("dtype", "float32")) if quant else stored_dtype
 
     def reader() -> np.ndarray:
         raw = _read_span(shards, offset, size)
         values = np.frombuffer(raw, dtype=_DTYPES[stored_dtype]).reshape(shape)
         if quant and stored_dtype in ("uint8", "uint16"):
-            scale = float(quant.get("scale", 1.0))
-            low = float(quant.get("min", 0.0))
+            scale, low = quant["scale"], quant["min"]
             return (values.astype(np.float32) * np.float32(scale) + np.float32(low)).astype(out_dtype)
         if quant and stored_dtype == "float16":
             return values.astype(np.float32)
@@ -113,6 +118,34 @@ def _describe(entry: Any, where: str, shards: list[Path], offset: int) -> tuple[
     return StoredArray(
         entry["name"], tuple(shape), str(np.dtype(out_dtype)), f"{shards[0].name}+{offset}", reader
     ), size
+
+
+def _dtype_name(value: Any, allowed: Mapping[str, str] | frozenset[str], where: str) -> str:
+    """``value`` when it names one of the ``allowed`` dtypes, else a :class:`ConfigError`."""
+    if not isinstance(value, str) or value not in allowed:
+        raise ConfigError(f"unsupported weight dtype {value!r}", where)
+    return value
+
+
+# How TF.js stores a quantized weight: affine uint8/uint16 (value = q * scale + min), or float16.
+_QUANTIZED = frozenset({"uint8", "uint16", "float16"})
+
+
+def _quantization(quant: Any, where: str, dtype: str) -> dict[str, Any]:
+    """A manifest entry's ``quantization`` checked: its stored ``dtype``, the ``original_dtype`` it
+    decodes to (default: the entry's ``dtype``) and, for uint8/uint16, finite ``scale`` and ``min``."""
+    if not isinstance(quant, Mapping):
+        raise ConfigError(f"'quantization' must be an object, not {quant!r}", where)
+    checked: dict[str, Any] = {
+        "dtype": _dtype_name(quant.get("dtype"), _QUANTIZED, f"{where}.dtype"),
+        "original_dtype": _dtype_name(quant.get("original_dtype", dtype), _DTYPES, f"{where}.original_dtype"),
+    }
+    for key, default in (("scale", 1.0), ("min", 0.0)):
+        value = quant.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"'{key}' must be a finite number, not {value!r}", where)
+        checked[key] = np.float32(value)
+    return checked
 
 
 def _read_span(shards: list[Path], offset: int, size: int) -> bytes:

@@ -100,9 +100,12 @@ def _embedding_limits(graph: ModelGraph) -> dict[str, int]:
     for node in graph.nodes:
         layer = graph.layer(node.layer)
         if layer.class_name == "Embedding":
+            size = layer.config.get("input_dim")
+            if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+                continue  # unusable: the Embedding's kernel refuses it, not the draw
             for ref in node.inputs:
-                if ref.layer in names and isinstance(layer.config.get("input_dim"), int):
-                    limits[ref.layer] = min(limits.get(ref.layer, 1 << 30), int(layer.config["input_dim"]))
+                if ref.layer in names:
+                    limits[ref.layer] = min(limits.get(ref.layer, 1 << 30), size)
     return limits
 
 
