@@ -149,10 +149,11 @@ def print_text(report: Any) -> None:
                 if w.mismatched:
                     text += f", {w.mismatched}/{w.size} values differ"
             else:
-                text = (
-                    f"     ! {w.name} {fmt_shape(w.new_shape)}: {w.mismatched}/{w.size} values differ; "
-                    f"max abs {w.max_abs:.4g}, rms {w.rms:.4g}, rel {w.rel:.4g}"
-                )
+                text = f"     ! {w.name} {fmt_shape(w.new_shape)}: {w.mismatched}/{w.size} values differ"
+                if w.max_abs is None:  # not both real numbers (strings, complex): compared for equality
+                    text += " (compared for equality)"
+                else:
+                    text += f"; max abs {w.max_abs:.4g}, rms {w.rms:.4g}, rel {w.rel:.4g}"
                 if w.old_dtype != w.new_dtype:
                     text += f" (dtype {w.old_dtype} -> {w.new_dtype})"
             console.print(Text(text, style="magenta"))

@@ -138,3 +138,33 @@ def test_outputs_flag(tmp_path):
     report = DiffReport.model_validate_json(result.output)
     assert report.outputs is not None and report.outputs.equal and report.outputs.seed == 5
     assert json.loads(result.output)["options"]["outputs"] is True
+
+
+@pytest.mark.parametrize("kind", ["complex", "string"])
+def test_weights_that_are_not_real_numbers_are_compared_for_equality(tmp_path, kind):
+    """A weight replaced by complex or string values has no max abs / rms: the text says how it was
+    compared (it used to format None and stop with an internal error)."""
+    import io
+    import zipfile
+
+    import h5py
+    import numpy as np
+
+    source = K3 / "seq_in.keras"
+    with zipfile.ZipFile(source) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    weights = io.BytesIO(members["model.weights.h5"])
+    with h5py.File(weights, "r+") as h5:
+        name = "layers/dense_1/vars/1"
+        shape = h5[name].shape
+        del h5[name]
+        values = np.ones(shape, np.complex64) if kind == "complex" else np.full(shape, b"abc", dtype="S3")
+        h5.create_dataset(name, data=values)
+    members["model.weights.h5"] = weights.getvalue()
+    target = tmp_path / "changed.keras"
+    with zipfile.ZipFile(target, "w") as archive:
+        for member, data in members.items():
+            archive.writestr(member, data)
+    result = invoke(source, target)
+    assert result.exit_code == 1, result.output
+    assert "bias (3,): 3/3 values differ (compared for equality)" in result.output
