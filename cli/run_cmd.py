@@ -70,6 +70,8 @@ class ComparisonReport(_Report):
     passed: bool
     first_divergence: str | None = None
     missing: list[str] = []
+    ignored: list[str] = []
+    not_compared: list[str] = []
     tensors: list[TensorComparisonReport]
 
 
@@ -163,6 +165,8 @@ def _comparison_report(comp: Any, reference: str) -> ComparisonReport:
         passed=comp.passed,
         first_divergence=comp.first_divergence,
         missing=comp.missing,
+        ignored=comp.ignored,
+        not_compared=comp.not_compared,
         tensors=[
             TensorComparisonReport(
                 name=t.name,
@@ -271,6 +275,11 @@ def _text_report(report: RunReport) -> str:
                 lines.append(f"  {t.name}: worst element at {tuple(t.worst_index)}")
         for key in comp.missing:
             lines.append(f"  missing: the run produced nothing for reference key {key!r}")
+        if comp.not_compared:
+            lines.append(f"  not compared (no reference array): {', '.join(comp.not_compared)}")
+        if comp.ignored:
+            shown = ", ".join(repr(k) for k in comp.ignored[:5]) + (", ..." if len(comp.ignored) > 5 else "")
+            lines.append(f"  ignored {len(comp.ignored)} reference key(s) naming no output or layer: {shown}")
         if comp.first_divergence:
             lines.append(f"first diverging layer: {comp.first_divergence}")
     prof = report.profile
@@ -321,7 +330,7 @@ def _text_report(report: RunReport) -> str:
 @click.option(
     "--random", "use_random", is_flag=True, help="Draw random inputs of the declared shapes and dtypes."
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for --random.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed for --random.")
 @click.option(
     "--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Batch size for --random."
 )
@@ -335,10 +344,22 @@ def _text_report(report: RunReport) -> str:
 @click.option(
     "--expect",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Reference .npz to compare with.",
+    help="Reference .npz to compare with (keys: output names, tap/LAYER...; a .npy for a single-output model).",
 )
-@click.option("--atol", type=float, default=1e-5, show_default=True, help="Absolute tolerance for --expect.")
-@click.option("--rtol", type=float, default=1e-4, show_default=True, help="Relative tolerance for --expect.")
+@click.option(
+    "--atol",
+    type=click.FloatRange(min=0),
+    default=1e-5,
+    show_default=True,
+    help="Absolute tolerance for --expect.",
+)
+@click.option(
+    "--rtol",
+    type=click.FloatRange(min=0),
+    default=1e-4,
+    show_default=True,
+    help="Relative tolerance for --expect.",
+)
 @click.option("--tap", "taps", multiple=True, metavar="LAYER", help="Keep this layer's output (repeatable).")
 @click.option("--all-intermediates", is_flag=True, help="Keep every layer's output.")
 @click.option("--profile", is_flag=True, help="Time every layer and track activation memory.")
@@ -446,7 +467,9 @@ def run_command(
 
     if inputs and use_random:
         raise UsageError("give either --input or --random, not both")
-    reference: dict[str, np.ndarray] | None = fd.read_npz(expect) if expect is not None else None
+    reference: dict[str, np.ndarray] | None = None
+    if expect is not None:
+        reference = cmp.read_reference(expect, runner.output_keys)
     if inputs:
         feeds: dict[str, Any] = fd.parse_input_options(inputs, runner.input_names)
     elif use_random:

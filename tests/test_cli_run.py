@@ -340,3 +340,58 @@ def test_a_stateful_model_runs_as_one_batch_only(tmp_path):
     res = CliRunner().invoke(cli, ["run", str(model), "--input", str(golden), "--batch-size", "1"])
     assert res.exit_code == 2, res.output
     assert "stateful" in res.output and "lstm_stateful" in res.output
+
+
+SINGLE = SAMPLES / "k3" / "single_bare.keras"
+
+
+def test_a_reference_naming_no_output_is_a_usage_error_not_a_pass(tmp_path):
+    """An .npz of other names compared nothing and printed PASSED; now it is refused up front."""
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, x=np.ones((1, 3), np.float32), y=np.ones(2))
+    res = CliRunner().invoke(cli, ["run", str(MULTI), "--random", "--expect", str(wrong)])
+    assert res.exit_code == 2, res.output
+    assert "none of its arrays ('x', 'y') names a model output (out1, out2, out3)" in res.output
+
+
+def test_a_partial_reference_says_what_it_did_not_compare(tmp_path):
+    out = tmp_path / "out.npz"
+    assert invoke(MULTI, "--random", "-o", out).exit_code == 0
+    with np.load(out, allow_pickle=False) as saved:
+        partial = {"out1": saved["out1"], "out2": saved["out2"], "junk": np.zeros(2)}
+    reference = tmp_path / "partial.npz"
+    np.savez(reference, **partial)
+    res = invoke(MULTI, "--random", "--expect", reference)
+    assert res.exit_code == 0, res.output
+    assert "not compared (no reference array): out3" in res.output
+    assert "ignored 1 reference key(s) naming no output or layer: 'junk'" in res.output
+    report = json.loads(invoke(MULTI, "--random", "--expect", reference, "--format", "json").output)
+    assert report["comparison"]["not_compared"] == ["out3"] and report["comparison"]["ignored"] == ["junk"]
+
+
+def test_a_npy_reference_for_a_single_output_model(tmp_path):
+    out = tmp_path / "out.npz"
+    assert invoke(SINGLE, "--random", "-o", out).exit_code == 0
+    with np.load(out, allow_pickle=False) as saved:
+        np.save(tmp_path / "ref.npy", saved["d2"])
+        np.save(tmp_path / "off.npy", saved["d2"] + 1)
+    assert invoke(SINGLE, "--random", "--expect", tmp_path / "ref.npy").exit_code == 0
+    assert invoke(SINGLE, "--random", "--expect", tmp_path / "off.npy").exit_code == 1
+    res = CliRunner().invoke(cli, ["run", str(MULTI), "--random", "--expect", str(tmp_path / "ref.npy")])
+    assert res.exit_code == 2 and "a .npy reference is for a single-output model" in res.output
+
+
+@pytest.mark.parametrize(
+    "args", [["--seed", "-1"], ["--atol", "-1e-3"], ["--rtol", "-1"]], ids=["seed", "atol", "rtol"]
+)
+def test_negative_seed_and_tolerances_are_usage_errors(args):
+    res = CliRunner().invoke(cli, ["run", str(SINGLE), "--random", *args])
+    assert res.exit_code == 2 and "is not in the range" in res.output, res.output
+
+
+def test_a_npy_file_where_an_npz_is_read_is_a_usage_error(tmp_path):
+    fake = tmp_path / "inputs.npz"
+    with fake.open("wb") as fh:
+        np.save(fh, np.ones((1, 5), np.float32))
+    res = CliRunner().invoke(cli, ["run", str(SINGLE), "--input", str(fake)])
+    assert res.exit_code == 2 and "holds a single .npy array, not an .npz" in res.output, res.output

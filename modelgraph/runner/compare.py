@@ -15,10 +15,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from modelgraph.errors import UsageError
+from modelgraph.runner.feeds import GOLDEN_INPUT_PREFIX, read_npy, read_npz
 from modelgraph.runner.interpreter import parse_tap_key
 
 OutputId = tuple[str, int]  # ("output", index)
@@ -58,6 +61,10 @@ class Comparison:
     tensors: list[TensorComparison]
     first_divergence: str | None = None
     missing: list[str] = field(default_factory=list)
+    # Reference keys naming no output or layer (model inputs of a golden file aside), and the model
+    # outputs the reference has no array for: reported, not failures.
+    ignored: list[str] = field(default_factory=list)
+    not_compared: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -174,6 +181,28 @@ def reference_id(key: str, output_keys: Sequence[str]) -> OutputId | TapId | Non
     return None
 
 
+def read_reference(path: Path, output_keys: Sequence[str]) -> dict[str, np.ndarray]:
+    """The arrays ``--expect`` compares with: an ``.npz`` whose keys name outputs or layers (see
+    :func:`reference_id`), or a ``.npy`` holding the only output of a single-output model. A file
+    none of whose keys names an output or a layer is a :class:`UsageError` (nothing would be
+    compared, and the check would pass)."""
+    if path.suffix == ".npy":
+        if len(output_keys) != 1:
+            raise UsageError(
+                f"{path.name}: a .npy reference is for a single-output model; model outputs are "
+                f"{list(output_keys)}: use an .npz keyed by output name"
+            )
+        return {output_keys[0]: np.asarray(read_npy(path))}
+    arrays = read_npz(path)
+    if not any(reference_id(key, output_keys) is not None for key in arrays):
+        shown = ", ".join(repr(k) for k in list(arrays)[:5]) + (", ..." if len(arrays) > 5 else "")
+        raise UsageError(
+            f"{path.name}: none of its arrays ({shown or 'none'}) names a model output "
+            f"({', '.join(output_keys)}), 'output/<i>' or 'tap/<layer>'"
+        )
+    return arrays
+
+
 def reference_taps(reference: Mapping[str, Any]) -> list[str]:
     """Layer paths a reference holds intermediates for (so the run can tap them)."""
     paths: dict[str, None] = {}
@@ -205,9 +234,12 @@ def compare_results(
             by_id[rid] = key
     tensors: list[TensorComparison] = []
     missing: list[str] = []
+    ignored: list[str] = []
     for key, ref in reference.items():
         rid = reference_id(key, output_keys)
         if rid is None:
+            if not key.startswith(GOLDEN_INPUT_PREFIX):
+                ignored.append(key)
             continue
         if rid[0] == "tap":
             # A tap key without node/tensor suffix names node 0, tensor 0.
@@ -223,7 +255,9 @@ def compare_results(
                 continue
             name = output_keys[idx]
             tensors.append(compare_arrays(name, actual[name], ref, atol=atol, rtol=rtol, kind="output"))
-    result = Comparison(atol, rtol, tensors, missing=missing)
+    compared = {t.name for t in tensors if t.kind == "output"}
+    not_compared = [k for k in output_keys if k not in compared]
+    result = Comparison(atol, rtol, tensors, missing=missing, ignored=ignored, not_compared=not_compared)
     rank = {p: i for i, p in enumerate(order)}
     failing = []
     for t in tensors:

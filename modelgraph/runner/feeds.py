@@ -25,7 +25,8 @@ GOLDEN_INPUT_PREFIX = "input/"
 RANDOM_INPUT_MAX_BYTES = 1 << 31
 
 
-def _read_npy(path: Path) -> np.ndarray:
+def read_npy(path: Path) -> np.ndarray:
+    """The array of a ``.npy`` (no pickles), memory-mapped."""
     try:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as exc:
@@ -37,7 +38,10 @@ def _read_npy(path: Path) -> np.ndarray:
 def read_npz(path: Path) -> dict[str, np.ndarray]:
     """Every array of an ``.npz`` (no pickles), keyed as stored."""
     try:
-        with np.load(path, allow_pickle=False) as data:
+        data = np.load(path, allow_pickle=False)
+        if isinstance(data, np.ndarray):
+            raise UsageError(f"{path}: holds a single .npy array, not an .npz of named arrays")
+        with data:
             return {k: data[k] for k in data.files}
     except (ValueError, OSError, zipfile.BadZipFile) as exc:
         raise UsageError(f"{path}: cannot read as .npz without pickle: {exc}") from exc
@@ -53,7 +57,7 @@ def read_input_file(path: Path, input_names: list[str]) -> dict[str, np.ndarray]
                 f"{path.name}: a .npy file feeds a single-input model; model inputs are {input_names}; "
                 "use --input NAME=FILE.npy or an .npz keyed by input name"
             )
-        return {input_names[0]: _read_npy(path)}
+        return {input_names[0]: read_npy(path)}
     arrays = read_npz(path)
     if any(k.startswith(GOLDEN_INPUT_PREFIX) for k in arrays):
         arrays = {
@@ -82,7 +86,7 @@ def parse_input_options(values: Iterable[str], input_names: list[str]) -> dict[s
                 else:
                     raise UsageError(f"{path.name} has {sorted(arrays)}; which one is input {name!r}?")
             else:
-                feeds[name] = _read_npy(path)
+                feeds[name] = read_npy(path)
             continue
         for key, arr in read_input_file(Path(value), input_names).items():
             if key not in input_names:
