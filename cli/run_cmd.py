@@ -13,110 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import click
-from pydantic import BaseModel
 
-RUN_SCHEMA_VERSION = "1.0"
-
-
-# --- report models (the JSON payload) ------------------------------------------------------------
-
-
-class _Report(BaseModel):
-    model_config = {"extra": "forbid"}
-
-
-class TensorSummary(_Report):
-    name: str
-    shape: list[int]
-    dtype: str
-    min: float | None = None
-    max: float | None = None
-    mean: float | None = None
-    nan: int = 0
-    inf: int = 0
-
-
-class HistogramBin(_Report):
-    low: float
-    high: float
-    count: int
-
-
-class TensorComparisonReport(_Report):
-    name: str
-    kind: str
-    passed: bool
-    shape: list[int]
-    reference_shape: list[int]
-    max_abs: float
-    mean_abs: float
-    max_rel: float
-    mean_rel: float
-    mismatches: int
-    size: int
-    nan: int
-    inf: int
-    reference_nan: int
-    reference_inf: int
-    worst_index: list[int] | None = None
-    histogram: list[HistogramBin] = []
-    note: str = ""
-
-
-class ComparisonReport(_Report):
-    reference: str
-    atol: float
-    rtol: float
-    passed: bool
-    first_divergence: str | None = None
-    missing: list[str] = []
-    ignored: list[str] = []
-    not_compared: list[str] = []
-    tensors: list[TensorComparisonReport]
-
-
-class LayerProfile(_Report):
-    node: str
-    layer: str
-    class_name: str
-    calls: int
-    seconds: float
-    output_bytes: int
-    live_bytes: int
-
-
-class ProfileReport(_Report):
-    total_seconds: float
-    kernel_seconds: float
-    peak_live_bytes: int
-    weight_bytes: int
-    layers: list[LayerProfile]
-
-
-class RunReport(_Report):
-    schema_version: str = RUN_SCHEMA_VERSION
-    model: str
-    inputs: list[TensorSummary]
-    outputs: list[TensorSummary]
-    intermediates: list[str] = []
-    saved_to: str | None = None
-    comparison: ComparisonReport | None = None
-    profile: ProfileReport | None = None
-
-
-class CheckProblem(_Report):
-    layer: str
-    class_name: str
-    kind: str
-    message: str
-
-
-class CheckReport(_Report):
-    schema_version: str = RUN_SCHEMA_VERSION
-    model: str
-    supported: bool
-    problems: list[CheckProblem]
-
+from modelgraph import __version__
+from modelgraph.schemas.run_report import (
+    CheckProblem,
+    CheckReport,
+    ComparisonReport,
+    HistogramBin,
+    LayerProfile,
+    ProfileReport,
+    RunReport,
+    TensorComparisonReport,
+    TensorSummary,
+)
 
 # --- helpers ----------------------------------------------------------------------------------------
 
@@ -433,6 +342,7 @@ def run_command(
                 err=True,
             )
         report = CheckReport(
+            tool_version=__version__,
             model=str(model),
             supported=not problems,
             problems=[
@@ -531,6 +441,7 @@ def run_command(
             np.savez(fh, **results)
 
     report = RunReport(
+        tool_version=__version__,
         model=str(model),
         inputs=[_summary(k, v) for k, v in feeds.items()],
         outputs=[_summary(k, results[k]) for k in runner.output_keys],

@@ -27,6 +27,8 @@ REPORTS: dict[str, tuple[str, str, str]] = {
     "validate": ("modelgraph.schemas.validate_report", "ValidateReport", "VALIDATE_SCHEMA_VERSION"),
     "rules": ("modelgraph.schemas.validate_report", "RulesReport", "RULES_SCHEMA_VERSION"),
     "diff": ("modelgraph.schemas.diff_report", "DiffReport", "DIFF_SCHEMA_VERSION"),
+    "run": ("modelgraph.schemas.run_report", "RunReport", "RUN_SCHEMA_VERSION"),
+    "run_check": ("modelgraph.schemas.run_report", "CheckReport", "RUN_SCHEMA_VERSION"),
 }
 
 

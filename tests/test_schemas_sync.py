@@ -56,3 +56,38 @@ def test_inspect_output_validates_against_schema():
     report = summary.summarize(load(samples / "nested.keras"))
     doc = json.loads((SCHEMAS / "inspect.schema.json").read_text())
     jsonschema.validate(json.loads(report.model_dump_json()), doc)
+
+
+def test_run_outputs_validate_against_schema(tmp_path):
+    """``run --format json`` with a comparison and a profile, and ``run --check --format json``."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from click.testing import CliRunner
+
+    from modelgraph.cli.main import cli
+
+    model = Path(__file__).resolve().parent.parent / "samples" / "k3" / "multi_io_list.keras"
+    out = tmp_path / "out.npz"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["run", str(model), "--random", "-o", str(out)]).exit_code == 0
+    result = runner.invoke(
+        cli,
+        [
+            "run",
+            str(model),
+            "--random",
+            "--expect",
+            str(out),
+            "--profile",
+            "--tap",
+            "mix",
+            "--format",
+            "json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["comparison"]["passed"] and report["profile"]["layers"] and report["tool"] == "modelgraph"
+    jsonschema.validate(report, json.loads((SCHEMAS / "run.schema.json").read_text()))
+    check = runner.invoke(cli, ["run", str(model), "--check", "--format", "json"])
+    assert check.exit_code == 0, check.output
+    jsonschema.validate(json.loads(check.output), json.loads((SCHEMAS / "run_check.schema.json").read_text()))

@@ -1,0 +1,116 @@
+"""Pydantic models of ``modelgraph run``'s JSON reports: ``run --format json`` (:class:`RunReport`)
+and ``run --check --format json`` (:class:`CheckReport`). ``schemas/run.schema.json`` and
+``schemas/run_check.schema.json`` are generated from them (``python -m modelgraph.schemas.export``).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+RUN_SCHEMA_VERSION = "1.0"
+
+
+class _Report(BaseModel):
+    model_config = {"extra": "forbid"}
+
+
+class TensorSummary(_Report):
+    name: str
+    shape: list[int]
+    dtype: str
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    nan: int = 0
+    inf: int = 0
+
+
+class HistogramBin(_Report):
+    low: float
+    high: float
+    count: int
+
+
+class TensorComparisonReport(_Report):
+    name: str
+    kind: str
+    passed: bool
+    shape: list[int]
+    reference_shape: list[int]
+    max_abs: float
+    mean_abs: float
+    max_rel: float
+    mean_rel: float
+    mismatches: int
+    size: int
+    nan: int
+    inf: int
+    reference_nan: int
+    reference_inf: int
+    worst_index: list[int] | None = None
+    histogram: list[HistogramBin] = []
+    note: str = ""
+
+
+class ComparisonReport(_Report):
+    reference: str
+    atol: float
+    rtol: float
+    passed: bool
+    first_divergence: str | None = None
+    missing: list[str] = []
+    ignored: list[str] = []
+    not_compared: list[str] = []
+    tensors: list[TensorComparisonReport]
+
+
+class LayerProfile(_Report):
+    node: str
+    layer: str
+    class_name: str
+    calls: int
+    seconds: float
+    output_bytes: int
+    live_bytes: int
+
+
+class ProfileReport(_Report):
+    total_seconds: float
+    kernel_seconds: float
+    peak_live_bytes: int
+    weight_bytes: int
+    layers: list[LayerProfile]
+
+
+class RunReport(_Report):
+    """``modelgraph run --format json``: inputs and outputs summarised, intermediates kept, the
+    comparison with ``--expect`` and the ``--profile`` table."""
+
+    schema_version: str = RUN_SCHEMA_VERSION
+    tool: str = "modelgraph"
+    tool_version: str
+    model: str
+    inputs: list[TensorSummary]
+    outputs: list[TensorSummary]
+    intermediates: list[str] = []
+    saved_to: str | None = None
+    comparison: ComparisonReport | None = None
+    profile: ProfileReport | None = None
+
+
+class CheckProblem(_Report):
+    layer: str
+    class_name: str
+    kind: str
+    message: str
+
+
+class CheckReport(_Report):
+    """``modelgraph run --check --format json``: every layer or option the runner cannot execute."""
+
+    schema_version: str = RUN_SCHEMA_VERSION
+    tool: str = "modelgraph"
+    tool_version: str
+    model: str
+    supported: bool
+    problems: list[CheckProblem]
