@@ -44,6 +44,11 @@ from modelgraph.cli.exit_codes import FINDINGS
     help="A .modelgraph.toml or pyproject.toml; default: found from the current folder upwards.",
 )
 @click.option(
+    "--weights",
+    type=click.Path(exists=True),
+    help="Attach a weights file to the one model PATH (e.g. a to_json() config and its save_weights file).",
+)
+@click.option(
     "--jobs",
     "-j",
     type=click.IntRange(min=0),
@@ -60,6 +65,7 @@ def validate_command(
     select: tuple[str, ...],
     ignore: tuple[str, ...],
     config_file: str | None,
+    weights: str | None,
     jobs: int,
 ) -> None:
     """Check model files for every problem at once: structure, shapes, weights, security, runtime.
@@ -90,6 +96,7 @@ def validate_command(
         config=cfg,
         strict=strict_on,
         jobs=jobs,
+        weights=weights,
     )
     if fmt == "json":
         from modelgraph.validate.api import json_report
@@ -117,7 +124,7 @@ def _print_text(results: list, strict: bool) -> None:
             counts[i.severity] += 1
             where = f" [{i.where}]" if i.where else ""
             sev = click.style(f"{i.severity:<7}", fg=_COLOURS[i.severity], bold=i.severity == "error")
-            click.echo(f"{r.path}: {sev} {i.rule}{where}: {i.message}")
+            click.echo(f"{i.path or r.path}: {sev} {i.rule}{where}: {i.message}")
             if i.hint and i.severity != "info":
                 click.echo(f"    hint: {i.hint}")
     verdict = "ok" if failed == 0 else f"{failed} file(s) failed"

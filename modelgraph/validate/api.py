@@ -50,6 +50,8 @@ class Options:
     require_runnable: bool = False
     strict: bool = False
     config: ValidateConfig = field(default_factory=ValidateConfig)
+    # A weights file attached to the (one) model checked, as ``inspect --weights`` does.
+    weights: str | None = None
 
 
 # --- finding the files ---------------------------------------------------------------------------
@@ -191,6 +193,13 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
         issues.extend(i.with_path(path) for i in sec)
     except Exception as exc:  # noqa: BLE001
         issues.append(_crash("the security scan", exc, path))
+    if opts.weights is not None:
+        try:
+            issues.extend(
+                i.with_path(opts.weights) for i in security.scan_path_with_configs(Path(opts.weights))[0]
+            )
+        except Exception as exc:  # noqa: BLE001
+            issues.append(_crash("the security scan", exc, opts.weights))
 
     if detect_error is not None:
         issues.append(load_error_issue(detect_error, path))
@@ -235,6 +244,8 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
         issues.append(issue)
     if graph is None:
         return _finish(path, fmt, issues, opts)
+    if opts.weights is not None:
+        graph = _attach(graph, opts.weights, issues)
 
     try:
         has_cycles = any(type(prob).__name__ == "CycleError" for prob in problems)
@@ -272,6 +283,23 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
     finally:
         _close_handles(graph)
     return _finish(path, fmt, issues, opts)
+
+
+def _attach(graph: Any, weights: str, issues: list[Issue]) -> Any:
+    """``graph`` with the weights file attached; when it cannot be, a finding naming the weights
+    file, and ``graph`` as it was (every other rule still runs)."""
+    from modelgraph.loading.weights_files import attach_weights_file
+    from modelgraph.validate.structure import load_error_issue
+
+    try:
+        return attach_weights_file(graph, Path(weights))
+    except Exception as exc:  # noqa: BLE001 - a weights file that cannot be attached is a finding
+        sec_errors = any(
+            i.rule.startswith("SEC") and i.severity == "error" and i.path == weights for i in issues
+        )
+        if not (isinstance(exc, SecurityError) and sec_errors):
+            issues.append(load_error_issue(exc, weights))
+        return graph
 
 
 _CONSEQUENCES = frozenset({"SHP006", "RUN003"})
@@ -322,12 +350,15 @@ def validate(
     config: ValidateConfig | str | os.PathLike[str] | None = None,
     strict: bool = False,
     jobs: int = 1,
+    weights: str | os.PathLike[str] | None = None,
 ) -> list[FileResult]:
     """Validate model files (directories are walked) and return one :class:`FileResult` per file.
 
     ``select``/``ignore`` take rule ids, prefixes (``SEC``) or families (``security``); ``config`` is
     a :class:`ValidateConfig`, a path to a ``.modelgraph.toml``/``pyproject.toml``, or None to use the
-    one found from the current folder. ``jobs`` > 1 checks files in that many processes.
+    one found from the current folder. ``jobs`` > 1 checks files in that many processes. ``weights``
+    attaches a weights file to the one model given (a config-only JSON, or a model whose weights it
+    replaces); a :class:`UsageError` when the paths name several models.
     """
     if isinstance(path_or_paths, str | os.PathLike):
         paths: list[str | os.PathLike[str]] = [path_or_paths]
@@ -345,8 +376,11 @@ def validate(
         require_runnable=require_runnable or bool(cfg.require_runnable),
         strict=strict or bool(cfg.strict),
         config=cfg,
+        weights=None if weights is None else str(weights),
     )
     targets = expand_paths(paths)
+    if weights is not None and len(targets) != 1:
+        raise UsageError(f"--weights attaches to one model; the paths name {len(targets)}")
     if jobs > 1 and len(targets) > 1:
         from concurrent.futures import ProcessPoolExecutor
 
@@ -409,7 +443,7 @@ def json_report(results: list[FileResult], strict: bool = False) -> Any:
                     severity=i.severity,
                     title=rule.title if rule else i.rule,
                     message=i.message,
-                    location=Location(**parse_location(r.path, i.where)),
+                    location=Location(**parse_location(i.path or r.path, i.where)),
                     hint=i.hint,
                 )
             )

@@ -65,16 +65,23 @@ def sarif_report(results: list[FileResult]) -> dict[str, Any]:
     sarif_results: list[dict[str, Any]] = []
     artifacts: list[dict[str, Any]] = []
     artifact_index: dict[str, int] = {}
-    for r in results:
-        uri, base = _uri(r.path)
+
+    def register(path: str) -> tuple[str, str | None]:
+        uri, base = _uri(path)
         if uri not in artifact_index:
             artifact_index[uri] = len(artifacts)
             loc: dict[str, Any] = {"uri": uri}
             if base:
                 loc["uriBaseId"] = base
             artifacts.append({"location": loc})
+        return uri, base
+
+    for r in results:
+        register(r.path)
         for issue in r.issues:
-            parts = parse_location(r.path, issue.where)
+            # A finding of an attached weights file (validate --weights) points at that file.
+            uri, base = register(issue.path or r.path)
+            parts = parse_location(issue.path or r.path, issue.where)
             artifact: dict[str, Any] = {"uri": uri, "index": artifact_index[uri]}
             if base:
                 artifact["uriBaseId"] = base

@@ -189,3 +189,61 @@ def test_every_rule_is_tested_both_ways() -> None:
 def test_pre_commit_hooks_file() -> None:
     text = (REPO / ".pre-commit-hooks.yaml").read_text()
     assert "id: modelgraph-validate" in text and "entry: modelgraph validate" in text
+
+
+K2 = REPO / "samples" / "k2"
+
+
+def test_weights_attach_to_a_config_only_model() -> None:
+    """A to_json() config and its save_weights file (tf_keras 2.21) checked together: no WGT008,
+    values read; without --weights only the config is checked."""
+    alone = run(str(K2 / "cnn.json"))
+    assert alone.exit_code == 0 and "WGT008" in alone.output
+    both = run(str(K2 / "cnn.json"), "--weights", str(K2 / "cnn_weights.h5"), "--check-values")
+    assert both.exit_code == 0, both.output
+    assert "WGT008" not in both.output and "0 error(s), 0 warning(s), 0 info" in both.output
+    results = validate(str(K2 / "cnn.json"), weights=K2 / "cnn_weights.h5")
+    assert [r.ok for r in results] == [True] and not results[0].issues
+
+
+def test_a_weights_file_of_another_model_is_a_finding_on_that_file() -> None:
+    other = K2 / "mha_weights.h5"
+    res = run(str(K2 / "cnn.json"), "--weights", str(other))
+    assert res.exit_code == 1
+    assert f"{other}: error   WGT009" in res.output, res.output
+    report = ValidateReport.model_validate_json(
+        run(str(K2 / "cnn.json"), "--weights", str(other), "--format", "json").output
+    )
+    files = {i.rule: i.location.file for i in report.results[0].issues}
+    assert files["WGT009"] == str(other) and files["WGT008"] == str(K2 / "cnn.json")
+    sarif = json.loads(run(str(K2 / "cnn.json"), "--weights", str(other), "--format", "sarif").output)
+    uris = {
+        r["ruleId"]: r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        for r in sarif["runs"][0]["results"]
+    }
+    assert uris["WGT009"].endswith("mha_weights.h5") and uris["WGT008"].endswith("cnn.json")
+
+
+def test_a_mis_shaped_weight_in_the_attached_file_is_reported(tmp_path: Path) -> None:
+    import shutil
+
+    import h5py
+    import numpy as np
+
+    weights = tmp_path / "cnn_weights.h5"
+    shutil.copy(K2 / "cnn_weights.h5", weights)
+    with h5py.File(weights, "r+") as h5:
+        names = []
+        h5.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+        kernel = next(n for n in names if n.startswith("conv1/") and "kernel" in n)
+        shape = h5[kernel].shape
+        del h5[kernel]
+        h5.create_dataset(kernel, data=np.zeros((*shape[:-1], shape[-1] + 1), np.float32))
+    res = run(str(K2 / "cnn.json"), "--weights", str(weights))
+    assert res.exit_code == 1 and "conv1" in res.output, res.output
+    assert re.search(r"error +(SHP002|WGT003)", res.output), res.output
+
+
+def test_weights_with_several_models_is_a_usage_error() -> None:
+    res = run(str(K2 / "cnn.json"), str(K2 / "mha.json"), "--weights", str(K2 / "mha_weights.h5"))
+    assert res.exit_code == 2 and "--weights attaches to one model; the paths name 2" in res.output
