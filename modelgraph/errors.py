@@ -11,11 +11,26 @@ Each family maps to one exit code, decided in one place in the CLI (``cli/exit_c
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+# Lone surrogates U+DC80..U+DCFF: bytes that were not UTF-8, kept by a "surrogateescape" decode (an
+# HDF5 link name, say) so the name can still be used to open the object.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every byte that was not UTF-8 (a lone surrogate of a "surrogateescape" decode)
+    written as ``\\xNN``: such a message can be printed, and serialised to JSON, anywhere."""
+    return _ESCAPED_BYTE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", text)
 
 
 class ModelGraphError(Exception):
-    """Base class of every error modelgraph raises on purpose."""
+    """Base class of every error modelgraph raises on purpose. A string message is made
+    :func:`printable` (a file's non-UTF-8 names end up in messages)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(printable(a) if isinstance(a, str) else a for a in args))
 
 
 class UsageError(ModelGraphError):

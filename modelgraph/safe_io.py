@@ -726,9 +726,15 @@ def dataset_problems(
 
 
 def declared_nbytes(dset: Any) -> int:
-    """Declared size in bytes (shape product x item size) computed with Python ints (no overflow)."""
-    shape = dset.shape or ()
-    return math.prod(int(d) for d in shape) * int(dset.dtype.itemsize)
+    """Declared size in bytes (shape product x item size) computed with Python ints (no overflow);
+    FormatError when the file's shape or datatype message cannot be decoded (a corrupt float type
+    makes h5py raise ValueError)."""
+    try:
+        shape = dset.shape or ()
+        itemsize = int(dset.dtype.itemsize)
+    except H5_ERRORS as exc:
+        raise FormatError(f"dataset {dset.name}: unreadable shape or datatype: {exc}") from None
+    return math.prod(int(d) for d in shape) * itemsize
 
 
 def safe_dataset(parent: Any, path: str, *, required: bool = True, max_bytes: int = MAX_DATASET_BYTES) -> Any:

@@ -216,3 +216,36 @@ def test_random_ids_for_an_embedding_with_an_unusable_input_dim(tmp_path, input_
     next(layer for layer in layers if layer["class_name"] == "Embedding")["config"]["input_dim"] = input_dim
     (target / "model.json").write_text(json.dumps(document))
     assert_clean(cli("run", target / "model.json", "--random"), 0)
+
+
+FLIPPED = Path(__file__).resolve().parent / "data" / "flipped_link_name.h5"
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [(["inspect"], 3), (["run", "--random"], 3), (["validate"], 1), (["validate", "--format", "json"], 1),
+     (["validate", "--format", "sarif"], 1)],
+)  # fmt: skip
+def test_a_link_name_that_is_not_utf8_is_reported_printably(args, code):
+    """tests/data/flipped_link_name.h5: samples/k2/kw_order.h5 with 32 random bytes changed, one of
+    them inside an HDF5 link name (0xab). Its messages used to carry the raw byte: text output was
+    not UTF-8, and the JSON report failed to serialise (an internal error)."""
+    res = subprocess.run(
+        [sys.executable, "-m", "modelgraph", args[0], str(FLIPPED), *args[1:]],
+        capture_output=True,
+        timeout=120,
+        cwd=tempfile.gettempdir(),
+    )
+    out, err = res.stdout.decode("utf-8"), res.stderr.decode("utf-8")  # both must be UTF-8
+    assert res.returncode == code, out + err
+    assert "internal error" not in err and "Traceback" not in err
+    assert "attention_output\\xabkernel:0" in out + err or "attention_output\\\\xabkernel:0" in out
+
+
+def test_a_corrupt_float_datatype_is_a_format_error():
+    """tests/data/flipped_float_type.keras: samples/k3/nested.keras with random bytes changed, one of
+    them in a dataset's float datatype message (h5py raised ValueError on ``dtype``: an internal
+    error); now a load error naming the dataset."""
+    res = cli("inspect", FLIPPED.with_name("flipped_float_type.keras"))
+    assert_clean(res, 3, "unreadable shape or datatype", "/layers/sequential/layers/dense_1/vars/0")
+    assert cli("validate", FLIPPED.with_name("flipped_float_type.keras")).returncode == 1

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
+from modelgraph.errors import printable
+
 Severity = Literal["error", "warning", "info"]
 
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)
@@ -66,6 +68,9 @@ class Issue:
     def __post_init__(self) -> None:
         if self.severity not in _RANK:
             raise ValueError(f"unknown severity {self.severity!r}; expected one of {list(SEVERITIES)}")
+        # Names from a file may hold bytes that were not UTF-8: keep every report printable.
+        for name in ("message", "where", "hint", "path"):
+            object.__setattr__(self, name, printable(getattr(self, name)))
 
     def with_path(self, path: str) -> Issue:
         """A copy of this issue attributed to file ``path``."""
