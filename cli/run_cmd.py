@@ -187,8 +187,12 @@ def _text_report(report: RunReport) -> str:
         if comp.not_compared:
             lines.append(f"  not compared (no reference array): {', '.join(comp.not_compared)}")
         if comp.ignored:
-            shown = ", ".join(repr(k) for k in comp.ignored[:5]) + (", ..." if len(comp.ignored) > 5 else "")
-            lines.append(f"  ignored {len(comp.ignored)} reference key(s) naming no output or layer: {shown}")
+            from modelgraph.runner.compare import key_preview
+
+            lines.append(
+                f"  ignored {len(comp.ignored)} reference key(s) naming no output or layer: "
+                f"{key_preview(comp.ignored)}"
+            )
         if comp.first_divergence:
             lines.append(f"first diverging layer: {comp.first_divergence}")
     prof = report.profile

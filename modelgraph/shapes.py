@@ -18,10 +18,11 @@ Problem kinds (``ShapeProblem.kind``): ``broadcast`` (merge/op inputs do not bro
 ``shape`` (other dimension conflicts), ``weight_shape`` (stored weight vs the shape its input
 needs), ``bad_dim`` (zero, negative or past-int64 dims), ``huge`` (severity ``warning``: a
 tensor of over ``HUGE_ELEMENTS`` elements per sample, reported where it first appears),
-``tensor_index`` (a reference past the producer's outputs), ``arity`` (wrong number of inputs), ``axis``, ``index``, ``config`` (unusable config
-values), ``input_shape`` (an input layer without a shape, or a nested call that disagrees with the
-nested model's input), ``unknown_class`` (severity ``info``: no rule, outputs unknown), ``internal``
-(a rule crashed: a bug in modelgraph, reported rather than raised).
+``tensor_index`` (a reference past the producer's outputs), ``arity`` (wrong number of inputs),
+``axis``, ``index``, ``config`` (unusable config values), ``input_shape`` (an input layer
+without a shape, or a nested call that disagrees with the nested model's input), ``unknown_class``
+(severity ``info``: no rule, outputs unknown), ``internal`` (a rule crashed: a bug in modelgraph,
+reported rather than raised).
 """
 
 from __future__ import annotations
@@ -73,8 +74,12 @@ INT64_MAX = 2**63 - 1
 HUGE_ELEMENTS = 2**31
 
 
+def _is_int(d: Any) -> bool:
+    return isinstance(d, int) and not isinstance(d, bool)
+
+
 def _usable_dim(d: Any) -> bool:
-    return isinstance(d, int) and not isinstance(d, bool) and 0 < d <= INT64_MAX
+    return _is_int(d) and 0 < d <= INT64_MAX
 
 
 def _per_sample(shape: Shape | None) -> int:
@@ -432,11 +437,11 @@ class _Inferrer:
             return None
         bad = [d for d in shape if d is not None and not _usable_dim(d)]
         if bad:
-            if all(isinstance(d, int) and d > INT64_MAX for d in bad):
+            if all(_is_int(d) and d > INT64_MAX for d in bad):
                 what = "a dimension past the int64 range"
-            elif all(isinstance(d, int) and not isinstance(d, bool) and d == 0 for d in bad):
+            elif all(_is_int(d) and d == 0 for d in bad):
                 what = "a zero dimension"
-            elif all(isinstance(d, int) and not isinstance(d, bool) and d < 0 for d in bad):
+            elif all(_is_int(d) and d < 0 for d in bad):
                 what = "a non-positive dimension"
             else:
                 what = "an invalid dimension"

@@ -109,8 +109,7 @@ def _describe(entry: Any, where: str, shards: list[Path], offset: int) -> tuple[
         raw = _read_span(shards, offset, size)
         values = np.frombuffer(raw, dtype=_DTYPES[stored_dtype]).reshape(shape)
         if quant and stored_dtype in ("uint8", "uint16"):
-            scale, low = quant["scale"], quant["min"]
-            return (values.astype(np.float32) * np.float32(scale) + np.float32(low)).astype(out_dtype)
+            return (values.astype(np.float32) * quant["scale"] + quant["min"]).astype(out_dtype)
         if quant and stored_dtype == "float16":
             return values.astype(np.float32)
         return values.copy()

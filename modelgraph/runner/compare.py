@@ -181,6 +181,11 @@ def reference_id(key: str, output_keys: Sequence[str]) -> OutputId | TapId | Non
     return None
 
 
+def key_preview(keys: Sequence[str], limit: int = 5) -> str:
+    """The first ``limit`` keys, quoted and comma-separated, with ``...`` when there are more."""
+    return ", ".join(repr(k) for k in keys[:limit]) + (", ..." if len(keys) > limit else "")
+
+
 def read_reference(path: Path, output_keys: Sequence[str]) -> dict[str, np.ndarray]:
     """The arrays ``--expect`` compares with: an ``.npz`` whose keys name outputs or layers (see
     :func:`reference_id`), or a ``.npy`` holding the only output of a single-output model. A file
@@ -195,9 +200,8 @@ def read_reference(path: Path, output_keys: Sequence[str]) -> dict[str, np.ndarr
         return {output_keys[0]: np.asarray(read_npy(path))}
     arrays = read_npz(path)
     if not any(reference_id(key, output_keys) is not None for key in arrays):
-        shown = ", ".join(repr(k) for k in list(arrays)[:5]) + (", ..." if len(arrays) > 5 else "")
         raise UsageError(
-            f"{path.name}: none of its arrays ({shown or 'none'}) names a model output "
+            f"{path.name}: none of its arrays ({key_preview(list(arrays)) or 'none'}) names a model output "
             f"({', '.join(output_keys)}), 'output/<i>' or 'tap/<layer>'"
         )
     return arrays

@@ -164,7 +164,6 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
     """Every finding for one model file or model directory (never raises for a bad file)."""
     from modelgraph.loading import load
     from modelgraph.loading.detect import detect
-    from modelgraph.validate import security
     from modelgraph.validate.structure import (
         graph_issues,
         load_error_issue,
@@ -185,21 +184,10 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
     except Exception as exc:  # noqa: BLE001 - a crash in format detection is a finding
         detect_error = exc
 
-    # Security: container and every config it holds.
-    configs: list[tuple[Any, str]] = []
-    try:
-        target = p / "model.json" if (fmt == "tfjs_layers" and p.is_dir()) else p
-        sec, configs = security.scan_path_with_configs(target)
-        issues.extend(i.with_path(path) for i in sec)
-    except Exception as exc:  # noqa: BLE001
-        issues.append(_crash("the security scan", exc, path))
+    # Security: container and every config it holds (and the attached weights file's container).
+    configs = _scan(p / "model.json" if (fmt == "tfjs_layers" and p.is_dir()) else p, path, issues)
     if opts.weights is not None:
-        try:
-            issues.extend(
-                i.with_path(opts.weights) for i in security.scan_path_with_configs(Path(opts.weights))[0]
-            )
-        except Exception as exc:  # noqa: BLE001
-            issues.append(_crash("the security scan", exc, opts.weights))
+        _scan(Path(opts.weights), opts.weights, issues)
 
     if detect_error is not None:
         issues.append(load_error_issue(detect_error, path))
@@ -231,8 +219,7 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
     try:
         graph = load(p, problems=problems)
     except Exception as exc:  # noqa: BLE001 - every loader failure becomes a finding
-        sec_errors = any(i.rule.startswith("SEC") and i.severity == "error" for i in issues)
-        if not (isinstance(exc, SecurityError) and sec_errors):
+        if not _reported_by_scan(exc, issues, path):
             issue = load_error_issue(exc, path)
             if not (issue.rule == "STR003" and any(s.where == issue.where for s in schema)):
                 issues.append(issue)
@@ -294,12 +281,31 @@ def _attach(graph: Any, weights: str, issues: list[Issue]) -> Any:
     try:
         return attach_weights_file(graph, Path(weights))
     except Exception as exc:  # noqa: BLE001 - a weights file that cannot be attached is a finding
-        sec_errors = any(
-            i.rule.startswith("SEC") and i.severity == "error" and i.path == weights for i in issues
-        )
-        if not (isinstance(exc, SecurityError) and sec_errors):
+        if not _reported_by_scan(exc, issues, weights):
             issues.append(load_error_issue(exc, weights))
         return graph
+
+
+def _scan(target: Path, path: str, issues: list[Issue]) -> list[tuple[Any, str]]:
+    """Add the security findings of the container ``target`` (attributed to file ``path``) to
+    ``issues``; return the configs it holds (none when the scan itself failed, a finding too)."""
+    from modelgraph.validate import security
+
+    try:
+        found, configs = security.scan_path_with_configs(target)
+    except Exception as exc:  # noqa: BLE001
+        issues.append(_crash("the security scan", exc, path))
+        return []
+    issues.extend(i.with_path(path) for i in found)
+    return configs
+
+
+def _reported_by_scan(exc: BaseException, issues: list[Issue], path: str) -> bool:
+    """Whether a loader's SecurityError about file ``path`` repeats an error the security scan of
+    that same file already reported (a SEC error of another file, e.g. the weights, does not)."""
+    return isinstance(exc, SecurityError) and any(
+        i.rule.startswith("SEC") and i.severity == "error" and i.path == path for i in issues
+    )
 
 
 _CONSEQUENCES = frozenset({"SHP006", "RUN003"})
