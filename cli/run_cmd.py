@@ -252,7 +252,7 @@ def _text_report(report: RunReport) -> str:
     "-o",
     "out",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Save outputs (and taps) to an .npz.",
+    help="Save outputs (and taps) to an .npz (missing parent directories are created).",
 )
 @click.option(
     "--expect",

@@ -667,12 +667,12 @@ class Runner:
         return list(seen)
 
     def _resolve_taps(self, taps: Sequence[str] | None, all_intermediates: bool) -> set[int] | None:
-        if all_intermediates:
-            return {s.index for s in self.steps}
-        if not taps:
+        """Indices of the steps whose outputs are kept; every name in ``taps`` must name a layer, even
+        when ``all_intermediates`` keeps them all (a misspelt tap is a usage error either way)."""
+        if not taps and not all_intermediates:
             return None
         chosen: set[int] = set()
-        for tap in taps:
+        for tap in taps or ():
             path, node, _ = parse_tap_key(tap) if ":" in tap.rsplit("/", 1)[-1] else (tap, None, 0)
             hits = [
                 s.index
@@ -684,7 +684,7 @@ class Runner:
                 hint = names if len(names) <= 30 else names[:30] + ["..."]
                 raise UsageError(f"unknown layer '{tap}' for --tap; model layers are {hint}")
             chosen.update(hits)
-        return chosen
+        return {s.index for s in self.steps} if all_intermediates else chosen
 
     # --- execution --------------------------------------------------------------------------------
 

@@ -104,6 +104,10 @@ def test_taps_and_all_intermediates_keys():
     assert {"tap/d:0", "tap/d:1", "tap/add"} <= set(out)
     with pytest.raises(UsageError, match="unknown layer 'nope'"):
         r.run(feeds, taps=["nope"])
+    # All intermediates are kept anyway, but a misspelt tap is still an error, not silently ignored.
+    with pytest.raises(UsageError, match="unknown layer 'nope'"):
+        r.run(feeds, taps=["d", "nope"], all_intermediates=True)
+    assert set(r.run(feeds, taps=["d"], all_intermediates=True)) == set(out)
     assert parse_tap_key("tap/inner:1/d:2:1") == ("inner:1/d", 2, 1)
 
 
