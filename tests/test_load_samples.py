@@ -13,6 +13,7 @@ import pytest
 
 import modelgraph.loading as loading
 from modelgraph.graph import ModelGraph
+from modelgraph.loading.weights_files import attach_weights_file
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 GOLDENS = sorted((SAMPLES / "goldens").glob("*.json"))
@@ -110,3 +111,23 @@ def test_sample_loads_with_keras_depths(stem: str, kind: str, entry, rebuilt) ->
 
 def test_there_are_samples() -> None:
     assert len(GOLDENS) >= 4
+
+
+@pytest.mark.parametrize(
+    ("model", "weights"),
+    [
+        ("k2/cnn.h5", "k2/cnn_weights.h5"),
+        ("k3/cnn.keras", "k3/cnn.weights.h5"),
+        ("k3/cnn.keras", "k2/cnn.h5"),
+    ],
+)
+def test_attached_weights_keep_both_files_handles(model: str, weights: str) -> None:
+    """Both the model file's open HDF5 handles and the weights file's are listed on the graph, so
+    closing the graph's handles (as validate does) closes every file it opened."""
+    own = loading.load(SAMPLES / model)
+    own_handles = tuple(own.metadata.get("_handles") or ())
+    assert own_handles, f"{model} keeps no open handles: the test checks nothing"
+    graph = attach_weights_file(own, SAMPLES / weights)
+    handles = tuple(graph.metadata["_handles"])
+    assert all(any(h is o for h in handles) for o in own_handles)
+    assert len(handles) > len(own_handles)

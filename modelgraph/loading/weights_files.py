@@ -22,6 +22,9 @@ def attach_weights_file(graph: ModelGraph, path: Path) -> ModelGraph:
     """Replace ``graph``'s weights with those of a weights file (any Keras layout, or a full model file)."""
     fmt = detect(path)
     info: dict[str, Any] = {k: v for k, v in graph.metadata.items() if k not in ("weight_notes", "_handles")}
+    # The architecture's own open files stay listed with the weights file's, so whoever closes the
+    # graph's handles (validate does, when it is done) closes both.
+    own_handles = tuple(graph.metadata.get("_handles") or ())
     if fmt in ("keras3_weights_h5", "keras3_sharded_weights"):
         files = _shards(path) if fmt == "keras3_sharded_weights" else [path]
         handles = [safe_io.open_h5(f) for f in files]
@@ -30,7 +33,7 @@ def attach_weights_file(graph: ModelGraph, path: Path) -> ModelGraph:
         from modelgraph.loading import load
 
         donor = load(path)
-        return _copy_weights(graph, donor, info)
+        return _copy_weights(graph, donor, info, own_handles)
     elif fmt == "legacy_weights_h5":
         f = safe_io.open_h5(path)
         handles = [f]
@@ -50,7 +53,7 @@ def attach_weights_file(graph: ModelGraph, path: Path) -> ModelGraph:
         raise WeightsError(f"{path}: a {fmt} file holds no weights to attach")
     info["weights_file"] = str(path)
     info["weight_notes"] = notes
-    info["_handles"] = tuple(handles)
+    info["_handles"] = own_handles + tuple(handles)
     return replace(graph, metadata=MappingProxyType(info))
 
 
@@ -75,7 +78,9 @@ def _shards(index: Path) -> list[Path]:
     return files
 
 
-def _copy_weights(graph: ModelGraph, donor: ModelGraph, info: dict[str, Any]) -> ModelGraph:
+def _copy_weights(
+    graph: ModelGraph, donor: ModelGraph, info: dict[str, Any], own_handles: tuple[Any, ...]
+) -> ModelGraph:
     from modelgraph.loading.weights import attach
 
     by_path = {path: lyr.weights for path, lyr in donor.walk() if lyr.weights}
@@ -84,5 +89,5 @@ def _copy_weights(graph: ModelGraph, donor: ModelGraph, info: dict[str, Any]) ->
     if missing:
         raise WeightsError(f"weights for layers the architecture does not have: {missing[:8]}")
     info["weights_file"] = donor.source
-    info["_handles"] = donor.metadata.get("_handles")
+    info["_handles"] = own_handles + tuple(donor.metadata.get("_handles") or ())
     return replace(attach(graph, by_path), metadata=MappingProxyType(info))
