@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from modelgraph.cli.output import echo_json, fmt_shape, stdout_console
+from modelgraph.cli.output import echo_json, fmt_shape, for_display, stdout_console
 
 _STYLES = {"+": "green", "-": "red", "~": "yellow", "!": "magenta", "~!": "yellow"}
 
@@ -71,7 +71,7 @@ def diff_command(
     if fmt == "json":
         echo_json(result.report)
     else:
-        print_text(result.report)
+        print_text(for_display(result.report))
     if result:
         ctx.exit(1)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from modelgraph.cli.output import echo_json, fmt_bytes, fmt_count, fmt_shape, stdout_console
+from modelgraph.cli.output import echo_json, fmt_bytes, fmt_count, fmt_shape, for_display, stdout_console
 
 
 @click.command("inspect")
@@ -23,7 +23,7 @@ def inspect_command(model: Path, fmt: str, expand_nested: bool, weights: Path | 
     if fmt == "json":
         echo_json(report)
     else:
-        _print_table(report, expand_nested)
+        _print_table(for_display(report), expand_nested)
 
 
 def _print_table(report, expand_nested: bool) -> None:

@@ -60,6 +60,7 @@ class LazyGroup(click.Group):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
                 ctx.exit(PIPE_CLOSED)
             from modelgraph.cli.exit_codes import INTERNAL, code_for
+            from modelgraph.errors import printable
 
             code = code_for(exc)
             if ctx.params.get("traceback"):
@@ -67,7 +68,7 @@ class LazyGroup(click.Group):
 
                 traceback.print_exception(exc, file=sys.stderr)
             prefix = "internal error: " if code == INTERNAL else ""
-            message = str(exc).strip().replace("\n", " ") or type(exc).__name__
+            message = printable(str(exc).strip()) or type(exc).__name__
             if code == INTERNAL:
                 message = f"{type(exc).__name__}: {message} (rerun with --traceback and report it)"
             click.echo(f"modelgraph: error: {prefix}{message}", err=True)

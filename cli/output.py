@@ -28,6 +28,27 @@ def stderr_console() -> Any:
     return Console(file=sys.stderr, highlight=False)
 
 
+def for_display(value: Any) -> Any:
+    """A copy of a report (Pydantic models, lists, tuples, dicts) for text output, with every string
+    made :func:`~modelgraph.errors.printable`: names from a file cannot write terminal escapes or
+    line breaks into a table. JSON output needs none of this (JSON escapes control characters)."""
+    from pydantic import BaseModel
+
+    from modelgraph.errors import printable
+
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, BaseModel):
+        return value.model_copy(
+            update={name: for_display(getattr(value, name)) for name in type(value).model_fields}
+        )
+    if isinstance(value, (list, tuple)):
+        return type(value)(for_display(v) for v in value)
+    if isinstance(value, dict):
+        return {for_display(k): for_display(v) for k, v in value.items()}
+    return value
+
+
 def echo_json(model: Any) -> None:
     """Print one JSON document from a Pydantic report model."""
     click.echo(model.model_dump_json(indent=2))

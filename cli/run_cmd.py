@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from modelgraph import __version__
+from modelgraph.cli.output import for_display
 from modelgraph.schemas.run_report import (
     CheckProblem,
     CheckReport,
@@ -364,8 +365,8 @@ def run_command(
         elif not problems:
             click.echo(f"{model}: every layer and option is supported ({len(runner.steps)} nodes)")
         else:
-            for p in problems:
-                click.echo(f"{p.path}: {p.error}")
+            for problem in for_display(report).problems:
+                click.echo(f"{problem.layer}: {problem.message}")
         n_unsupported = sum(p.unsupported for p in problems)
         if n_unsupported:
             raise UnsupportedError(f"{n_unsupported} unsupported layer(s) or option(s) in {model.name}")
@@ -464,7 +465,7 @@ def run_command(
     if fmt == "json":
         click.echo(json.dumps(report.model_dump(mode="json"), indent=2))
     else:
-        click.echo(_text_report(report))
+        click.echo(_text_report(for_display(report)))
     if comparison is not None and not comparison.passed:
         where = (
             f"; first diverging layer: {comparison.first_divergence}" if comparison.first_divergence else ""

@@ -15,14 +15,25 @@ import re
 from typing import Any
 
 # Lone surrogates U+DC80..U+DCFF: bytes that were not UTF-8, kept by a "surrogateescape" decode (an
-# HDF5 link name, say) so the name can still be used to open the object.
-_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+# HDF5 link name, say) so the name can still be used to open the object; and control characters
+# (C0, DEL, C1), which a hostile name could use to move the cursor, rewrite the terminal's title or
+# break a one-line message.
+_UNPRINTABLE = re.compile("[\udc80-\udcff\x00-\x1f\x7f-\x9f]")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code >= 0xDC80:
+        return f"\\x{code - 0xDC00:02x}"  # the byte itself
+    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"
 
 
 def printable(text: str) -> str:
-    """``text`` with every byte that was not UTF-8 (a lone surrogate of a "surrogateescape" decode)
-    written as ``\\xNN``: such a message can be printed, and serialised to JSON, anywhere."""
-    return _ESCAPED_BYTE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", text)
+    """``text`` safe to print on one line and to serialise to JSON: every byte that was not UTF-8 (a
+    lone surrogate of a "surrogateescape" decode) written as ``\\xNN``, every control character as
+    ``\\xNN`` (``\\uNNNN`` for C1 controls), so a file's names cannot inject terminal escapes or
+    line breaks into a message or a report."""
+    return _UNPRINTABLE.sub(lambda m: _escape(m.group()), text)
 
 
 class ModelGraphError(Exception):
