@@ -77,15 +77,20 @@ def quantization_mode(config: Mapping[str, Any]) -> str | None:
 # Keras 3 stores quantized variables in this order (``variable_serialization_spec``, Keras 3.15);
 # bias is skipped when absent, so later indices shift. int4 layers quantized per group of
 # ``block_size`` rows (the default) also store a zero point and the row -> group index. Other
-# modes (and int4 EinsumDense) keep positional names.
+# modes keep positional names.
 _QUANTIZED_EXTRA = {
     ("int8", "Dense"): ("kernel_scale",),
     ("int8", "EinsumDense"): ("kernel_scale",),
     ("int8", "Embedding"): ("embeddings_scale",),
     ("int4", "Dense"): ("kernel_scale",),
+    ("int4", "EinsumDense"): ("kernel_scale",),
     ("int4", "Embedding"): ("embeddings_scale",),
 }
-_INT4_GROUPED_EXTRA = {"Dense": ("kernel_zero", "g_idx"), "Embedding": ("embeddings_zero", "g_idx")}
+_INT4_GROUPED_EXTRA = {
+    "Dense": ("kernel_zero", "g_idx"),
+    "EinsumDense": ("kernel_zero", "g_idx"),
+    "Embedding": ("embeddings_zero", "g_idx"),
+}
 
 
 def mode_block_size(mode: str) -> int | None:

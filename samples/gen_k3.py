@@ -313,6 +313,20 @@ def m_quant_int4():
     return keras.Model(tok, out, name="quant_int4")
 
 
+def m_quant_int4_text():
+    tok = keras.Input((6,), dtype="int32", name="tok")
+    h = layers.Embedding(30, 8, name="q4emb")(tok)
+    h = layers.EinsumDense("abc,cd->abd", output_shape=(6, 130), bias_axes="d", activation="gelu", name="q4ein")(h)
+    # Contracted axis second in the kernel (Keras flattens it to rows x columns by a plain reshape),
+    # 130 rows: 2 groups of 128.
+    h = layers.EinsumDense("abc,dc->abd", output_shape=(6, 6), bias_axes="d", name="q4ein_t")(h)
+    h = layers.EinsumDense("abc,cde->abde", output_shape=(6, 2, 3), bias_axes="e", name="q4ein_split")(h)
+    h = layers.EinsumDense("abcd,cde->abe", output_shape=(6, 4), name="q4ein_merge")(h)
+    h = layers.EinsumDense("abc,bcd->ad", output_shape=5, bias_axes="d", name="q4ein_flat")(h)
+    out = layers.Dense(3, name="q4head")(h)
+    return keras.Model(tok, out, name="quant_int4_text")
+
+
 def in_dtypes(rng):
     return {"x": rng.normal(size=(3, 6))}
 
@@ -368,6 +382,21 @@ MODELS = {
                                 "symmetric per-channel int4 on Embedding and Dense"],
                                {"quantize": "int4", "quantize_block_size": -1,
                                 "tolerance_hint": "int4 quantized compute"}),
+    "quant_int4_text": (m_quant_int4_text, in_quant_text,
+                        ["model.quantize('int4') on EinsumDense: per-group scale/zero/g_idx (block 128); "
+                         "split / merge / flattening equations, a kernel whose contracted axis is not first"],
+                        {"quantize": "int4", "tolerance_hint": "int4 quantized compute"}),
+    "quant_int4_text_per_channel": (m_quant_int4_text, in_quant_text,
+                                    ["model.quantize('int4', Int4QuantizationConfig(block_size=-1)) on "
+                                     "EinsumDense: symmetric per-channel int4"],
+                                    {"quantize": "int4", "quantize_block_size": -1,
+                                     "tolerance_hint": "int4 quantized compute"}),
+    "quant_int4_text_act": (m_quant_int4_text, in_quant_text,
+                            ["model.quantize('int4', Int4QuantizationConfig(block_size=-1, "
+                             "activation_quantizer=AbsMaxQuantizer(axis=-1))): per-channel int4 kernels, "
+                             "inputs quantized over the contracted axes (EinsumDense) / last axis (Dense)"],
+                            {"quantize": "int4", "quantize_block_size": -1, "quantize_activations": True,
+                             "tolerance_hint": "int4 quantized compute"}),
     "quant_int8_text": (m_quant_int8_text, in_quant_text,
                         ["model.quantize('int8') on Embedding (int8 table + row scales)",
                          "int8 EinsumDense: bias, gelu, split / merge / flattening equations"],
@@ -660,7 +689,10 @@ def gen_model(name: str, seed: int):
     if opts.get("quantize"):
         config = None
         if "quantize_block_size" in opts:
-            config = keras.quantizers.Int4QuantizationConfig(block_size=opts["quantize_block_size"])
+            act_q = keras.quantizers.AbsMaxQuantizer(axis=-1) if opts.get("quantize_activations") else "default"
+            config = keras.quantizers.Int4QuantizationConfig(
+                block_size=opts["quantize_block_size"], activation_quantizer=act_q
+            )
         model.quantize(opts["quantize"], config=config)
     outs, fn = run(model, arrays)
     if opts.get("reset_states"):

@@ -1,5 +1,5 @@
 """Keras 3 quantized layers: ``model.quantize("int8")`` (Dense, EinsumDense, Embedding) and
-``model.quantize("int4")`` (Dense, Embedding).
+``model.quantize("int4")`` (Dense, EinsumDense, Embedding).
 
 int8: Keras stores the kernel (or embedding table) as int8 with a float32 scale per output unit
 (per row for Embedding). Dense and EinsumDense also quantize their *input* on every call: an abs-max
@@ -20,6 +20,7 @@ with int8 values read as numbers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -116,9 +117,9 @@ def _to_output_layout(scale: np.ndarray, labels: str, out: str) -> np.ndarray:
     return ordered.reshape([squeezed.shape[kept.index(label)] if label in kept else 1 for label in out])
 
 
-def int8_einsum_dense(spec: KernelSpec) -> Kernel:
-    """An int8 EinsumDense ``in,ker->out`` (no ellipsis): the input quantized over its contracted
-    axes, the integer einsum, divided by both scales laid out on the output."""
+def _plain_equation(spec: KernelSpec) -> tuple[str, str, str, str]:
+    """``(equation, input labels, kernel labels, output labels)`` of a quantized EinsumDense; its
+    equation must have no ellipsis (Keras 3.15 cannot quantize those)."""
     equation = spec.get("equation")
     if not isinstance(equation, str) or "..." in equation or "->" not in equation or equation.count(",") != 1:
         raise spec.unsupported("equation", equation)
@@ -126,6 +127,13 @@ def int8_einsum_dense(spec: KernelSpec) -> Kernel:
     labels, ker = operands.split(",")
     if not (labels.isalpha() and ker.isalpha() and out.isalpha()):
         raise spec.unsupported("equation", equation)
+    return equation, labels, ker, out
+
+
+def int8_einsum_dense(spec: KernelSpec) -> Kernel:
+    """An int8 EinsumDense ``in,ker->out`` (no ellipsis): the input quantized over its contracted
+    axes, the integer einsum, divided by both scales laid out on the output."""
+    equation, labels, ker, out = _plain_equation(spec)
     value_range, epsilon = _int8_input_quantizer(spec)
     kernel, kernel_scale, bias = _int8_kernel(spec)
     if kernel.ndim != len(ker):
@@ -233,6 +241,64 @@ def int4_dense(spec: KernelSpec) -> Kernel:
     return run_per_channel
 
 
+def int4_einsum_dense(spec: KernelSpec) -> Kernel:
+    """An int4 EinsumDense ``in,ker->out`` (no ellipsis). Keras flattens the kernel to ``(rows,
+    columns)`` (the contracted axes, the others) by a plain reshape, quantizes that like an int4
+    Dense kernel and, on every call, dequantizes it (per group, asymmetric; or divided by the
+    per-column scale) and reshapes it back to the kernel's shape, which the input's shape and
+    ``output_shape`` decide; then the float einsum (of the quantized input, divided by its scale,
+    when the config names an activation quantizer), the bias and the activation."""
+    equation, labels, ker, out = _plain_equation(spec)
+    scale = spec.weight("kernel_scale", integer=True).astype(_F32)
+    if scale.ndim not in (1, 2):
+        raise spec.unsupported("weights/kernel_scale shape", list(scale.shape))
+    codes = unpack_int4(spec.weight("kernel", integer=True), scale.shape[-1]).astype(_F32)
+    if codes.ndim != 2:
+        raise WeightsError(f"EinsumDense '{spec.name}': int4 kernel {list(codes.shape)} is not 2-D")
+    grouped = _grouped(spec, "kernel_scale", "kernel_zero", codes.shape[0], axis=0)
+    if grouped is not None:
+        group_scale, zero, groups = grouped
+        flat = (codes - zero[groups]) * group_scale[groups]
+    elif scale.shape != (codes.shape[1],):
+        raise spec.unsupported("weights/kernel_scale shape", list(scale.shape))
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):  # a zero scale gives inf / NaN, as in Keras
+            flat = codes / scale
+    bias = spec.weight("bias", integer=True).astype(_F32) if "bias" in spec.weights else None
+    act = get_activation(spec.get("activation"), spec.keras_version, "EinsumDense", spec.name)
+    quantizer = _activation_quantizer(spec, None)
+    reduced = tuple(i for i, label in enumerate(labels) if label not in out)
+    kernels: dict[tuple[int, ...], np.ndarray] = {}
+
+    def kernel_for(shape: tuple[int, ...]) -> np.ndarray:
+        from modelgraph.shape_rules.core import einsum_dense_analysis
+
+        if shape not in kernels:
+            kernel_shape = einsum_dense_analysis(spec.config, (None, *shape[1:]))[1]
+            rows = math.prod(d for d, label in zip(kernel_shape, ker, strict=True) if label not in out)
+            if None in kernel_shape or (rows, flat.size // max(rows, 1)) != flat.shape:
+                raise WeightsError(
+                    f"EinsumDense '{spec.name}': int4 kernel {list(flat.shape)} does not flatten a "
+                    f"{list(kernel_shape)} kernel for '{equation}' on an input of shape {list(shape)}"
+                )
+            kernels[shape] = flat.reshape(kernel_shape)
+        return kernels[shape]
+
+    def run(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=_F32)
+        if x.ndim != len(labels):
+            raise ValueError(f"EinsumDense '{equation}' expects a rank-{len(labels)} input, got {x.shape}")
+        kernel = kernel_for(x.shape)
+        if quantizer is None:
+            y = np.einsum(equation, x, kernel, optimize=True)
+        else:
+            q, x_scale = abs_max_quantize(x, reduced, *quantizer)
+            y = np.einsum(equation, q, kernel, optimize=True) / _to_output_layout(x_scale, labels, out)
+        return act(y if bias is None else y + bias)
+
+    return run
+
+
 def int4_embedding(spec: KernelSpec) -> Kernel:
     """An int4 Embedding: rows dequantized per group (asymmetric) or divided by their row scale."""
     width = spec.get("output_dim")
@@ -260,6 +326,7 @@ KERNELS: dict[tuple[str, str], Callable[[KernelSpec], Kernel]] = {
     ("int8", "EinsumDense"): int8_einsum_dense,
     ("int8", "Embedding"): int8_embedding,
     ("int4", "Dense"): int4_dense,
+    ("int4", "EinsumDense"): int4_einsum_dense,
     ("int4", "Embedding"): int4_embedding,
 }
 

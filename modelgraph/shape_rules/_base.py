@@ -458,6 +458,13 @@ def _quantized(class_name: str, config: Mapping[str, Any], weights: dict[str, Sh
         weights["embeddings_scale"] = (weights["embeddings"][0],)
     elif class_name in ("Dense", "Embedding") and mode == "int4":
         _int4_weights(class_name, config, weights)
+    elif class_name == "EinsumDense" and "kernel" in weights and mode == "int4":
+        equation = config.get("equation")
+        if isinstance(equation, str) and "..." not in equation and "->" in equation:
+            # Keras flattens the kernel to (contracted, other) axes by a plain reshape, then stores
+            # it like an int4 Dense kernel.
+            weights["kernel"] = einsum_int4_flat_shape(equation, weights["kernel"])
+            _int4_weights("Dense", config, weights)
     elif class_name == "EinsumDense" and "kernel" in weights and mode == "int8":
         equation = config.get("equation")
         if isinstance(equation, str) and "..." not in equation:
@@ -488,6 +495,21 @@ def _int4_weights(class_name: str, config: Mapping[str, Any], weights: dict[str,
     else:
         weights["embeddings_scale"] = weights["embeddings_zero"] = (rows, groups)
     weights["g_idx"] = (grouped_len,)
+
+
+def einsum_int4_flat_shape(equation: str, kernel_shape: Shape) -> Shape:
+    """``(rows, columns)`` an int4 EinsumDense kernel is flattened to before packing: the product of
+    its contracted axes (kernel labels not in the output) and of the others."""
+    operands, out = equation.replace(" ", "").split("->")
+    weight = operands.split(",")[-1]
+    rows: int | None = 1
+    columns: int | None = 1
+    for label, dim in zip(weight, kernel_shape, strict=False):
+        if label in out:
+            columns = None if columns is None or dim is None else columns * dim
+        else:
+            rows = None if rows is None or dim is None else rows * dim
+    return (rows, columns)
 
 
 def einsum_int8_scale_shape(equation: str, kernel_shape: Shape) -> Shape:
