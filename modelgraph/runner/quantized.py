@@ -20,7 +20,6 @@ with int8 values read as numbers.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -268,21 +267,23 @@ def int4_einsum_dense(spec: KernelSpec) -> Kernel:
     act = get_activation(spec.get("activation"), spec.keras_version, "EinsumDense", spec.name)
     quantizer = _activation_quantizer(spec, None)
     reduced = tuple(i for i, label in enumerate(labels) if label not in out)
+    # The kernel's shape depends on the input's sample shape: its reshaped view, by sample shape.
     kernels: dict[tuple[int, ...], np.ndarray] = {}
 
     def kernel_for(shape: tuple[int, ...]) -> np.ndarray:
+        from modelgraph.shape_rules._base import einsum_int4_flat_shape
         from modelgraph.shape_rules.core import einsum_dense_analysis
 
-        if shape not in kernels:
-            kernel_shape = einsum_dense_analysis(spec.config, (None, *shape[1:]))[1]
-            rows = math.prod(d for d, label in zip(kernel_shape, ker, strict=True) if label not in out)
-            if None in kernel_shape or (rows, flat.size // max(rows, 1)) != flat.shape:
+        sample = shape[1:]
+        if sample not in kernels:
+            kernel_shape = einsum_dense_analysis(spec.config, (None, *sample))[1]
+            if einsum_int4_flat_shape(equation, kernel_shape) != flat.shape:
                 raise WeightsError(
                     f"EinsumDense '{spec.name}': int4 kernel {list(flat.shape)} does not flatten a "
                     f"{list(kernel_shape)} kernel for '{equation}' on an input of shape {list(shape)}"
                 )
-            kernels[shape] = flat.reshape(kernel_shape)
-        return kernels[shape]
+            kernels[sample] = flat.reshape(kernel_shape)
+        return kernels[sample]
 
     def run(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=_F32)

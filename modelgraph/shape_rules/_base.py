@@ -458,17 +458,19 @@ def _quantized(class_name: str, config: Mapping[str, Any], weights: dict[str, Sh
         weights["embeddings_scale"] = (weights["embeddings"][0],)
     elif class_name in ("Dense", "Embedding") and mode == "int4":
         _int4_weights(class_name, config, weights)
-    elif class_name == "EinsumDense" and "kernel" in weights and mode == "int4":
-        equation = config.get("equation")
-        if isinstance(equation, str) and "..." not in equation and "->" in equation:
+    elif class_name == "EinsumDense" and "kernel" in weights and mode in ("int8", "int4"):
+        # The weight rule accepted the equation (a kernel shape came out); Keras 3.15 quantizes
+        # only those without an ellipsis.
+        equation = str(config.get("equation"))
+        if "..." in equation:
+            return weights
+        if mode == "int8":
+            weights["kernel_scale"] = einsum_int8_scale_shape(equation, weights["kernel"])
+        else:
             # Keras flattens the kernel to (contracted, other) axes by a plain reshape, then stores
             # it like an int4 Dense kernel.
             weights["kernel"] = einsum_int4_flat_shape(equation, weights["kernel"])
             _int4_weights("Dense", config, weights)
-    elif class_name == "EinsumDense" and "kernel" in weights and mode == "int8":
-        equation = config.get("equation")
-        if isinstance(equation, str) and "..." not in equation:
-            weights["kernel_scale"] = einsum_int8_scale_shape(equation, weights["kernel"])
     return weights
 
 
