@@ -10,25 +10,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
+from ._cli import run_cli as cli
+
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "k3" / "single_bare.json"
 WEIGHTS = SAMPLE.with_name("single_bare.weights.h5")
-
-
-def cli(*args: object) -> subprocess.CompletedProcess:
-    # cwd outside the repository: the source tree must not shadow the installed package.
-    return subprocess.run(
-        [sys.executable, "-m", "modelgraph", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tempfile.gettempdir(),
-    )
 
 
 def mutated(tmp_path: Path, edit) -> Path:
@@ -230,12 +219,7 @@ def test_a_link_name_that_is_not_utf8_is_reported_printably(args, code):
     """tests/data/flipped_link_name.h5: samples/k2/kw_order.h5 with 32 random bytes changed, one of
     them inside an HDF5 link name (0xab). Its messages used to carry the raw byte: text output was
     not UTF-8, and the JSON report failed to serialise (an internal error)."""
-    res = subprocess.run(
-        [sys.executable, "-m", "modelgraph", args[0], str(FLIPPED), *args[1:]],
-        capture_output=True,
-        timeout=120,
-        cwd=tempfile.gettempdir(),
-    )
+    res = cli(args[0], FLIPPED, *args[1:], text=False)
     out, err = res.stdout.decode("utf-8"), res.stderr.decode("utf-8")  # both must be UTF-8
     assert res.returncode == code, out + err
     assert "internal error" not in err and "Traceback" not in err

@@ -9,28 +9,16 @@ control characters itself).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
+
+from ._cli import run_cli as cli
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "k3" / "single_bare.json"
 WEIGHTS = SAMPLE.with_name("single_bare.weights.h5")
 HOSTILE = "d1\x1b]0;pwned\x07\x1b[31m\r\nfake row\x9b"
 SHOWN = "d1\\x1b]0;pwned\\x07\\x1b[31m\\x0d\\x0afake row\\u009b"
-
-
-def cli(*args: object) -> subprocess.CompletedProcess:
-    # cwd outside the repository: the source tree must not shadow the installed package.
-    return subprocess.run(
-        [sys.executable, "-m", "modelgraph", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tempfile.gettempdir(),
-    )
 
 
 @pytest.fixture(scope="module")
