@@ -27,6 +27,7 @@ _EXPORTS = {
     "validate": ("modelgraph.validate.api", "validate"),
     "render": ("modelgraph.render", "render"),
     "diff": ("modelgraph.diff", "diff"),
+    "save": ("modelgraph.saving.api", "save"),
 }
 
 __all__ = [  # noqa: F822 - the names resolve lazily through __getattr__
@@ -43,6 +44,7 @@ __all__ = [  # noqa: F822 - the names resolve lazily through __getattr__
     "validate",
     "render",
     "diff",
+    "save",
 ]
 
 

@@ -132,6 +132,16 @@ class UnsupportedConfigError(UnsupportedError):
         super().__init__(f"{class_name}: {key}={value!r} is not supported{where}")
 
 
+class NotConvertibleError(UnsupportedError):
+    """A model cannot be written faithfully; ``refusals`` names every layer that stops it."""
+
+    def __init__(self, target: str, refusals: list[Any]) -> None:
+        self.refusals = list(refusals)
+        listed = "; ".join(str(r) for r in self.refusals)
+        count = len(self.refusals)
+        super().__init__(f"cannot write {target}: {count} layer{'s' if count != 1 else ''} cannot be converted: {listed}")
+
+
 class ToolMissingError(UnsupportedError):
     """An external program (Graphviz ``dot``) is not installed."""
 

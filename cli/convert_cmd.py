@@ -1,0 +1,38 @@
+"""``modelgraph convert``: write any model modelgraph reads as a Keras 3 ``.keras`` archive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("convert")
+@click.argument("model", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--weights", type=click.Path(exists=True, path_type=Path), help="Weights file for a config-only model."
+)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="OUT.keras (legacy .h5 output is not built yet).",
+)
+@click.option("--strip", is_flag=True, help="Drop the training config (optimizer state is never carried).")
+def convert_command(model: Path, weights: Path | None, output: Path, strip: bool) -> None:
+    """Convert MODEL (any format modelgraph reads) to a file Keras 3 loads in safe mode.
+
+    \b
+    Exit codes: 0 written, 2 usage, 3 cannot read MODEL, 4 some layer cannot be written
+    faithfully (every such layer is named; nothing is written).
+    """
+    import modelgraph
+    from modelgraph.saving import save
+
+    graph = modelgraph.load(model, weights=weights)
+    report = save(graph, output, strip=strip)
+    for note in report.notes:
+        click.echo(f"modelgraph: note: {note}", err=True)
+    click.echo(f"wrote {report.path} (sha256 {report.sha256})", err=True)

@@ -1,0 +1,107 @@
+"""``save(graph, path)``: write a model as a Keras 3 ``.keras`` or a legacy ``.h5``, or refuse it whole."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from modelgraph.errors import NotConvertibleError, UnsupportedError, UsageError
+from modelgraph.graph import ModelGraph
+from modelgraph.saving.archive import write_atomically, zip_bytes
+from modelgraph.saving.keras3_config import ConfigWriter, Refusal
+from modelgraph.saving.keras3_weights import layer_tree, write_weights_h5
+from modelgraph.saving.upgrades import NotConvertible, UpgradeContext
+from modelgraph.shapes import infer_shapes
+
+# The Keras version whose format the writer produces (and whose loader verified the samples).
+TARGET_KERAS_VERSION = "3.15.1"
+# A fixed save date keeps the bytes deterministic (Keras reads only keras_version from metadata).
+FIXED_DATE = "1980-01-01@00:00:00"
+SUFFIXES = (".keras", ".h5", ".hdf5")
+LEGACY_SUFFIXES = (".h5", ".hdf5")
+
+
+@dataclass
+class SaveReport:
+    """What was written: the path, its sha256, and notes on everything the conversion changed."""
+
+    path: Path
+    sha256: str
+    notes: list[str] = field(default_factory=list)
+
+
+def save(graph: ModelGraph, path: str | Path, strip: bool = False) -> SaveReport:
+    """Write ``graph`` to ``path`` as a Keras 3 ``.keras`` archive (``.h5`` is refused: not built yet).
+
+    Nothing is written when any layer cannot be converted faithfully: :class:`NotConvertibleError`
+    names every such layer. The file is written to a temporary file and renamed, and the same graph
+    always gives the same bytes. ``strip`` drops the training configuration; optimizer state is
+    never carried (see ``docs/writing.md``).
+    """
+    target = Path(path)
+    suffix = target.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise UsageError(f"output '{target}' must end in .keras or .h5 (got '{suffix or 'no suffix'}')")
+    if suffix in LEGACY_SUFFIXES:
+        raise UnsupportedError(
+            f"cannot write '{target}': the legacy .h5 writer is not implemented; write .keras"
+        )
+    notes = _notes(graph, strip)
+    data = keras_bytes(graph, str(target))
+    write_atomically(target, data)
+    return SaveReport(target, hashlib.sha256(data).hexdigest(), notes)
+
+
+def keras_bytes(graph: ModelGraph, target: str = "the model") -> bytes:
+    """The bytes of a Keras 3 ``.keras`` archive for ``graph`` (refusing it whole when needed)."""
+    writer = ConfigWriter(UpgradeContext(graph.keras_version))
+    config = writer.model(graph, infer_shapes(graph))
+    refusals = list(writer.refusals)
+    try:
+        entries = list(layer_tree(graph, writer.written))
+    except NotConvertible as exc:
+        refusals.append(Refusal(graph.name, graph.class_name, str(exc)))
+        entries = []
+    if refusals:
+        raise NotConvertibleError(target, refusals)
+    if entries and not graph.has_weights and any(e.arrays for e in entries):
+        raise NotConvertibleError(
+            target,
+            [Refusal(graph.name, graph.class_name, "the model has no weights: attach them with --weights")],
+        )
+    metadata = {"keras_version": TARGET_KERAS_VERSION, "date_saved": FIXED_DATE}
+    members = [
+        ("metadata.json", json.dumps(metadata).encode()),
+        ("config.json", json.dumps(config).encode()),
+        ("model.weights.h5", write_weights_h5(graph, writer.written)),
+    ]
+    return zip_bytes(members)
+
+
+def _notes(graph: ModelGraph, strip: bool) -> list[str]:
+    notes = []
+    if graph.format == "tfjs_layers" and _tfjs_quantized(graph):
+        notes.append("TF.js quantized weights are written dequantized (float32), as modelgraph reads them")
+    notes.append(
+        "optimizer state is not written"
+        + (" and the training config is dropped (--strip)" if strip else "; the model loads uncompiled")
+    )
+    return notes
+
+
+def _tfjs_quantized(graph: ModelGraph) -> bool:
+    """Whether the TF.js manifest the graph came from stores any weight quantized."""
+    from modelgraph.loading.files import read_json_file
+
+    try:
+        manifest = read_json_file(Path(graph.source))
+    except Exception:  # noqa: BLE001 - a note only; the graph was already read from this file
+        return False
+    groups = manifest.get("weightsManifest") if isinstance(manifest, dict) else None
+    for group in groups if isinstance(groups, list) else []:
+        for entry in group.get("weights", []) if isinstance(group, dict) else []:
+            if isinstance(entry, dict) and entry.get("quantization"):
+                return True
+    return False

@@ -1,0 +1,377 @@
+"""A :class:`ModelGraph` -> the ``config.json`` object Keras 3 writes (``serialize_keras_object``).
+
+Every layer record gets Keras 3's envelope (``module``, ``class_name``, ``config``,
+``registered_name``, ``build_config``); inside a Functional it also gets ``name`` and
+``inbound_nodes``, each node ``{"args": [...], "kwargs": {...}}`` with ``__keras_tensor__`` leaves
+whose ``keras_history`` is 0-based. ``input_layers``/``output_layers`` count a nested Functional's
+construction node (+1), as Keras 3's ``Functional.get_config`` does; a nested Sequential does not.
+
+Layer configs from older Keras are upgraded by :mod:`modelgraph.saving.upgrades`; tf.keras
+``TFOpLambda`` layers become op nodes (:mod:`modelgraph.saving.tf_ops`). Whatever cannot be
+written faithfully is collected in :attr:`ConfigWriter.refusals` (every layer, nested ones
+included) so the caller can refuse the model before writing anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from modelgraph.graph import Layer, ModelGraph, TensorRef
+from modelgraph.saving.keras3_names import OP_MODULES
+from modelgraph.saving.tf_ops import convert_tf_op
+from modelgraph.saving.upgrades import (
+    NotConvertible,
+    UpgradeContext,
+    dtype_policy,
+    upgrade_call,
+    upgrade_layer,
+)
+from modelgraph.shapes import ShapeResult
+
+FUNCTIONAL_MODULE = "keras.src.models.functional"
+_TF_OP_CLASSES = frozenset({"TFOpLambda", "SlicingOpLambda"})
+_MODEL_CLASSES = frozenset({"Functional", "Model", "Container"})
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One layer that cannot be written: where it is, its class and why."""
+
+    path: str
+    class_name: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"'{self.path}' ({self.class_name}): {self.reason}"
+
+
+@dataclass
+class WrittenLayer:
+    """What the weights writer needs to know about a layer as it was written."""
+
+    class_name: str
+    config: dict[str, Any]
+
+
+@dataclass
+class ConfigWriter:
+    """Serialises one graph (and its nested models) in Keras 3's form, collecting refusals."""
+
+    ctx: UpgradeContext
+    refusals: list[Refusal] = field(default_factory=list)
+    # (path of layer names) -> the class and config the layer was written with
+    written: dict[tuple[str, ...], WrittenLayer] = field(default_factory=dict)
+
+    # --- models -------------------------------------------------------------------------------
+    def model(
+        self, graph: ModelGraph, shapes: ShapeResult | None, path: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
+        """The envelope of a model (top level or nested), without ``name``/``inbound_nodes``."""
+        if graph.class_name == "Sequential":
+            return self._sequential(graph, shapes, path)
+        if graph.class_name not in _MODEL_CLASSES:
+            self._refuse(
+                path or (graph.name,), graph.class_name, "a model subclass that Keras 3 cannot rebuild"
+            )
+        self._check_names(graph, path)
+        layers = [self._functional_entry(layer, graph, shapes, path) for layer in graph.layers]
+        config = {
+            "name": legal_name(graph.name),
+            "trainable": True,
+            "layers": [entry for entry in layers if entry is not None],
+            "input_layers": _structure(graph.input_structure, graph, plus_one=True),
+            "output_layers": _structure(graph.output_structure, graph, plus_one=True),
+        }
+        return {
+            "module": FUNCTIONAL_MODULE,
+            "class_name": "Functional",
+            "config": config,
+            "registered_name": "Functional",
+            "build_config": {"input_shape": None},
+        }
+
+    def _sequential(
+        self, graph: ModelGraph, shapes: ShapeResult | None, path: tuple[str, ...]
+    ) -> dict[str, Any]:
+        self._check_names(graph, path)
+        records = []
+        input_shape = None
+        for layer in graph.layers:
+            record = self._layer_record(layer, graph, shapes, path)
+            if record is None:
+                continue
+            if layer.kind == "input":
+                input_shape = record["config"].get("batch_shape")
+            records.append(record)
+        config: dict[str, Any] = {
+            "name": legal_name(graph.name),
+            "trainable": True,
+            "dtype": dtype_policy("float32"),
+            "layers": records,
+        }
+        if input_shape is not None:
+            config["build_input_shape"] = input_shape
+        return {
+            "module": "keras",
+            "class_name": "Sequential",
+            "config": config,
+            "registered_name": None,
+            "build_config": {"input_shape": input_shape},
+        }
+
+    # --- layers ---------------------------------------------------------------------------------
+    def _functional_entry(
+        self, layer: Layer, graph: ModelGraph, shapes: ShapeResult | None, path: tuple[str, ...]
+    ) -> dict[str, Any] | None:
+        if layer.depth is None and layer.kind != "input":
+            return None  # Keras 3 drops layers that no output reaches
+        if layer.class_name in _TF_OP_CLASSES:
+            return self._tf_op_entry(layer, graph, shapes, path)
+        record = self._layer_record(layer, graph, shapes, path)
+        if record is None:
+            return None
+        record["name"] = legal_name(layer.name)
+        nodes = []
+        if layer.kind != "input":
+            for node in graph.nodes_of(layer.name):
+                args, kwargs = node.args, dict(node.kwargs)
+                if self.ctx.major < 3:
+                    args, kwargs = upgrade_call(layer.class_name, args, kwargs)
+                nodes.append(self._node(args, kwargs, shapes, graph, path, layer))
+        record["inbound_nodes"] = nodes
+        return record
+
+    def _layer_record(
+        self, layer: Layer, graph: ModelGraph, shapes: ShapeResult | None, path: tuple[str, ...]
+    ) -> dict[str, Any] | None:
+        where = (*path, layer.name)
+        if layer.kind == "model" and layer.subgraph is not None:
+            nested_shapes = shapes.nested.get((layer.name, 0)) if shapes is not None else None
+            record = self.model(layer.subgraph, nested_shapes, where)
+            if layer.subgraph.class_name == "Sequential":
+                return record
+            record["build_config"] = {"input_shape": None}
+            return record
+        if layer.kind == "op":
+            return self._op_record(layer, where)
+        if layer.class_name == "Lambda":
+            self._refuse(
+                where,
+                layer.class_name,
+                "a Lambda layer carries Python bytecode, which is never executed or written",
+            )
+            return None
+        if not _is_public(layer) and self._keeps_keras3_record(layer):
+            record = {
+                "module": layer.module,
+                "class_name": layer.class_name,
+                "config": dict(layer.config),
+                "registered_name": layer.registered_name,
+            }
+            self.written[where] = WrittenLayer(layer.class_name, record["config"])
+            return self._with_build_config(record, layer, graph, shapes)
+        try:
+            class_name, config = upgrade_layer(layer.class_name, layer.config, self.ctx)
+        except NotConvertible as exc:
+            self._refuse(where, layer.class_name, str(exc))
+            return None
+        config = _keep_name(config, layer.name)
+        self.written[where] = WrittenLayer(class_name, config)
+        record = {
+            "module": "keras.layers",
+            "class_name": class_name,
+            "config": config,
+            "registered_name": None,
+        }
+        if layer.kind == "input":
+            return record
+        return self._with_build_config(record, layer, graph, shapes)
+
+    def _keeps_keras3_record(self, layer: Layer) -> bool:
+        """A Keras 3 file's own non-public Keras class (``LayerScale`` of the applications) is kept."""
+        module = layer.module or ""
+        return (
+            self.ctx.major >= 3
+            and module.startswith("keras.src.")
+            and layer.registered_name == layer.class_name
+        )
+
+    def _with_build_config(
+        self, record: dict[str, Any], layer: Layer, graph: ModelGraph, shapes: ShapeResult | None
+    ) -> dict[str, Any]:
+        build = _build_config(layer, graph, shapes) if self.ctx.major >= 3 else None
+        if build is not None:
+            record["build_config"] = build
+        return record
+
+    def _op_record(self, layer: Layer, where: tuple[str, ...]) -> dict[str, Any] | None:
+        module = layer.module or OP_MODULES.get(layer.class_name)
+        if module is None or not module.startswith("keras.src.ops."):
+            self._refuse(where, layer.class_name, "not a Keras 3 operation")
+            return None
+        return {
+            "module": module,
+            "class_name": layer.class_name,
+            "config": dict(layer.config),
+            "registered_name": layer.class_name,
+        }
+
+    def _tf_op_entry(
+        self, layer: Layer, graph: ModelGraph, shapes: ShapeResult | None, path: tuple[str, ...]
+    ) -> dict[str, Any] | None:
+        where = (*path, layer.name)
+        function = str(layer.config.get("function", ""))
+        nodes = []
+        op_class = None
+        op_config: dict[str, Any] = {}
+        try:
+            for node in graph.nodes_of(layer.name):
+                call = convert_tf_op(function, node.args, dict(node.kwargs))
+                if op_class is not None and (call.class_name, call.config) != (
+                    op_class,
+                    op_config,
+                ):  # pragma: no cover
+                    raise NotConvertible("a shared TF op layer called with different arguments")
+                op_class, op_config = call.class_name, call.config
+                nodes.append(self._node(tuple(call.args), {}, shapes, graph, path, layer))
+        except NotConvertible as exc:
+            self._refuse(where, layer.class_name, str(exc))
+            return None
+        if op_class is None:
+            return None
+        return {
+            "module": OP_MODULES[op_class],
+            "class_name": op_class,
+            "config": {"name": legal_name(layer.name), **op_config},
+            "registered_name": op_class,
+            "name": legal_name(layer.name),
+            "inbound_nodes": nodes,
+        }
+
+    # --- nodes ----------------------------------------------------------------------------------
+    def _node(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        shapes: ShapeResult | None,
+        graph: ModelGraph,
+        path: tuple[str, ...],
+        layer: Layer,
+    ) -> dict[str, Any]:
+        def encode(value: Any) -> Any:
+            if isinstance(value, TensorRef):
+                return _keras_tensor(value, shapes)
+            if isinstance(value, slice):
+                return {
+                    "class_name": "__slice__",
+                    "config": {"start": value.start, "stop": value.stop, "step": value.step},
+                }
+            if value is Ellipsis:
+                return {"class_name": "__ellipsis__", "config": {}}
+            if isinstance(value, np.ndarray):
+                return {
+                    "class_name": "__numpy__",
+                    "config": {"value": value.tolist(), "dtype": str(value.dtype)},
+                }
+            if isinstance(value, np.generic):
+                return value.item()
+            if isinstance(value, list | tuple):
+                return [encode(v) for v in value]
+            if isinstance(value, Mapping):
+                return {str(k): encode(v) for k, v in value.items()}
+            if value is not None and not isinstance(value, str | int | float | bool):
+                self._refuse(
+                    (*path, layer.name), layer.class_name, f"call argument {value!r} cannot be written"
+                )
+                return None
+            return value
+
+        return {"args": encode(list(args)), "kwargs": encode(kwargs)}
+
+    def _check_names(self, graph: ModelGraph, path: tuple[str, ...]) -> None:
+        seen: dict[str, str] = {}
+        for layer in graph.layers:
+            new = legal_name(layer.name)
+            if new in seen and seen[new] != layer.name:
+                self._refuse(
+                    (*path, layer.name),
+                    layer.class_name,
+                    f"its Keras 3 name '{new}' is taken by '{seen[new]}'",
+                )
+            seen[new] = layer.name
+
+    def _refuse(self, where: tuple[str, ...], class_name: str, reason: str) -> None:
+        self.refusals.append(Refusal("/".join(where), class_name, reason))
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _is_public(layer: Layer) -> bool:
+    from modelgraph.saving.keras3_names import KERAS3_ALIASES, KERAS3_LAYERS
+    from modelgraph.saving.upgrades import KERAS1_CLASSES
+
+    name = KERAS3_ALIASES.get(layer.class_name, KERAS1_CLASSES.get(layer.class_name, layer.class_name))
+    return name in KERAS3_LAYERS and (
+        layer.module in (None, "keras.layers") or not layer.module.startswith("keras.src.")
+    )
+
+
+def legal_name(name: str) -> str:
+    """A layer name Keras 3 accepts: it refuses ``/`` (tf.keras MobileNetV3 names ``Conv/BatchNorm``)."""
+    return name.replace("/", "_")
+
+
+def _keep_name(config: dict[str, Any], name: str) -> dict[str, Any]:
+    if "name" in config:
+        config["name"] = legal_name(name)
+    return config
+
+
+def _keras_tensor(ref: TensorRef, shapes: ShapeResult | None) -> dict[str, Any]:
+    shape = shapes.shape(ref) if shapes is not None else None
+    dtype = shapes.dtype(ref) if shapes is not None else None
+    return {
+        "class_name": "__keras_tensor__",
+        "config": {
+            "shape": None if shape is None else list(shape),
+            "dtype": dtype or "float32",
+            "keras_history": [legal_name(ref.layer), ref.node_index, ref.tensor_index],
+        },
+    }
+
+
+def _structure(value: Any, graph: ModelGraph, plus_one: bool) -> Any:
+    """``input_layers``/``output_layers``: triples, +1 on a nested Functional's node index."""
+    if isinstance(value, TensorRef):
+        node = value.node_index
+        if plus_one and graph.has_layer(value.layer):
+            producer = graph.layer(value.layer)
+            if (
+                producer.kind == "model"
+                and producer.subgraph is not None
+                and producer.subgraph.class_name != "Sequential"
+            ):
+                node += 1
+        return [legal_name(value.layer), node, value.tensor_index]
+    if isinstance(value, list | tuple):
+        return [_structure(v, graph, plus_one) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _structure(v, graph, plus_one) for k, v in value.items()}
+    return value
+
+
+def _build_config(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> dict[str, Any] | None:
+    """The ``build_config`` a Keras 3 file recorded for this layer; None for older files.
+
+    Keras 3 builds a layer from its ``build_config`` before calling it; a layer without one is
+    built by its first call while the model is rebuilt, which is what Keras 3's own legacy loader
+    does for Keras 2 layers. So only a record Keras 3 itself wrote is carried.
+    """
+    if layer.build_config is not None:
+        return dict(layer.build_config)
+    return None

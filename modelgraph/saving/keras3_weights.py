@@ -1,0 +1,134 @@
+"""A :class:`ModelGraph`'s weights -> ``model.weights.h5`` in Keras 3's layout.
+
+Keras 3's saver walks ``model.layers`` (InputLayers included for a Functional, excluded for a
+Sequential, raw ops never), names each layer ``snake_case(class)`` plus a per-class counter within
+its list (``dense``, ``dense_1``), stores the layer's own variables at ``<path>/vars/<i>`` and its
+sub-layers' under their attribute names (``cell/vars``, ``forward_layer/cell/vars``,
+``query_dense/vars``), and recurses into nested models under ``<path>/layers``. Since Keras 3.6
+every visited ``vars`` group carries a ``name`` attribute (the layer's name). The layout per class
+is :func:`modelgraph.weight_names.keras3_groups`, the same table the reader uses.
+
+The bytes are deterministic: groups and datasets are created in one fixed order, without
+timestamps (h5py's default), contiguous and uncompressed like Keras's own files.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from modelgraph.graph import Layer, ModelGraph, Weight
+from modelgraph.saving.keras3_config import WrittenLayer
+from modelgraph.saving.upgrades import WEIGHT_UPGRADES, NotConvertible
+from modelgraph.weight_names import keras3_groups, snake_case
+
+_TF_OP_CLASSES = frozenset({"TFOpLambda", "SlicingOpLambda"})
+
+
+@dataclass(frozen=True)
+class WeightsEntry:
+    """One layer's place in the tree and the arrays stored under it (``(relative path, array)``)."""
+
+    layer_path: tuple[str, ...]
+    tree_path: str
+    name: str
+    arrays: tuple[tuple[str, Weight], ...]
+    class_name: str = ""
+
+
+def layer_tree(
+    graph: ModelGraph,
+    written: dict[tuple[str, ...], WrittenLayer],
+    prefix: tuple[str, ...] = (),
+    tree: str = "layers",
+) -> Iterator[WeightsEntry]:
+    """Every saved layer of ``graph`` in Keras 3's visiting order, with the arrays it stores."""
+    counters: dict[str, int] = {}
+    sequential = graph.class_name == "Sequential"
+    for layer in graph.layers:
+        if layer.kind == "op" or layer.class_name in _TF_OP_CLASSES:
+            continue
+        if sequential and layer.kind == "input":
+            continue
+        if layer.depth is None and not sequential and layer.kind != "input":
+            continue
+        path = (*prefix, layer.name)
+        shown = written.get(path)
+        class_name = shown.class_name if shown is not None else _model_class(layer)
+        base = snake_case(class_name)
+        n = counters.get(base, 0)
+        counters[base] = n + 1
+        tree_path = f"{tree}/{base}" + (f"_{n}" if n else "")
+        if layer.subgraph is not None:
+            yield WeightsEntry(path, tree_path, layer.name, ())
+            yield from layer_tree(layer.subgraph, written, path, f"{tree_path}/layers")
+            continue
+        config = shown.config if shown is not None else dict(layer.config)
+        yield WeightsEntry(
+            path, tree_path, layer.name, tuple(_arrays(layer, class_name, config, path)), class_name
+        )
+
+
+def _model_class(layer: Layer) -> str:
+    if layer.subgraph is not None and layer.subgraph.class_name != "Sequential":
+        return "Functional"
+    return layer.class_name
+
+
+def _arrays(layer: Layer, class_name: str, config: dict, path: tuple[str, ...]) -> list[tuple[str, Weight]]:
+    groups = keras3_groups(class_name, config)
+    where = "/".join(path)
+    if groups is None:  # a class without a known layout keeps its stored order
+        return [(f"vars/{i}", w) for i, w in enumerate(layer.weights)]
+    by_name = {w.name: w for w in layer.weights}
+    out: list[tuple[str, Weight]] = []
+    expected: list[str] = []
+    for rel, names in groups:
+        for i, name in enumerate(names):
+            expected.append(name)
+            weight = by_name.get(name)
+            if weight is None:
+                raise NotConvertible(f"layer '{where}' has no weight '{name}' (it has {sorted(by_name)})")
+            out.append((f"{rel}/{i}", weight))
+    extra = sorted(set(by_name) - set(expected))
+    if extra:
+        raise NotConvertible(
+            f"layer '{where}' has weights {extra} that Keras 3's {class_name} does not store"
+        )
+    return out
+
+
+def stored_array(weight: Weight, class_name: str = "") -> tuple[np.ndarray, str | None]:
+    """The array as Keras 3 stores it and its ``dtype`` attribute (bfloat16 is raw 2-byte ``|V2``)."""
+    values = np.asarray(weight.read())
+    reshape = WEIGHT_UPGRADES.get((class_name, weight.name))
+    if reshape is not None:
+        values = np.asarray(reshape(values))
+    if weight.dtype == "bfloat16":
+        bits = (np.array(values, dtype=np.float32, order="C").view(np.uint32) >> 16).astype(np.uint16)
+        return bits.view("V2"), "bfloat16"
+    return np.array(values, order="C"), None  # not ascontiguousarray: it turns a scalar into shape (1,)
+
+
+def write_weights_h5(graph: ModelGraph, written: dict[tuple[str, ...], WrittenLayer]) -> bytes:
+    """The bytes of ``model.weights.h5`` for ``graph`` as written by the config writer."""
+    import h5py
+
+    entries = list(layer_tree(graph, written))
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w") as f:
+        f.create_group("layers")
+        for entry in entries:
+            group = f.require_group(f"{entry.tree_path}/vars")
+            group.attrs["name"] = entry.name
+            for rel, weight in entry.arrays:
+                data, dtype_attr = stored_array(weight, entry.class_name)
+                dataset = f.create_dataset(f"{entry.tree_path}/{rel}", data=data)
+                if dtype_attr is not None:
+                    dataset.attrs["dtype"] = dtype_attr
+        root = f.require_group("vars")
+        root.attrs["name"] = graph.name
+    return buffer.getvalue()

@@ -1,0 +1,153 @@
+"""The conversion and extraction cases Keras verifies (``verify_convert.py``) and the tests replay.
+
+Needs only the standard library, NumPy and h5py, so tests import it without Keras.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+GOLDENS = HERE / "goldens"
+
+# Goldens made with low-precision compute (mixed float16 / bfloat16 layers) compare loosely.
+_LOOSE = {"k2_dtypes": 5e-2, "k3_dtypes": 5e-2}
+DEFAULT_TOLERANCE = 1e-4
+
+
+@dataclass(frozen=True)
+class Case:
+    """One ``modelgraph convert``/``extract`` call on a sample and what Keras checks of its result."""
+
+    id: str
+    golden: str  # the sample's golden JSON (inputs) relative to the repo root
+    source: str
+    weights: str | None = None
+    suffix: str = ".keras"
+    command: str = "convert"
+    extra: tuple[str, ...] = ()
+    outputs: tuple[str, ...] | None = None  # golden npz keys of the expected outputs (default: output/*)
+    tolerance: float = DEFAULT_TOLERANCE
+    source_loads_check: bool = True
+    reference: str = "golden"  # "golden": Keras's outputs; "runner": modelgraph's run of the source
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def golden_npz(self) -> str:
+        return self.golden[: -len(".json")] + ".npz"
+
+    def argv(self, root: Path, out: Path) -> list[str]:
+        args = [self.command, str(root / self.source)]
+        if self.weights:
+            args += ["--weights", str(root / self.weights)]
+        return [*args, *self.extra, "-o", str(out)]
+
+    def output_keys(self, data: dict) -> list[str]:
+        if self.outputs is not None:
+            return list(self.outputs)
+        keys = [k for k in data if k.startswith("output/")]
+        return sorted(keys, key=lambda k: int(k.split("/")[1]))
+
+
+def _sources(files: dict) -> list[tuple[str, str, str | None]]:
+    """``(kind, model file, weights file)`` for every model file a golden lists."""
+    out: list[tuple[str, str, str | None]] = []
+    for kind in ("keras", "h5", "legacy_h5"):
+        if isinstance(files.get(kind), str):
+            out.append((kind, files[kind], None))
+    if isinstance(files.get("keras_dir"), list) and files["keras_dir"]:
+        out.append(("keras_dir", str(Path(files["keras_dir"][0]).parent), None))
+    if isinstance(files.get("json"), str) and isinstance(files.get("weights_h5"), str):
+        out.append(("json", files["json"], files["weights_h5"]))
+    tfjs = files.get("tfjs")
+    if isinstance(tfjs, dict):
+        for variant, path in sorted(tfjs.items()):
+            out.append((f"tfjs{variant if variant.startswith('_') else ''}", path, None))
+    return out
+
+
+def convert_cases() -> list[Case]:
+    """Every model file of every sample golden, converted to ``.keras``."""
+    cases = []
+    for golden in sorted(GOLDENS.glob("*.json")):
+        if golden.name.startswith("convert"):
+            continue
+        doc = json.loads(golden.read_text())
+        files = doc.get("files")
+        if not isinstance(files, dict) or not (golden.with_suffix(".npz")).is_file():
+            continue
+        stem = golden.stem
+        for kind, source, weights in _sources(files):
+            quantized = kind in ("tfjs_q8", "tfjs_f16")
+            cases.append(
+                Case(
+                    id=f"{stem}/{kind}",
+                    golden=f"samples/goldens/{golden.name}",
+                    source=f"samples/{source}",
+                    weights=f"samples/{weights}" if weights else None,
+                    tolerance=_LOOSE.get(stem, DEFAULT_TOLERANCE),
+                    source_loads_check=kind in ("keras", "h5", "legacy_h5", "keras_dir"),
+                    reference="runner" if quantized else "golden",
+                )
+            )
+    return cases
+
+
+def extract_cases() -> list[Case]:
+    """Sub-models cut out of samples; their expected outputs are the golden's intermediates."""
+    return []
+
+
+def canonical_hash(path: Path) -> str:
+    """A hash of a written file's content that does not depend on the HDF5 library's byte layout.
+
+    ``.keras``: the zip member names in order, the bytes of every non-HDF5 member, and for
+    ``model.weights.h5`` every group/dataset path in sorted order with its attributes, dtype,
+    shape and raw data. ``.h5``: the same walk over the whole file. Two h5py/libhdf5 versions
+    may lay the same tree out differently (the sha256 then differs), but never this hash.
+    """
+    import h5py
+
+    digest = hashlib.sha256()
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            for name in archive.namelist():
+                digest.update(name.encode() + b"\0")
+                data = archive.read(name)
+                if name.endswith(".h5"):
+                    import io
+
+                    with h5py.File(io.BytesIO(data), "r") as f:
+                        _hash_h5(f, digest)
+                else:
+                    digest.update(data)
+    else:
+        with h5py.File(path, "r") as f:
+            _hash_h5(f, digest)
+    return digest.hexdigest()
+
+
+def _hash_h5(f, digest) -> None:  # noqa: ANN001 - h5py objects
+    import h5py
+    import numpy as np
+
+    def attrs(obj) -> None:  # noqa: ANN001
+        for key in sorted(obj.attrs):
+            value = obj.attrs[key]
+            digest.update(f"@{key}=".encode() + repr(np.asarray(value).tolist()).encode() + b"\0")
+
+    attrs(f)
+    names: list[str] = []
+    f.visit(names.append)
+    for name in sorted(names):
+        obj = f[name]
+        digest.update(name.encode() + b"\0")
+        attrs(obj)
+        if isinstance(obj, h5py.Dataset):
+            data = obj[()]
+            digest.update(f"{obj.dtype.str}{obj.shape}".encode())
+            digest.update(np.ascontiguousarray(data).tobytes())

@@ -1,0 +1,170 @@
+"""Convert every sample with modelgraph, load each result with real Keras 3, and record the goldens.
+
+Run with the Keras 3 venv (development only; tests never import Keras):
+
+    KERAS_BACKEND=tensorflow /work/venvs/k3/bin/python samples/verify_convert.py [--modelgraph .venv/bin/modelgraph]
+
+For every model file a sample golden lists (``samples/goldens/*.json`` ``files``), it runs
+``modelgraph convert FILE [--weights W] -o OUT.keras`` as a subprocess, loads OUT with
+``keras.saving.load_model(OUT)`` (safe mode, no custom objects), runs it on the golden's inputs and
+compares with the golden's outputs (Keras's own numbers for the original model). It also records
+whether Keras 3 loads the original file itself (the "before" count). Results, with the sha256 of
+the exact bytes Keras verified and a canonical content hash (see ``canonical_hash``), go to
+``samples/goldens/convert.json``; the converted files are not kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "-1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from convert_cases import canonical_hash, convert_cases, extract_cases  # noqa: E402
+
+FLOAT_TOLERANCE = 1e-4  # absolute, on outputs of order 1 (float32 reordering noise is ~1e-6)
+
+
+def _keras():
+    import keras
+
+    return keras
+
+
+def run_keras(path: Path, golden: dict, data: dict[str, np.ndarray], outputs: list[str] | None) -> list:
+    keras = _keras()
+    model = keras.saving.load_model(str(path))  # safe_mode=True is the default
+    feed = {name: data[f"input/{name}"] for name in golden["inputs"]}
+    struct = getattr(model, "_inputs_struct", None)
+    if isinstance(struct, dict):
+        x = {k: feed[k] for k in struct}
+    else:
+        order = [n for n in _input_layer_order(model) if n in feed]
+        if len(order) != len(feed):
+            order = list(feed)
+        x = [feed[n] for n in order]
+        if len(x) == 1 and not isinstance(struct, list | tuple):
+            x = x[0]
+    result = model(x, training=False)
+    return [np.asarray(t) for t in keras.tree.flatten(result)]
+
+
+def _input_layer_order(model) -> list[str]:
+    out = []
+    for t in model.inputs:
+        history = getattr(t, "_keras_history", None)
+        out.append(history.operation.name if history is not None else t.name)
+    return out
+
+
+def max_abs_error(got: list[np.ndarray], want: list[np.ndarray]) -> float | None:
+    if len(got) != len(want):
+        return None
+    worst = 0.0
+    for g, w in zip(got, want, strict=True):
+        if g.shape != w.shape:
+            return None
+        if g.size:
+            worst = max(worst, float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)))))
+    return worst
+
+
+def loads_in_keras(path: str) -> dict:
+    keras = _keras()
+    try:
+        keras.saving.load_model(path)
+        return {"ok": True}
+    except Exception as exc:  # noqa: BLE001 - recorded
+        return {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--modelgraph", default=str(ROOT / ".venv" / "bin" / "modelgraph"))
+    parser.add_argument("--only", default="", help="substring of the case id to run")
+    args = parser.parse_args()
+    keras = _keras()
+    records = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in [*convert_cases(), *extract_cases()]:
+            if args.only and args.only not in case.id:
+                continue
+            golden = json.loads((ROOT / case.golden).read_text())
+            data = dict(np.load(ROOT / case.golden_npz))
+            out = Path(tmp) / f"{case.id.replace('/', '_')}{case.suffix}"
+            proc = subprocess.run(
+                [args.modelgraph, *case.argv(ROOT, out)], capture_output=True, text=True, check=False
+            )
+            record: dict = {"id": case.id, "argv": case.argv(Path("."), Path("OUT" + case.suffix))}
+            record["exit_code"] = proc.returncode
+            if proc.returncode != 0:
+                record["stderr"] = proc.stderr.strip()[-400:]
+                print(f"{case.id}: convert exit {proc.returncode}: {proc.stderr.strip()[-300:]}", flush=True)
+                records.append(record)
+                continue
+            raw = out.read_bytes()
+            record["sha256"] = hashlib.sha256(raw).hexdigest()
+            record["canonical"] = canonical_hash(out)
+            if case.source_loads_check:
+                record["keras3_loads_source"] = loads_in_keras(str(ROOT / case.source))["ok"]
+            try:
+                got = run_keras(out, golden, data, None)
+                want = [data[k] for k in case.output_keys(data)]
+                err = max_abs_error(got, want)
+                record["loaded"] = True
+                record["max_abs_error"] = err
+                tol = case.tolerance
+                record["matches"] = err is not None and err <= tol
+                record["tolerance"] = tol
+            except Exception as exc:  # noqa: BLE001 - recorded
+                record["loaded"] = False
+                record["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
+            print(
+                f"{case.id}: loaded={record.get('loaded')} err={record.get('max_abs_error')} "
+                f"{record.get('error', '')[:200]}",
+                flush=True,
+            )
+            records.append(record)
+    writer_python = str(Path(args.modelgraph).parent / "python")
+    versions = subprocess.run(
+        [
+            writer_python,
+            "-c",
+            "import h5py, numpy; print(h5py.version.hdf5_version, h5py.__version__, numpy.__version__)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    document = {
+        "made_by": "samples/verify_convert.py",
+        "writer_hdf5_version": versions[0],
+        "writer_h5py_version": versions[1],
+        "writer_numpy_version": versions[2],
+        "keras_version": keras.__version__,
+        "python_version": sys.version.split()[0],
+        "keras_h5py_version": __import__("h5py").__version__,
+        "cases": records,
+    }
+    target = HERE / "goldens" / ("convert.json" if not args.only else "convert_partial.json")
+    target.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+    ok = sum(1 for r in records if r.get("matches"))
+    print(f"{ok}/{len(records)} converted files load in Keras 3 and match", flush=True)
+
+
+if __name__ == "__main__":
+    main()
