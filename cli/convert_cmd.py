@@ -1,4 +1,4 @@
-"""``modelgraph convert``: write any model modelgraph reads as a Keras 3 ``.keras`` archive."""
+"""``modelgraph convert``: write any model modelgraph reads as a Keras 3 ``.keras`` (or a legacy ``.h5``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import click
     "output",
     required=True,
     type=click.Path(path_type=Path),
-    help="OUT.keras (legacy .h5 output is not built yet).",
+    help="OUT.keras (Keras 3) or OUT.h5 (legacy, for tf_keras and Keras 3).",
 )
 @click.option("--strip", is_flag=True, help="Drop the training config (optimizer state is never carried).")
 def convert_command(model: Path, weights: Path | None, output: Path, strip: bool) -> None:

@@ -23,7 +23,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "render": ("modelgraph.cli.render_cmd", "Draw a model graph with Graphviz (DOT, SVG, PNG, PDF)."),
     "diff": ("modelgraph.cli.diff_cmd", "Compare two models: structure, config, wiring, weights."),
     "run": ("modelgraph.cli.run_cmd", "Run a model with the NumPy runner; compare with expected outputs."),
-    "convert": ("modelgraph.cli.convert_cmd", "Write any model as a Keras 3 .keras file that Keras 3 loads."),
+    "convert": (
+        "modelgraph.cli.convert_cmd",
+        "Write any model as a Keras 3 .keras (or legacy .h5) that Keras loads.",
+    ),
+    "extract": (
+        "modelgraph.cli.extract_cmd",
+        "Write the sub-model between named layers as a Keras 3 .keras.",
+    ),
 }
 
 

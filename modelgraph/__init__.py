@@ -28,6 +28,7 @@ _EXPORTS = {
     "render": ("modelgraph.render", "render"),
     "diff": ("modelgraph.diff", "diff"),
     "save": ("modelgraph.saving.api", "save"),
+    "extract": ("modelgraph.saving.extract", "extract"),
 }
 
 __all__ = [  # noqa: F822 - the names resolve lazily through __getattr__
@@ -45,6 +46,7 @@ __all__ = [  # noqa: F822 - the names resolve lazily through __getattr__
     "render",
     "diff",
     "save",
+    "extract",
 ]
 
 

@@ -139,7 +139,9 @@ class NotConvertibleError(UnsupportedError):
         self.refusals = list(refusals)
         listed = "; ".join(str(r) for r in self.refusals)
         count = len(self.refusals)
-        super().__init__(f"cannot write {target}: {count} layer{'s' if count != 1 else ''} cannot be converted: {listed}")
+        super().__init__(
+            f"cannot write {target}: {count} layer{'s' if count != 1 else ''} cannot be converted: {listed}"
+        )
 
 
 class ToolMissingError(UnsupportedError):

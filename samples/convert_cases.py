@@ -35,6 +35,7 @@ class Case:
     source_loads_check: bool = True
     reference: str = "golden"  # "golden": Keras's outputs; "runner": modelgraph's run of the source
     tags: tuple[str, ...] = field(default_factory=tuple)
+    feeds: tuple[tuple[str, str], ...] | None = None  # (model input, golden npz key); default input/<name>
 
     @property
     def golden_npz(self) -> str:
@@ -45,6 +46,12 @@ class Case:
         if self.weights:
             args += ["--weights", str(root / self.weights)]
         return [*args, *self.extra, "-o", str(out)]
+
+    def feed_keys(self, golden: dict) -> dict[str, str]:
+        """The converted model's inputs and the golden npz arrays that feed them."""
+        if self.feeds is not None:
+            return dict(self.feeds)
+        return {name: f"input/{name}" for name in golden["inputs"]}
 
     def output_keys(self, data: dict) -> list[str]:
         if self.outputs is not None:
@@ -73,8 +80,8 @@ def _sources(files: dict) -> list[tuple[str, str, str | None]]:
 def convert_cases() -> list[Case]:
     """Every model file of every sample golden, converted to ``.keras``."""
     cases = []
-    for golden in sorted(GOLDENS.glob("*.json")):
-        if golden.name.startswith("convert"):
+    for golden in [*sorted(GOLDENS.glob("*.json")), *sorted((HERE / "convert").glob("*.json"))]:
+        if golden.name == "verified.json":
             continue
         doc = json.loads(golden.read_text())
         files = doc.get("files")
@@ -86,7 +93,7 @@ def convert_cases() -> list[Case]:
             cases.append(
                 Case(
                     id=f"{stem}/{kind}",
-                    golden=f"samples/goldens/{golden.name}",
+                    golden=f"samples/{golden.relative_to(HERE)}",
                     source=f"samples/{source}",
                     weights=f"samples/{weights}" if weights else None,
                     tolerance=_LOOSE.get(stem, DEFAULT_TOLERANCE),
@@ -97,9 +104,90 @@ def convert_cases() -> list[Case]:
     return cases
 
 
+def _extract(stem: str, source: str, outputs: list[str], inputs: list[str], feeds: dict[str, str]) -> Case:
+    extra = ("--outputs", ",".join(outputs)) + (("--inputs", ",".join(inputs)) if inputs else ())
+    keys = tuple(f"intermediate/{_key(name)}" for name in outputs)
+    return Case(
+        id=f"extract/{stem}/{'+'.join(outputs)}",
+        golden=f"samples/goldens/{stem}.json",
+        source=f"samples/{source}",
+        command="extract",
+        extra=extra,
+        outputs=keys,
+        feeds=tuple(feeds.items()),
+        source_loads_check=False,
+    )
+
+
+def _key(name: str) -> str:
+    """``layer`` -> ``layer/0/0``; ``layer[n][t]`` -> ``layer/n/t`` (the goldens' intermediate keys)."""
+    if name.endswith("]") and "[" in name:
+        head, rest = name.split("[", 1)
+        node, tensor = rest.rstrip("]").split("][")
+        return f"{head}/{node}/{tensor}"
+    return f"{name}/0/0"
+
+
 def extract_cases() -> list[Case]:
-    """Sub-models cut out of samples; their expected outputs are the golden's intermediates."""
-    return []
+    """Sub-models cut out of samples; their expected outputs are the goldens' intermediate tensors."""
+    return [
+        # cut before a nested Functional called twice, a nested Sequential and a shared BN path
+        _extract("k2_nested", "k2/nested.h5", ["cat"], ["proj"], {"proj": "intermediate/proj/0/0"}),
+        # a shared layer keeps only the calls the sub-model uses (renumbered), two outputs
+        _extract(
+            "k3_multi_io_list",
+            "k3/multi_io_list.keras",
+            ["add_layer", "shared_dense[2][0]"],
+            ["b"],
+            {"a": "input/a", "b": "input/b"},
+        ),
+        # TFOpLambda layers become Keras 3 ops; cut at the second output of tf.split
+        _extract(
+            "k2_tfops",
+            "k2/tfops.h5",
+            ["tf.nn.relu"],
+            ["tf.split[0][0]", "a"],
+            {"tf.split": "intermediate/tf.split/0/0", "a": "input/a"},
+        ),
+        # only the third call of the shared layer is kept: renumbered to call 0
+        _extract(
+            "k3_multi_io_list",
+            "k3/multi_io_list.keras",
+            ["shared_dense[2][0]"],
+            ["add_layer"],
+            {"add_layer": "intermediate/add_layer/0/0"},
+        ),
+        # Keras 3 raw ops and layers side by side
+        _extract(
+            "k3_ops",
+            "k3/ops.keras",
+            ["concatenate_layer"],
+            ["add"],
+            {"add": "intermediate/add/0/0", "x": "input/x", "y": "input/y"},
+        ),
+        # an RNN's state output as a sub-model output
+        _extract("k2_rnn_state", "k2/rnn_state.h5", ["lstm_state[0][2]", "bidi"], [], {"x": "input/x"}),
+        # the middle of a CNN, cut at a concatenation
+        _extract("k3_cnn", "k3/cnn.keras", ["pool2"], ["cat"], {"cat": "intermediate/cat/0/0"}),
+        _extract("k3_mha", "k3/mha.keras", ["ln2"], ["ln1"], {"ln1": "intermediate/ln1/0/0"}),
+    ]
+
+
+def h5_cases() -> list[Case]:
+    """Every sample converted to a legacy ``.h5`` (checked by Keras 3 and by tf_keras)."""
+    from dataclasses import replace
+
+    return [
+        replace(case, id=f"h5/{case.id}", suffix=".h5", source_loads_check=False) for case in convert_cases()
+    ]
+
+
+def refusal_cases() -> list[Case]:
+    """Real Keras files ``convert`` must refuse, naming every layer it cannot write."""
+    return [
+        Case(id=f"refuse/{name}", golden="", source=f"samples/convert/{name}.h5")
+        for name in ("time_major", "unconvertible")
+    ]
 
 
 def canonical_hash(path: Path) -> str:

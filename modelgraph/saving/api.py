@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from modelgraph.errors import NotConvertibleError, UnsupportedError, UsageError
+from modelgraph.errors import NotConvertibleError, UsageError
 from modelgraph.graph import ModelGraph
 from modelgraph.saving.archive import write_atomically, zip_bytes
 from modelgraph.saving.keras3_config import ConfigWriter, Refusal
@@ -33,7 +33,7 @@ class SaveReport:
 
 
 def save(graph: ModelGraph, path: str | Path, strip: bool = False) -> SaveReport:
-    """Write ``graph`` to ``path`` as a Keras 3 ``.keras`` archive (``.h5`` is refused: not built yet).
+    """Write ``graph`` to ``path`` (``.keras``: Keras 3 archive; ``.h5``: legacy HDF5 for tf_keras and Keras 3).
 
     Nothing is written when any layer cannot be converted faithfully: :class:`NotConvertibleError`
     names every such layer. The file is written to a temporary file and renamed, and the same graph
@@ -44,12 +44,13 @@ def save(graph: ModelGraph, path: str | Path, strip: bool = False) -> SaveReport
     suffix = target.suffix.lower()
     if suffix not in SUFFIXES:
         raise UsageError(f"output '{target}' must end in .keras or .h5 (got '{suffix or 'no suffix'}')")
-    if suffix in LEGACY_SUFFIXES:
-        raise UnsupportedError(
-            f"cannot write '{target}': the legacy .h5 writer is not implemented; write .keras"
-        )
     notes = _notes(graph, strip)
-    data = keras_bytes(graph, str(target))
+    if suffix in LEGACY_SUFFIXES:
+        from modelgraph.saving.legacy_h5 import legacy_h5_bytes
+
+        data = legacy_h5_bytes(graph, str(target))
+    else:
+        data = keras_bytes(graph, str(target))
     write_atomically(target, data)
     return SaveReport(target, hashlib.sha256(data).hexdigest(), notes)
 

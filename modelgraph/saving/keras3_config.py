@@ -22,6 +22,7 @@ import numpy as np
 
 from modelgraph.graph import Layer, ModelGraph, TensorRef
 from modelgraph.saving.keras3_names import OP_MODULES
+from modelgraph.saving.masks import MaskPlan, plan_masks
 from modelgraph.saving.tf_ops import convert_tf_op
 from modelgraph.saving.upgrades import (
     NotConvertible,
@@ -65,6 +66,10 @@ class ConfigWriter:
     refusals: list[Refusal] = field(default_factory=list)
     # (path of layer names) -> the class and config the layer was written with
     written: dict[tuple[str, ...], WrittenLayer] = field(default_factory=dict)
+    _mask_kwargs: dict[tuple[str, int], TensorRef] = field(default_factory=dict)
+    _mask_specs: dict[str, tuple[Any, ...] | None] = field(default_factory=dict)
+    # Keras 1/2 implicit masks become explicit op nodes (a .keras file); a legacy .h5 keeps them implicit.
+    explicit_masks: bool = True
 
     # --- models -------------------------------------------------------------------------------
     def model(
@@ -78,7 +83,15 @@ class ConfigWriter:
                 path or (graph.name,), graph.class_name, "a model subclass that Keras 3 cannot rebuild"
             )
         self._check_names(graph, path)
+        plan = plan_masks(graph, shapes) if self.ctx.major < 3 else MaskPlan()
+        for layer_name, class_name, reason in plan.refusals:
+            self._refuse((*path, layer_name), class_name, reason)
+        if not self.explicit_masks:
+            plan = MaskPlan()
+        self._mask_specs = {op.name: op.shape for op in plan.ops}
+        self._mask_kwargs = plan.kwargs
         layers = [self._functional_entry(layer, graph, shapes, path) for layer in graph.layers]
+        layers = self._with_mask_ops(layers, plan, graph, shapes, path)
         config = {
             "name": legal_name(graph.name),
             "trainable": True,
@@ -93,6 +106,37 @@ class ConfigWriter:
             "registered_name": "Functional",
             "build_config": {"input_shape": None},
         }
+
+    def _with_mask_ops(
+        self,
+        entries: list[dict[str, Any] | None],
+        plan: MaskPlan,
+        graph: ModelGraph,
+        shapes: ShapeResult | None,
+        path: tuple[str, ...],
+    ) -> list[dict[str, Any] | None]:
+        """Insert the op nodes computing masks right after the layer (or op) they read from."""
+        out = list(entries)
+        for op in plan.ops:
+            entry = {
+                "module": OP_MODULES[op.class_name],
+                "class_name": op.class_name,
+                "config": {"name": op.name, **op.config},
+                "registered_name": op.class_name,
+                "name": op.name,
+                "inbound_nodes": [{"args": [self._encode(a, shapes) for a in op.args], "kwargs": {}}],
+            }
+            names = [e.get("name") if e is not None else None for e in out]
+            at = names.index(legal_name(op.after)) + 1 if legal_name(op.after) in names else len(out)
+            out.insert(at, entry)
+        return out
+
+    def _encode(self, value: Any, shapes: ShapeResult | None) -> Any:
+        if not isinstance(value, TensorRef):
+            return value
+        if value.layer in self._mask_specs:
+            return _mask_tensor(value, self._mask_specs[value.layer])
+        return _keras_tensor(value, shapes)
 
     def _sequential(
         self, graph: ModelGraph, shapes: ShapeResult | None, path: tuple[str, ...]
@@ -141,6 +185,9 @@ class ConfigWriter:
                 args, kwargs = node.args, dict(node.kwargs)
                 if self.ctx.major < 3:
                     args, kwargs = upgrade_call(layer.class_name, args, kwargs)
+                mask = self._mask_kwargs.get(node.key)
+                if mask is not None:
+                    kwargs["mask"] = mask
                 nodes.append(self._node(args, kwargs, shapes, graph, path, layer))
         record["inbound_nodes"] = nodes
         return record
@@ -264,6 +311,8 @@ class ConfigWriter:
     ) -> dict[str, Any]:
         def encode(value: Any) -> Any:
             if isinstance(value, TensorRef):
+                if value.layer in self._mask_specs:
+                    return _mask_tensor(value, self._mask_specs[value.layer])
                 return _keras_tensor(value, shapes)
             if isinstance(value, slice):
                 return {
@@ -340,6 +389,18 @@ def _keras_tensor(ref: TensorRef, shapes: ShapeResult | None) -> dict[str, Any]:
         "config": {
             "shape": None if shape is None else list(shape),
             "dtype": dtype or "float32",
+            "keras_history": [legal_name(ref.layer), ref.node_index, ref.tensor_index],
+        },
+    }
+
+
+def _mask_tensor(ref: TensorRef, shape: tuple[Any, ...] | None) -> dict[str, Any]:
+    """A boolean mask tensor produced by an op node the writer added."""
+    return {
+        "class_name": "__keras_tensor__",
+        "config": {
+            "shape": None if shape is None else list(shape),
+            "dtype": "bool",
             "keras_history": [legal_name(ref.layer), ref.node_index, ref.tensor_index],
         },
     }

@@ -1,0 +1,347 @@
+"""A :class:`ModelGraph` -> a legacy full-model HDF5 (``model.save("m.h5")``) that both tf_keras 2 and
+Keras 3 load.
+
+The layer configs are the Keras 3 ones :mod:`modelgraph.saving.keras3_config` writes (already
+upgraded), put back into the legacy envelope both loaders read: ``{"class_name", "config"}``
+records, ``name`` and list-form ``inbound_nodes`` (``[layer, node, tensor, kwargs]``), node
+indices of a nested model counted from its construction node (+1, tf.keras's rule), dtypes as
+policy names, and only the config keys tf_keras also has (:data:`_KERAS3_ONLY_KEYS` are dropped
+when they hold their neutral value, refused otherwise).
+
+What one file cannot say to both loaders is refused: Keras 3 ops (tf_keras has no op nodes),
+quantized layers, and a nested model called more than once (tf_keras and Keras 3's legacy
+loader number its later calls differently).
+
+Weights: ``model_weights/<layer>`` groups in ``model.layers`` order, ``weight_names`` in the order
+both loaders assign them (a layer's trainable weights, then its non-trainable ones; for a nested
+model, over all its layers), datasets at ``<layer>/<weight name>``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from modelgraph.errors import NotConvertibleError
+from modelgraph.graph import Layer, ModelGraph, Weight
+from modelgraph.saving.keras3_config import ConfigWriter, Refusal, legal_name
+from modelgraph.saving.keras3_weights import stored_array
+from modelgraph.saving.upgrades import UpgradeContext
+from modelgraph.shapes import infer_shapes
+
+# The dialect the file is written in (list-form nodes, +1 for nested models): tf.keras 2's.
+LEGACY_KERAS_VERSION = "2.15.0"
+# Keras 3 config keys tf_keras does not accept, with the values that mean "not used".
+_KERAS3_ONLY_KEYS: dict[str, tuple[Any, ...]] = {
+    "quantization_config": (None,),
+    "input_axes": (None,),
+    "output_axes": (None,),
+    "lora_rank": (None,),
+    "lora_alpha": (None,),
+}
+_NON_TRAINABLE = {
+    "BatchNormalization": ("moving_mean", "moving_variance"),
+    "Normalization": ("mean", "variance", "count"),
+}
+
+
+def legacy_h5_bytes(graph: ModelGraph, target: str = "the model") -> bytes:
+    """The bytes of a legacy ``.h5`` for ``graph``, or :class:`NotConvertibleError` naming every layer."""
+    import h5py
+
+    writer = ConfigWriter(UpgradeContext(graph.keras_version), explicit_masks=False)
+    modern = writer.model(graph, infer_shapes(graph))
+    refusals = list(writer.refusals)
+    config = _legacy_model(modern, graph, refusals, ())
+    if refusals:
+        raise NotConvertibleError(target, refusals)
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w") as f:
+        f.attrs["backend"] = "tensorflow"
+        f.attrs["keras_version"] = LEGACY_KERAS_VERSION
+        f.attrs["model_config"] = json.dumps(config)
+        weights = f.create_group("model_weights")
+        names = [legal_name(layer.name) for layer in _saved_layers(graph)]
+        weights.attrs["backend"] = "tensorflow"
+        weights.attrs["keras_version"] = LEGACY_KERAS_VERSION
+        _set_names_attribute(weights, "layer_names", names)
+        for layer in _saved_layers(graph):
+            group = weights.create_group(legal_name(layer.name))
+            entries = _layer_weights(layer)
+            weight_names = [name for name, _, _ in entries]
+            _set_names_attribute(group, "weight_names", weight_names)
+            for name, weight, class_name in entries:
+                data, dtype_attr = stored_array(weight, class_name)
+                if dtype_attr is not None:
+                    raise NotConvertibleError(
+                        target, [Refusal(layer.name, layer.class_name, "bfloat16 weights")]
+                    )
+                group.create_dataset(name, data=data)
+    return buffer.getvalue()
+
+
+# An HDF5 object header holds at most this many bytes of attributes; Keras splits longer name lists
+# into ``<name>0``, ``<name>1``, ... (``save_attributes_to_hdf5_group``) and both loaders join them.
+HDF5_OBJECT_HEADER_LIMIT = 64512
+
+
+def _set_names_attribute(group: Any, name: str, values: list[str]) -> None:
+    data = np.array([v.encode() for v in values], dtype="S")
+    if data.nbytes <= HDF5_OBJECT_HEADER_LIMIT:
+        group.attrs[name] = data
+        return
+    if any(len(v.encode()) > HDF5_OBJECT_HEADER_LIMIT for v in values):
+        raise NotConvertibleError(group.name, [Refusal(name, "", "a name longer than an HDF5 object header")])
+    chunks = 2
+    while any(part.nbytes > HDF5_OBJECT_HEADER_LIMIT for part in np.array_split(data, chunks)):
+        chunks += 1
+    for index, part in enumerate(np.array_split(data, chunks)):
+        group.attrs[f"{name}{index}"] = part
+
+
+def _saved_layers(graph: ModelGraph) -> list[Layer]:
+    sequential = graph.class_name == "Sequential"
+    return [
+        layer
+        for layer in graph.layers
+        if not (sequential and layer.kind == "input") and (layer.depth is not None or layer.kind == "input")
+    ]
+
+
+# --- config -----------------------------------------------------------------------------------
+
+
+def _legacy_model(
+    record: Mapping[str, Any], graph: ModelGraph, refusals: list[Refusal], path: tuple[str, ...]
+) -> dict[str, Any]:
+    config = record["config"]
+    if record["class_name"] == "Sequential":
+        layers = [_legacy_layer(r, graph, refusals, path, None) for r in config["layers"]]
+        return {"class_name": "Sequential", "config": {"name": config["name"], "layers": layers}}
+    layers = []
+    for entry in config["layers"]:
+        if entry["module"].startswith("keras.src.ops."):
+            refusals.append(
+                Refusal("/".join((*path, entry["name"])), entry["class_name"], "tf_keras has no op nodes")
+            )
+            continue
+        layers.append(_legacy_layer(entry, graph, refusals, path, entry))
+    return {
+        "class_name": "Functional",
+        "config": {
+            "name": config["name"],
+            "trainable": True,
+            "layers": layers,
+            "input_layers": _wrap(_plus_one_refs(config["input_layers"], graph, stored_plus_one=True)),
+            "output_layers": _wrap(_plus_one_refs(config["output_layers"], graph, stored_plus_one=True)),
+        },
+    }
+
+
+def _legacy_layer(
+    record: Mapping[str, Any],
+    graph: ModelGraph,
+    refusals: list[Refusal],
+    path: tuple[str, ...],
+    entry: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    name = record.get("name") or record["config"].get("name")
+    where = "/".join((*path, str(name)))
+    if not _TF_NAME.match(str(name)):
+        refusals.append(
+            Refusal(where, record["class_name"], "tf_keras only accepts ASCII names ([A-Za-z0-9_.>-])")
+        )
+    if record["class_name"] in ("Functional", "Sequential"):
+        sub = (
+            graph.layer(_original_name(graph, name)).subgraph
+            if graph.has_layer(_original_name(graph, name))
+            else None
+        )
+        if sub is None:
+            refusals.append(Refusal(where, record["class_name"], "nested model not found"))
+            return {}
+        calls = len(graph.nodes_of(_original_name(graph, name)))
+        if calls > 1:
+            refusals.append(
+                Refusal(
+                    where,
+                    record["class_name"],
+                    f"a nested model called {calls} times: tf_keras and Keras 3 number its calls differently in .h5",
+                )
+            )
+        out = _legacy_model(record, sub, refusals, (*path, str(name)))
+    else:
+        if record["class_name"] in _NOT_IN_BOTH:
+            refusals.append(Refusal(where, record["class_name"], _NOT_IN_BOTH[record["class_name"]]))
+        out = {
+            "class_name": record["class_name"],
+            "config": _legacy_config(record["config"], where, record["class_name"], refusals),
+        }
+    if entry is not None:
+        out["name"] = entry["name"]
+        try:
+            out["inbound_nodes"] = [
+                _legacy_node(n, graph, record["class_name"]) for n in entry["inbound_nodes"]
+            ]
+        except ValueError as exc:
+            refusals.append(Refusal(where, record["class_name"], str(exc)))
+    return out
+
+
+def _original_name(graph: ModelGraph, name: str) -> str:
+    for layer in graph.layers:
+        if legal_name(layer.name) == name:
+            return layer.name
+    return name
+
+
+def _legacy_config(
+    config: Mapping[str, Any], where: str, class_name: str, refusals: list[Refusal]
+) -> dict[str, Any]:
+    def convert(value: Any, key: str = "") -> Any:
+        if isinstance(value, Mapping):
+            if value.get("class_name") == "DTypePolicy":
+                return value["config"]["name"]
+            if value.get("module") == "keras.dtype_policies":
+                refusals.append(Refusal(where, class_name, "a quantized layer (tf_keras has none)"))
+                return None
+            out = {}
+            for k, v in value.items():
+                if k in _KERAS3_ONLY_KEYS:
+                    if v not in _KERAS3_ONLY_KEYS[k]:
+                        refusals.append(Refusal(where, class_name, f"{k}={v!r} has no tf_keras equivalent"))
+                    continue
+                out[k] = convert(v, k)
+            return out
+        if isinstance(value, list):
+            return [convert(v) for v in value]
+        return value
+
+    out = convert(dict(config))
+    if class_name == "InputLayer" and "batch_shape" in out:
+        out["batch_input_shape"] = out.pop("batch_shape")
+    return out
+
+
+# tf_keras's name-scope rule: a layer name it cannot use as a scope is refused.
+_TF_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$")
+# tf.keras folded an RNN's initial states into its first argument (``rnn([x, h, c])``).
+_RNN_CALLS = frozenset({"SimpleRNN", "LSTM", "GRU", "Bidirectional"})
+# Classes whose config one .h5 cannot give both loaders (measured with tf_keras 2.21 and Keras 3.15.1).
+_NOT_IN_BOTH = {
+    "MultiHeadAttention": (
+        "tf_keras builds it from query_shape/key_shape/value_shape in its config; Keras 3's .h5 loader "
+        "cannot build it that way"
+    )
+}
+
+
+def _legacy_node(node: Mapping[str, Any], graph: ModelGraph, class_name: str) -> list[Any]:
+    """A Keras 3 node ``{"args", "kwargs"}`` -> tf.keras's list form (the first argument's tensors,
+    every other argument folded into each tensor's kwargs)."""
+    args = list(node.get("args") or [])
+    raw_kwargs = dict(node.get("kwargs") or {})
+    if class_name in _RNN_CALLS and raw_kwargs.get("initial_state") is not None:
+        raise ValueError("an RNN given initial_state: tf_keras and Keras 3 read that call differently in .h5")
+    kwargs = {k: _legacy_value(v, graph) for k, v in raw_kwargs.items()}
+    if len(args) > 1:  # Keras 3 ops and MultiHeadAttention(q, v): refused before this
+        raise ValueError(f"{class_name} called with {len(args)} positional arguments")
+
+    def leaf(value: Any) -> Any:
+        if isinstance(value, Mapping) and value.get("class_name") == "__keras_tensor__":
+            return [*_ref_of(value, graph), kwargs]
+        if isinstance(value, list):
+            return [leaf(v) for v in value]
+        return value
+
+    structure = leaf(args[0] if args else None)
+    if isinstance(structure, list) and structure and isinstance(structure[0], str):
+        return [structure]
+    return structure
+
+
+def _legacy_value(value: Any, graph: ModelGraph) -> Any:
+    if isinstance(value, Mapping) and value.get("class_name") == "__keras_tensor__":
+        return _ref_of(value, graph)
+    if isinstance(value, list):
+        return [_legacy_value(v, graph) for v in value]
+    return value
+
+
+def _ref_of(tensor: Mapping[str, Any], graph: ModelGraph) -> list[Any]:
+    name, node, index = tensor["config"]["keras_history"]
+    original = _original_name(graph, name)
+    if graph.has_layer(original) and _owns_construction_node(graph.layer(original)):
+        node += 1
+    return [name, node, index]
+
+
+def _owns_construction_node(layer: Layer) -> bool:
+    """tf.keras counts a nested Functional's (or input-led Sequential's) construction call as node 0."""
+    sub = layer.subgraph
+    if sub is None:
+        return False
+    if sub.class_name != "Sequential":
+        return True
+    return any(lyr.kind == "input" for lyr in sub.layers)
+
+
+def _plus_one_refs(value: Any, graph: ModelGraph, stored_plus_one: bool) -> Any:
+    """Keras 3 ``input_layers``/``output_layers`` (+1 for a nested Functional) -> tf.keras's (+1 for
+    any nested model that owns a construction node)."""
+    if isinstance(value, list) and len(value) == 3 and isinstance(value[0], str):
+        name, node, index = value
+        original = _original_name(graph, name)
+        if graph.has_layer(original):
+            layer = graph.layer(original)
+            functional = layer.subgraph is not None and layer.subgraph.class_name != "Sequential"
+            if stored_plus_one and functional:
+                node -= 1
+            if _owns_construction_node(layer):
+                node += 1
+        return [name, node, index]
+    if isinstance(value, list):
+        return [_plus_one_refs(v, graph, stored_plus_one) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plus_one_refs(v, graph, stored_plus_one) for k, v in value.items()}
+    return value
+
+
+def _wrap(value: Any) -> Any:
+    if isinstance(value, list) and len(value) == 3 and isinstance(value[0], str):
+        return [value]
+    return value
+
+
+# --- weights ----------------------------------------------------------------------------------
+
+
+def _layer_weights(layer: Layer) -> list[tuple[str, Weight, str]]:
+    """``(stored name, weight, class)`` in the order both loaders assign: trainable, then not."""
+    if layer.subgraph is not None:
+        trainable: list[tuple[str, Weight, str]] = []
+        frozen: list[tuple[str, Weight, str]] = []
+        for _, inner in layer.subgraph.walk():
+            if inner.subgraph is not None:
+                continue
+            for name, weight, cls in _own(inner):
+                (trainable if _trainable(inner, weight) else frozen).append((name, weight, cls))
+        return trainable + frozen
+    own = _own(layer)
+    return [e for e in own if _trainable(layer, e[1])] + [e for e in own if not _trainable(layer, e[1])]
+
+
+def _own(layer: Layer) -> list[tuple[str, Weight, str]]:
+    prefix = legal_name(layer.name)
+    return [(f"{prefix}/{w.name}:0", w, layer.class_name) for w in layer.weights]
+
+
+def _trainable(layer: Layer, weight: Weight) -> bool:
+    if not layer.trainable:
+        return False
+    return weight.name.split("/")[-1] not in _NON_TRAINABLE.get(layer.class_name, ())

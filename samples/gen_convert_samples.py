@@ -1,0 +1,97 @@
+"""Hard cases for ``modelgraph convert`` that the other samples lack, made with tf_keras 2.
+
+    /work/venvs/k2/bin/python samples/gen_convert_samples.py
+
+Writes ``samples/convert/``:
+
+* ``keras22_gru.h5`` + golden: GRUs computing the reset gate before the recurrent matmul
+  (``reset_after=False``), saved by tf_keras, then given the config Keras 2.0-2.2 wrote: no
+  ``reset_after`` key (its default then was False; tf.keras 2 and Keras 3 default to True), no
+  ``time_major`` key, top-level class ``Model``, ``keras_version`` 2.2.4. Keras 3 cannot load it
+  (it builds a reset-after GRU whose bias does not fit); the golden outputs are tf_keras's, computed
+  before the config was edited back to Keras 2.2's form.
+* ``time_major.h5``: an LSTM with ``time_major=True`` (Keras 3 has no such option: refused).
+* ``unconvertible.h5``: a Lambda, a TF op with no Keras 3 equivalent (``tf.math.bessel_i0``) and a
+  ``ThresholdedReLU``: ``convert`` must refuse the file naming all three.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "-1")
+
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "convert"
+
+
+def _keras22_gru(tf, keras) -> None:
+    rng = np.random.default_rng(22)
+    x = keras.Input((5, 3), name="x")
+    h = keras.layers.GRU(4, reset_after=False, return_sequences=True, name="gru_seq")(x)
+    h = keras.layers.GRU(3, reset_after=False, name="gru_last")(h)
+    y = keras.layers.Dense(2, name="out")(h)
+    model = keras.Model(x, y, name="keras22_gru")
+    for layer in model.layers:
+        weights = [rng.normal(0, 0.5, w.shape).astype("float32") for w in layer.get_weights()]
+        layer.set_weights(weights)
+    data = rng.normal(0, 1, (3, 5, 3)).astype("float32")
+    expected = model.predict(data, verbose=0)
+    path = OUT / "keras22_gru.h5"
+    model.save(path)
+    with h5py.File(path, "r+") as f:
+        config = json.loads(f.attrs["model_config"])
+        config["class_name"] = "Model"
+        for layer in config["config"]["layers"]:
+            layer["config"].pop("reset_after", None)
+            layer["config"].pop("time_major", None)
+        f.attrs["model_config"] = json.dumps(config).encode()
+        f.attrs["keras_version"] = b"2.2.4"
+        f["model_weights"].attrs["keras_version"] = b"2.2.4"
+    np.savez(OUT / "keras22_gru.npz", **{"input/x": data, "output/0": expected})
+    golden = {
+        "family": "convert",
+        "model": "keras22_gru",
+        "made_by": f"tf_keras {keras.__version__}, config edited to Keras 2.2.4's form",
+        "files": {"h5": "convert/keras22_gru.h5"},
+        "inputs": {"x": {"shape": list(data.shape), "dtype": "<f4"}},
+    }
+    (OUT / "keras22_gru.json").write_text(json.dumps(golden, indent=1) + "\n")
+
+
+def _time_major(tf, keras) -> None:
+    x = keras.Input((2, 3), name="steps")  # time-major: axis 0 is time, axis 1 the batch
+    y = keras.layers.LSTM(4, time_major=True, name="lstm_tm")(x)
+    keras.Model(x, y, name="time_major").save(OUT / "time_major.h5")
+
+
+def _unconvertible(tf, keras) -> None:
+    x = keras.Input((4,), name="x")
+    h = keras.layers.Lambda(lambda t: t * 2.0, name="double")(x)
+    h = tf.math.bessel_i0(h)
+    h = keras.layers.ThresholdedReLU(theta=0.5, name="thr")(h)
+    y = keras.layers.Dense(2, name="out")(h)
+    keras.Model(x, y, name="unconvertible").save(OUT / "unconvertible.h5")
+
+
+def main() -> None:
+    import tensorflow as tf
+    import tf_keras as keras
+
+    keras.utils.set_random_seed(0)
+    OUT.mkdir(exist_ok=True)
+    _keras22_gru(tf, keras)
+    _time_major(tf, keras)
+    _unconvertible(tf, keras)
+    print("wrote", sorted(p.name for p in OUT.iterdir()), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
