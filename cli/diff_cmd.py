@@ -26,7 +26,7 @@ _STYLES = {"+": "green", "-": "red", "~": "yellow", "!": "magenta", "~!": "yello
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Draw both models as one graph (.svg/.png/.pdf with Graphviz, or .dot): added green, removed red, "
-    "changed amber.",
+    "changed amber; .html is an interactive page with a legend, search and each layer's changes.",
 )
 @click.pass_context
 def diff_command(
@@ -67,7 +67,13 @@ def diff_command(
         seed=seed,
     )
     if output is not None:
-        render_diff(result, output)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        if output.suffix.lower() in (".html", ".htm"):
+            from modelgraph.html_view import diff_page
+
+            output.write_text(diff_page(result, model_a.name, model_b.name), encoding="utf-8")
+        else:
+            render_diff(result, output)
     if fmt == "json":
         echo_json(result.report)
     else:

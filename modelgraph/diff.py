@@ -713,12 +713,29 @@ def _dq(text: str) -> str:
     return f'"{out}"'
 
 
+DIFF_LEGEND = [
+    {"label": "added (only in B)", "fill": _DIFF_COLORS["added"][0], "color": _DIFF_COLORS["added"][1]},
+    {"label": "removed (only in A)", "fill": _DIFF_COLORS["removed"][0], "color": _DIFF_COLORS["removed"][1]},
+    {"label": "changed", "fill": _DIFF_COLORS["changed"][0], "color": _DIFF_COLORS["changed"][1]},
+    {"label": "unchanged", "fill": _DIFF_COLORS["same"][0], "color": _DIFF_COLORS["same"][1]},
+    {"label": "edge only in A", "edge": "#c62828", "dashed": True},
+    {"label": "edge only in B", "edge": "#2e7d32"},
+]
+"""What the colours of :func:`to_dot` mean (the HTML view's legend)."""
+
+
 def to_dot(gd: GraphDiff) -> str:
     """One graph of A and B together (top level): added layers green, removed red, changed amber.
 
     Edges only in A are red and dashed, edges only in B green; a nested model is amber when any
     layer inside it changed.
     """
+    return to_dot_with_ids(gd)[0]
+
+
+def to_dot_with_ids(gd: GraphDiff) -> tuple[str, dict[str, tuple[tuple[str, str], str]]]:
+    """:func:`to_dot` and, per drawn node id, its key (``("p", b_name)`` for a pair, ``("a", name)``
+    / ``("b", name)`` for a layer of one side) and status (added, removed, changed, same)."""
     rep = gd.report
     top_pairs = {m.a[0]: m.b[0] for m in rep.alignment if len(m.a) == 1}
     b2a = {b: a for a, b in top_pairs.items()}
@@ -737,6 +754,7 @@ def to_dot(gd: GraphDiff) -> str:
                 labels[top_b] = f"{e.rename.old} → {e.rename.new}"
     # node ids: paired and B-only layers by B's name, A-only layers by A's name
     ids: dict[tuple[str, str], str] = {}
+    drawn: dict[str, tuple[tuple[str, str], str]] = {}
     lines = [
         "digraph modelgraph_diff {",
         "  rankdir=TB;",
@@ -747,6 +765,7 @@ def to_dot(gd: GraphDiff) -> str:
 
     def node(key: tuple[str, str], layer: Layer, status: str, label: str | None = None) -> None:
         ids[key] = f"n{len(ids)}"
+        drawn[ids[key]] = (key, status)
         fill, border = _DIFF_COLORS[status]
         text = f"{label or layer.name}\n{layer.class_name}"
         lines.append(
@@ -784,7 +803,7 @@ def to_dot(gd: GraphDiff) -> str:
         )
         lines.append(f"  {ids[src]} -> {ids[dst]}{style};")
     lines.append("}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", drawn
 
 
 def layer_order_of(graph: ModelGraph) -> list[str]:

@@ -69,7 +69,11 @@ from modelgraph.errors import ToolMissingError, UnsupportedError, UsageError
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
 
 FORMATS = ("svg", "png", "pdf", "dot")
-"""Output formats; everything but ``dot`` needs the Graphviz ``dot`` binary."""
+"""Graphviz output formats; everything but ``dot`` needs the Graphviz ``dot`` binary."""
+
+VIEW_FORMATS = (*FORMATS, "html")
+"""Everything ``render`` writes: the Graphviz formats and the interactive HTML view
+(:mod:`modelgraph.html_view`, laid out by ``dot`` too)."""
 
 RANKDIRS = ("TB", "LR", "BT", "RL")
 
@@ -124,6 +128,9 @@ class RenderOptions:
     collapse_repeats: bool = False
     dpi: int | None = None
     title: bool = True
+    expand_paths: frozenset[tuple[str, ...]] | None = None
+    """When set, exactly the nested models at these layer paths are expanded (the HTML view's
+    per-model folding); ``expand_nested``/``max_depth`` then do not apply."""
 
     def __post_init__(self) -> None:
         if self.rankdir.upper() not in RANKDIRS:
@@ -134,8 +141,11 @@ class RenderOptions:
         if self.dpi is not None and not 1 <= self.dpi <= 2400:
             raise UsageError(f"dpi must be between 1 and 2400, got {self.dpi}")
 
-    def expands(self, level: int) -> bool:
-        """Whether a nested model found at nesting ``level`` (0 = the top model's layers) is expanded."""
+    def expands(self, level: int, path: tuple[str, ...] | None = None) -> bool:
+        """Whether a nested model found at nesting ``level`` (0 = the top model's layers) is expanded;
+        ``path`` is its layer path (``('outer', 'inner')``), used when ``expand_paths`` is set."""
+        if self.expand_paths is not None and path is not None:
+            return path in self.expand_paths
         if self.max_depth is not None:
             return level < self.max_depth
         return self.expand_nested
@@ -166,6 +176,12 @@ class DotGraph:
     clusters: int
     folded: int = 0
     issues_unplaced: int = 0
+    node_keys: Mapping[str, Key] = field(default_factory=dict)
+    """Drawn node id (``n17``, the SVG node's ``<title>``) -> the call it draws."""
+    cluster_keys: Mapping[str, Key] = field(default_factory=dict)
+    """Cluster name (``cluster_3``) -> the expanded nested model call it draws."""
+    run_clusters: Mapping[str, tuple[Key, int]] = field(default_factory=dict)
+    """Cluster name (``cluster_r0``) of a folded run -> (its first call, its repeat count)."""
 
     def __str__(self) -> str:
         return self.source
@@ -509,6 +525,8 @@ class _Builder:
     folded: int = 0
     runs: int = 0
     sig_cache: dict[int, str] = field(default_factory=dict)
+    cluster_keys: dict[str, Key] = field(default_factory=dict)
+    run_clusters: dict[str, tuple[Key, int]] = field(default_factory=dict)
 
     # scope ----------------------------------------------------------------------------------
     def scope(self, graph: ModelGraph, prefix: Prefix, indent: str) -> None:
@@ -562,6 +580,7 @@ class _Builder:
                     f"<<B>× {info.count}</B>  <FONT POINT-SIZE='9'>repeated block of {info.length}"
                     f" calls: {html_escape(block[0].layer)} … {html_escape(info.last_name)}</FONT>>"
                 )
+                self.run_clusters[f"cluster_r{info.ident}"] = (key, info.count)
                 self.lines.append(f"{indent}subgraph cluster_r{info.ident} {{")
                 self.lines.append(
                     f'{indent}  label={label}; style="dashed,rounded"; color="#555555"; penwidth=1.6; labeljust=l;'
@@ -618,9 +637,10 @@ class _Builder:
         key = (prefix, node.layer, node.index)
         path = tuple(p[0] for p in prefix)
         level = len(prefix)
-        if layer.subgraph is not None and self.options.expands(level):
+        if layer.subgraph is not None and self.options.expands(level, (*path, layer.name)):
             self.expanded.add(key)
             self.clusters += 1
+            self.cluster_keys[f"cluster_{self.clusters}"] = key
             found = self.issues.get((*path, layer.name), ())
             worst = _worst(found)
             color = _SEVERITY_COLORS[worst][1] if worst else _COLORS["model"][1]
@@ -864,7 +884,8 @@ def _io_names(structure: Any, refs: Sequence[TensorRef], word: str) -> list[str]
 
 def _resolve_key(options: RenderOptions, prefix: Prefix, graph: ModelGraph, ref: TensorRef) -> Key:
     layer = graph.layer(ref.layer)
-    if layer.subgraph is not None and options.expands(len(prefix)) and layer.subgraph.outputs:
+    path = (*(p[0] for p in prefix), ref.layer)
+    if layer.subgraph is not None and options.expands(len(prefix), path) and layer.subgraph.outputs:
         sub = layer.subgraph
         inner = sub.outputs[min(ref.tensor_index, len(sub.outputs) - 1)]
         return _resolve_key(options, (*prefix, (ref.layer, ref.node_index)), sub, inner)
@@ -970,6 +991,9 @@ def to_dot(
         clusters=builder.clusters,
         folded=builder.folded,
         issues_unplaced=unplaced,
+        node_keys={ident: key for key, ident in builder.ids.items()},
+        cluster_keys=dict(builder.cluster_keys),
+        run_clusters=dict(builder.run_clusters),
     )
 
 
@@ -977,18 +1001,20 @@ def format_for(output: str | Path | None, fmt: str | None) -> str:
     """The output format: ``fmt`` when given, else the file extension, else ``dot``."""
     if fmt:
         fmt = fmt.lower()
-        if fmt not in FORMATS:
-            raise UsageError(f"unknown format {fmt!r}; expected one of {list(FORMATS)}")
+        if fmt not in VIEW_FORMATS:
+            raise UsageError(f"unknown format {fmt!r}; expected one of {list(VIEW_FORMATS)}")
         return fmt
     if output is None or str(output) == "-":
         return "dot"
     suffix = Path(output).suffix.lower().lstrip(".")
     if suffix == "gv":
         return "dot"
-    if suffix in FORMATS:
+    if suffix == "htm":
+        return "html"
+    if suffix in VIEW_FORMATS:
         return suffix
     raise UsageError(
-        f"cannot tell the format from {str(output)!r}; use a .svg, .png, .pdf or .dot name, or --format"
+        f"cannot tell the format from {str(output)!r}; use a .svg, .png, .pdf, .dot or .html name, or --format"
     )
 
 
