@@ -274,3 +274,23 @@ def test_diff_page_has_a_legend_and_the_changes(tmp_path: Path) -> None:
     assert element_text(dom, "panel-name").strip() == "conv1"
     assert element_text(dom, "panel-status").strip() == "changed"
     assert "values differ" in element_text(dom, "panel")
+
+
+@needs_browser
+def test_folded_repeats_unfold_to_show_a_layer(nasnet: tuple[Path, Path], tmp_path: Path) -> None:
+    model, _ = nasnet
+    page = tmp_path / "folded.html"
+    _render(["render", str(model), "-o", str(page), "--collapse-repeats"])
+    views = page_data(page)["views"]
+    assert [v["folded"] for v in views] == [False, True]
+    folded_svg = views[1]["svg"]
+    assert 'data-run="' in folded_svg  # the folded blocks are groups the page can open
+    dom = browse(page, "", tmp_path)
+    assert (body_attr(dom, "data-view") or "").endswith(":folded")
+    # a layer of a later repeat is not drawn while folded: selecting it unfolds the repeats
+    data = page_data(page)
+    drawn = {int(i) for i in re.findall(r'class="node" data-layer="(\d+)"', folded_svg)}
+    hidden = next(i for i, r in enumerate(data["layers"]) if i not in drawn and r["kind"] == "layer")
+    dom = browse(page, "select=" + quote(data["layers"][hidden]["name"]), tmp_path)
+    assert not (body_attr(dom, "data-view") or "").endswith(":folded")
+    assert re.search(rf'class="node sel" data-layer="{hidden}"', dom)
