@@ -29,6 +29,7 @@ import numpy as np
 
 from modelgraph._callable_module import make_callable
 from modelgraph.diff_align import (
+    ConfigContext,
     align,
     canonical_class,
     config_changes,
@@ -116,16 +117,42 @@ def diff(
     rtol: float = DEFAULT_RTOL,
     outputs: bool = False,
     seed: int = 0,
+    strict_config: bool = False,
 ) -> GraphDiff:
     """Compare model A with model B (graphs or paths in any format modelgraph reads).
 
     ``weights=False`` skips weight values and shapes; ``outputs=True`` also runs both models on
     the same random inputs (``seed``) with the NumPy runner and compares the outputs with
-    ``atol``/``rtol``.
+    ``atol``/``rtol``. Configs are compared after :func:`~modelgraph.diff_align.normalize_config`
+    makes equivalent settings equal; ``strict_config=True`` compares them as written.
     """
     ga = a if isinstance(a, ModelGraph) else _load(a)
     gb = b if isinstance(b, ModelGraph) else _load(b)
-    return _Differ(ga, gb, weights=weights, atol=atol, rtol=rtol, outputs=outputs, seed=seed).run()
+    return _Differ(
+        ga, gb, weights=weights, atol=atol, rtol=rtol, outputs=outputs, seed=seed, strict_config=strict_config
+    ).run()
+
+
+def input_ranks(graph: ModelGraph) -> dict[tuple[str, ...], int]:
+    """The rank of each layer's first input (by layer path, nested layers included), where shape
+    inference knows it; empty when inference fails (configs are then compared without it)."""
+    try:
+        from modelgraph.shapes import infer_shapes
+
+        result = infer_shapes(graph)
+    except Exception:  # noqa: BLE001 - axis normalisation is an improvement, never a requirement
+        return {}
+    ranks: dict[tuple[str, ...], int] = {}
+    stack = [(graph, result, ())]
+    while stack:
+        g, res, prefix = stack.pop()
+        for layer in g.layers:
+            shapes = res.inputs.get((layer.name, 0)) or []
+            if shapes and isinstance(shapes[0], list | tuple):
+                ranks[(*prefix, layer.name)] = len(shapes[0])
+            if layer.subgraph is not None and (layer.name, 0) in res.nested:
+                stack.append((layer.subgraph, res.nested[(layer.name, 0)], (*prefix, layer.name)))
+    return ranks
 
 
 def _load(path: str | Path) -> ModelGraph:
@@ -177,6 +204,20 @@ def _call_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _prints_the_same(old: Any, new: Any) -> bool:
+    """Whether two config values would be shown identically (``1`` and ``1.0`` print differently;
+    a list and a tuple, or two objects whose only difference is key order, do not): such a change
+    would be noise the reader cannot see."""
+    if is_missing(old) or is_missing(new):
+        return False
+    import json
+
+    def text(value: Any) -> str:
+        return json.dumps(_jsonable(value), sort_keys=True, default=str)
+
+    return text(old) == text(new)
+
+
 def _fmt_params(n: int | None) -> str:
     return "?" if n is None else f"{n:,}"
 
@@ -192,8 +233,12 @@ class _Differ:
         rtol: float,
         outputs: bool,
         seed: int,
+        strict_config: bool = False,
     ) -> None:
         self.ga, self.gb = ga, gb
+        self.strict_config = strict_config
+        self.ranks_a = {} if strict_config else input_ranks(ga)
+        self.ranks_b = {} if strict_config else input_ranks(gb)
         self.atol, self.rtol = float(atol), float(rtol)
         self.outputs, self.seed = outputs, seed
         self.notes: list[str] = []
@@ -457,7 +502,8 @@ class _Differ:
                 self.counts["renamed"] += 1
                 sim -= _P_RENAME
         # config
-        na, nb = normalize_config(la), normalize_config(lb)
+        na = normalize_config(la, self._context(self.ga, self.ranks_a, path_a))
+        nb = normalize_config(lb, self._context(self.gb, self.ranks_b, path_b))
         cfg = [
             ConfigChange(
                 key=k,
@@ -466,6 +512,7 @@ class _Differ:
                 only_in="b" if is_missing(o) else "a" if is_missing(n) else None,
             )
             for k, o, n in config_changes(na, nb)
+            if self.strict_config or not _prints_the_same(o, n)
         ]
         if cfg:
             self.counts["config_changed"] += 1
@@ -491,6 +538,13 @@ class _Differ:
         entry.wiring = wiring
         entry.weights = wchanges
         return entry, max(0.0, sim)
+
+    def _context(
+        self, graph: ModelGraph, ranks: dict[tuple[str, ...], int], path: tuple[str, ...]
+    ) -> ConfigContext:
+        return ConfigContext(
+            input_rank=ranks.get(path), keras_version=graph.keras_version, strict=self.strict_config
+        )
 
     @staticmethod
     def _wiring(
@@ -752,9 +806,12 @@ def to_dot_with_ids(gd: GraphDiff) -> tuple[str, dict[str, tuple[tuple[str, str]
             status_b[top_b] = "changed"
             if len(e.path) == 1 and e.rename is not None:
                 labels[top_b] = f"{e.rename.old} → {e.rename.new}"
-    # node ids: paired and B-only layers by B's name, A-only layers by A's name
-    ids: dict[tuple[str, str], str] = {}
+    # node ids: paired and B-only layers by B's name, A-only layers by A's name; a layer called
+    # several times (on either side) is drawn once per call, as render does, so the drawing stays a
+    # DAG (one box per layer turns x -> shared -> add -> shared into a cycle)
+    ids: dict[tuple[str, str, int], str] = {}
     drawn: dict[str, tuple[tuple[str, str], str]] = {}
+    calls: dict[tuple[str, str], int] = {}
     lines = [
         "digraph modelgraph_diff {",
         "  rankdir=TB;",
@@ -763,23 +820,29 @@ def to_dot_with_ids(gd: GraphDiff) -> tuple[str, dict[str, tuple[tuple[str, str]
         f"  label={_dq(rep.verdict)}; labelloc=t; fontname=Helvetica; fontsize=11;",
     ]
 
-    def node(key: tuple[str, str], layer: Layer, status: str, label: str | None = None) -> None:
-        ids[key] = f"n{len(ids)}"
-        drawn[ids[key]] = (key, status)
+    def node(key: tuple[str, str], count: int, layer: Layer, status: str, label: str | None = None) -> None:
+        calls[key] = max(count, 1)
         fill, border = _DIFF_COLORS[status]
-        text = f"{label or layer.name}\n{layer.class_name}"
-        lines.append(
-            f'  {ids[key]} [label={_dq(text)} fillcolor="{fill}" color="{border}" penwidth={1 if status == "same" else 2}];'
-        )
+        for call in range(calls[key]):
+            ident = f"n{len(ids)}"
+            ids[(*key, call)] = ident
+            drawn[ident] = (key, status)
+            text = f"{label or layer.name}\n{layer.class_name}"
+            if calls[key] > 1:
+                text += f"\ncall {call + 1}/{calls[key]}"
+            lines.append(
+                f'  {ident} [label={_dq(text)} fillcolor="{fill}" color="{border}" penwidth={1 if status == "same" else 2}];'
+            )
 
     for name in layer_order_of(gd.b):
         if name in b2a:
-            node(("p", name), gd.b.layer(name), status_b.get(name, "same"), labels.get(name))
+            count = max(gd.b.layer(name).node_count, gd.a.layer(b2a[name]).node_count)
+            node(("p", name), count, gd.b.layer(name), status_b.get(name, "same"), labels.get(name))
         else:
-            node(("b", name), gd.b.layer(name), "added")
+            node(("b", name), gd.b.layer(name).node_count, gd.b.layer(name), "added")
     for name in layer_order_of(gd.a):
         if name not in top_pairs:
-            node(("a", name), gd.a.layer(name), "removed")
+            node(("a", name), gd.a.layer(name).node_count, gd.a.layer(name), "removed")
 
     def key_a(name: str) -> tuple[str, str]:
         return ("p", top_pairs[name]) if name in top_pairs else ("a", name)
@@ -787,8 +850,16 @@ def to_dot_with_ids(gd: GraphDiff) -> tuple[str, dict[str, tuple[tuple[str, str]
     def key_b(name: str) -> tuple[str, str]:
         return ("p", name) if name in b2a else ("b", name)
 
-    def edges(g: ModelGraph, key: Any) -> set[tuple[tuple[str, str], tuple[str, str]]]:
-        return {(key(r.layer), key(n.layer)) for n in g.nodes for r in n.inputs if g.has_layer(r.layer)}
+    def at(key: tuple[str, str], call: int) -> tuple[str, str, int]:
+        return (*key, call if calls.get(key, 1) > 1 else 0)
+
+    def edges(g: ModelGraph, key: Any) -> set[tuple[tuple[str, str, int], tuple[str, str, int]]]:
+        return {
+            (at(key(r.layer), r.node_index), at(key(n.layer), n.index))
+            for n in g.nodes
+            for r in n.inputs
+            if g.has_layer(r.layer)
+        }
 
     ea, eb = edges(gd.a, key_a), edges(gd.b, key_b)
     for src, dst in sorted(ea | eb):

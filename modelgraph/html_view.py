@@ -425,7 +425,13 @@ def diff_page(gd: Any, source_a: str = "", source_b: str = "") -> str:
         entries.setdefault(key, []).append(e.model_dump(mode="json"))
     layers: list[dict[str, Any]] = []
     nodes: dict[str, tuple[int, int]] = {}
+    record_of: dict[tuple[str, str], int] = {}
     for title, (key, status) in ids.items():
+        if key in record_of:  # another call of a layer called several times
+            first = record_of[key]
+            nodes[title] = (first, sum(1 for v in nodes.values() if v[0] == first))
+            continue
+        record_of[key] = len(layers)
         side, name = key
         lb: Layer | None = gd.b.layer(name) if side in ("p", "b") and gd.b.has_layer(name) else None
         a_name = next((a for a, b in top_pairs.items() if b == name), None) if side == "p" else name
