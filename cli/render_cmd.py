@@ -99,7 +99,10 @@ def render_command(
     if out_format != "dot":
         core.dot_binary()  # exit 4 with the install hint before loading anything
     started = time.perf_counter()
-    graph = load(model, weights=weights)
+    # --highlight-issues draws a broken graph too (dangling references dropped, cycles drawn as they
+    # are), its broken parts marked by the findings; without it a broken file is refused (exit 3).
+    problems: list | None = [] if highlight_issues else None
+    graph = load(model, weights=weights, problems=problems)
     html = out_format == "html"
     issues = _validation_issues(model, graph) if highlight_issues or html else None
     options = core.RenderOptions(

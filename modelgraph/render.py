@@ -321,6 +321,7 @@ def default_facts(graph: ModelGraph) -> FactsFn:
 # --- issues ---------------------------------------------------------------------------------------
 
 _LAYER_WHERE = re.compile(r"layer '((?:[^'\\]|\\.)*)'")
+_NODE_IN_MESSAGE = re.compile(r"\b([\w./:-]+)\[\d+\]")
 
 
 def place_issues(graph: ModelGraph, issues: Iterable[Any]) -> tuple[dict[tuple[str, ...], list[Any]], int]:
@@ -347,6 +348,10 @@ def place_issues(graph: ModelGraph, issues: Iterable[Any]) -> tuple[dict[tuple[s
             if best:
                 best.sort(reverse=True)
                 targets = [best[0][2]]
+        if not targets and not where:
+            # no location (a cycle is found on the whole graph): the calls its message names
+            named = {m.group(1) for m in _NODE_IN_MESSAGE.finditer(str(getattr(issue, "message", "")))}
+            targets = [p for p, _ in walked if "/".join(p) in named]
         if not targets:
             unplaced += 1
         for target in targets:
@@ -892,6 +897,31 @@ def _resolve_key(options: RenderOptions, prefix: Prefix, graph: ModelGraph, ref:
     return (prefix, ref.layer, ref.node_index)
 
 
+MAX_LEGEND_FINDINGS = 30
+"""Findings listed with their messages under the title (the rest are counted)."""
+
+
+def _findings_legend(issues: Sequence[Any]) -> str:
+    """The findings' messages as lines under the title: severity, rule, where and message."""
+    if not issues:
+        return ""
+    ranked = sorted(issues, key=lambda i: -_SEVERITY_RANK.get(getattr(i, "severity", "info"), 0))
+    lines = []
+    for issue in ranked[:MAX_LEGEND_FINDINGS]:
+        sev = getattr(issue, "severity", "info")
+        color = _SEVERITY_COLORS.get(sev, _SEVERITY_COLORS["info"])[1]
+        text = f"{sev} {getattr(issue, 'rule', '?')}: {getattr(issue, 'message', '')}"
+        where = getattr(issue, "where", "")
+        if where:
+            text += f" ({where})"
+        if len(text) > 160:
+            text = text[:157] + "..."
+        lines.append(f"<BR/><FONT POINT-SIZE='9' COLOR='{color}'>{html_escape(text)}</FONT>")
+    if len(ranked) > MAX_LEGEND_FINDINGS:
+        lines.append(f"<BR/><FONT POINT-SIZE='9'>... {len(ranked) - MAX_LEGEND_FINDINGS} more</FONT>")
+    return "".join(lines)
+
+
 def _graph_attrs(options: RenderOptions, big: bool, label: str) -> list[str]:
     attrs = [
         f"rankdir={options.rankdir}",
@@ -973,6 +1003,7 @@ def to_dot(
             title += f" · {builder.folded:,} repeated calls folded"
         if unplaced:
             title += f"<BR/><FONT COLOR='#c00000'>{unplaced} finding(s) not tied to a layer</FONT>"
+        title += _findings_legend(list(issues or ()))
     lines = ["digraph model {"]
     lines.append("  graph [" + " ".join(_graph_attrs(options, big, title)) + "];")
     lines.append('  node [fontname="Helvetica" fontsize=10 margin="0.12,0.04" height=0.3 penwidth=1.1];')

@@ -154,7 +154,7 @@ def test_python_m_modelgraph_runs_from_a_source_checkout() -> None:
     site = str(Path(click_module.__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), site])}
     done = subprocess.run(
-        [sys.executable, "-S", "-m", "modelgraph", "inspect", str(CNN)],
+        [sys.executable, "-S", "-m", "modelgraph", "inspect", str(CNN), "--totals"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -177,3 +177,39 @@ def test_validate_report_is_falsy_without_findings(tmp_path: Path) -> None:
     broken.write_text(text)
     found = modelgraph.validate(str(broken))
     assert found and found.issues and not found.ok
+
+
+# --- --highlight-issues draws broken graphs ----------------------------------------------------------
+
+
+def _broken(tmp_path: Path, old: str, new: str) -> Path:
+    text = (K3 / "cnn.json").read_text()
+    assert old in text
+    path = tmp_path / "broken.json"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "marked", "words"),
+    [
+        ('"keras_history": ["img", 0, 0]', '"keras_history": ["bn1", 0, 0]', "conv1", ["cycle"]),
+        ('"keras_history": ["pool1", 0, 0]', '"keras_history": ["nowhere", 0, 0]', "b2_dw", ["nowhere"]),
+    ],
+    ids=["cycle", "dangling"],
+)
+def test_highlight_issues_draws_a_broken_graph(
+    tmp_path: Path, old: str, new: str, marked: str, words: list
+) -> None:
+    model = _broken(tmp_path, old, new)
+    out = tmp_path / "broken.dot"
+    refused = invoke("render", model, "-o", out)
+    assert refused.exit_code == 3  # without the flag a broken file is still refused
+    result = invoke("render", model, "-o", out, "--highlight-issues")
+    assert result.exit_code == 0, result.output
+    dot = out.read_text()
+    node = next(line for line in dot.splitlines() if f"<B>{marked}</B>" in line)
+    assert "#f9d0d0" in node and "error: STR" in node  # the broken part, marked
+    title = next(line for line in dot.splitlines() if line.strip().startswith("graph ["))
+    for word in words:  # the finding's message, not only its rule id
+        assert word in title, title
