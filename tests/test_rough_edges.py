@@ -213,3 +213,26 @@ def test_highlight_issues_draws_a_broken_graph(
     title = next(line for line in dot.splitlines() if line.strip().startswith("graph ["))
     for word in words:  # the finding's message, not only its rule id
         assert word in title, title
+
+
+# --- shell completion (documented in the README) -----------------------------------------------------
+
+
+def test_shell_completion_completes_commands_and_options() -> None:
+    exe = Path(sys.executable).with_name("modelgraph")
+    if not exe.exists():
+        pytest.skip("the modelgraph console script is not installed next to this Python")
+
+    def complete(words: str, cword: int) -> str:
+        env = {
+            **os.environ,
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(cword),
+            "_MODELGRAPH_COMPLETE": "bash_complete",
+        }
+        return subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=60).stdout
+
+    assert "inspect" in complete("modelgraph ins", 1)
+    assert "--depth" in complete("modelgraph inspect --de", 2)
+    readme = (ROOT / "README.md").read_text()
+    assert "_MODELGRAPH_COMPLETE=bash_source modelgraph" in readme
