@@ -174,8 +174,9 @@ def _print_report(report: Any, columns: list[str], totals_only: bool, pattern: s
     _print_totals(console, report)
 
 
-CAPS = {"connected": 40, "output": 32, "type": 28, "dtype": 16}
-"""Widest a column gets before its cells are cut with an ellipsis (the layer column takes the rest)."""
+CAPS = {"connected": 40, "type": 28, "dtype": 16}
+"""Widest a column gets before its cells are cut with an ellipsis (the layer column takes the rest;
+output shapes are never cut)."""
 
 
 def _compact(count: str) -> str:
@@ -184,7 +185,7 @@ def _compact(count: str) -> str:
         n = int(count.replace(",", ""))
     except ValueError:
         return count
-    for unit, size in (("G", 10**9), ("M", 10**6), ("K", 10**3)):
+    for unit, size in (("T", 10**12), ("G", 10**9), ("M", 10**6), ("K", 10**3)):
         if n >= size:
             return f"{n / size:.1f}{unit}"
     return str(n)
@@ -215,13 +216,16 @@ def _print_table(console: Any, report: Any, columns: list[str]) -> None:
 
     longest = max([len(_label(layer, with_class, 10**6)) for layer in report.layers] or [0])
     wanted = min(longest, max(48, console.width // 2))
-    for name, floor in (("connected", 16), ("output", 20), ("type", 12), ("connected", 8), ("output", 12)):
+    # what gives way, in order: Connected to, then MACs written compactly (830.3K), then the rest
+    for name, floor in (("connected", 16), ("macs", 0), ("params", 0), ("type", 12), ("connected", 8)):
+        if name in ("macs", "params"):
+            if console.width - 1 - others() - 3 < wanted and name in natural:
+                for r in rows:
+                    r[name] = _compact(r[name])
+                natural[name] = max([len(COLUMNS[name][0])] + [len(r[name]) for r in rows])
+            continue
         while console.width - 1 - others() - 3 < wanted and caps[name] > floor:
             caps[name] -= 1
-    if console.width - 1 - others() - 3 < wanted and "macs" in natural:  # compact MACs: 830.3K
-        for r in rows:
-            r["macs"] = _compact(r["macs"])
-        natural["macs"] = max([len(COLUMNS["macs"][0])] + [len(r["macs"]) for r in rows])
     budget = max(MIN_NAME_WIDTH, console.width - 1 - others() - 3)
     table = Table(show_lines=False, header_style="bold")
     labels = [_label(layer, with_class, budget) for layer in report.layers]
@@ -231,6 +235,8 @@ def _print_table(console: Any, report: Any, columns: list[str]) -> None:
             header = "Layer"
         # the layer column keeps its width (already shortened in the middle); the others give way
         keep = max([len(x) for x in labels] + [len(header)]) if name == "layer" else None
+        if name == "output":  # shapes are never cut
+            keep = max([len(r["output"]) for r in rows] + [len(header)])
         table.add_column(header, justify=justify, no_wrap=True, overflow="ellipsis", min_width=keep)
     for layer, cells in zip(report.layers, rows, strict=True):
         row = []

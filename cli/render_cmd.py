@@ -104,7 +104,7 @@ def render_command(
     problems: list | None = [] if highlight_issues else None
     graph = load(model, weights=weights, problems=problems)
     html = out_format == "html"
-    issues = _validation_issues(model, graph) if highlight_issues or html else None
+    issues = _validation_issues(model, weights) if highlight_issues or html else None
     options = core.RenderOptions(
         rankdir=rankdir,
         show_shapes=show_shapes,
@@ -169,7 +169,7 @@ def _write_html(
     )
 
 
-def _validation_issues(model: Path, graph: object) -> list | None:
+def _validation_issues(model: Path, weights: Path | None = None) -> list | None:
     """Findings from ``modelgraph.validate`` when that module is available (else none)."""
     import importlib
 
@@ -181,7 +181,7 @@ def _validation_issues(model: Path, graph: object) -> list | None:
     validate = getattr(api, "validate", None)
     if validate is None:
         return None
-    results = validate(str(model))
+    results = validate(str(model), weights=None if weights is None else str(weights))
     if not isinstance(results, list | tuple):
         results = [results]
     issues: list = []

@@ -384,9 +384,15 @@
     const links = (list) => (list.length ? el("div", {}, ...list.map(layerLink)) : el("span", { class: "hint" }, "none"));
     panel.append(...section("Inbound layers", links(L.inbound)), ...section("Outbound layers", links(L.outbound)));
     if (L.weights.length) {
-      const rows = L.weights.map((w) => [el("span", { class: "mono" }, w.name), shapeText(w.shape), w.dtype,
-        w.note ? el("span", { class: "hint" }, w.note) : fmtNum(w.min), w.note ? "" : fmtNum(w.max), w.note ? "" : fmtNum(w.mean), w.note ? "" : fmtNum(w.std)]);
-      panel.append(...section("Weights (" + L.weights.length + ")", el("div", { id: "panel-weights" }, table(["name", "shape", "dtype", "min", "max", "mean", "std"], rows))));
+      const box = el("div", { id: "panel-weights" });
+      for (const w of L.weights) {
+        const head = el("div", { class: "whead" }, el("span", { class: "mono wname" }, w.name), " ", shapeText(w.shape), " ", el("span", { class: "hint" }, w.dtype + " · " + fmtInt(w.size) + " values"));
+        box.append(head);
+        if (w.note) box.append(el("div", { class: "hint wnote" }, w.note));
+        else box.append(table(["min", "max", "mean", "std"], [[fmtNum(w.min), fmtNum(w.max), fmtNum(w.mean), fmtNum(w.std)]]));
+        if (w.nonfinite) box.append(el("div", { class: "hint" }, fmtInt(w.nonfinite) + " NaN/Inf values left out of the statistics"));
+      }
+      panel.append(...section("Weights (" + L.weights.length + ")", box));
     } else if (L.kind === "layer") {
       panel.append(...section("Weights", el("span", { class: "hint" }, L.params ? "stored in the nested layers" : "none stored")));
     }
@@ -494,7 +500,11 @@
       else if (key === "select") { const i = find(value); if (i >= 0) select(i); }
       else if (key === "click") {
         const i = find(value);
-        if (i >= 0) { reveal(i); const g = drawnFor(i)[0]; if (g) g.querySelector("polygon, path, ellipse, text").dispatchEvent(new MouseEvent("click", { bubbles: true })); }
+        if (i >= 0) {
+          reveal(i);
+          const g = drawnFor(i)[0];
+          if (g) { g.querySelector("polygon, path, ellipse, text").dispatchEvent(new MouseEvent("click", { bubbles: true })); focusOn([g]); }
+        }
       }
       else if (key === "expand" || key === "collapse") { const i = find(value); if (i >= 0 && nestedSet.has(i)) toggleNested(i, key === "expand"); }
       else if (key === "fold") { state.folded = value !== "0"; show(); }
