@@ -166,7 +166,7 @@ def _walk_count(g: ModelGraph) -> int:
 
 
 def _own_params(layer: Layer) -> int:
-    return sum(w.size for w in layer.weights)
+    return sum(w.size for w in layer.own_weights)
 
 
 def _jsonable(value: Any) -> Any:
@@ -576,16 +576,16 @@ class _Differ:
 
     def _weights(self, la: Layer, lb: Layer) -> tuple[list[WeightChange], int]:
         wa: dict[str, Any] = {}
-        for w in la.weights:
+        for w in la.own_weights:  # a nested model's weights are compared layer by layer inside it
             wa.setdefault(w.name, w)
         wb: dict[str, Any] = {}
-        for w in lb.weights:
+        for w in lb.own_weights:
             wb.setdefault(w.name, w)
         names = list(wa) + [n for n in wb if n not in wa]
         # a weight whose canonical name differs (an unnamed Keras 3 variable ``vars:var_2`` vs the
         # legacy h5 ``kernel_scale``) pairs with the one at the same position when shapes agree
-        pos_a = {w.name: i for i, w in enumerate(la.weights)}
-        pos_b = {i: w for i, w in enumerate(lb.weights)}
+        pos_a = {w.name: i for i, w in enumerate(la.own_weights)}
+        pos_b = {i: w for i, w in enumerate(lb.own_weights)}
         by_position: dict[str, str] = {}
         for name in [n for n in wa if n not in wb]:
             y = pos_b.get(pos_a[name])

@@ -199,7 +199,7 @@ def layer_records(
                     weight_summary(w, budget)
                     if weight_stats
                     else {"name": w.name, "shape": list(w.shape), "dtype": w.dtype, "size": w.size}
-                    for w in layer.weights
+                    for w in layer.own_weights  # a nested model's are shown on its layers
                 ],
                 "inbound": _indices(index, path, inbound.get(layer.name, ())),
                 "outbound": _indices(index, path, outbound.get(layer.name, ())),

@@ -236,3 +236,23 @@ def test_shell_completion_completes_commands_and_options() -> None:
     assert "--depth" in complete("modelgraph inspect --de", 2)
     readme = (ROOT / "README.md").read_text()
     assert "_MODELGRAPH_COMPLETE=bash_source modelgraph" in readme
+
+
+# --- Layer.weights of a nested model --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["k3/nested.keras", "k3/nested.h5", "k2/nested.h5", "k2/nested.keras"])
+def test_nested_model_layer_lists_its_weights(model: str) -> None:
+    """As Keras's ``model.get_layer("inner_model").weights``: every weight of its layers, by path."""
+    graph = modelgraph.load(ROOT / "samples" / model)
+    inner = graph.layer("inner_model")
+    assert inner.subgraph is not None
+    expected = [(f"{lyr.name}/{w.name}", w) for lyr in inner.subgraph.layers for w in lyr.weights]
+    assert [w.name for w in inner.weights] == [name for name, _ in expected]
+    assert "inner_dense/kernel" in [w.name for w in inner.weights]
+    for got, (_, want) in zip(inner.weights, expected, strict=True):
+        np.testing.assert_array_equal(got.read(), want.read())
+    assert inner.own_weights == ()
+    # counted once: the model's parameters are its layers' parameters
+    assert inner.param_count == sum(w.size for w in inner.weights)
+    assert graph.param_count == sum(w.size for lyr in graph.layers for w in lyr.weights)
