@@ -59,7 +59,7 @@ def test_render_and_diff_create_missing_output_folders(tmp_path: Path) -> None:
         ["diff", str(CNN), "{missing}"],
         ["diff", "{missing}", str(CNN)],
         ["run", "{missing}", "--random"],
-        ["validate", "{missing}"],
+        ["validate", "{missing}"],  # (validate was already one line, exit 2: the others now match it)
         ["inspect", str(CNN), "--weights", "{missing}"],
     ],
 )
@@ -81,7 +81,9 @@ def test_mistyped_command_suggests_the_right_one() -> None:
 
 
 def test_mistyped_tap_layer_suggests_the_right_one() -> None:
-    one_line_error(invoke("run", CNN, "--random", "--tap", "conv_1"), 2, "unknown layer 'conv_1'", "'conv1'")
+    one_line_error(
+        invoke("run", CNN, "--random", "--tap", "conv_1"), 2, "unknown layer 'conv_1'", "did you mean 'conv1'"
+    )
 
 
 # --- input files -----------------------------------------------------------------------------------
