@@ -276,6 +276,7 @@ def view_states(paths: Sequence[tuple[str, ...]]) -> list[frozenset[tuple[str, .
 
 
 _COMMENT = re.compile(r"<!--.*?-->\n?", re.S)
+_TOOLTIP_TAIL = re.compile(r'&#10;[^"]*"')
 _NODE_G = re.compile(r'<g id="(?:node|a_node)\d+" class="node">\s*<title>(n\d+)</title>')
 _CLUSTER_G = re.compile(r'<g id="clust\d+" class="cluster">\s*<title>(cluster_r?\d+)</title>')
 
@@ -285,6 +286,7 @@ def _tag_svg(svg: str, nodes: Mapping[str, tuple[int, int]], clusters: Mapping[s
     start = svg.find("<svg")
     svg = svg[start:] if start >= 0 else svg
     svg = _COMMENT.sub("", svg)
+    svg = _TOOLTIP_TAIL.sub('"', svg)  # hover shows the first line; the panel shows the rest
 
     def node(match: re.Match[str]) -> str:
         title = match.group(1)

@@ -670,7 +670,7 @@ class _Builder:
             self.lines.append(
                 f'{indent}  label=<{label}>; style="rounded,filled"; fillcolor="{_CLUSTER_BG[level % 2]}";'
                 f' color="{color}"; penwidth={2.4 if worst else 1.4}; labeljust=l;'
-                f" tooltip={dot_quote(_tooltip(layer, found, path))};"
+                f" tooltip={dot_lines(_tooltip(layer, found, path))};"
             )
             self.scope(layer.subgraph, (*prefix, (layer.name, node.index)), indent + "  ")
             self.lines.append(f"{indent}}}")
@@ -754,7 +754,7 @@ class _Builder:
             attrs.append("penwidth=2.4")
         elif single_run or kind == "input" or key in self.output_marks:
             attrs.append("penwidth=1.8")
-        attrs.append(f"tooltip={dot_quote(_tooltip(layer, found, path))}")
+        attrs.append(f"tooltip={dot_lines(_tooltip(layer, found, path, facts))}")
         return " ".join(attrs)
 
     # edges ----------------------------------------------------------------------------------
@@ -810,13 +810,49 @@ class _Builder:
                 self.edges[(src, dst, " ".join(labels))] = None
 
 
-def _tooltip(layer: Layer, found: Sequence[Any], path: tuple[str, ...] = ()) -> str:
+TOOLTIP_CONFIG_KEYS = 14
+"""Config keys listed in a node's tooltip (the rest are counted; the HTML view shows them all)."""
+
+
+def _tooltip(
+    layer: Layer, found: Sequence[Any], path: tuple[str, ...] = (), facts: CallFacts | None = None
+) -> list[str]:
+    """The lines of a node's hover text: path and class, shapes and params when known, the config's
+    settings (short), and the findings' messages."""
     lines = ["/".join((*path, layer.name)) + f" ({layer.class_name})"]
+    if facts is not None:
+        if facts.output_shapes is not None:
+            lines.append(f"output: {_shapes_text(facts.output_shapes, None)}")
+        if facts.params is not None and layer.kind != "input":
+            lines.append(f"params: {facts.params:,}")
+    shown = 0
+    items = [(k, v) for k, v in layer.config.items() if k not in ("name", "layers") and v is not None]
+    for key, value in items[:TOOLTIP_CONFIG_KEYS]:
+        text = _short_value(value)
+        lines.append(f"{key}: {text}")
+        shown += 1
+    if len(items) > shown:
+        lines.append(f"... {len(items) - shown} more config keys")
     for issue in found:
         lines.append(
             f"{getattr(issue, 'severity', '?')} {getattr(issue, 'rule', '?')}: {getattr(issue, 'message', '')}"
         )
-    return "\n".join(lines)
+    return lines
+
+
+def _short_value(value: Any, width: int = 48) -> str:
+    """A config value in a few characters: a serialized object as its class (and its name)."""
+    if isinstance(value, Mapping) and isinstance(value.get("class_name"), str):
+        inner = value.get("config")
+        name = inner.get("name") if isinstance(inner, Mapping) else None
+        value = value["class_name"] + (f"({name})" if isinstance(name, str) else "")
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def dot_lines(lines: Sequence[str]) -> str:
+    """A double-quoted DOT string of several lines (``\\n`` between them), each shown literally."""
+    return '"' + "\\n".join(dot_quote(line)[1:-1] for line in lines) + '"'
 
 
 def _activation(config: Mapping[str, Any]) -> str | None:
