@@ -13,8 +13,8 @@ _STYLES = {"+": "green", "-": "red", "~": "yellow", "!": "magenta", "~!": "yello
 
 
 @click.command("diff")
-@click.argument("model_a", type=click.Path(path_type=Path))
-@click.argument("model_b", type=click.Path(path_type=Path))
+@click.argument("model_a", type=click.Path(exists=True, path_type=Path))
+@click.argument("model_b", type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--no-weights", is_flag=True, help="Compare structure and config only, not weights.")
 @click.option("--atol", type=float, default=None, help="Absolute tolerance for weights and outputs [1e-6].")
@@ -22,11 +22,17 @@ _STYLES = {"+": "green", "-": "red", "~": "yellow", "!": "magenta", "~!": "yello
 @click.option("--outputs", is_flag=True, help="Also run both models on the same random inputs and compare.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs (--outputs).")
 @click.option(
+    "--strict-config",
+    is_flag=True,
+    help="Compare configs as written: no equivalences (axis -1 vs 3, [3] vs 3, a dtype policy vs its name, "
+    "float32 rounding, omitted defaults).",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Draw both models as one graph (.svg/.png/.pdf with Graphviz, or .dot): added green, removed red, "
-    "changed amber.",
+    "changed amber; .html is an interactive page with a legend, search and each layer's changes.",
 )
 @click.pass_context
 def diff_command(
@@ -39,6 +45,7 @@ def diff_command(
     rtol: float | None,
     outputs: bool,
     seed: int,
+    strict_config: bool,
     output: Path | None,
 ) -> None:
     """Compare MODEL_A with MODEL_B (any formats): layers added, removed, renamed; config changes per
@@ -65,9 +72,16 @@ def diff_command(
         rtol=DEFAULT_RTOL if rtol is None else rtol,
         outputs=outputs,
         seed=seed,
+        strict_config=strict_config,
     )
     if output is not None:
-        render_diff(result, output)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        if output.suffix.lower() in (".html", ".htm"):
+            from modelgraph.html_view import diff_page
+
+            output.write_text(diff_page(result, model_a.name, model_b.name), encoding="utf-8")
+        else:
+            render_diff(result, output)
     if fmt == "json":
         echo_json(result.report)
     else:
@@ -80,7 +94,26 @@ def _fmt(value: Any) -> str:
     import json
 
     text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 120 else text[:117] + "..."
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def fmt_change(old: Any, new: Any, width: int = 60) -> tuple[str, str]:
+    """Both sides of a config change as short texts that never print the same: when the start of
+    two long values is equal, both are shown from a little before their first difference."""
+    import json
+
+    a = json.dumps(old, ensure_ascii=False, default=str)
+    b = json.dumps(new, ensure_ascii=False, default=str)
+    if len(a) <= width and len(b) <= width:
+        return a, b
+    first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    start = max(0, first - 12) if first > width - 15 else 0
+
+    def cut(text: str) -> str:
+        piece = text[start : start + width - 3]
+        return ("..." if start else "") + piece + ("..." if start + width - 3 < len(text) else "")
+
+    return cut(a), cut(b)
 
 
 def _count(n: int | None) -> str:
@@ -129,7 +162,8 @@ def print_text(report: Any) -> None:
             elif c.only_in == "b":
                 console.print(Text(f"     {c.key}: (absent) -> {_fmt(c.new)}"))
             else:
-                console.print(Text(f"     {c.key}: {_fmt(c.old)} -> {_fmt(c.new)}"))
+                old, new = fmt_change(c.old, c.new)
+                console.print(Text(f"     {c.key}: {old} -> {new}"))
         for w in e.wiring:
             old = "(no call)" if w.old is None else ", ".join(w.old) or "()"
             new = "(no call)" if w.new is None else ", ".join(w.new) or "()"

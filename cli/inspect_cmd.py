@@ -3,71 +3,258 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from modelgraph.cli.output import echo_json, fmt_bytes, fmt_count, fmt_shape, for_display, stdout_console
+
+COLUMNS: dict[str, tuple[str, str]] = {
+    "layer": ("Layer (type)", "left"),
+    "type": ("Type", "left"),
+    "output": ("Output shape", "left"),
+    "dtype": ("Dtype", "left"),
+    "params": ("Param #", "right"),
+    "trainable": ("Trainable", "left"),
+    "bytes": ("Output bytes", "right"),
+    "macs": ("MACs", "right"),
+    "depth": ("Depth", "right"),
+    "connected": ("Connected to", "left"),
+}
+"""``--columns`` names -> (header, justification); ``type`` given separately takes the class out of ``layer``."""
+
+DEFAULT_COLUMNS = ("layer", "output", "params", "macs", "depth", "connected")
+MIN_NAME_WIDTH = 16
+
+
+def parse_columns(value: str | None) -> list[str]:
+    """The ``--columns`` list (comma-separated, in the order given); a usage error names the valid ones."""
+    if not value:
+        return list(DEFAULT_COLUMNS)
+    names = [v.strip().lower() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in COLUMNS]
+    if unknown or not names:
+        raise click.BadParameter(
+            f"unknown column(s) {', '.join(repr(u) for u in unknown) or '(none given)'}; "
+            f"valid: {', '.join(COLUMNS)} (default: {','.join(DEFAULT_COLUMNS)})",
+            param_hint="'--columns'",
+        )
+    return list(dict.fromkeys(names))
 
 
 @click.command("inspect")
 @click.argument("model", type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--expand-nested", is_flag=True, help="Show the layers of nested models as an indented tree.")
+@click.option(
+    "--depth",
+    type=click.IntRange(min=1),
+    help="Show layers at most N levels deep (1: top-level layers only; 2: and the layers of nested models...).",
+)
+@click.option(
+    "--filter",
+    "pattern",
+    metavar="PATTERN",
+    help="Only layers whose name, path or class matches: a glob (conv*, *BatchNorm*) or a substring; "
+    "case-insensitive; nested layers included.",
+)
+@click.option(
+    "--totals", "totals_only", is_flag=True, help="Only the totals (params, bytes, MACs), no table."
+)
+@click.option(
+    "--columns",
+    metavar="NAMES",
+    help=f"Columns to show, in order, comma-separated: {', '.join(COLUMNS)} (default: {','.join(DEFAULT_COLUMNS)}).",
+)
 @click.option("--weights", type=click.Path(exists=True, path_type=Path), help="Attach a weights file.")
-def inspect_command(model: Path, fmt: str, expand_nested: bool, weights: Path | None) -> None:
-    """Summarise MODEL: layers, classes, output shapes, params, depths, connections, totals."""
+def inspect_command(
+    model: Path,
+    fmt: str,
+    expand_nested: bool,
+    depth: int | None,
+    pattern: str | None,
+    totals_only: bool,
+    columns: str | None,
+    weights: Path | None,
+) -> None:
+    """Summarise MODEL: layers, classes, output shapes, params, depths, connections, totals.
+
+    \b
+    Examples:
+      modelgraph inspect model.keras
+      modelgraph inspect model.keras --depth 1 --totals
+      modelgraph inspect model.keras --filter '*conv*' --columns layer,output,dtype,bytes,params,trainable
+    """
     from modelgraph.loading import load
     from modelgraph.summary import summarize
 
-    report = summarize(load(model, weights=weights), expand_nested=expand_nested)
+    chosen = parse_columns(columns)
+    report = summarize(
+        load(model, weights=weights),
+        expand_nested=expand_nested,
+        depth=depth,
+        pattern=pattern,
+        totals_only=totals_only,
+    )
     if fmt == "json":
         echo_json(report)
     else:
-        _print_table(for_display(report), expand_nested)
+        _print_report(for_display(report), chosen, totals_only, pattern)
 
 
-def _print_table(report, expand_nested: bool) -> None:
-    from rich.table import Table
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis in the middle (a name's start and end are
+    what tell layers apart: ``separable_co…_reduce_4``)."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    return text[:head] + "…" + text[len(text) - tail :]
+
+
+def _label(layer: Any, with_class: bool, budget: int) -> str:
+    indent = "  " * (len(layer.path) - 1) + ("└ " if len(layer.path) > 1 else "")
+    room = max(budget - len(indent), 4)
+    if not with_class:
+        return indent + shorten(layer.name, room)
+    cls = f" ({layer.class_name})"
+    if len(layer.name) + len(cls) <= room:
+        return indent + layer.name + cls
+    if room - len(cls) < 10:  # too narrow for the whole class name too: both give up room
+        cls = f" ({shorten(layer.class_name, max(room // 2 - 3, 4))})"
+    return indent + shorten(layer.name, max(room - len(cls), 4)) + cls
+
+
+def _trainable(layer: Any) -> str:
+    if layer.kind in ("input", "op") or not layer.params:
+        return "-"
+    if layer.trainable_params and layer.non_trainable_params:
+        return "partly"
+    return "yes" if layer.trainable_params else "no"
+
+
+def _cells(layer: Any, with_class: bool) -> dict[str, str]:
+    inbound = (
+        ", ".join(layer.inbound)
+        if len(layer.inbound) <= 4
+        else ", ".join(layer.inbound[:4]) + f", … (+{len(layer.inbound) - 4})"
+    )
+    return {
+        "type": layer.class_name,
+        "output": ", ".join(fmt_shape(s) for s in layer.output_shapes) or "-",
+        "dtype": layer.dtype or "-",
+        "params": fmt_count(layer.params),
+        "trainable": _trainable(layer),
+        "bytes": "-" if layer.output_bytes is None else fmt_bytes(layer.output_bytes),
+        "macs": fmt_count(layer.macs),
+        "depth": "-" if layer.depth is None else str(layer.depth),
+        "connected": inbound or "-",
+    }
+
+
+def _print_report(report: Any, columns: list[str], totals_only: bool, pattern: str | None) -> None:
     from rich.text import Text
 
     console = stdout_console()
-    title = Text(f'Model: "{report.name}" ({report.class_name})', style="bold")
-    console.print(title)
+    console.print(Text(f'Model: "{report.name}" ({report.class_name})', style="bold"))
     console.print(
         Text(
             f"{report.source}  ·  {report.format}  ·  Keras {report.keras_version or 'unknown'}", style="dim"
         )
     )
+    if not totals_only:
+        _print_table(console, report, columns)
+        if report.shown_layers is not None:
+            what = f" matching {pattern!r}" if pattern else ""
+            console.print(
+                Text(f"{report.shown_layers:,} layer(s){what} shown; the totals cover the whole model")
+            )
+    _print_totals(console, report)
+
+
+CAPS = {"connected": 40, "type": 28, "dtype": 16}
+"""Widest a column gets before its cells are cut with an ellipsis (the layer column takes the rest;
+output shapes are never cut)."""
+
+
+def _compact(count: str) -> str:
+    """``1,234,567`` -> ``1.2M`` (for narrow tables)."""
+    try:
+        n = int(count.replace(",", ""))
+    except ValueError:
+        return count
+    for unit, size in (("T", 10**12), ("G", 10**9), ("M", 10**6), ("K", 10**3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def _print_table(console: Any, report: Any, columns: list[str]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    with_class = "type" not in columns
+    rows = [_cells(layer, with_class) for layer in report.layers]
+    # Every column but the layer's is cut to its cap; the layer column gets the rest of the width
+    # (names longer than that are shortened in the middle, never wrapped); when that leaves less
+    # than MIN_NAME_WIDTH, Connected to gives up room first. A table is 1 + (width + 3) per column.
+    caps = dict(CAPS)
+    natural = {
+        name: max([len(COLUMNS[name][0])] + [len(r[name]) for r in rows])
+        for name in columns
+        if name != "layer"
+    }
+
+    def others() -> int:
+        return sum(min(w, caps.get(n, w)) + 3 for n, w in natural.items())
+
+    longest = max([len(_label(layer, with_class, 10**6)) for layer in report.layers] or [0])
+    wanted = min(longest, max(48, console.width // 2))
+    # what gives way, in order: Connected to, then MACs written compactly (830.3K), then the rest
+    for name, floor in (("connected", 16), ("macs", 0), ("params", 0), ("type", 12), ("connected", 8)):
+        if name in ("macs", "params"):
+            if console.width - 1 - others() - 3 < wanted and name in natural:
+                for r in rows:
+                    r[name] = _compact(r[name])
+                natural[name] = max([len(COLUMNS[name][0])] + [len(r[name]) for r in rows])
+            continue
+        while console.width - 1 - others() - 3 < wanted and caps[name] > floor:
+            caps[name] -= 1
+    budget = max(MIN_NAME_WIDTH, console.width - 1 - others() - 3)
     table = Table(show_lines=False, header_style="bold")
-    for header, justify in (
-        ("Layer (type)", "left"),
-        ("Output shape", "left"),
-        ("Param #", "right"),
-        ("MACs", "right"),
-        ("Depth", "right"),
-        ("Connected to", "left"),
-    ):
-        table.add_column(header, justify=justify, overflow="fold")
-    for layer in report.layers:
-        indent = "  " * (len(layer.path) - 1) + ("└ " if len(layer.path) > 1 else "")
-        label = Text(f"{indent}{layer.name} ({layer.class_name})")
-        if layer.kind == "op":
-            label.stylize("italic")
-        shapes = ", ".join(fmt_shape(s) for s in layer.output_shapes) or "-"
-        inbound = (
-            ", ".join(layer.inbound)
-            if len(layer.inbound) <= 4
-            else ", ".join(layer.inbound[:4]) + f", … (+{len(layer.inbound) - 4})"
-        )
-        table.add_row(
-            label,
-            Text(shapes),
-            Text(fmt_count(layer.params)),
-            Text(fmt_count(layer.macs)),
-            Text("-" if layer.depth is None else str(layer.depth)),
-            Text(inbound or "-"),
-        )
+    labels = [_label(layer, with_class, budget) for layer in report.layers]
+    for name in columns:
+        header, justify = COLUMNS[name]
+        if name == "layer" and not with_class:
+            header = "Layer"
+        # the layer column keeps its width (already shortened in the middle); the others give way
+        keep = max([len(x) for x in labels] + [len(header)]) if name == "layer" else None
+        if name == "output":  # shapes are never cut
+            keep = max([len(r["output"]) for r in rows] + [len(header)])
+        table.add_column(header, justify=justify, no_wrap=True, overflow="ellipsis", min_width=keep)
+    for layer, cells in zip(report.layers, rows, strict=True):
+        row = []
+        for name in columns:
+            if name == "layer":
+                label = Text(_label(layer, with_class, budget))
+                if layer.kind == "op":
+                    label.stylize("italic")
+                row.append(label)
+            else:
+                row.append(Text(_cut(cells[name], caps.get(name, len(cells[name])))))
+        table.add_row(*row)
     console.print(table)
+
+
+def _print_totals(console: Any, report: Any) -> None:
+    from rich.text import Text
+
     t = report.totals
     lines = [
         f"Total params: {t.total_params:,} ({fmt_bytes(t.weight_bytes)})",
@@ -79,8 +266,18 @@ def _print_table(report, expand_nested: bool) -> None:
             "Weights by dtype: "
             + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in sorted(t.weight_bytes_by_dtype.items()))
         )
+    if t.stored_bytes_by_dtype:
+        lines.append(
+            "Stored on disk: "
+            + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in sorted(t.stored_bytes_by_dtype.items()))
+            + f" (dequantized to {fmt_bytes(t.weight_bytes)} when read)"
+        )
     if t.macs is not None:
         lines.append(f"MACs per sample: {t.macs:,}")
+    if t.activation_bytes is not None:
+        lines.append(
+            f"Activations per sample (every layer output, batch of 1): {fmt_bytes(t.activation_bytes)}"
+        )
     lines.append(
         f"Layers: {t.layers:,}  Nodes: {t.nodes:,}  Inputs: {', '.join(i.name for i in report.inputs)}  Outputs: {', '.join(o.ref for o in report.outputs)}"
     )

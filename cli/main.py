@@ -46,6 +46,46 @@ class LazyGroup(click.Group):
         module = importlib.import_module(COMMANDS[cmd_name][0])
         return getattr(module, f"{cmd_name}_command")
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = click.utils.make_str(args[0]) if args else ""
+        if args and not name.startswith("-") and self.get_command(ctx, name) is None:
+            from modelgraph.errors import did_you_mean
+
+            raise click.UsageError(
+                f"no such command '{name}'{did_you_mean(name, self.list_commands(ctx))}", ctx
+            )
+        return super().resolve_command(ctx, args)
+
+    def main(  # type: ignore[override]
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Click's main, with usage errors (bad option, missing file, unknown command) as one line
+        ``modelgraph: error: ...`` and exit 2, like every other error, instead of a usage block."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.ClickException as exc:
+            from modelgraph.errors import printable
+
+            message = printable(exc.format_message().strip())
+            ctx = getattr(exc, "ctx", None)
+            if isinstance(exc, click.UsageError) and ctx is not None:
+                message += f" (see '{ctx.command_path} --help')"
+            click.echo(f"modelgraph: error: {message}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
         if rows:

@@ -18,8 +18,21 @@ def stdout_console() -> Any:
             raise BrokenPipeError
 
     return _Console(
-        file=sys.stdout, highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200
+        file=sys.stdout,
+        highlight=False,
+        soft_wrap=False,
+        width=None if sys.stdout.isatty() else piped_width(),
     )
+
+
+def piped_width() -> int:
+    """The width of text written to a pipe or file: ``COLUMNS`` when set (40 at least), else 120."""
+    import os
+
+    try:
+        return max(int(os.environ.get("COLUMNS", "")), 40)
+    except ValueError:
+        return 120
 
 
 def stderr_console() -> Any:

@@ -19,12 +19,13 @@ PROGRESS_NODES = 200
     "--output",
     default="-",
     show_default=True,
-    help="Output file (.svg, .png, .pdf, .dot); '-' writes to stdout (DOT unless --format says otherwise).",
+    help="Output file (.svg, .png, .pdf, .dot, or .html: an interactive page with search and a layer panel); "
+    "'-' writes to stdout (DOT unless --format says otherwise). Missing folders are created.",
 )
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["svg", "png", "pdf", "dot"], case_sensitive=False),
+    type=click.Choice(["svg", "png", "pdf", "dot", "html"], case_sensitive=False),
     help="Output format (default: from the -o extension; DOT for stdout).",
 )
 @click.option(
@@ -87,6 +88,7 @@ def render_command(
       modelgraph render model.keras -o model.svg --show-shapes
       modelgraph render model.keras -o model.png --expand-nested --dpi 150
       modelgraph render model.keras --collapse-repeats | dot -Tpdf > model.pdf
+      modelgraph render model.keras -o model.html --highlight-issues
     """
     import importlib
 
@@ -97,8 +99,12 @@ def render_command(
     if out_format != "dot":
         core.dot_binary()  # exit 4 with the install hint before loading anything
     started = time.perf_counter()
-    graph = load(model, weights=weights)
-    issues = _validation_issues(model, graph) if highlight_issues else None
+    # --highlight-issues draws a broken graph too (dangling references dropped, cycles drawn as they
+    # are), its broken parts marked by the findings; without it a broken file is refused (exit 3).
+    problems: list | None = [] if highlight_issues else None
+    graph = load(model, weights=weights, problems=problems)
+    html = out_format == "html"
+    issues = _validation_issues(model, weights) if highlight_issues or html else None
     options = core.RenderOptions(
         rankdir=rankdir,
         show_shapes=show_shapes,
@@ -112,6 +118,9 @@ def render_command(
         collapse_repeats=collapse_repeats,
         dpi=dpi,
     )
+    if html:
+        _write_html(graph, options, issues or [], model, output, started)
+        return
     drawing = core.to_dot(graph, options, issues=issues)
     big = drawing.nodes > PROGRESS_NODES
     if big and out_format != "dot":
@@ -125,7 +134,7 @@ def render_command(
         sys.stdout.buffer.write(payload)
         sys.stdout.buffer.flush()
     else:
-        Path(output).write_bytes(payload)
+        write_output(Path(output), payload)
     if big:
         where = "stdout" if output == "-" else output
         click.echo(
@@ -134,7 +143,33 @@ def render_command(
     sys.stderr.flush()
 
 
-def _validation_issues(model: Path, graph: object) -> list | None:
+def write_output(path: Path, payload: bytes) -> None:
+    """Write ``payload`` to ``path``, creating missing parent folders (as ``run -o`` does)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(payload)
+
+
+def _write_html(
+    graph: object, options: object, issues: list, model: Path, output: str, started: float
+) -> None:
+    """The interactive HTML view (findings from ``modelgraph.validate`` on the same file in its panel)."""
+    from modelgraph.html_view import model_page
+
+    text = model_page(graph, options, issues=issues, source=model.name)  # type: ignore[arg-type]
+    payload = text.encode("utf-8")
+    if output == "-":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(payload)
+        sys.stdout.buffer.flush()
+        return
+    write_output(Path(output), payload)
+    click.echo(
+        f"modelgraph: wrote {output} ({len(payload) / 1e6:.2f} MB) in {time.perf_counter() - started:.1f}s",
+        err=True,
+    )
+
+
+def _validation_issues(model: Path, weights: Path | None = None) -> list | None:
     """Findings from ``modelgraph.validate`` when that module is available (else none)."""
     import importlib
 
@@ -146,7 +181,7 @@ def _validation_issues(model: Path, graph: object) -> list | None:
     validate = getattr(api, "validate", None)
     if validate is None:
         return None
-    results = validate(str(model))
+    results = validate(str(model), weights=None if weights is None else str(weights))
     if not isinstance(results, list | tuple):
         results = [results]
     issues: list = []

@@ -16,6 +16,7 @@ import click
 
 from modelgraph import __version__
 from modelgraph.cli.output import for_display
+from modelgraph.errors import printable
 from modelgraph.schemas.run_report import (
     CheckProblem,
     CheckReport,
@@ -126,7 +127,7 @@ def _profile_report(profile: Any) -> ProfileReport:
     )
 
 
-def _text_report(report: RunReport) -> str:
+def _text_report(report: RunReport, failures_only: bool = False) -> str:
     lines: list[str] = [f"model: {report.model}"]
     lines.append("outputs:")
     rows = [
@@ -148,7 +149,9 @@ def _text_report(report: RunReport) -> str:
             f"comparison with {comp.reference} (|a-b| <= {comp.atol:g} + {comp.rtol:g}*|b|): {verdict}"
         )
         rows = []
-        for t in comp.tensors:
+        shown = [t for t in comp.tensors if not (failures_only and t.passed)]
+        passing = len(comp.tensors) - sum(1 for t in comp.tensors if not t.passed)
+        for t in shown:
             status = "ok" if t.passed else ("SHAPE" if t.note == "shape mismatch" else "FAIL")
             rows.append(
                 [
@@ -161,11 +164,18 @@ def _text_report(report: RunReport) -> str:
                     f"{t.nan}/{t.inf}",
                 ]
             )
-        lines += [
-            "  " + line
-            for line in _table(rows, ["tensor", "", "max abs", "mean abs", "max rel", "mismatch", "nan/inf"])
-        ]
-        for t in comp.tensors:
+        if rows:
+            lines += [
+                "  " + line
+                for line in _table(
+                    rows, ["tensor", "", "max abs", "mean abs", "max rel", "mismatch", "nan/inf"]
+                )
+            ]
+        if failures_only:
+            lines.append(
+                f"  {passing} of {len(comp.tensors)} tensors within tolerance (not listed: --failures-only)"
+            )
+        for t in shown:
             if t.note == "shape mismatch":
                 lines.append(f"  {t.name}: shape {tuple(t.shape)} vs reference {tuple(t.reference_shape)}")
             if t.kind == "output" and t.histogram:
@@ -198,8 +208,10 @@ def _text_report(report: RunReport) -> str:
             lines.append(f"first diverging layer: {comp.first_divergence}")
     prof = report.profile
     if prof is not None:
+        runs = f"median of {prof.runs} runs" if prof.runs > 1 else "1 run"
         lines.append(
-            f"profile: {prof.total_seconds * 1e3:.2f} ms total, {prof.kernel_seconds * 1e3:.2f} ms in kernels, "
+            f"profile ({runs} after {prof.warmup} warm-up): "
+            f"{prof.total_seconds * 1e3:.2f} ms total, {prof.kernel_seconds * 1e3:.2f} ms in kernels, "
             f"peak activations {_fmt_bytes(prof.peak_live_bytes)}, weights {_fmt_bytes(prof.weight_bytes)}"
         )
         total = prof.kernel_seconds or 1.0
@@ -276,7 +288,23 @@ def _text_report(report: RunReport) -> str:
 )
 @click.option("--tap", "taps", multiple=True, metavar="LAYER", help="Keep this layer's output (repeatable).")
 @click.option("--all-intermediates", is_flag=True, help="Keep every layer's output.")
-@click.option("--profile", is_flag=True, help="Time every layer and track activation memory.")
+@click.option(
+    "--profile",
+    is_flag=True,
+    help="Time every layer and track activation memory (after one untimed warm-up run).",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="With --profile: time this many runs and report the median of each layer.",
+)
+@click.option(
+    "--failures-only",
+    is_flag=True,
+    help="With --expect: list only the tensors that differ (useful with --all-intermediates).",
+)
 @click.option(
     "--no-fuse",
     is_flag=True,
@@ -314,6 +342,8 @@ def run_command(
     taps: tuple[str, ...],
     all_intermediates: bool,
     profile: bool,
+    repeat: int,
+    failures_only: bool,
     no_fuse: bool,
     batch_size: int | None,
     weights: Path | None,
@@ -326,7 +356,8 @@ def run_command(
     Examples:
       modelgraph run model.keras --random -o out.npz
       modelgraph run model.keras --input x.npz --expect keras_out.npz --atol 1e-5
-      modelgraph run model.h5 --input image=img.npy --tap conv1 --profile
+      modelgraph run model.h5 --input image=img.npy --tap conv1 --profile --repeat 5
+      modelgraph run model.keras --input x.npz --expect ref.npz --all-intermediates --failures-only
       modelgraph run model.keras --check
     """
     from modelgraph.errors import UnsupportedError, UsageError, WeightsError
@@ -386,7 +417,14 @@ def run_command(
     if expect is not None:
         reference = cmp.read_reference(expect, runner.output_keys)
     if inputs:
-        feeds: dict[str, Any] = fd.parse_input_options(inputs, runner.input_names)
+        ignored: list[str] = []
+        feeds: dict[str, Any] = fd.parse_input_options(inputs, runner.input_names, ignored)
+        if ignored:
+            shown = ", ".join(printable(k) for k in ignored[:10]) + (" ..." if len(ignored) > 10 else "")
+            click.echo(
+                f"modelgraph: note: --input ignored {len(ignored)} key(s) that are not inputs: {shown}",
+                err=True,
+            )
     elif use_random:
         feeds = fd.random_feeds(runner.inputs, graph, seed=seed, batch=batch)
     elif reference is not None and any(k.startswith(fd.GOLDEN_INPUT_PREFIX) for k in reference):
@@ -405,11 +443,17 @@ def run_command(
         known = set(runner.layer_paths())
         tap_list += [p for p in cmp.reference_taps(reference) if p in known and p not in tap_list]
 
+    if repeat > 1 and not profile:
+        raise UsageError("--repeat times the runs of --profile; add --profile")
+    if failures_only and expect is None:
+        raise UsageError("--failures-only filters the comparison of --expect; add --expect REF.npz")
     prof = None
     if profile:
         from modelgraph.runner.interpreter import Profile
 
         prof = Profile(steps=[])
+        # one untimed run first: the first run builds caches (transformed kernels, thread scratch)
+        runner.run(feeds, taps=tap_list, all_intermediates=all_intermediates, batch_size=batch_size)
 
     n = fd.batch_of(feeds)
     show_progress = batch_size is not None and n > batch_size
@@ -439,6 +483,14 @@ def run_command(
         results = runner.run(
             feeds, taps=tap_list, all_intermediates=all_intermediates, batch_size=batch_size, profile=prof
         )
+    if prof is not None and repeat > 1:
+        from modelgraph.runner.interpreter import Profile, median_profile
+
+        timed = [prof]
+        for _ in range(repeat - 1):
+            timed.append(Profile(steps=[]))
+            runner.run(feeds, batch_size=batch_size, profile=timed[-1])
+        prof = median_profile(timed)
 
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -461,11 +513,13 @@ def run_command(
         report.comparison = _comparison_report(comparison, str(expect))
     if prof is not None:
         report.profile = _profile_report(prof)
+        report.profile.runs = repeat
+        report.profile.warmup = 1
 
     if fmt == "json":
         click.echo(json.dumps(report.model_dump(mode="json"), indent=2))
     else:
-        click.echo(_text_report(for_display(report)))
+        click.echo(_text_report(for_display(report), failures_only=failures_only))
     if comparison is not None and not comparison.passed:
         where = (
             f"; first diverging layer: {comparison.first_divergence}" if comparison.first_divergence else ""

@@ -50,6 +50,38 @@ __all__ = [  # noqa: F822 - the names resolve lazily through __getattr__
 ]
 
 
+def _find_source_tree_packages() -> None:
+    """Let ``python -m modelgraph`` run from a source checkout that is not installed.
+
+    Installed, ``modelgraph.cli`` and ``modelgraph.schemas`` are ordinary subpackages (pyproject's
+    package-dir remap puts the repository's ``cli/`` and ``schemas/`` there). In a bare checkout they
+    sit beside ``modelgraph/`` instead; a finder placed *last* on ``sys.meta_path`` answers for
+    exactly those two names from there, so it never shadows an installed copy.
+    """
+    import sys
+    from importlib.machinery import PathFinder
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "pyproject.toml").is_file() or not (root / "cli" / "__init__.py").is_file():
+        return
+
+    class _SourceTreeFinder:
+        names = {"modelgraph.cli", "modelgraph.schemas"}
+
+        @classmethod
+        def find_spec(cls, fullname: str, path: Any = None, target: Any = None) -> Any:
+            if fullname not in cls.names:
+                return None
+            return PathFinder.find_spec(fullname, [str(root)])
+
+    if not any(getattr(f, "__name__", "") == "_SourceTreeFinder" for f in sys.meta_path):
+        sys.meta_path.append(_SourceTreeFinder)  # type: ignore[arg-type]
+
+
+_find_source_tree_packages()
+
+
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         import importlib

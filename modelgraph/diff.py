@@ -29,6 +29,7 @@ import numpy as np
 
 from modelgraph._callable_module import make_callable
 from modelgraph.diff_align import (
+    ConfigContext,
     align,
     canonical_class,
     config_changes,
@@ -116,16 +117,42 @@ def diff(
     rtol: float = DEFAULT_RTOL,
     outputs: bool = False,
     seed: int = 0,
+    strict_config: bool = False,
 ) -> GraphDiff:
     """Compare model A with model B (graphs or paths in any format modelgraph reads).
 
     ``weights=False`` skips weight values and shapes; ``outputs=True`` also runs both models on
     the same random inputs (``seed``) with the NumPy runner and compares the outputs with
-    ``atol``/``rtol``.
+    ``atol``/``rtol``. Configs are compared after :func:`~modelgraph.diff_align.normalize_config`
+    makes equivalent settings equal; ``strict_config=True`` compares them as written.
     """
     ga = a if isinstance(a, ModelGraph) else _load(a)
     gb = b if isinstance(b, ModelGraph) else _load(b)
-    return _Differ(ga, gb, weights=weights, atol=atol, rtol=rtol, outputs=outputs, seed=seed).run()
+    return _Differ(
+        ga, gb, weights=weights, atol=atol, rtol=rtol, outputs=outputs, seed=seed, strict_config=strict_config
+    ).run()
+
+
+def input_ranks(graph: ModelGraph) -> dict[tuple[str, ...], int]:
+    """The rank of each layer's first input (by layer path, nested layers included), where shape
+    inference knows it; empty when inference fails (configs are then compared without it)."""
+    try:
+        from modelgraph.shapes import infer_shapes
+
+        result = infer_shapes(graph)
+    except Exception:  # noqa: BLE001 - axis normalisation is an improvement, never a requirement
+        return {}
+    ranks: dict[tuple[str, ...], int] = {}
+    stack = [(graph, result, ())]
+    while stack:
+        g, res, prefix = stack.pop()
+        for layer in g.layers:
+            shapes = res.inputs.get((layer.name, 0)) or []
+            if shapes and isinstance(shapes[0], list | tuple):
+                ranks[(*prefix, layer.name)] = len(shapes[0])
+            if layer.subgraph is not None and (layer.name, 0) in res.nested:
+                stack.append((layer.subgraph, res.nested[(layer.name, 0)], (*prefix, layer.name)))
+    return ranks
 
 
 def _load(path: str | Path) -> ModelGraph:
@@ -139,7 +166,7 @@ def _walk_count(g: ModelGraph) -> int:
 
 
 def _own_params(layer: Layer) -> int:
-    return sum(w.size for w in layer.weights)
+    return sum(w.size for w in layer.own_weights)
 
 
 def _jsonable(value: Any) -> Any:
@@ -177,6 +204,20 @@ def _call_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _prints_the_same(old: Any, new: Any) -> bool:
+    """Whether two config values would be shown identically (``1`` and ``1.0`` print differently;
+    a list and a tuple, or two objects whose only difference is key order, do not): such a change
+    would be noise the reader cannot see."""
+    if is_missing(old) or is_missing(new):
+        return False
+    import json
+
+    def text(value: Any) -> str:
+        return json.dumps(_jsonable(value), sort_keys=True, default=str)
+
+    return text(old) == text(new)
+
+
 def _fmt_params(n: int | None) -> str:
     return "?" if n is None else f"{n:,}"
 
@@ -192,8 +233,12 @@ class _Differ:
         rtol: float,
         outputs: bool,
         seed: int,
+        strict_config: bool = False,
     ) -> None:
         self.ga, self.gb = ga, gb
+        self.strict_config = strict_config
+        self.ranks_a = {} if strict_config else input_ranks(ga)
+        self.ranks_b = {} if strict_config else input_ranks(gb)
         self.atol, self.rtol = float(atol), float(rtol)
         self.outputs, self.seed = outputs, seed
         self.notes: list[str] = []
@@ -457,7 +502,8 @@ class _Differ:
                 self.counts["renamed"] += 1
                 sim -= _P_RENAME
         # config
-        na, nb = normalize_config(la), normalize_config(lb)
+        na = normalize_config(la, self._context(self.ga, self.ranks_a, path_a))
+        nb = normalize_config(lb, self._context(self.gb, self.ranks_b, path_b))
         cfg = [
             ConfigChange(
                 key=k,
@@ -466,6 +512,7 @@ class _Differ:
                 only_in="b" if is_missing(o) else "a" if is_missing(n) else None,
             )
             for k, o, n in config_changes(na, nb)
+            if self.strict_config or not _prints_the_same(o, n)
         ]
         if cfg:
             self.counts["config_changed"] += 1
@@ -491,6 +538,13 @@ class _Differ:
         entry.wiring = wiring
         entry.weights = wchanges
         return entry, max(0.0, sim)
+
+    def _context(
+        self, graph: ModelGraph, ranks: dict[tuple[str, ...], int], path: tuple[str, ...]
+    ) -> ConfigContext:
+        return ConfigContext(
+            input_rank=ranks.get(path), keras_version=graph.keras_version, strict=self.strict_config
+        )
 
     @staticmethod
     def _wiring(
@@ -522,16 +576,16 @@ class _Differ:
 
     def _weights(self, la: Layer, lb: Layer) -> tuple[list[WeightChange], int]:
         wa: dict[str, Any] = {}
-        for w in la.weights:
+        for w in la.own_weights:  # a nested model's weights are compared layer by layer inside it
             wa.setdefault(w.name, w)
         wb: dict[str, Any] = {}
-        for w in lb.weights:
+        for w in lb.own_weights:
             wb.setdefault(w.name, w)
         names = list(wa) + [n for n in wb if n not in wa]
         # a weight whose canonical name differs (an unnamed Keras 3 variable ``vars:var_2`` vs the
         # legacy h5 ``kernel_scale``) pairs with the one at the same position when shapes agree
-        pos_a = {w.name: i for i, w in enumerate(la.weights)}
-        pos_b = {i: w for i, w in enumerate(lb.weights)}
+        pos_a = {w.name: i for i, w in enumerate(la.own_weights)}
+        pos_b = {i: w for i, w in enumerate(lb.own_weights)}
         by_position: dict[str, str] = {}
         for name in [n for n in wa if n not in wb]:
             y = pos_b.get(pos_a[name])
@@ -713,12 +767,29 @@ def _dq(text: str) -> str:
     return f'"{out}"'
 
 
+DIFF_LEGEND = [
+    {"label": "added (only in B)", "fill": _DIFF_COLORS["added"][0], "color": _DIFF_COLORS["added"][1]},
+    {"label": "removed (only in A)", "fill": _DIFF_COLORS["removed"][0], "color": _DIFF_COLORS["removed"][1]},
+    {"label": "changed", "fill": _DIFF_COLORS["changed"][0], "color": _DIFF_COLORS["changed"][1]},
+    {"label": "unchanged", "fill": _DIFF_COLORS["same"][0], "color": _DIFF_COLORS["same"][1]},
+    {"label": "edge only in A", "edge": "#c62828", "dashed": True},
+    {"label": "edge only in B", "edge": "#2e7d32"},
+]
+"""What the colours of :func:`to_dot` mean (the HTML view's legend)."""
+
+
 def to_dot(gd: GraphDiff) -> str:
     """One graph of A and B together (top level): added layers green, removed red, changed amber.
 
     Edges only in A are red and dashed, edges only in B green; a nested model is amber when any
     layer inside it changed.
     """
+    return to_dot_with_ids(gd)[0]
+
+
+def to_dot_with_ids(gd: GraphDiff) -> tuple[str, dict[str, tuple[tuple[str, str], str]]]:
+    """:func:`to_dot` and, per drawn node id, its key (``("p", b_name)`` for a pair, ``("a", name)``
+    / ``("b", name)`` for a layer of one side) and status (added, removed, changed, same)."""
     rep = gd.report
     top_pairs = {m.a[0]: m.b[0] for m in rep.alignment if len(m.a) == 1}
     b2a = {b: a for a, b in top_pairs.items()}
@@ -735,8 +806,12 @@ def to_dot(gd: GraphDiff) -> str:
             status_b[top_b] = "changed"
             if len(e.path) == 1 and e.rename is not None:
                 labels[top_b] = f"{e.rename.old} → {e.rename.new}"
-    # node ids: paired and B-only layers by B's name, A-only layers by A's name
-    ids: dict[tuple[str, str], str] = {}
+    # node ids: paired and B-only layers by B's name, A-only layers by A's name; a layer called
+    # several times (on either side) is drawn once per call, as render does, so the drawing stays a
+    # DAG (one box per layer turns x -> shared -> add -> shared into a cycle)
+    ids: dict[tuple[str, str, int], str] = {}
+    drawn: dict[str, tuple[tuple[str, str], str]] = {}
+    calls: dict[tuple[str, str], int] = {}
     lines = [
         "digraph modelgraph_diff {",
         "  rankdir=TB;",
@@ -745,22 +820,29 @@ def to_dot(gd: GraphDiff) -> str:
         f"  label={_dq(rep.verdict)}; labelloc=t; fontname=Helvetica; fontsize=11;",
     ]
 
-    def node(key: tuple[str, str], layer: Layer, status: str, label: str | None = None) -> None:
-        ids[key] = f"n{len(ids)}"
+    def node(key: tuple[str, str], count: int, layer: Layer, status: str, label: str | None = None) -> None:
+        calls[key] = max(count, 1)
         fill, border = _DIFF_COLORS[status]
-        text = f"{label or layer.name}\n{layer.class_name}"
-        lines.append(
-            f'  {ids[key]} [label={_dq(text)} fillcolor="{fill}" color="{border}" penwidth={1 if status == "same" else 2}];'
-        )
+        for call in range(calls[key]):
+            ident = f"n{len(ids)}"
+            ids[(*key, call)] = ident
+            drawn[ident] = (key, status)
+            text = f"{label or layer.name}\n{layer.class_name}"
+            if calls[key] > 1:
+                text += f"\ncall {call + 1}/{calls[key]}"
+            lines.append(
+                f'  {ident} [label={_dq(text)} fillcolor="{fill}" color="{border}" penwidth={1 if status == "same" else 2}];'
+            )
 
     for name in layer_order_of(gd.b):
         if name in b2a:
-            node(("p", name), gd.b.layer(name), status_b.get(name, "same"), labels.get(name))
+            count = max(gd.b.layer(name).node_count, gd.a.layer(b2a[name]).node_count)
+            node(("p", name), count, gd.b.layer(name), status_b.get(name, "same"), labels.get(name))
         else:
-            node(("b", name), gd.b.layer(name), "added")
+            node(("b", name), gd.b.layer(name).node_count, gd.b.layer(name), "added")
     for name in layer_order_of(gd.a):
         if name not in top_pairs:
-            node(("a", name), gd.a.layer(name), "removed")
+            node(("a", name), gd.a.layer(name).node_count, gd.a.layer(name), "removed")
 
     def key_a(name: str) -> tuple[str, str]:
         return ("p", top_pairs[name]) if name in top_pairs else ("a", name)
@@ -768,8 +850,16 @@ def to_dot(gd: GraphDiff) -> str:
     def key_b(name: str) -> tuple[str, str]:
         return ("p", name) if name in b2a else ("b", name)
 
-    def edges(g: ModelGraph, key: Any) -> set[tuple[tuple[str, str], tuple[str, str]]]:
-        return {(key(r.layer), key(n.layer)) for n in g.nodes for r in n.inputs if g.has_layer(r.layer)}
+    def at(key: tuple[str, str], call: int) -> tuple[str, str, int]:
+        return (*key, call if calls.get(key, 1) > 1 else 0)
+
+    def edges(g: ModelGraph, key: Any) -> set[tuple[tuple[str, str, int], tuple[str, str, int]]]:
+        return {
+            (at(key(r.layer), r.node_index), at(key(n.layer), n.index))
+            for n in g.nodes
+            for r in n.inputs
+            if g.has_layer(r.layer)
+        }
 
     ea, eb = edges(gd.a, key_a), edges(gd.b, key_b)
     for src, dst in sorted(ea | eb):
@@ -784,7 +874,7 @@ def to_dot(gd: GraphDiff) -> str:
         )
         lines.append(f"  {ids[src]} -> {ids[dst]}{style};")
     lines.append("}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", drawn
 
 
 def layer_order_of(graph: ModelGraph) -> list[str]:

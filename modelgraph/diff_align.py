@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +61,52 @@ AXIS_LIST_CLASSES = frozenset({"BatchNormalization", "LayerNormalization", "Grou
 #: Class names that mean the same model class.
 CLASS_ALIASES = {"Model": "Functional"}
 POLICY_CLASSES = frozenset({"DTypePolicy", "Policy", "FloatDTypePolicy"})
+
+
+#: Classes whose ``axis`` (int or list) counts dimensions of the layer's input: with the input rank
+#: known, ``-1`` and ``rank - 1`` are the same axis (Keras 3 writes ``axis: -1``, tf.keras ``[3]``).
+INPUT_AXIS_CLASSES = frozenset(
+    {
+        "BatchNormalization",
+        "LayerNormalization",
+        "GroupNormalization",
+        "UnitNormalization",
+        "RMSNormalization",
+        "Normalization",
+        "Concatenate",
+        "Softmax",
+    }
+)
+#: Defaults of every Keras layer (the base ``Layer``): a key left out means this value.
+BASE_LAYER_DEFAULTS: dict[str, Any] = {"trainable": True, "dtype": "float32"}
+
+
+@dataclass(frozen=True)
+class ConfigContext:
+    """What :func:`normalize_config` may know besides the config itself.
+
+    ``input_rank``: the rank of the layer's (first) input, from shape inference, for axis keys;
+    ``keras_version``: the version that wrote the file; ``strict``: compare the raw config (only the
+    layer's own name left out).
+    """
+
+    input_rank: int | None = None
+    keras_version: str | None = None
+    strict: bool = False
+
+
+DefaultsProvider = Callable[[str, "str | None"], "Mapping[str, Any] | None"]
+"""``(class name, Keras version) -> {key: default}`` of that class's constructor, or None if unknown."""
+
+_defaults_provider: DefaultsProvider | None = None
+
+
+def set_defaults_provider(provider: DefaultsProvider | None) -> None:
+    """Plug in per-class defaults (the layer catalogue): a key that one side leaves out and the
+    other sets to Keras's default for that class and version then compares equal. With no provider
+    only :data:`BASE_LAYER_DEFAULTS` apply."""
+    global _defaults_provider
+    _defaults_provider = provider
 
 
 def canonical_class(class_name: str) -> str:
@@ -150,7 +196,7 @@ def _norm_layer_config(
     return dict(sorted(out.items()))
 
 
-def normalize_config(layer: Layer) -> dict[str, Any]:
+def normalize_config(layer: Layer, context: ConfigContext | None = None) -> dict[str, Any]:
     """The layer's config in one spelling, for comparing across formats and Keras versions.
 
     Drops the name (also of nested layers such as Bidirectional's ``layer``), envelope keys
@@ -160,10 +206,40 @@ def normalize_config(layer: Layer) -> dict[str, Any]:
     ``renorm_*`` when renorm is off and, for nested models, the layer lists (compared as a
     sub-graph); sorts keys; reads a DTypePolicy dict as its name; rounds floats through float32;
     renames ``batch_input_shape`` -> ``batch_shape``; reads normalisation ``axis: [3]`` as ``3``;
-    maps the Keras 2 activation names ``swish``/``hard_swish`` to ``silu``/``hard_silu``.
+    maps the Keras 2 activation names ``swish``/``hard_swish`` to ``silu``/``hard_silu``; with the
+    input rank known (``context``), writes input axes as non-negative numbers (``-1`` of a rank-4
+    input is ``3``); drops keys whose value is the default (:data:`BASE_LAYER_DEFAULTS`, and the
+    class's own defaults once a provider is plugged in with :func:`set_defaults_provider`), so an
+    omitted key and its default compare equal.
+
+    This is the one step that makes equivalent configs equal; everything that compares configs goes
+    through it. ``context.strict`` skips it (only the name and, for nested models, the layer lists
+    are left out): ``diff --strict-config``.
     """
+    context = context or ConfigContext()
     skip = MODEL_GRAPH_KEYS if layer.subgraph is not None else frozenset()
-    return _norm_layer_config(canonical_class(layer.class_name), layer.config, skip=skip)
+    class_name = canonical_class(layer.class_name)
+    if context.strict:
+        return {k: v for k, v in sorted(layer.config.items()) if k != "name" and k not in skip}
+    out = _norm_layer_config(class_name, layer.config, skip=skip)
+    if context.input_rank is not None and class_name in INPUT_AXIS_CLASSES and "axis" in out:
+        out["axis"] = _axis(out["axis"], context.input_rank)
+    defaults: dict[str, Any] = dict(BASE_LAYER_DEFAULTS)
+    if _defaults_provider is not None:
+        defaults.update(_defaults_provider(class_name, context.keras_version) or {})
+    for key, default in defaults.items():
+        if key in out and _same(out[key], _norm_value(default)):
+            del out[key]
+    return out
+
+
+def _axis(value: Any, rank: int) -> Any:
+    """Input axes as non-negative numbers (a list sorted), when they are in range for ``rank``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value + rank if -rank <= value < 0 else value
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return sorted(_axis(v, rank) for v in value)
+    return value
 
 
 #: A key present on one side only is no difference when the other side's value is one of these

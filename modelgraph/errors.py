@@ -12,6 +12,7 @@ Each family maps to one exit code, decided in one place in the CLI (``cli/exit_c
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 # Lone surrogates U+DC80..U+DCFF: bytes that were not UTF-8, kept by a "surrogateescape" decode (an
@@ -34,6 +35,22 @@ def printable(text: str) -> str:
     ``\\xNN`` (``\\uNNNN`` for C1 controls), so a file's names cannot inject terminal escapes or
     line breaks into a message or a report."""
     return _UNPRINTABLE.sub(lambda m: _escape(m.group()), text)
+
+
+def did_you_mean(name: str, choices: Iterable[str], limit: int = 3) -> str:
+    """``"; did you mean 'x'?"`` (or ``'x', 'y'``) for the choices closest to a mistyped ``name``, else ``""``."""
+    import difflib
+
+    pool = list(dict.fromkeys(choices))
+    close = difflib.get_close_matches(name, pool, n=limit, cutoff=0.6)
+    if not close:
+        folded = {c.lower(): c for c in pool}
+        close = [
+            folded[c] for c in difflib.get_close_matches(name.lower(), list(folded), n=limit, cutoff=0.6)
+        ]
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(f"'{printable(c)}'" for c in close) + "?"
 
 
 class ModelGraphError(Exception):

@@ -9,7 +9,7 @@ tensor_index)``. Depths and the topological order are computed once, when the gr
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -108,6 +108,17 @@ class Layer:
     depth: int | None = None
     json_path: str = ""
 
+    def __post_init__(self) -> None:
+        if self.subgraph is not None:
+            # Like Keras's ``model.get_layer("inner").weights``: a nested model's weights are its
+            # layers' weights, named by their path inside it (``inner_dense/kernel``).
+            object.__setattr__(self, "weights", nested_weights(self.subgraph))
+
+    @property
+    def own_weights(self) -> tuple[Weight, ...]:
+        """The weights stored for this layer itself: none for a nested model (its layers hold them)."""
+        return () if self.subgraph is not None else self.weights
+
     def weight(self, name: str) -> Weight:
         """The weight with this canonical name; KeyError names the ones that exist."""
         for w in self.weights:
@@ -118,12 +129,21 @@ class Layer:
     @property
     def param_count(self) -> int:
         """Number of stored parameters, nested model weights included."""
-        own = sum(w.size for w in self.weights)
+        own = sum(w.size for w in self.own_weights)
         return own + (self.subgraph.param_count if self.subgraph is not None else 0)
 
     @property
     def trainable(self) -> bool:
         return bool(self.config.get("trainable", True))
+
+
+def nested_weights(graph: ModelGraph) -> tuple[Weight, ...]:
+    """Every weight of ``graph``'s layers (nested ones through their own lists), named
+    ``layer/weight`` relative to ``graph``."""
+    out: list[Weight] = []
+    for lyr in graph.layers:
+        out.extend(replace(w, name=f"{lyr.name}/{w.name}") for w in lyr.weights)
+    return tuple(out)
 
 
 @dataclass(frozen=True)

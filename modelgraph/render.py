@@ -69,7 +69,11 @@ from modelgraph.errors import ToolMissingError, UnsupportedError, UsageError
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
 
 FORMATS = ("svg", "png", "pdf", "dot")
-"""Output formats; everything but ``dot`` needs the Graphviz ``dot`` binary."""
+"""Graphviz output formats; everything but ``dot`` needs the Graphviz ``dot`` binary."""
+
+VIEW_FORMATS = (*FORMATS, "html")
+"""Everything ``render`` writes: the Graphviz formats and the interactive HTML view
+(:mod:`modelgraph.html_view`, laid out by ``dot`` too)."""
 
 RANKDIRS = ("TB", "LR", "BT", "RL")
 
@@ -124,6 +128,9 @@ class RenderOptions:
     collapse_repeats: bool = False
     dpi: int | None = None
     title: bool = True
+    expand_paths: frozenset[tuple[str, ...]] | None = None
+    """When set, exactly the nested models at these layer paths are expanded (the HTML view's
+    per-model folding); ``expand_nested``/``max_depth`` then do not apply."""
 
     def __post_init__(self) -> None:
         if self.rankdir.upper() not in RANKDIRS:
@@ -134,8 +141,11 @@ class RenderOptions:
         if self.dpi is not None and not 1 <= self.dpi <= 2400:
             raise UsageError(f"dpi must be between 1 and 2400, got {self.dpi}")
 
-    def expands(self, level: int) -> bool:
-        """Whether a nested model found at nesting ``level`` (0 = the top model's layers) is expanded."""
+    def expands(self, level: int, path: tuple[str, ...] | None = None) -> bool:
+        """Whether a nested model found at nesting ``level`` (0 = the top model's layers) is expanded;
+        ``path`` is its layer path (``('outer', 'inner')``), used when ``expand_paths`` is set."""
+        if self.expand_paths is not None and path is not None:
+            return path in self.expand_paths
         if self.max_depth is not None:
             return level < self.max_depth
         return self.expand_nested
@@ -166,6 +176,12 @@ class DotGraph:
     clusters: int
     folded: int = 0
     issues_unplaced: int = 0
+    node_keys: Mapping[str, Key] = field(default_factory=dict)
+    """Drawn node id (``n17``, the SVG node's ``<title>``) -> the call it draws."""
+    cluster_keys: Mapping[str, Key] = field(default_factory=dict)
+    """Cluster name (``cluster_3``) -> the expanded nested model call it draws."""
+    run_clusters: Mapping[str, tuple[Key, int]] = field(default_factory=dict)
+    """Cluster name (``cluster_r0``) of a folded run -> (its first call, its repeat count)."""
 
     def __str__(self) -> str:
         return self.source
@@ -305,6 +321,7 @@ def default_facts(graph: ModelGraph) -> FactsFn:
 # --- issues ---------------------------------------------------------------------------------------
 
 _LAYER_WHERE = re.compile(r"layer '((?:[^'\\]|\\.)*)'")
+_NODE_IN_MESSAGE = re.compile(r"\b([\w./:-]+)\[\d+\]")
 
 
 def place_issues(graph: ModelGraph, issues: Iterable[Any]) -> tuple[dict[tuple[str, ...], list[Any]], int]:
@@ -331,6 +348,10 @@ def place_issues(graph: ModelGraph, issues: Iterable[Any]) -> tuple[dict[tuple[s
             if best:
                 best.sort(reverse=True)
                 targets = [best[0][2]]
+        if not targets and not where:
+            # no location (a cycle is found on the whole graph): the calls its message names
+            named = {m.group(1) for m in _NODE_IN_MESSAGE.finditer(str(getattr(issue, "message", "")))}
+            targets = [p for p, _ in walked if "/".join(p) in named]
         if not targets:
             unplaced += 1
         for target in targets:
@@ -509,6 +530,8 @@ class _Builder:
     folded: int = 0
     runs: int = 0
     sig_cache: dict[int, str] = field(default_factory=dict)
+    cluster_keys: dict[str, Key] = field(default_factory=dict)
+    run_clusters: dict[str, tuple[Key, int]] = field(default_factory=dict)
 
     # scope ----------------------------------------------------------------------------------
     def scope(self, graph: ModelGraph, prefix: Prefix, indent: str) -> None:
@@ -562,6 +585,7 @@ class _Builder:
                     f"<<B>× {info.count}</B>  <FONT POINT-SIZE='9'>repeated block of {info.length}"
                     f" calls: {html_escape(block[0].layer)} … {html_escape(info.last_name)}</FONT>>"
                 )
+                self.run_clusters[f"cluster_r{info.ident}"] = (key, info.count)
                 self.lines.append(f"{indent}subgraph cluster_r{info.ident} {{")
                 self.lines.append(
                     f'{indent}  label={label}; style="dashed,rounded"; color="#555555"; penwidth=1.6; labeljust=l;'
@@ -618,9 +642,10 @@ class _Builder:
         key = (prefix, node.layer, node.index)
         path = tuple(p[0] for p in prefix)
         level = len(prefix)
-        if layer.subgraph is not None and self.options.expands(level):
+        if layer.subgraph is not None and self.options.expands(level, (*path, layer.name)):
             self.expanded.add(key)
             self.clusters += 1
+            self.cluster_keys[f"cluster_{self.clusters}"] = key
             found = self.issues.get((*path, layer.name), ())
             worst = _worst(found)
             color = _SEVERITY_COLORS[worst][1] if worst else _COLORS["model"][1]
@@ -645,7 +670,7 @@ class _Builder:
             self.lines.append(
                 f'{indent}  label=<{label}>; style="rounded,filled"; fillcolor="{_CLUSTER_BG[level % 2]}";'
                 f' color="{color}"; penwidth={2.4 if worst else 1.4}; labeljust=l;'
-                f" tooltip={dot_quote(_tooltip(layer, found, path))};"
+                f" tooltip={dot_lines(_tooltip(layer, found, path))};"
             )
             self.scope(layer.subgraph, (*prefix, (layer.name, node.index)), indent + "  ")
             self.lines.append(f"{indent}}}")
@@ -729,7 +754,7 @@ class _Builder:
             attrs.append("penwidth=2.4")
         elif single_run or kind == "input" or key in self.output_marks:
             attrs.append("penwidth=1.8")
-        attrs.append(f"tooltip={dot_quote(_tooltip(layer, found, path))}")
+        attrs.append(f"tooltip={dot_lines(_tooltip(layer, found, path, facts))}")
         return " ".join(attrs)
 
     # edges ----------------------------------------------------------------------------------
@@ -785,13 +810,49 @@ class _Builder:
                 self.edges[(src, dst, " ".join(labels))] = None
 
 
-def _tooltip(layer: Layer, found: Sequence[Any], path: tuple[str, ...] = ()) -> str:
+TOOLTIP_CONFIG_KEYS = 14
+"""Config keys listed in a node's tooltip (the rest are counted; the HTML view shows them all)."""
+
+
+def _tooltip(
+    layer: Layer, found: Sequence[Any], path: tuple[str, ...] = (), facts: CallFacts | None = None
+) -> list[str]:
+    """The lines of a node's hover text: path and class, shapes and params when known, the config's
+    settings (short), and the findings' messages."""
     lines = ["/".join((*path, layer.name)) + f" ({layer.class_name})"]
+    if facts is not None:
+        if facts.output_shapes is not None:
+            lines.append(f"output: {_shapes_text(facts.output_shapes, None)}")
+        if facts.params is not None and layer.kind != "input":
+            lines.append(f"params: {facts.params:,}")
+    shown = 0
+    items = [(k, v) for k, v in layer.config.items() if k not in ("name", "layers") and v is not None]
+    for key, value in items[:TOOLTIP_CONFIG_KEYS]:
+        text = _short_value(value)
+        lines.append(f"{key}: {text}")
+        shown += 1
+    if len(items) > shown:
+        lines.append(f"... {len(items) - shown} more config keys")
     for issue in found:
         lines.append(
             f"{getattr(issue, 'severity', '?')} {getattr(issue, 'rule', '?')}: {getattr(issue, 'message', '')}"
         )
-    return "\n".join(lines)
+    return lines
+
+
+def _short_value(value: Any, width: int = 48) -> str:
+    """A config value in a few characters: a serialized object as its class (and its name)."""
+    if isinstance(value, Mapping) and isinstance(value.get("class_name"), str):
+        inner = value.get("config")
+        name = inner.get("name") if isinstance(inner, Mapping) else None
+        value = value["class_name"] + (f"({name})" if isinstance(name, str) else "")
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def dot_lines(lines: Sequence[str]) -> str:
+    """A double-quoted DOT string of several lines (``\\n`` between them), each shown literally."""
+    return '"' + "\\n".join(dot_quote(line)[1:-1] for line in lines) + '"'
 
 
 def _activation(config: Mapping[str, Any]) -> str | None:
@@ -864,11 +925,37 @@ def _io_names(structure: Any, refs: Sequence[TensorRef], word: str) -> list[str]
 
 def _resolve_key(options: RenderOptions, prefix: Prefix, graph: ModelGraph, ref: TensorRef) -> Key:
     layer = graph.layer(ref.layer)
-    if layer.subgraph is not None and options.expands(len(prefix)) and layer.subgraph.outputs:
+    path = (*(p[0] for p in prefix), ref.layer)
+    if layer.subgraph is not None and options.expands(len(prefix), path) and layer.subgraph.outputs:
         sub = layer.subgraph
         inner = sub.outputs[min(ref.tensor_index, len(sub.outputs) - 1)]
         return _resolve_key(options, (*prefix, (ref.layer, ref.node_index)), sub, inner)
     return (prefix, ref.layer, ref.node_index)
+
+
+MAX_LEGEND_FINDINGS = 30
+"""Findings listed with their messages under the title (the rest are counted)."""
+
+
+def _findings_legend(issues: Sequence[Any]) -> str:
+    """The findings' messages as lines under the title: severity, rule, where and message."""
+    if not issues:
+        return ""
+    ranked = sorted(issues, key=lambda i: -_SEVERITY_RANK.get(getattr(i, "severity", "info"), 0))
+    lines = []
+    for issue in ranked[:MAX_LEGEND_FINDINGS]:
+        sev = getattr(issue, "severity", "info")
+        color = _SEVERITY_COLORS.get(sev, _SEVERITY_COLORS["info"])[1]
+        text = f"{sev} {getattr(issue, 'rule', '?')}: {getattr(issue, 'message', '')}"
+        where = getattr(issue, "where", "")
+        if where:
+            text += f" ({where})"
+        if len(text) > 160:
+            text = text[:157] + "..."
+        lines.append(f"<BR/><FONT POINT-SIZE='9' COLOR='{color}'>{html_escape(text)}</FONT>")
+    if len(ranked) > MAX_LEGEND_FINDINGS:
+        lines.append(f"<BR/><FONT POINT-SIZE='9'>... {len(ranked) - MAX_LEGEND_FINDINGS} more</FONT>")
+    return "".join(lines)
 
 
 def _graph_attrs(options: RenderOptions, big: bool, label: str) -> list[str]:
@@ -952,6 +1039,7 @@ def to_dot(
             title += f" · {builder.folded:,} repeated calls folded"
         if unplaced:
             title += f"<BR/><FONT COLOR='#c00000'>{unplaced} finding(s) not tied to a layer</FONT>"
+        title += _findings_legend(list(issues or ()))
     lines = ["digraph model {"]
     lines.append("  graph [" + " ".join(_graph_attrs(options, big, title)) + "];")
     lines.append('  node [fontname="Helvetica" fontsize=10 margin="0.12,0.04" height=0.3 penwidth=1.1];')
@@ -970,6 +1058,9 @@ def to_dot(
         clusters=builder.clusters,
         folded=builder.folded,
         issues_unplaced=unplaced,
+        node_keys={ident: key for key, ident in builder.ids.items()},
+        cluster_keys=dict(builder.cluster_keys),
+        run_clusters=dict(builder.run_clusters),
     )
 
 
@@ -977,18 +1068,20 @@ def format_for(output: str | Path | None, fmt: str | None) -> str:
     """The output format: ``fmt`` when given, else the file extension, else ``dot``."""
     if fmt:
         fmt = fmt.lower()
-        if fmt not in FORMATS:
-            raise UsageError(f"unknown format {fmt!r}; expected one of {list(FORMATS)}")
+        if fmt not in VIEW_FORMATS:
+            raise UsageError(f"unknown format {fmt!r}; expected one of {list(VIEW_FORMATS)}")
         return fmt
     if output is None or str(output) == "-":
         return "dot"
     suffix = Path(output).suffix.lower().lstrip(".")
     if suffix == "gv":
         return "dot"
-    if suffix in FORMATS:
+    if suffix == "htm":
+        return "html"
+    if suffix in VIEW_FORMATS:
         return suffix
     raise UsageError(
-        f"cannot tell the format from {str(output)!r}; use a .svg, .png, .pdf or .dot name, or --format"
+        f"cannot tell the format from {str(output)!r}; use a .svg, .png, .pdf, .dot or .html name, or --format"
     )
 
 

@@ -108,6 +108,7 @@ class ModelTotals:
     activation_bytes: int
     unknown_param_layers: list[str] = field(default_factory=list)
     unknown_mac_layers: list[str] = field(default_factory=list)
+    unknown_activation_layers: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -151,6 +152,7 @@ def model_totals(
         activation_bytes=sum(r.output_bytes or 0 for r in leaves),
         unknown_param_layers=leaf_unknown_params,
         unknown_mac_layers=leaf_unknown_macs,
+        unknown_activation_layers=["/".join(r.path) for r in leaves if r.output_bytes is None],
     )
 
 

@@ -11,7 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Shape = list[int | None]
 
-INSPECT_SCHEMA_VERSION = "1.0"
+INSPECT_SCHEMA_VERSION = "1.1"
+"""1.1 added trainable/dtype/output_bytes per layer, activation and stored bytes in the totals, shown_layers.
+A new optional field bumps the minor version; a removed or changed field the major."""
 
 
 class _Report(BaseModel):
@@ -44,6 +46,13 @@ class LayerInfo(_Report):
     output_shapes: list[Shape | None] = Field(description="output shapes of its first call")
     inbound: list[str] = Field(description="every input tensor of every call, as layer[node][tensor]")
     nodes: int = Field(description="number of calls (more than 1 for shared layers)")
+    trainable: bool | None = Field(
+        default=None, description="the layer's trainable flag (False also when an enclosing model is frozen)"
+    )
+    dtype: str | None = Field(default=None, description="dtype of its first output")
+    output_bytes: int | None = Field(
+        default=None, description="bytes of its outputs for one sample (all calls), when the shapes are known"
+    )
 
 
 class NodeInfo(_Report):
@@ -64,6 +73,15 @@ class Totals(_Report):
     macs: int | None = None
     layers: int
     nodes: int
+    activation_bytes: int | None = Field(
+        default=None,
+        description="bytes of every layer output for a batch of one sample (torchinfo's forward pass size)",
+    )
+    stored_bytes_by_dtype: dict[str, int] | None = Field(
+        default=None,
+        description="bytes as stored on disk per stored dtype, when it differs from weight_bytes_by_dtype "
+        "(TF.js uint8/uint16/float16 quantized weights)",
+    )
 
 
 class InspectReport(_Report):
@@ -84,3 +102,7 @@ class InspectReport(_Report):
     nodes: list[NodeInfo]
     totals: Totals
     notes: list[str] = Field(default_factory=list, description="loader notes: weights that did not fit, ...")
+    shown_layers: int | None = Field(
+        default=None,
+        description="when --depth/--filter/--totals left layers out: how many rows 'layers' holds",
+    )

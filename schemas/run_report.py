@@ -5,9 +5,9 @@ and ``run --check --format json`` (:class:`CheckReport`). ``schemas/run.schema.j
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-RUN_SCHEMA_VERSION = "1.0"
+RUN_SCHEMA_VERSION = "1.1"  # 1.1: profile runs and warmup (a new optional field bumps the minor)
 
 
 class _Report(BaseModel):
@@ -80,6 +80,8 @@ class ProfileReport(_Report):
     peak_live_bytes: int
     weight_bytes: int
     layers: list[LayerProfile]
+    runs: int = Field(default=1, description="timed runs; times are their medians (--repeat)")
+    warmup: int = Field(default=0, description="untimed runs before the timed ones")
 
 
 class RunReport(_Report):

@@ -18,7 +18,7 @@ import modelgraph.diff, modelgraph.render, modelgraph.validate   # now the packa
 assert not modelgraph.diff(graph, graph)
 assert modelgraph.render(graph, {str(tmp_path / "m.dot")!r}, format="dot").startswith(b"digraph")
 results = modelgraph.validate({str(SAMPLE)!r})
-assert results and results[0].ok, results
+assert len(results) == 1 and results[0].ok and not results, results  # falsy: no findings
 """
     # cwd outside the repository: the source tree must not shadow the installed package
     subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)

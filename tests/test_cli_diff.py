@@ -82,8 +82,10 @@ def test_unreadable_file_exits_3(tmp_path):
     result = CliRunner().invoke(cli, ["diff", str(K3 / "cnn.keras"), str(bad)])
     assert result.exit_code == 3
     assert "modelgraph: error:" in result.output
+    # a path that does not exist is a usage error (exit 2, one line), as in every command
     missing = CliRunner().invoke(cli, ["diff", str(K3 / "cnn.keras"), str(tmp_path / "nope.h5")])
-    assert missing.exit_code == 3
+    assert missing.exit_code == 2
+    assert missing.output.strip().count("\n") == 0 and "nope.h5" in missing.output
 
 
 def test_layer_names_are_not_rich_markup(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import shutil
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -291,7 +292,7 @@ def test_hostile_names_are_drawn_literally(tmp_path):
     assert b"<script>" not in payload
     dot = R.to_dot(graph).source
     assert "<B><script>" not in dot and "<B>&lt;script&gt;alert(1)&lt;/script&gt;</B>" in dot
-    assert 'tooltip="<script>alert(1)</script> (Dense)"' in dot  # quoted string: Graphviz escapes it
+    assert 'tooltip="<script>alert(1)</script> (Dense)\\n' in dot  # quoted string: Graphviz escapes it
 
 
 # --- structure -----------------------------------------------------------------------------------
@@ -678,3 +679,14 @@ def test_show_dtype_names_quantized_and_mixed_policies():
     mixed = svg_of(load(SAMPLES / "k3" / "dtypes.keras"), show_dtype=True)
     assert "dtype: mixed_float16" in mixed.label("d_mixed16 ")
     assert "dtype: float32" in mixed.label("d_f32 ")
+
+
+def test_tooltips_show_the_settings_not_only_name_and_class():
+    graph = load(SAMPLES / "k3" / "cnn.keras")
+    dot = R.to_dot(graph).source
+    tip = re.search(r'n\d+ \[label=<<B>conv1</B>.*?tooltip="([^"]*)"', dot).group(1)
+    lines = tip.split("\\n")
+    assert lines[0] == "conv1 (Conv2D)"
+    assert "filters: 8" in lines and "kernel_size: [3, 3]" in lines and "padding: same" in lines
+    assert "params: 224" in lines
+    assert "kernel_initializer: GlorotUniform" in lines  # a serialized object as its class

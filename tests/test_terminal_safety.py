@@ -39,7 +39,7 @@ def assert_escaped(text: str) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ["inspect"],
+        ["inspect", "--columns", "layer,params"],  # room for the whole name at any terminal width
         ["run", "--weights", WEIGHTS, "--random", "--profile"],
         ["diff", SAMPLE],
     ],

@@ -52,8 +52,22 @@ def load_tfjs(path: Path, problems: list | None = None) -> ModelGraph:
         "generatedBy": doc.get("generatedBy"),
         "convertedBy": doc.get("convertedBy"),
         "weight_notes": notes,
+        "stored_bytes_by_dtype": _stored_bytes(manifest),
     }
     return replace(graph, metadata=MappingProxyType(info))
+
+
+def _stored_bytes(manifest: list[Any]) -> dict[str, int]:
+    """Bytes the shards hold per stored dtype (uint8/uint16/float16 when quantized), from a manifest
+    that :func:`_manifest_arrays` has already checked; ``inspect`` shows it beside the dequantized size."""
+    by_dtype: dict[str, int] = {}
+    for group in manifest:
+        for entry in group.get("weights") or []:
+            quant = entry.get("quantization")
+            stored = quant["dtype"] if isinstance(quant, Mapping) else entry.get("dtype", "float32")
+            size = math.prod(entry["shape"]) * np.dtype(_DTYPES[stored]).itemsize
+            by_dtype[stored] = by_dtype.get(stored, 0) + size
+    return by_dtype
 
 
 def _manifest_arrays(manifest: Any, folder: Path) -> list[StoredArray]:

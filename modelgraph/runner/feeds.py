@@ -25,30 +25,62 @@ GOLDEN_INPUT_PREFIX = "input/"
 RANDOM_INPUT_MAX_BYTES = 1 << 31
 
 
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(8)
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from exc
+
+
+def _not_numpy(path: Path, head: bytes, what: str) -> UsageError:
+    """The error for a file that is not the NumPy file its name says (empty, or some other format)."""
+    if not head:
+        return UsageError(f"{path}: the file is empty, not {what}")
+    return UsageError(f"{path}: not {what} (it starts with {head[:8]!r})")
+
+
 def read_npy(path: Path) -> np.ndarray:
     """The array of a ``.npy`` (no pickles), memory-mapped."""
+    head = _head(path)
+    if not head.startswith(_NPY_MAGIC):
+        raise _not_numpy(path, head, "a .npy array file")
     try:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as exc:
         raise UsageError(f"{path}: cannot read as .npy without pickle: {exc}") from exc
-    except OSError as exc:
-        raise UsageError(f"{path}: {exc}") from exc
+    except (OSError, EOFError) as exc:
+        raise UsageError(f"{path}: truncated or unreadable .npy file: {exc}") from exc
 
 
 def read_npz(path: Path) -> dict[str, np.ndarray]:
     """Every array of an ``.npz`` (no pickles), keyed as stored."""
+    head = _head(path)
+    if head.startswith(_NPY_MAGIC):
+        raise UsageError(f"{path}: holds a single .npy array, not an .npz of named arrays")
+    if not head.startswith(_ZIP_MAGIC):
+        raise _not_numpy(path, head, "an .npz archive (a zip of .npy arrays)")
     try:
         data = np.load(path, allow_pickle=False)
         if isinstance(data, np.ndarray):
             raise UsageError(f"{path}: holds a single .npy array, not an .npz of named arrays")
         with data:
             return {k: data[k] for k in data.files}
-    except (ValueError, OSError, zipfile.BadZipFile) as exc:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise UsageError(f"{path}: cannot read as .npz without pickle: {exc}") from exc
 
 
-def read_input_file(path: Path, input_names: list[str]) -> dict[str, np.ndarray]:
-    """One ``--input FILE``: an ``.npz`` by input name or a ``.npy`` for a single-input model."""
+def read_input_file(
+    path: Path, input_names: list[str], ignored: list[str] | None = None
+) -> dict[str, np.ndarray]:
+    """One ``--input FILE``: an ``.npz`` by input name or a ``.npy`` for a single-input model.
+
+    An ``.npz`` that also holds other arrays (outputs, taps: the same file as ``--expect``) feeds the
+    inputs it names; the keys of the others are appended to ``ignored``."""
     if not path.exists():
         raise UsageError(f"input file '{path}' does not exist")
     if path.suffix == ".npy":
@@ -60,14 +92,26 @@ def read_input_file(path: Path, input_names: list[str]) -> dict[str, np.ndarray]
         return {input_names[0]: read_npy(path)}
     arrays = read_npz(path)
     if any(k.startswith(GOLDEN_INPUT_PREFIX) for k in arrays):
-        arrays = {
+        kept = {
             k[len(GOLDEN_INPUT_PREFIX) :]: v for k, v in arrays.items() if k.startswith(GOLDEN_INPUT_PREFIX)
         }
-    return arrays
+        others = [k for k in arrays if not k.startswith(GOLDEN_INPUT_PREFIX)]
+    elif any(k in input_names for k in arrays):
+        kept = {k: v for k, v in arrays.items() if k in input_names}
+        others = [k for k in arrays if k not in input_names]
+    else:
+        return arrays  # the caller names the keys that are not inputs
+    if ignored is not None:
+        ignored.extend(sorted(others))
+    return kept
 
 
-def parse_input_options(values: Iterable[str], input_names: list[str]) -> dict[str, np.ndarray]:
-    """All ``--input FILE`` / ``--input NAME=FILE`` options merged; unknown names are usage errors."""
+def parse_input_options(
+    values: Iterable[str], input_names: list[str], ignored: list[str] | None = None
+) -> dict[str, np.ndarray]:
+    """All ``--input FILE`` / ``--input NAME=FILE`` options merged; unknown names are usage errors.
+
+    Keys of a combined inputs+outputs ``.npz`` that are not inputs are appended to ``ignored``."""
     feeds: dict[str, np.ndarray] = {}
     for value in values:
         name, sep, file = value.partition("=")
@@ -88,7 +132,7 @@ def parse_input_options(values: Iterable[str], input_names: list[str]) -> dict[s
             else:
                 feeds[name] = read_npy(path)
             continue
-        for key, arr in read_input_file(Path(value), input_names).items():
+        for key, arr in read_input_file(Path(value), input_names, ignored).items():
             if key not in input_names:
                 raise UsageError(
                     f"unknown input {key!r}; model inputs are {input_names} (in {Path(value).name})"

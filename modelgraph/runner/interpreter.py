@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -200,6 +200,24 @@ class Profile:
     peak_live_bytes: int = 0
     total_seconds: float = 0.0
     weight_bytes: int = 0
+
+
+def median_profile(profiles: Sequence[Profile]) -> Profile:
+    """One profile from several runs of the same plan: per step and in total the median time, the
+    largest peak memory (``run --profile --repeat N``)."""
+    import statistics
+
+    first = profiles[0]
+    steps = [
+        replace(step, seconds=statistics.median(p.steps[i].seconds for p in profiles))
+        for i, step in enumerate(first.steps)
+    ]
+    return Profile(
+        steps=steps,
+        peak_live_bytes=max(p.peak_live_bytes for p in profiles),
+        total_seconds=statistics.median(p.total_seconds for p in profiles),
+        weight_bytes=first.weight_bytes,
+    )
 
 
 def _tap_key(path: str, node: int, tensor: int, shared: bool, n_outputs: int) -> str:
@@ -680,7 +698,12 @@ class Runner:
                 if (s.plain_path == path or s.path == path) and (node is None or s.node_index == node)
             ]
             if not hits:
+                from modelgraph.errors import did_you_mean
+
                 names = self.layer_paths()
+                close = did_you_mean(path, names)
+                if close:
+                    raise UsageError(f"unknown layer '{tap}' for --tap{close}")
                 hint = names if len(names) <= 30 else names[:30] + ["..."]
                 raise UsageError(f"unknown layer '{tap}' for --tap; model layers are {hint}")
             chosen.update(hits)

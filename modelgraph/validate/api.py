@@ -44,6 +44,27 @@ class FileResult:
         return sum(1 for i in self.issues if i.severity == severity)
 
 
+class ValidationReport(list[FileResult]):
+    """What :func:`validate` returns: one :class:`FileResult` per file (a list), falsy when no file
+    has any finding, like the result of ``modelgraph.diff`` is falsy when the models are identical.
+
+    >>> if not modelgraph.validate("model.keras"): print("clean")
+    """
+
+    def __bool__(self) -> bool:
+        return any(result.issues for result in self)
+
+    @property
+    def issues(self) -> list[Issue]:
+        """Every finding of every file, in file order."""
+        return [issue for result in self for issue in result.issues]
+
+    @property
+    def ok(self) -> bool:
+        """No file has an error (or, for files checked with ``strict``, a warning)."""
+        return all(result.ok for result in self)
+
+
 @dataclass(frozen=True)
 class Options:
     check_values: bool = False
@@ -357,8 +378,9 @@ def validate(
     strict: bool = False,
     jobs: int = 1,
     weights: str | os.PathLike[str] | None = None,
-) -> list[FileResult]:
-    """Validate model files (directories are walked) and return one :class:`FileResult` per file.
+) -> ValidationReport:
+    """Validate model files (directories are walked) and return one :class:`FileResult` per file
+    (a :class:`ValidationReport`: a list that is falsy when there is no finding at all).
 
     ``select``/``ignore`` take rule ids, prefixes (``SEC``) or families (``security``); ``config`` is
     a :class:`ValidateConfig`, a path to a ``.modelgraph.toml``/``pyproject.toml``, or None to use the
@@ -391,8 +413,8 @@ def validate(
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
-            return list(pool.map(_worker, [(t, opts) for t in targets], chunksize=1))
-    return [validate_file(t, opts) for t in targets]
+            return ValidationReport(pool.map(_worker, [(t, opts) for t in targets], chunksize=1))
+    return ValidationReport(validate_file(t, opts) for t in targets)
 
 
 def with_strict(results: list[FileResult], strict: bool) -> list[FileResult]:

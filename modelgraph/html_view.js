@@ -1,0 +1,531 @@
+// modelgraph HTML view: pan/zoom over a Graphviz SVG, search, a layer panel, nested models that open
+// in place. Written for this page; no libraries. Strings from the model file reach the page only as
+// text nodes (textContent), never as markup.
+(function () {
+  "use strict";
+  const DATA = JSON.parse(document.getElementById("modelgraph-data").textContent);
+  const LAYERS = DATA.layers;
+  const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
+
+  // --- small helpers ---------------------------------------------------------------------------
+  function visible(s) {
+    return String(s).replace(INVISIBLE, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  }
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") e.className = v;
+      else if (k === "text") e.textContent = visible(v);
+      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v);
+    }
+    for (const kid of kids) if (kid != null && kid !== false) e.append(kid instanceof Node ? kid : visible(kid));
+    return e;
+  }
+  function fmtInt(n) { return n == null ? "?" : Number(n).toLocaleString("en-US"); }
+  function human(n) {
+    if (n == null) return "?";
+    for (const [u, s] of [["G", 1e9], ["M", 1e6], ["K", 1e3]]) if (n >= s) return (n / s).toFixed(2) + u;
+    return String(n);
+  }
+  function fmtNum(x) {
+    if (x == null) return "";
+    if (typeof x === "string") return x;
+    const a = Math.abs(x);
+    return a !== 0 && (a < 1e-3 || a >= 1e5) ? x.toExponential(3) : x.toPrecision(4).replace(/\.?0+$/, "");
+  }
+  function shapeText(s) {
+    if (s == null) return "?";
+    if (!Array.isArray(s)) return String(s);
+    const inner = s.map((d) => (d == null ? "None" : String(d))).join(", ");
+    return s.length === 1 ? "(" + inner + ",)" : "(" + inner + ")";
+  }
+  function pathText(i) { return LAYERS[i].path.join("/"); }
+
+  // --- page skeleton ---------------------------------------------------------------------------
+  const q = el("input", { id: "q", type: "search", placeholder: "Find a layer by name or class…", autocomplete: "off", spellcheck: "false" });
+  const qcount = el("span", { id: "qcount" });
+  const results = el("ul", { id: "results" });
+  const stage = el("div", { id: "stage" });
+  const canvas = el("div", { id: "canvas" }, stage);
+  const panel = el("aside", { id: "panel" });
+  const foot = el("div", { id: "foot" });
+  const titleBox = el("div", { class: "title" });
+  titleBox.append(el("b", { text: DATA.title }));
+  if (DATA.kind === "model") {
+    titleBox.append(" ", el("small", { text: "(" + DATA["class"] + ") · " + fmtInt(LAYERS.length) + " layers" + (DATA.params != null ? " · " + fmtInt(DATA.params) + " params" : "") }));
+  } else {
+    titleBox.append(" ", el("small", { text: DATA.verdict || "" }));
+  }
+  const tools = el("div", { class: "tools" },
+    el("button", { id: "fit", title: "Fit the whole graph (0)", onclick: () => fit() }, "Fit"),
+    " ",
+    el("button", { id: "zin", title: "Zoom in (+)", onclick: () => zoomBy(1.25) }, "+"),
+    " ",
+    el("button", { id: "zout", title: "Zoom out (-)", onclick: () => zoomBy(0.8) }, "−"));
+  const bar = el("header", { id: "bar" }, titleBox, el("div", { class: "search" }, q, qcount, results), tools);
+  const app = el("div", { id: "app" }, bar, el("div", { id: "main" }, canvas, panel), foot);
+  document.body.append(app);
+
+  // --- view states (which nested models are expanded, repeats folded) ------------------------------
+  const state = { expanded: new Set(), folded: false, view: null, selected: -1, hits: [], hitPos: -1 };
+  const initial = DATA.views.find((v) => v.initial) || DATA.views[0];
+  initial.expanded.forEach((i) => state.expanded.add(i));
+  state.folded = initial.folded;
+  const nestedSet = new Set(DATA.nested);
+
+  function canonical(set) {
+    // a nested model is only shown expanded when every enclosing nested model is
+    const out = [];
+    for (const i of set) {
+      let p = LAYERS[i].parent, ok = true;
+      while (p >= 0) { if (nestedSet.has(p) && !set.has(p)) { ok = false; break; } p = LAYERS[p].parent; }
+      if (ok) out.push(i);
+    }
+    return out.sort((a, b) => a - b);
+  }
+  function pickView() {
+    const want = canonical(state.expanded).join(",");
+    const same = DATA.views.filter((v) => v.folded === state.folded);
+    let v = same.find((x) => x.expanded.join(",") === want);
+    let note = "";
+    if (!v) {
+      const wanted = new Set(canonical(state.expanded));
+      const supers = same.filter((x) => [...wanted].every((i) => x.expanded.includes(i)));
+      supers.sort((a, b) => a.expanded.length - b.expanded.length);
+      v = supers[0] || same[same.length - 1];
+      note = "This combination of open nested models was not laid out; showing the nearest one.";
+    }
+    return [v, note];
+  }
+
+  if (DATA.nested.length) {
+    const list = el("div", { id: "nestedlist", hidden: "" });
+    for (const i of DATA.nested) {
+      const box = el("input", { type: "checkbox", "data-layer": String(i) });
+      box.addEventListener("change", () => { toggleNested(i, box.checked); });
+      list.append(el("label", {}, box, " " + visible(pathText(i)) + " (" + visible(LAYERS[i]["class"]) + ")"));
+    }
+    const btn = el("button", { id: "nestedbtn", title: "Open or close nested models", onclick: () => { list.hidden = !list.hidden; } }, "Nested models ▾");
+    tools.append(" ", el("span", { id: "nestedmenu" }, btn, list),
+      " ", el("button", { id: "expandall", onclick: () => { DATA.nested.forEach((i) => state.expanded.add(i)); show(); } }, "Expand all"),
+      " ", el("button", { id: "collapseall", onclick: () => { state.expanded.clear(); show(); } }, "Collapse all"));
+  }
+  if (DATA.views.some((v) => v.folded) && DATA.views.some((v) => !v.folded)) {
+    const box = el("input", { type: "checkbox", id: "foldbox" });
+    box.checked = state.folded;
+    box.addEventListener("change", () => { state.folded = box.checked; show(); });
+    tools.append(" ", el("label", { title: "Fold consecutive repeated blocks into one, marked × N" }, box, " fold repeats"));
+  }
+
+  function toggleNested(i, open) {
+    if (open) {
+      state.expanded.add(i);
+      let p = LAYERS[i].parent;
+      while (p >= 0) { if (nestedSet.has(p)) state.expanded.add(p); p = LAYERS[p].parent; }
+    } else {
+      state.expanded.delete(i);
+    }
+    show();
+    if (state.selected >= 0) select(state.selected, { focus: true, keepView: true });
+  }
+
+  // --- drawing ---------------------------------------------------------------------------------
+  let svg = null;
+  let nodeIndex = new Map(); // layer index -> [g.node...]
+  let clusterIndex = new Map(); // layer index -> [g.cluster...]
+  function show() {
+    const [v, note] = pickView();
+    if (v !== state.view) {
+      const keep = svg ? { ...view } : null;
+      stage.innerHTML = v.svg; // Graphviz's SVG (escaped by Graphviz; embedded as a JSON string)
+      svg = stage.querySelector("svg");
+      const vb = svg.viewBox.baseVal;
+      if (vb && vb.width) { svg.setAttribute("width", vb.width); svg.setAttribute("height", vb.height); }
+      for (const g of svg.querySelectorAll("g.edge")) {
+        const t = g.querySelector("title");
+        if (t) g.dataset.ends = t.textContent.replace("->", ">");
+      }
+      svg.querySelectorAll("title").forEach((t) => t.remove()); // the panel replaces the hover titles
+      nodeIndex = new Map(); clusterIndex = new Map();
+      for (const g of svg.querySelectorAll("g.node[data-layer]")) {
+        const i = +g.dataset.layer; if (!nodeIndex.has(i)) nodeIndex.set(i, []); nodeIndex.get(i).push(g);
+      }
+      for (const g of svg.querySelectorAll("g.cluster[data-layer]")) {
+        const i = +g.dataset.layer; if (!clusterIndex.has(i)) clusterIndex.set(i, []); clusterIndex.get(i).push(g);
+      }
+      state.view = v;
+      tidyLabels();
+      document.body.dataset.view = DATA.views.indexOf(v) + ":" + v.expanded.join(",") + (v.folded ? ":folded" : "");
+      if (keep) apply(); else home();
+    }
+    for (const box of document.querySelectorAll("#nestedlist input")) box.checked = v.expanded.includes(+box.dataset.layer);
+    const fb = document.getElementById("foldbox"); if (fb) fb.checked = v.folded;
+    paintHits(); paintSelection();
+    status(note);
+  }
+  function status(note) {
+    foot.textContent = "";
+    foot.append(
+      (DATA.source ? visible(DATA.source) + " · " : "") + "drag to pan · wheel to zoom · click a layer for details · double-click a nested model to open/close it · modelgraph " + DATA.version);
+    if (note) foot.append(" · ", el("span", { class: "note" }, note));
+    if (DATA.notes && DATA.notes.length) foot.append(" · " + DATA.notes.map(visible).join(" · "));
+  }
+
+  // --- pan and zoom ----------------------------------------------------------------------------
+  const view = { x: 0, y: 0, k: 1 };
+  function apply() { stage.style.transform = `translate(${view.x}px, ${view.y}px) scale(${view.k})`; }
+  function size() { return [svg ? +svg.getAttribute("width") : 1, svg ? +svg.getAttribute("height") : 1]; }
+  function fit() {
+    const [w, h] = size(); const cw = canvas.clientWidth, ch = canvas.clientHeight;
+    view.k = Math.min(cw / w, ch / h, 2) * 0.96;
+    view.x = (cw - w * view.k) / 2; view.y = (ch - h * view.k) / 2; apply();
+  }
+  function home() {
+    // fit when that stays readable; otherwise the top of the graph at a readable scale
+    const [w, h] = size(); const cw = canvas.clientWidth, ch = canvas.clientHeight;
+    const k = Math.min(cw / w, ch / h) * 0.96;
+    if (k >= 0.45) { fit(); return; }
+    view.k = Math.max(Math.min(cw / w, 1.2), 0.8);
+    view.x = (cw - w * view.k) / 2; view.y = 10; apply();
+    const first = svg.querySelector("g.node");
+    if (first && w * view.k > cw) {
+      // wider than the window: start at the first input, at the top
+      const c = canvas.getBoundingClientRect(), r = first.getBoundingClientRect();
+      view.x += cw / 2 - (r.left + r.width / 2 - c.left); apply();
+    }
+  }
+  function tidyLabels() {
+    // Graphviz places each run of a label (bold name, " : Class") at its own x from its font
+    // estimate; the browser's font can be narrower, leaving gaps. Re-flow each line, keep it centred.
+    // (All measurements first, then all writes: one layout pass.)
+    const plans = [];
+    for (const g of svg.querySelectorAll("g.node, g.cluster")) {
+      const lines = new Map();
+      for (const t of g.querySelectorAll("text[text-anchor='start']")) {
+        const y = t.getAttribute("y");
+        if (!lines.has(y)) lines.set(y, []);
+        lines.get(y).push(t);
+      }
+      const centred = !g.classList.contains("cluster");
+      for (const runs of lines.values()) {
+        if (runs.length < 2) continue;
+        plans.push([runs, runs.map((t) => t.getComputedTextLength()), centred]);
+      }
+    }
+    for (const [runs, widths, centred] of plans) {
+      const x0 = +runs[0].getAttribute("x");
+      const oldEnd = +runs[runs.length - 1].getAttribute("x") + widths[widths.length - 1];
+      const newEnd = x0 + widths.reduce((a, b) => a + b, 0);
+      const shift = centred ? (oldEnd - newEnd) / 2 : 0;
+      let x = x0 + shift;
+      runs.forEach((t, j) => { t.setAttribute("x", x.toFixed(2)); x += widths[j]; });
+    }
+  }
+  function zoomAt(factor, cx, cy) {
+    const k = Math.min(Math.max(view.k * factor, 0.02), 8);
+    view.x = cx - (cx - view.x) * (k / view.k); view.y = cy - (cy - view.y) * (k / view.k); view.k = k; apply();
+  }
+  function zoomBy(f) { zoomAt(f, canvas.clientWidth / 2, canvas.clientHeight / 2); }
+  canvas.addEventListener("wheel", (e) => {
+    e.preventDefault();
+    const r = canvas.getBoundingClientRect();
+    zoomAt(Math.exp(-e.deltaY * (e.deltaMode === 1 ? 0.05 : 0.0015)), e.clientX - r.left, e.clientY - r.top);
+  }, { passive: false });
+  let drag = null;
+  canvas.addEventListener("mousedown", (e) => { if (e.button === 0) drag = { x: e.clientX, y: e.clientY, vx: view.x, vy: view.y, moved: false }; });
+  window.addEventListener("mousemove", (e) => {
+    if (!drag) return;
+    const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+    if (Math.abs(dx) + Math.abs(dy) > 3) { drag.moved = true; canvas.classList.add("dragging"); }
+    view.x = drag.vx + dx; view.y = drag.vy + dy; apply();
+  });
+  window.addEventListener("mouseup", () => { setTimeout(() => { drag = null; }, 0); canvas.classList.remove("dragging"); });
+  function focusOn(elements) {
+    if (!elements || !elements.length) return;
+    const c = canvas.getBoundingClientRect();
+    const r = elements[0].getBoundingClientRect();
+    const k = Math.max(view.k, 1.1);
+    const sx = (r.left + r.width / 2 - c.left - view.x) / view.k, sy = (r.top + r.height / 2 - c.top - view.y) / view.k;
+    view.k = k; view.x = canvas.clientWidth / 2 - sx * k; view.y = canvas.clientHeight / 2 - sy * k; apply();
+  }
+
+  // --- selection and the panel -----------------------------------------------------------------
+  function drawnFor(i) {
+    // the drawn elements of layer i, or of its nearest drawn enclosing nested model
+    let j = i;
+    while (j >= 0) {
+      if (nodeIndex.has(j)) return nodeIndex.get(j);
+      if (clusterIndex.has(j)) return clusterIndex.get(j);
+      j = LAYERS[j].parent;
+    }
+    return [];
+  }
+  function reveal(i) {
+    // open the nested models that enclose layer i; unfold repeats when it is folded away
+    let p = LAYERS[i].parent, changed = false;
+    while (p >= 0) { if (nestedSet.has(p) && !state.expanded.has(p)) { state.expanded.add(p); changed = true; } p = LAYERS[p].parent; }
+    if (changed) show();
+    if (!nodeIndex.has(i) && !clusterIndex.has(i) && state.folded) { state.folded = false; show(); }
+  }
+  function select(i, opts) {
+    opts = opts || {};
+    state.selected = i;
+    if (i < 0) { paintSelection(); renderPanel(); return; }
+    if (!opts.keepView) reveal(i);
+    paintSelection();
+    renderPanel();
+    if (opts.focus !== false) focusOn(drawnFor(i));
+    document.body.dataset.selected = String(i);
+  }
+  function paintSelection() {
+    if (!svg) return;
+    svg.querySelectorAll(".sel").forEach((g) => g.classList.remove("sel"));
+    if (state.selected < 0) return;
+    const mine = drawnFor(state.selected);
+    const ids = new Set();
+    for (const g of mine) { g.classList.add("sel"); ids.add(g.id); }
+    for (const g of svg.querySelectorAll("g.edge")) {
+      const t = g.dataset.ends || "";
+      const [a, b] = t.split(">");
+      if (ids.has(a) || ids.has(b)) g.classList.add("sel");
+    }
+  }
+
+  function section(title, ...kids) { return [el("h3", {}, title), ...kids]; }
+  function layerLink(i) {
+    const a = el("a", { class: "layer", href: "#", title: pathText(i) + " (" + LAYERS[i]["class"] + ")" }, LAYERS[i].name);
+    a.addEventListener("click", (e) => { e.preventDefault(); select(i); });
+    return a;
+  }
+  function configTree(value, depth) {
+    if (value === null) return el("span", { class: "z" }, "null");
+    if (Array.isArray(value)) {
+      if (value.every((v) => v === null || typeof v !== "object")) {
+        return el("span", { class: "n" }, "[" + value.map((v) => (v === null ? "null" : typeof v === "string" ? JSON.stringify(v) : String(v))).join(", ") + "]");
+      }
+      const ul = el("ul");
+      value.forEach((v, j) => ul.append(el("li", {}, el("span", { class: "k" }, String(j) + ": "), configTree(v, depth + 1))));
+      return ul;
+    }
+    if (typeof value === "object") {
+      const keys = Object.keys(value);
+      if (!keys.length) return el("span", { class: "z" }, "{}");
+      const ul = el("ul");
+      for (const key of keys) {
+        const v = value[key];
+        const complex = v !== null && typeof v === "object" && Object.keys(v).length > 0 && !(Array.isArray(v) && v.every((x) => x === null || typeof x !== "object"));
+        if (complex && depth >= 1) {
+          const d = el("details", {}, el("summary", {}, el("span", { class: "k" }, key), Array.isArray(v) ? " [" + v.length + "]" : " {" + Object.keys(v).length + "}"), configTree(v, depth + 1));
+          if (depth < 2 || Object.keys(v).length <= 4) d.open = true;
+          ul.append(el("li", {}, d));
+        } else {
+          ul.append(el("li", {}, el("span", { class: "k" }, key), ": ", configTree(v, depth + 1)));
+        }
+      }
+      return ul;
+    }
+    if (typeof value === "string") return el("span", { class: "s" }, JSON.stringify(value).replace(INVISIBLE, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0")));
+    if (typeof value === "boolean") return el("span", { class: "z" }, String(value));
+    return el("span", { class: "n" }, String(value));
+  }
+  function table(head, rows) {
+    const t = el("table");
+    if (head) t.append(el("tr", {}, ...head.map((h) => el("th", {}, h))));
+    for (const r of rows) t.append(el("tr", {}, ...r.map((c) => (c instanceof Node ? el("td", {}, c) : el("td", typeof c === "number" ? { class: "num" } : {}, c == null ? "" : String(c))))));
+    return t;
+  }
+
+  function renderPanel() {
+    panel.textContent = "";
+    const i = state.selected;
+    if (i < 0) {
+      panel.append(el("h2", {}, DATA.kind === "diff" ? "Diff" : "Model"));
+      panel.append(el("p", { class: "hint" }, "Click a layer in the graph, or search for one by name or class (Enter moves to the next match)."));
+      if (DATA.kind === "diff") panel.append(el("p", {}, DATA.verdict || ""));
+      if (DATA.findings && DATA.findings.length) {
+        panel.append(...section("Findings (" + DATA.findings.length + ")", ...DATA.findings.map((f) => el("div", { class: "finding " + f.severity }, el("b", {}, f.severity + " " + f.rule), " ", f.message, f.where ? el("div", { class: "hint mono" }, f.where) : null))));
+      }
+      return;
+    }
+    const L = LAYERS[i];
+    panel.append(el("h2", { id: "panel-name" }, L.name));
+    if (L.path.length > 1) {
+      const crumbs = el("div", { class: "crumbs" }, "in ");
+      let p = L.parent; const chain = [];
+      while (p >= 0) { chain.unshift(p); p = LAYERS[p].parent; }
+      chain.forEach((j, k) => { if (k) crumbs.append(" / "); crumbs.append(layerLink(j)); });
+      panel.append(crumbs);
+    }
+    panel.append(el("span", { class: "cls", id: "panel-class" }, L["class"]));
+    if (L.kind !== "layer") panel.append(el("span", { class: "cls" }, L.kind));
+    if (nestedSet.has(i)) {
+      const open = state.expanded.has(i);
+      panel.append(" ", el("button", { id: "panel-toggle", onclick: () => toggleNested(i, !open) }, open ? "Collapse in place" : "Expand in place"));
+    }
+    if (DATA.kind === "diff") { renderDiffPanel(L); return; }
+    if (L.findings.length) panel.append(...section("Findings", ...L.findings.map((f) => el("div", { class: "finding " + f.severity }, el("b", {}, f.severity + " " + f.rule), " ", f.message))));
+    const facts = [
+      ["params", L.params == null ? "?" : fmtInt(L.params) + (L.trainable_params != null && L.trainable_params !== L.params ? " (" + fmtInt(L.trainable_params) + " trainable)" : "")],
+      ["MACs", L.macs == null ? "?" : human(L.macs) + (L.macs >= 1000 ? " (" + fmtInt(L.macs) + ")" : "")],
+      ["trainable", L.trainable ? "yes" : "no"],
+    ];
+    if (L.nested_layers != null) facts.push(["nested layers", fmtInt(L.nested_layers)]);
+    if (L.calls.length !== 1) facts.push(["calls", String(L.calls.length)]);
+    panel.append(...section("Summary", table(null, facts)));
+    L.calls.forEach((c, k) => {
+      const rows = [];
+      if (L.kind !== "input") rows.push(["inputs", c.input_shapes.length ? c.input_shapes.map(shapeText).join(", ") : "?"]);
+      rows.push(["outputs", c.output_shapes.length ? c.output_shapes.map(shapeText).join(", ") : "?"]);
+      rows.push(["dtypes", c.output_dtypes.length ? c.output_dtypes.map((d) => d || "?").join(", ") : "?"]);
+      if (c.inputs.length) rows.push(["tensors in", c.inputs.join(", ")]);
+      panel.append(...section(L.calls.length > 1 ? "Call " + (k + 1) + " of " + L.calls.length : "Tensors", table(null, rows)));
+    });
+    const links = (list) => (list.length ? el("div", {}, ...list.map(layerLink)) : el("span", { class: "hint" }, "none"));
+    panel.append(...section("Inbound layers", links(L.inbound)), ...section("Outbound layers", links(L.outbound)));
+    if (L.weights.length) {
+      const box = el("div", { id: "panel-weights" });
+      for (const w of L.weights) {
+        const head = el("div", { class: "whead" }, el("span", { class: "mono wname" }, w.name), " ", shapeText(w.shape), " ", el("span", { class: "hint" }, w.dtype + " · " + fmtInt(w.size) + " values"));
+        box.append(head);
+        if (w.note) box.append(el("div", { class: "hint wnote" }, w.note));
+        else box.append(table(["min", "max", "mean", "std"], [[fmtNum(w.min), fmtNum(w.max), fmtNum(w.mean), fmtNum(w.std)]]));
+        if (w.nonfinite) box.append(el("div", { class: "hint" }, fmtInt(w.nonfinite) + " NaN/Inf values left out of the statistics"));
+      }
+      panel.append(...section("Weights (" + L.weights.length + ")", box));
+    } else if (L.kind === "layer") {
+      panel.append(...section("Weights", el("span", { class: "hint" }, L.params ? "stored in the nested layers" : "none stored")));
+    }
+    panel.append(...section("Config", el("div", { class: "cfg", id: "panel-config" }, configTree(L.config, 0))));
+  }
+  function renderDiffPanel(L) {
+    panel.append(" ", el("span", { class: "status", id: "panel-status" }, L.status));
+    if (L.name_a && L.name_a !== L.name) panel.append(el("div", { class: "hint" }, "in A: " + visible(L.name_a)));
+    for (const c of L.changes) {
+      const box = el("div", { class: "chg" });
+      if (c.path && c.path.length > 1) box.append(el("b", {}, c.path.join("/") + " "), el("span", { class: "hint" }, c.status));
+      for (const k of c.config || []) {
+        box.append(el("div", { class: "mono" }, k.key + ": ", el("span", { class: "old" }, k.only_in === "b" ? "(absent)" : JSON.stringify(k.old)), " → ", el("span", { class: "new" }, k.only_in === "a" ? "(absent)" : JSON.stringify(k.new))));
+      }
+      for (const w of c.wiring || []) box.append(el("div", { class: "mono" }, "call " + w.node + " inputs: " + (w.old || []).join(", ") + " → " + (w.new || []).join(", ")));
+      for (const w of c.weights || []) box.append(el("div", { class: "mono" }, "weight " + w.name + ": " + w.status + (w.mismatched ? ", " + w.mismatched + "/" + w.size + " values differ" : "")));
+      panel.append(box);
+    }
+    const links = (list) => (list.length ? el("div", {}, ...list.map(layerLink)) : el("span", { class: "hint" }, "none"));
+    panel.append(...section("Inbound layers", links(L.inbound)), ...section("Outbound layers", links(L.outbound)));
+    if (L.config_a) panel.append(...section("Config in A", el("div", { class: "cfg" }, configTree(L.config_a, 0))));
+    if (L.config_b) panel.append(...section("Config in B", el("div", { class: "cfg" }, configTree(L.config_b, 0))));
+  }
+
+  // --- clicks on the drawing ---------------------------------------------------------------------
+  stage.addEventListener("click", (e) => {
+    if (drag && drag.moved) return;
+    const g = e.target.closest("g.node[data-layer], g.cluster[data-layer]");
+    if (!g) return;
+    e.preventDefault();
+    const i = +g.dataset.layer;
+    if (i >= 0) select(i, { focus: false });
+  });
+  stage.addEventListener("dblclick", (e) => {
+    const g = e.target.closest("g.node[data-layer], g.cluster[data-layer]");
+    if (!g) return;
+    const i = +g.dataset.layer;
+    if (g.dataset.run && state.folded) { state.folded = false; show(); select(i); return; }
+    if (nestedSet.has(i)) toggleNested(i, !state.expanded.has(i));
+  });
+
+  // --- search ----------------------------------------------------------------------------------
+  function search(text) {
+    const needle = text.trim().toLowerCase();
+    state.hits = [];
+    state.hitPos = -1;
+    results.textContent = "";
+    if (needle) {
+      LAYERS.forEach((L, i) => {
+        if (L.path.join("/").toLowerCase().includes(needle) || L["class"].toLowerCase().includes(needle)) state.hits.push(i);
+      });
+      for (const i of state.hits.slice(0, 300)) {
+        const li = el("li", { "data-layer": String(i) }, pathText(i), el("span", { class: "cls" }, LAYERS[i]["class"]));
+        li.addEventListener("mousedown", (e) => { e.preventDefault(); state.hitPos = state.hits.indexOf(i); pick(); });
+        results.append(li);
+      }
+    }
+    qcount.textContent = needle ? state.hits.length + " match" + (state.hits.length === 1 ? "" : "es") + (state.hits.length > 300 ? " (first 300 listed)" : "") : "";
+    paintHits();
+  }
+  function paintHits() {
+    if (!svg) return;
+    svg.querySelectorAll("g.hit").forEach((g) => g.classList.remove("hit"));
+    for (const i of state.hits) for (const g of nodeIndex.get(i) || []) g.classList.add("hit");
+  }
+  function pick() {
+    if (!state.hits.length) return;
+    const i = state.hits[state.hitPos];
+    results.querySelectorAll("li.cur").forEach((li) => li.classList.remove("cur"));
+    const li = results.querySelector(`li[data-layer="${i}"]`);
+    if (li) { li.classList.add("cur"); li.scrollIntoView({ block: "nearest" }); }
+    select(i);
+  }
+  q.addEventListener("input", () => search(q.value));
+  q.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" || e.key === "ArrowDown") { e.preventDefault(); if (state.hits.length) { state.hitPos = (state.hitPos + (e.shiftKey ? -1 : 1) + state.hits.length) % state.hits.length; pick(); } }
+    else if (e.key === "ArrowUp") { e.preventDefault(); if (state.hits.length) { state.hitPos = (state.hitPos - 1 + state.hits.length) % state.hits.length; pick(); } }
+    else if (e.key === "Escape") { q.value = ""; search(""); q.blur(); }
+  });
+  q.addEventListener("blur", () => setTimeout(() => { results.hidden = true; }, 150));
+  q.addEventListener("focus", () => { results.hidden = false; });
+  window.addEventListener("keydown", (e) => {
+    if (e.target === q) return;
+    if (e.key === "/") { e.preventDefault(); q.focus(); q.select(); }
+    else if (e.key === "0") fit();
+    else if (e.key === "+" || e.key === "=") zoomBy(1.25);
+    else if (e.key === "-") zoomBy(0.8);
+    else if (e.key === "Escape") select(-1);
+  });
+
+  // --- URL fragment actions: #select=NAME, #click=NAME, #search=TEXT, #expand=NAME, #collapse=NAME, #fold=0|1, #fit
+  function find(name) {
+    let i = LAYERS.findIndex((L) => L.path.join("/") === name);
+    if (i < 0) i = LAYERS.findIndex((L) => L.name === name);
+    return i;
+  }
+  function runFragment() {
+    const hash = location.hash.replace(/^#/, "");
+    if (!hash) return;
+    for (const part of hash.split("&")) {
+      const eq = part.indexOf("=");
+      const key = eq < 0 ? part : part.slice(0, eq);
+      const value = eq < 0 ? "" : decodeURIComponent(part.slice(eq + 1));
+      if (key === "search") { q.value = value; search(value); if (state.hits.length) { state.hitPos = 0; pick(); } }
+      else if (key === "select") { const i = find(value); if (i >= 0) select(i); }
+      else if (key === "click") {
+        const i = find(value);
+        if (i >= 0) {
+          reveal(i);
+          const g = drawnFor(i)[0];
+          if (g) { g.querySelector("polygon, path, ellipse, text").dispatchEvent(new MouseEvent("click", { bubbles: true })); focusOn([g]); }
+        }
+      }
+      else if (key === "expand" || key === "collapse") { const i = find(value); if (i >= 0 && nestedSet.has(i)) toggleNested(i, key === "expand"); }
+      else if (key === "fold") { state.folded = value !== "0"; show(); }
+      else if (key === "fit") fit();
+    }
+  }
+
+  // --- legend (diff) and start -------------------------------------------------------------------
+  if (DATA.legend) {
+    const legend = el("div", { id: "legend" });
+    for (const item of DATA.legend) {
+      const sw = item.edge
+        ? el("span", { class: "ln", style: `border-color:${item.edge};${item.dashed ? "border-top-style:dashed" : ""}` })
+        : el("span", { class: "sw", style: `background:${item.fill};border-color:${item.color}` });
+      legend.append(el("div", {}, sw, item.label));
+    }
+    canvas.append(legend);
+  }
+  show();
+  renderPanel();
+  runFragment();
+  window.addEventListener("hashchange", runFragment);
+  document.body.dataset.ready = "1";
+})();

@@ -1,0 +1,157 @@
+"""``inspect`` for big models: --depth, --filter, --totals, --columns, the torchinfo-like columns,
+ellipsis instead of wrapping, piped width, TF.js stored bytes (issue 22, part 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from modelgraph.cli.main import cli
+from modelgraph.loading import load
+from modelgraph.summary import summarize
+
+from ._samples import SAMPLES, golden_model_files
+
+K3 = SAMPLES / "k3"
+
+
+def invoke(*args: object, columns: int | None = None):
+    env = {"COLUMNS": str(columns)} if columns else {}
+    return CliRunner(env=env).invoke(cli, [str(a) for a in args], prog_name="modelgraph")
+
+
+def inspect_json(*args: object) -> dict:
+    result = invoke("inspect", *args, "--format", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("model", sorted({f for _, f in golden_model_files()}))
+def test_depth_filter_totals_columns_on_every_sample(model: str) -> None:
+    path = SAMPLES / model
+    graph = load(path)  # the options are summarize()'s; the CLI passes them through (tested below)
+    full = summarize(graph, expand_nested=True)
+    top = summarize(graph, depth=1)
+    assert [lyr.path for lyr in top.layers] == [lyr.path for lyr in full.layers if len(lyr.path) == 1]
+    assert top.totals == full.totals and top.shown_layers == len(top.layers)
+    # a filter by class keeps exactly the layers of that class, at every nesting level
+    cls = full.layers[-1].class_name
+    filtered = summarize(graph, pattern=cls)
+    expected = [
+        lyr.path for lyr in full.layers if cls.lower() in (lyr.class_name + "/".join(lyr.path)).lower()
+    ]
+    assert [lyr.path for lyr in filtered.layers] == expected
+    totals = summarize(graph, totals_only=True)
+    assert totals.layers == [] and totals.totals == full.totals
+    text = invoke(
+        "inspect",
+        path,
+        "--columns",
+        "type,layer,dtype,bytes,trainable,params",
+        "--depth",
+        "2",
+        "--filter",
+        "*",
+    )
+    assert text.exit_code == 0, text.output
+    header = next(line for line in text.stdout.splitlines() if "Layer" in line)
+    positions = [header.find(h) for h in ("Type", "Layer", "Dtype", "Output bytes", "Trainable", "Param #")]
+    assert -1 not in positions and positions == sorted(positions), header
+
+
+def test_the_cli_passes_depth_filter_and_totals_through() -> None:
+    path = K3 / "nested.keras"
+    assert [r["path"] for r in inspect_json(path, "--depth", "1")["layers"]] == [
+        r["path"] for r in inspect_json(path)["layers"]
+    ]
+    deep = inspect_json(path, "--depth", "2")["layers"]
+    assert any(len(r["path"]) == 2 for r in deep)
+    assert [r["name"] for r in inspect_json(path, "--filter", "inner_*")["layers"]] == [
+        "inner_model",
+        "inner_in",
+        "inner_dense",
+        "inner_bn",
+    ]
+    assert inspect_json(path, "--totals")["layers"] == []
+    text = invoke("inspect", path, "--totals").stdout
+    assert "Total params" in text and "┃" not in text
+
+
+def test_new_per_layer_fields_match_the_graph() -> None:
+    report = inspect_json(K3 / "nested.keras", "--expand-nested")
+    rows = {"/".join(r["path"]): r for r in report["layers"]}
+    assert rows["proj"]["dtype"] == "float32"
+    assert rows["proj"]["output_bytes"] == 8 * 4  # (None, 8) float32, one call
+    assert rows["inner_model"]["trainable"] is True
+    # torchinfo's forward-pass size: every layer output of one sample
+    leaves = [r for r in report["layers"] if r["kind"] != "model"]
+    assert report["totals"]["activation_bytes"] == sum(r["output_bytes"] for r in leaves)
+
+
+def test_filter_globs_and_substrings() -> None:
+    path = SAMPLES / "k3" / "cnn.keras"
+    names = lambda *a: [r["name"] for r in inspect_json(path, *a)["layers"]]  # noqa: E731
+    assert names("--filter", "b?_conv") == ["b1_conv", "b2_conv", "b3_conv", "b4_conv"]
+    assert names("--filter", "*norm*") == ["bn1", "bn2"]  # class BatchNormalization
+    everything = inspect_json(path)["layers"]
+    by_word = [r["name"] for r in everything if "conv" in r["name"] or "Conv" in r["class_name"]]
+    assert names("--filter", "CONV") == by_word and "b2_dw" in by_word  # DepthwiseConv2D by its class
+    assert names("--filter", "zzz") == []
+
+
+def test_unknown_column_lists_the_valid_ones() -> None:
+    result = invoke("inspect", K3 / "cnn.keras", "--columns", "layer,flops")
+    assert result.exit_code == 2
+    assert "'flops'" in result.output and "trainable" in result.output and "connected" in result.output
+
+
+@pytest.fixture(scope="module")
+def nasnet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("samples_rebuild_inspect", SAMPLES / "rebuild.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return Path(module.rebuild(str(SAMPLES / "apps" / "k3_nasnetmobile"), tmp_path_factory.mktemp("nas")))
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_piped_text_fits_the_width_and_never_wraps_names(nasnet: Path, width: int) -> None:
+    result = invoke("inspect", nasnet, columns=width)
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= width
+    graph = load(nasnet)
+    body = [line for line in lines if line.startswith("│")]
+    assert len(body) == len(graph.layers)  # one line per layer: nothing wrapped onto a second line
+    if width >= 200:  # room for every name and class in full
+        for line, layer in zip(body, graph.layers, strict=True):
+            assert f"{layer.name} ({layer.class_name})" in line
+    else:  # names that do not fit are shortened in the middle with an ellipsis, never wrapped
+        shortened = [line for line in body if "…" in line.split("│")[1]]
+        assert shortened
+        if width >= 120:  # and the class stays whole
+            for line, layer in zip(body, graph.layers, strict=True):
+                assert f" ({layer.class_name})" in line.split("│")[1]
+
+
+def test_piped_width_defaults_to_120(nasnet: Path) -> None:
+    result = CliRunner().invoke(cli, ["inspect", str(nasnet)], env={"COLUMNS": None})
+    assert max(len(line) for line in result.stdout.splitlines()) <= 120
+
+
+def test_quantized_tfjs_reports_stored_and_dequantized_bytes() -> None:
+    q8 = inspect_json(SAMPLES / "tfjs" / "cnn_q8")["totals"]
+    f16 = inspect_json(SAMPLES / "tfjs" / "cnn_f16")["totals"]
+    plain = inspect_json(SAMPLES / "tfjs" / "cnn")["totals"]
+    params = plain["total_params"]
+    assert q8["stored_bytes_by_dtype"] == {"uint8": params}
+    assert f16["stored_bytes_by_dtype"] == {"float16": 2 * params}
+    assert plain["stored_bytes_by_dtype"] is None  # stored as read: nothing to add
+    assert q8["weight_bytes"] == 4 * params  # dequantized to float32
+    text = invoke("inspect", SAMPLES / "tfjs" / "cnn_q8", "--totals").stdout
+    assert "Stored on disk: uint8" in text and "dequantized to" in text
