@@ -1,0 +1,1 @@
+"""Writers: the loaders' mirror (ONNX export in :mod:`modelgraph.saving.onnx`)."""

@@ -1,0 +1,393 @@
+"""The graph walk: a :class:`ModelGraph` -> an ONNX ``ModelProto``.
+
+Like the runner's plan (``modelgraph.runner.interpreter``), the walk visits the nodes in topological
+order and inlines nested models (their inputs bound to the caller's tensors); each node goes through
+the mapping registered for its layer key (``registry.py``), with the layer's dtype policy applied
+around it (half precision: inputs, weights and outputs rounded to the compute dtype; Keras 3 int8 /
+int4 layers: weights dequantized, see ``mappings/quantized.py``). tf.keras's implicit masks are
+carried beside the tensors (``masks.py``). Weights of a shared layer are emitted once (the emitter
+deduplicates initializers by content).
+
+Every layer that cannot be mapped is collected; the export is refused naming all of them before
+anything is written. The model then goes through the optimisation passes (``passes.py``) and
+``onnx.checker.check_model(full_check=True)``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from modelgraph._version import __version__
+from modelgraph.errors import (
+    ModelGraphError,
+    RunError,
+    UnsupportedConfigError,
+    UnsupportedError,
+    UnsupportedLayerError,
+    UsageError,
+)
+from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, keras_version_tuple, map_refs, tensor_refs
+from modelgraph.runner import dtypes as dt
+from modelgraph.runner.interpreter import LazyWeights, _output_keys, kernel_key
+from modelgraph.runner.registry import KernelSpec, get_entry
+from modelgraph.saving.onnx import masks as mk
+from modelgraph.saving.onnx._onnx import helper, onnx_dtype, require_onnx
+from modelgraph.saving.onnx.emitter import Emitter, Value
+from modelgraph.saving.onnx.passes import optimise
+from modelgraph.saving.onnx.registry import MapContext, get_mapping
+from modelgraph.shapes import ShapeResult, infer_shapes
+
+DEFAULT_OPSET = 17
+MIN_OPSET = 17
+MAX_OPSET = 21
+_HALF_ROUND = {"float16": "float16", "bfloat16": "bfloat16"}
+
+
+class ExportRefusedError(UnsupportedError):
+    """Layers the exporter cannot map; ``problems`` names every one."""
+
+    def __init__(self, problems: list[tuple[str, str, str]]) -> None:
+        self.problems = problems
+        listed = "; ".join(f"{path} ({cls}): {why}" for path, cls, why in problems)
+        super().__init__(f"cannot export to ONNX: {len(problems)} layer(s) cannot be mapped: {listed}")
+
+
+@dataclass
+class ExportResult:
+    """What an export produced: the model and the notes written into its metadata."""
+
+    model: Any
+    input_names: list[str]
+    output_names: list[str]
+    dequantized: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _batch_dim(batch: int | str | None, name: str) -> int | str:
+    if isinstance(batch, int):
+        return batch
+    return "batch"
+
+
+class _Walk:
+    def __init__(self, graph: ModelGraph, batch: int | str | None, opset: int) -> None:
+        self.graph = graph
+        self.batch = batch
+        self.keras_version = keras_version_tuple(graph.keras_version)
+        self.implicit_masks = graph.keras_major < 3
+        self.output_keys = _output_keys(graph.outputs)
+        self.e = Emitter(reserved=set(graph.input_names) | set(self.output_keys), opset=opset)
+        self.problems: list[tuple[str, str, str]] = []
+        self.dequantized: list[str] = []
+        self.notes: list[str] = []
+        self._weights: dict[tuple[int, str], LazyWeights] = {}
+        self.inputs: list[Any] = []
+        self.outputs: list[Any] = []
+
+    def problem(self, path: str, class_name: str, error: BaseException | str) -> None:
+        why = str(error)
+        for p in self.problems:
+            if p[0] == path and p[2] == why:
+                return
+        self.problems.append((path, class_name, why))
+
+    # --- top level -------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        g = self.graph
+        overrides = None
+        env: dict[TensorRef, Value] = {}
+        masks: dict[TensorRef, Value] = {}
+        specs = []
+        for ref in g.inputs:
+            layer = g.layer(ref.layer)
+            shape = layer.config.get("batch_shape", layer.config.get("batch_input_shape"))
+            dtype = dt.input_dtype(layer.config)
+            if dtype == "bfloat16":
+                dtype = "float32"
+            if not isinstance(shape, (list, tuple)):
+                raise UnsupportedConfigError(layer.class_name, "batch_shape", shape, ref.layer)
+            dims: list[int | str] = [_batch_dim(self.batch, ref.layer)]
+            for i, d in enumerate(shape[1:], start=1):
+                dims.append(int(d) if isinstance(d, int) else f"{ref.layer}_dim{i}")
+            specs.append((ref, dims, dtype))
+        if isinstance(self.batch, int):
+            overrides = {ref.layer: (self.batch, *[d if isinstance(d, int) else None for d in dims[1:]])
+                         for ref, dims, _ in specs}
+        shapes = infer_shapes(g, overrides)
+        for ref, dims, dtype in specs:
+            self.inputs.append(helper.make_tensor_value_info(ref.layer, onnx_dtype(dtype), dims))
+            env[ref] = Value(ref.layer, len(dims), None, dtype)
+        self._walk(g, shapes, "", env, masks)
+        if self.problems:
+            raise ExportRefusedError(self.problems)
+        for key, ref in zip(self.output_keys, g.outputs, strict=True):
+            value = env.get(ref)
+            if value is None:
+                raise RunError(f"model output {ref} is not computed by any node")
+            self.e.scope = ""
+            src = self.e.logical(value)
+            self.e.nodes.append(helper.make_node("Identity", [src], [key], name=self.e.unique(f"{key}/output")))
+            shape = shapes.shape(ref)
+            dims = None
+            if shape is not None:
+                dims = [
+                    _batch_dim(self.batch, key) if i == 0 else (d if d is not None else f"{key}_dim{i}")
+                    for i, d in enumerate(shape)
+                ]
+            self.outputs.append(helper.make_tensor_value_info(key, onnx_dtype(value.dtype), dims))
+
+    # --- nodes -----------------------------------------------------------------------------------
+
+    def _walk(
+        self,
+        graph: ModelGraph,
+        shapes: ShapeResult | None,
+        prefix: str,
+        env: dict[TensorRef, Value],
+        masks: dict[TensorRef, Value],
+    ) -> None:
+        for node in graph.nodes:
+            layer = graph.layer(node.layer)
+            if layer.kind == "input":
+                continue
+            if any(r not in env for r in node.inputs):
+                continue  # a producer was refused (already named) or nothing computes it
+            if layer.subgraph is not None:
+                self._inline(graph, shapes, layer, node, prefix, env, masks)
+            else:
+                self._node(graph, shapes, layer, node, prefix, env, masks)
+
+    def _inline(self, graph, shapes, layer: Layer, node: Node, prefix, env, masks) -> None:
+        sub = layer.subgraph
+        assert sub is not None
+        path = prefix + layer.name
+        seg = f"{layer.name}:{node.index}" if layer.node_count > 1 else layer.name
+        sub_shapes = shapes.nested.get(node.key) if shapes is not None else None
+        arg = node.args[0] if len(node.args) == 1 else list(node.args)
+        pairs: list[tuple[TensorRef, TensorRef]] = []
+        if isinstance(arg, Mapping) and isinstance(sub.input_structure, Mapping):
+            for key, ref in sub.input_structure.items():
+                if key not in arg or not isinstance(arg[key], TensorRef):
+                    self.problem(path, layer.class_name, f"node {node} gives no tensor for input '{key}'")
+                    return
+                pairs.append((ref, arg[key]))
+        else:
+            flat = tensor_refs(list(node.args))
+            if len(flat) != len(sub.inputs):
+                self.problem(path, layer.class_name, f"node {node} passes {len(flat)} tensors to a model with {len(sub.inputs)} inputs")
+                return
+            pairs = list(zip(sub.inputs, flat, strict=True))
+        sub_env: dict[TensorRef, Value] = {}
+        sub_masks: dict[TensorRef, Value] = {}
+        for inner, outer in pairs:
+            sub_env[inner] = env[outer]
+            if outer in masks:
+                sub_masks[inner] = masks[outer]
+        self._walk(sub, sub_shapes, f"{prefix}{seg}/", sub_env, sub_masks)
+        for t, ref in enumerate(sub.outputs):
+            if ref in sub_env:
+                env[TensorRef(layer.name, node.index, t)] = sub_env[ref]
+                if ref in sub_masks:
+                    masks[TensorRef(layer.name, node.index, t)] = sub_masks[ref]
+
+    def _spec(self, graph: ModelGraph, layer: Layer, path: str, policy: dt.Policy) -> KernelSpec:
+        cache_key = (id(graph), layer.name)
+        weights = self._weights.get(cache_key)
+        if weights is None:
+            transform = None
+            if policy.is_half and layer.class_name not in dt.FLOAT32_WEIGHT_CLASSES:
+                half = policy.compute_dtype
+
+                def transform(a: np.ndarray, half: str = half) -> np.ndarray:
+                    return np.asarray(dt.weight_to_compute(a, half), dtype=np.float32) if a.dtype.kind == "f" else a
+
+            weights = LazyWeights(layer.weights, transform)
+            self._weights[cache_key] = weights
+        return KernelSpec(
+            name=path,
+            class_name=layer.class_name,
+            config=layer.config,
+            weights=weights,
+            keras_version=self.keras_version,
+            compute_dtype=policy.compute_dtype,
+        )
+
+    def _node(self, graph, shapes, layer: Layer, node: Node, prefix, env, masks) -> None:
+        path = prefix + layer.name
+        key = kernel_key(layer)
+        try:
+            self._map_node(graph, shapes, layer, node, path, key, env, masks)
+        except UnsupportedError as exc:
+            self.problem(path, layer.class_name, exc)
+        except ModelGraphError as exc:
+            self.problem(path, layer.class_name, exc)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            self.problem(path, layer.class_name, f"{type(exc).__name__}: {exc}")
+
+    def _map_node(self, graph, shapes, layer, node, path, key, env, masks) -> None:
+        training = node.kwargs.get("training")
+        policy = dt.FLOAT32
+        if layer.kind != "op" and layer.class_name not in ("TFOpLambda", "SlicingOpLambda"):
+            policy = dt.resolve_policy(layer.config.get("dtype"), layer.class_name, path)
+        mapping = None
+        if policy.quantization is not None:
+            from modelgraph.saving.onnx.mappings.quantized import quantized_mapping
+
+            mapping = quantized_mapping(key, policy.quantization)
+            if mapping is None:
+                raise UnsupportedConfigError(layer.class_name, "dtype", f"{policy.quantization} quantized", path)
+            self.dequantized.append(path)
+        else:
+            mapping = get_mapping(key)
+        if mapping is None:
+            raise UnsupportedLayerError(key, path)
+        try:
+            sensitive = get_entry(key, path).training_sensitive
+        except UnsupportedError:
+            sensitive = False
+        frozen_bn = layer.class_name == "BatchNormalization" and not layer.trainable
+        if training is True and sensitive and not frozen_bn:
+            raise UnsupportedConfigError(layer.class_name, "training", True, path)
+        kwargs = {k: v for k, v in node.kwargs.items() if k != "training"}
+        if "mask" in kwargs and _is_none(kwargs["mask"]):
+            del kwargs["mask"]
+        args = tuple(map_refs(a, lambda r: env[r]) for a in node.args)
+        kwargs = {k: map_refs(v, lambda r: env[r]) for k, v in kwargs.items()}
+        in_shapes = list(shapes.inputs.get(node.key, [])) if shapes is not None else []
+        out_shapes = list(shapes.outputs.get(node.key, [])) if shapes is not None else []
+        out_dtypes = list(shapes.dtypes.get(node.key, [])) if shapes is not None else []
+        spec = self._spec(graph, layer, path, policy)
+        ctx = MapContext(spec=spec, e=self.e, in_shapes=in_shapes, out_shapes=out_shapes)
+        self.e.scope = path + "/"
+        half = policy.compute_dtype if policy.is_half else None
+        if half is not None:
+            args = _map_values(args, lambda v: self._round(v, half))
+            kwargs = _map_values(kwargs, lambda v: self._round(v, half))
+        flat_in = [env[r] for r in node.inputs]
+        in_masks = [masks.get(r) for r in node.inputs]
+        rule = mk.rule_for(layer.class_name, layer.config) if self.implicit_masks and layer.kind == "layer" else None
+        if rule is not None and rule.consume is not None and "mask" not in kwargs and any(m is not None for m in in_masks):
+            kwargs = {**kwargs, **rule.consume(in_masks)}
+        result = mapping(ctx, *args, **kwargs)
+        outs = list(result) if isinstance(result, (tuple, list)) else [result]
+        values: list[Value] = []
+        for t, out in enumerate(outs):
+            shape = out_shapes[t] if t < len(out_shapes) else None
+            dtype = out_dtypes[t] if t < len(out_dtypes) and out_dtypes[t] else "float32"
+            if dtype in ("float16", "bfloat16", "float64"):
+                dtype = "float32"
+            if isinstance(out, Value):
+                value = out if out.rank is not None or shape is None else Value(out.name, len(shape), out.perm, out.dtype)
+            else:
+                value = Value(out, None if shape is None else len(shape), None, dtype)
+            if half is not None and value.dtype == "float32":
+                value = self._round(value, half)
+            values.append(value)
+        for t, value in enumerate(values):
+            env[TensorRef(layer.name, node.index, t)] = value
+        if rule is not None and rule.produce is not None and (any(m is not None for m in in_masks) or rule.source):
+            produced = rule.produce(self.e, in_masks, flat_in, values)
+            for t, m in enumerate(produced):
+                if m is not None:
+                    masks[TensorRef(layer.name, node.index, t)] = m
+        self.e.scope = ""
+
+    def _round(self, value: Value, half: str) -> Value:
+        """The tensor rounded to a half-precision dtype and back (a layer computing in float16)."""
+        if value.dtype != "float32":
+            return value
+        down = self.e.op("Cast", [value.name], "round", to=onnx_dtype(_HALF_ROUND[half]))
+        up = self.e.op("Cast", [down], "round", to=onnx_dtype("float32"))
+        return Value(up, value.rank, value.perm, value.dtype)
+
+
+def _is_none(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_none(v) for v in value)
+    return False
+
+
+def _map_values(structure: Any, fn: Any) -> Any:
+    from modelgraph.graph import map_structure
+
+    return map_structure(structure, fn, lambda v: isinstance(v, Value))
+
+
+def to_onnx(
+    graph: ModelGraph,
+    *,
+    opset: int = DEFAULT_OPSET,
+    batch: int | str | None = None,
+    check: bool = True,
+) -> ExportResult:
+    """Build the ONNX model of ``graph`` in memory (see :func:`export_onnx`)."""
+    onnx = require_onnx()
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise UsageError(f"--opset {opset} is not supported; choose {MIN_OPSET} to {MAX_OPSET}")
+    if batch is not None and batch != "dynamic" and (not isinstance(batch, int) or batch < 1):
+        raise UsageError(f"batch must be a positive integer or 'dynamic', got {batch!r}")
+    walk = _Walk(graph, None if batch == "dynamic" else batch, opset)
+    walk.run()
+    nodes = optimise(walk.e.nodes, set(walk.output_keys))
+    onnx_graph = helper.make_graph(nodes, graph.name or "model", walk.inputs, walk.outputs, walk.e.initializers)
+    doc = f"Exported by modelgraph {__version__} from a Keras {graph.keras_version or '?'} {graph.format} model."
+    if walk.dequantized:
+        doc += f" Quantized layers dequantized at export (float32 weights): {', '.join(walk.dequantized)}."
+    model = helper.make_model(
+        onnx_graph,
+        opset_imports=[helper.make_opsetid("", opset)],
+        producer_name="modelgraph",
+        producer_version=__version__,
+        doc_string=doc,
+    )
+    model.ir_version = 8 if opset <= 18 else 9
+    props = {
+        "keras_version": str(graph.keras_version or ""),
+        "source_format": str(graph.format),
+        "layout": "inputs and outputs in Keras's layout (channels_last stays NHWC)",
+    }
+    if walk.dequantized:
+        props["dequantized_layers"] = ",".join(walk.dequantized)
+    helper.set_model_props(model, props)
+    if check:
+        onnx.checker.check_model(model, full_check=True)
+    return ExportResult(model, list(graph.input_names), list(walk.output_keys), walk.dequantized, walk.notes)
+
+
+def export_onnx(
+    graph: ModelGraph,
+    path: str | Path,
+    *,
+    opset: int = DEFAULT_OPSET,
+    batch: int | str | None = None,
+) -> ExportResult:
+    """Export ``graph`` to an ONNX file at ``path``.
+
+    ``batch``: an int fixes the batch dimension of every input and output; None or ``"dynamic"``
+    leaves it symbolic (``batch``). Layers that cannot be mapped are all named in one
+    :class:`ExportRefusedError` before anything is written; the file is written to a temporary name
+    and renamed, and the same model gives the same bytes.
+    """
+    result = to_onnx(graph, opset=opset, batch=batch)
+    data = result.model.SerializeToString(deterministic=True)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return result

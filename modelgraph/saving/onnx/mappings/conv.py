@@ -1,0 +1,177 @@
+"""Convolutions: Conv1D/2D/3D, DepthwiseConv1D/2D, SeparableConv1D/2D, Conv1D/2D/3DTranspose.
+
+Semantics: ``modelgraph/runner/kernels/conv.py``. Keras kernels are ``(k..., in/groups, filters)``;
+ONNX's are ``(filters, in/groups, k...)``. A depthwise kernel ``(k..., in, multiplier)`` is a
+grouped convolution with ``group = in`` whose output channel ``c * multiplier + m`` reads
+``kernel[..., c, m]``. Inputs are taken channels-first (``_spatial.channels_first_perm``); the output
+stays channels-first for the next window op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from modelgraph.runner.kernels._conv_utils import (
+    check_keys,
+    data_format,
+    depthwise_weight_name,
+    int_tuple,
+    padding_mode,
+)
+from modelgraph.saving.onnx.emitter import Value
+from modelgraph.saving.onnx.mappings._spatial import channels_first_perm, out_value, spatial_sizes, window_pads
+from modelgraph.saving.onnx.mappings.core import activation_of, as_float
+from modelgraph.saving.onnx.registry import MapContext, register
+
+_CONV_KEYS = ("filters", "kernel_size", "strides", "padding", "data_format", "dilation_rate", "groups",
+              "activation", "use_bias")  # fmt: skip
+_DW_KEYS = ("kernel_size", "strides", "padding", "data_format", "dilation_rate", "depth_multiplier",
+            "activation", "use_bias", "filters", "groups")  # fmt: skip
+
+
+def onnx_kernel(kernel: np.ndarray) -> np.ndarray:
+    """(k..., in/groups, filters) -> (filters, in/groups, k...)."""
+    rank = kernel.ndim - 2
+    return np.ascontiguousarray(np.transpose(kernel, (rank + 1, rank, *range(rank))))
+
+
+def depthwise_as_grouped(kernel: np.ndarray) -> np.ndarray:
+    """(k..., in, mult) -> (in * mult, 1, k...), output channel c * mult + m."""
+    rank = kernel.ndim - 2
+    flat = kernel.reshape(*kernel.shape[:rank], -1)
+    return np.ascontiguousarray(np.moveaxis(flat, -1, 0)[:, None])
+
+
+def _bias(ctx: MapContext) -> np.ndarray | None:
+    use_bias = ctx.get("use_bias", True)
+    if use_bias not in (True, False, None):
+        raise ctx.unsupported("use_bias", use_bias)
+    return None if use_bias is False else ctx.weight("bias").reshape(-1)
+
+
+def emit_conv(
+    ctx: MapContext,
+    x: Value,
+    rank: int,
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    group: int,
+    strides: tuple[int, ...],
+    dilation: tuple[int, ...],
+    mode: str,
+    fmt: str,
+    hint: str = "conv",
+) -> Value:
+    perm = channels_first_perm(fmt, rank)
+    xin = ctx.e.in_layout(x, perm)
+    pads, auto_pad = window_pads(mode, spatial_sizes(ctx, fmt), weight.shape[2:], strides, dilation)
+    inputs = [xin, ctx.const(weight, "kernel")]
+    if bias is not None:
+        inputs.append(ctx.const(bias, "bias"))
+    y = ctx.e.op(
+        "Conv",
+        inputs,
+        hint,
+        kernel_shape=list(weight.shape[2:]),
+        strides=list(strides),
+        dilations=list(dilation),
+        group=group,
+        pads=pads,
+        auto_pad=auto_pad,
+    )
+    return out_value(y, rank + 2, perm)
+
+
+def _conv(ctx: MapContext, x: Value, rank: int) -> Value:
+    check_keys(ctx.spec, _CONV_KEYS)
+    fmt = data_format(ctx.spec)
+    strides = int_tuple(ctx.spec, "strides", rank, 1)
+    dilation = int_tuple(ctx.spec, "dilation_rate", rank, 1)
+    mode = padding_mode(ctx.spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
+    groups = ctx.get("groups", 1) or 1
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+        raise ctx.unsupported("groups", groups)
+    kernel = ctx.weight("kernel")
+    if kernel.ndim != rank + 2:
+        raise ValueError(f"kernel shape {kernel.shape} is not rank {rank + 2}")
+    y = emit_conv(ctx, as_float(ctx, x), rank, onnx_kernel(kernel), _bias(ctx), groups, strides, dilation, mode, fmt)
+    return activation_of(ctx, y)
+
+
+@register("Conv1D", "Convolution1D")
+def conv1d(ctx: MapContext, x: Value) -> Value:
+    return _conv(ctx, x, 1)
+
+
+@register("Conv2D", "Convolution2D")
+def conv2d(ctx: MapContext, x: Value) -> Value:
+    return _conv(ctx, x, 2)
+
+
+@register("Conv3D", "Convolution3D")
+def conv3d(ctx: MapContext, x: Value) -> Value:
+    return _conv(ctx, x, 3)
+
+
+def _depthwise_params(ctx: MapContext, rank: int) -> tuple:
+    fmt = data_format(ctx.spec)
+    strides = int_tuple(ctx.spec, "strides", rank, 1)
+    dilation = int_tuple(ctx.spec, "dilation_rate", rank, 1)
+    mode = padding_mode(ctx.spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
+    mult = ctx.get("depth_multiplier", 1)
+    if not isinstance(mult, int) or isinstance(mult, bool) or mult < 1:
+        raise ctx.unsupported("depth_multiplier", mult)
+    if ctx.get("groups", 1) not in (1, None):
+        raise ctx.unsupported("groups", ctx.get("groups"))
+    return fmt, strides, dilation, mode
+
+
+def _depthwise(ctx: MapContext, x: Value, rank: int) -> Value:
+    check_keys(ctx.spec, _DW_KEYS)
+    if ctx.get("filters") is not None:
+        raise ctx.unsupported("filters", ctx.get("filters"))
+    fmt, strides, dilation, mode = _depthwise_params(ctx, rank)
+    kernel = ctx.weight(depthwise_weight_name(ctx.spec.weights))
+    channels = kernel.shape[-2]
+    y = emit_conv(ctx, as_float(ctx, x), rank, depthwise_as_grouped(kernel), _bias(ctx), channels, strides,
+                  dilation, mode, fmt, "depthwise")  # fmt: skip
+    return activation_of(ctx, y)
+
+
+@register("DepthwiseConv1D")
+def depthwise_conv1d(ctx: MapContext, x: Value) -> Value:
+    return _depthwise(ctx, x, 1)
+
+
+@register("DepthwiseConv2D")
+def depthwise_conv2d(ctx: MapContext, x: Value) -> Value:
+    return _depthwise(ctx, x, 2)
+
+
+def _separable(ctx: MapContext, x: Value, rank: int) -> Value:
+    check_keys(ctx.spec, _DW_KEYS)
+    fmt, strides, dilation, mode = _depthwise_params(ctx, rank)
+    depthwise = ctx.weight("depthwise_kernel")
+    pointwise = ctx.weight("pointwise_kernel")
+    channels = depthwise.shape[-2]
+    mid = emit_conv(ctx, as_float(ctx, x), rank, depthwise_as_grouped(depthwise), None, channels, strides,
+                    dilation, mode, fmt, "depthwise")  # fmt: skip
+    filters = pointwise.shape[-1]
+    pw = pointwise.reshape((1,) * rank + (-1, filters))
+    ctx_in = ctx.in_shapes
+    ctx.in_shapes = []  # the pointwise conv is 1x1 valid: sizes not needed
+    try:
+        y = emit_conv(ctx, mid, rank, onnx_kernel(pw), _bias(ctx), 1, (1,) * rank, (1,) * rank, "valid", fmt, "pointwise")
+    finally:
+        ctx.in_shapes = ctx_in
+    return activation_of(ctx, y)
+
+
+@register("SeparableConv1D", "SeparableConvolution1D")
+def separable_conv1d(ctx: MapContext, x: Value) -> Value:
+    return _separable(ctx, x, 1)
+
+
+@register("SeparableConv2D", "SeparableConvolution2D")
+def separable_conv2d(ctx: MapContext, x: Value) -> Value:
+    return _separable(ctx, x, 2)
