@@ -30,7 +30,6 @@ from modelgraph.errors import (
     RunError,
     UnsupportedConfigError,
     UnsupportedError,
-    UnsupportedLayerError,
     UsageError,
 )
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, keras_version_tuple, map_refs, tensor_refs
@@ -48,6 +47,14 @@ DEFAULT_OPSET = 17
 MIN_OPSET = 17
 MAX_OPSET = 21
 _HALF_ROUND = {"float16": "float16", "bfloat16": "bfloat16"}
+
+
+class UnmappedLayerError(UnsupportedError):
+    """A layer key with no ONNX mapping."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"no ONNX mapping for layer class '{key}'")
 
 
 class ExportRefusedError(UnsupportedError):
@@ -248,7 +255,7 @@ class _Walk:
         else:
             mapping = get_mapping(key)
         if mapping is None:
-            raise UnsupportedLayerError(key, path)
+            raise UnmappedLayerError(key)
         try:
             sensitive = get_entry(key, path).training_sensitive
         except UnsupportedError:
