@@ -61,7 +61,8 @@ def _concat(axis: int) -> Produce:
         if rank is None or (axis != -1 and axis != rank - 1):
             if any(m is None for m in masks):
                 raise UnsupportedConfigError("Concatenate", "mask with axis", axis)
-            return [Value(e.op("Concat", [m.name for m in masks], "mask_concat", axis=axis), rank, None, "bool")]  # type: ignore[union-attr]
+            out_rank = None if rank is None else rank - 1
+            return [Value(e.op("Concat", [m.name for m in masks], "mask_concat", axis=axis), out_rank, None, "bool")]  # type: ignore[union-attr]
         return [_and_all(e, masks)]
 
     return produce
@@ -75,16 +76,26 @@ def _rnn(return_sequences: bool, n_seq: int = 1) -> Produce:
     return produce
 
 
-def _time_distributed(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Value]) -> Masks:
-    m = _first(masks)
-    rest: Masks = [None] * (len(outputs) - 1)
-    if m is None:
-        return [None] + rest
-    if m.rank is not None and m.rank > 2:
-        axes = list(range(2, m.rank))
-        f = e.cast(m.name, "float32")
-        m = Value(e.cast(e.reduce("ReduceMax", f, axes, 0), "bool"), 2, None, "bool")
-    return [m] + rest
+def _time_distributed(inner_produce: Produce | None) -> Produce:
+    """tf.keras TimeDistributed.compute_mask: the inner layer's mask of the folded input, unfolded
+    (the carried-over and RNN rules are the same on folded and unfolded masks, so they run on the
+    unfolded one); when the inner layer gives none, the input mask reduced with any() after time."""
+
+    def produce(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Value]) -> Masks:
+        m = _first(masks)
+        rest: Masks = [None] * (len(outputs) - 1)
+        if m is None:
+            return [None] + rest
+        if inner_produce is not None:
+            inner = _first(inner_produce(e, [m], inputs, outputs[:1]))
+            if inner is not None:
+                return [inner] + rest
+        if m.rank is not None and m.rank > 2:
+            f = e.cast(m.name, "float32")
+            m = Value(e.cast(e.reduce("ReduceMax", f, list(range(2, m.rank)), 0), "bool"), 2, None, "bool")
+        return [m] + rest
+
+    return produce
 
 
 def _embedding(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Value]) -> Masks:
@@ -139,9 +150,13 @@ def rule_for(class_name: str, config: Mapping[str, Any]) -> MaskRule:
     if class_name == "TimeDistributed":
         inner = config.get("layer")
         inner_class = inner.get("class_name") if isinstance(inner, Mapping) else None
-        if inner_class in ("Embedding", "Masking"):
-            raise UnsupportedConfigError("TimeDistributed", "layer", f"{inner_class} (a mask source)")
-        return MaskRule(consume, _time_distributed)
+        if inner_class in ("Embedding", "Masking") and isinstance(inner, Mapping):
+            # The inner mask is elementwise over the folded (batch * time) axis: folding, computing
+            # and unfolding equals computing it on the unfolded input.
+            source = rule_for(inner_class, inner.get("config") or {})
+            return MaskRule(consume, source.produce, source.source)
+        inner_rule = rule_for(inner_class, inner.get("config") or {}) if isinstance(inner_class, str) and isinstance(inner, Mapping) else None
+        return MaskRule(consume, _time_distributed(inner_rule.produce if inner_rule is not None else None))
     if class_name in ("Attention", "AdditiveAttention", "MultiHeadAttention"):
         return MaskRule(consume, _pass_first)
     if class_name in MERGE_AND:
