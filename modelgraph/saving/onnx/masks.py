@@ -32,7 +32,8 @@ class MaskRule:
 
 
 def _first(masks: Masks) -> Value | None:
-    return next((m for m in masks if m is not None), None)
+    """The first input's mask (None when the first input has none)."""
+    return masks[0] if masks else None
 
 
 def _and_all(e: Emitter, masks: Masks) -> Value | None:
