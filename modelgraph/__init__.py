@@ -27,6 +27,8 @@ _EXPORTS = {
     "validate": ("modelgraph.validate.api", "validate"),
     "render": ("modelgraph.render", "render"),
     "diff": ("modelgraph.diff", "diff"),
+    "export_onnx": ("modelgraph.saving.onnx", "export_onnx"),
+    "to_onnx": ("modelgraph.saving.onnx", "to_onnx"),
 }
 
 __all__ = [  # noqa: F822 - the names resolve lazily through __getattr__
@@ -43,6 +45,8 @@ __all__ = [  # noqa: F822 - the names resolve lazily through __getattr__
     "validate",
     "render",
     "diff",
+    "export_onnx",
+    "to_onnx",
 ]
 
 

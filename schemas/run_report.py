@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-RUN_SCHEMA_VERSION = "1.0"
+RUN_SCHEMA_VERSION = "1.1"
 
 
 class _Report(BaseModel):
@@ -94,6 +94,7 @@ class RunReport(_Report):
     outputs: list[TensorSummary]
     intermediates: list[str] = []
     saved_to: str | None = None
+    backend: str = "numpy"
     comparison: ComparisonReport | None = None
     profile: ProfileReport | None = None
 

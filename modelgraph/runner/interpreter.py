@@ -292,7 +292,13 @@ class Runner:
     """
 
     def __init__(
-        self, model: ModelGraph | str, *, weights: str | None = None, strict: bool = True, fuse: bool = True
+        self,
+        model: ModelGraph | str,
+        *,
+        weights: str | None = None,
+        strict: bool = True,
+        fuse: bool = True,
+        backend: str = "numpy",
     ) -> None:
         if not isinstance(model, ModelGraph):
             from modelgraph.loading import load
@@ -332,6 +338,11 @@ class Runner:
                     "weights file (--weights FILE; weights= in Python)"
                 )
             raise self.problems[0].error
+        # Another executor for the same plan's feeds and outputs (modelgraph.runner.backends).
+        from modelgraph.runner.backends import select_backend
+
+        self._session = select_backend(backend, model)
+        self.backend = "numpy" if self._session is None else self._session.name
 
     # --- compilation ------------------------------------------------------------------------------
 
@@ -743,6 +754,10 @@ class Runner:
         """
         if self.problems:
             raise self.problems[0].error
+        if self._session is not None and (taps or all_intermediates or profile is not None):
+            raise UsageError(
+                f"intermediates (--tap, --all-intermediates) and --profile need the numpy backend, not {self.backend}"
+            )
         if self._fused and (taps or all_intermediates):
             # Fused-away layers have no tensors of their own: intermediates come from the plain plan.
             return self._unfused().run(
@@ -791,6 +806,8 @@ class Runner:
     def _execute(
         self, arrays: list[np.ndarray], tapped: set[int] | None, profile: Profile | None
     ) -> dict[str, np.ndarray]:
+        if self._session is not None:
+            return dict(zip(self.output_keys, self._session.run(arrays), strict=True))
         values: list[Any] = [None] * self._nslots
         masks: list[Any] | None = [None] * self._nslots if self._mask_slots else None
         for slot, x in zip(self._input_slots, arrays, strict=True):

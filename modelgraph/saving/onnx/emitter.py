@@ -98,7 +98,9 @@ class Emitter:
 
     # --- nodes ----------------------------------------------------------------------------------
 
-    def op(self, op_type: str, inputs: list[str], hint: str | None = None, outputs: int = 1, **attrs: Any) -> Any:
+    def op(
+        self, op_type: str, inputs: list[str], hint: str | None = None, outputs: int = 1, **attrs: Any
+    ) -> Any:
         """Append one node; returns its output name (or the list of names when ``outputs`` > 1).
         An empty input name stands for an omitted optional input."""
         names = [self.unique(hint or op_type.lower()) for _ in range(outputs)]
@@ -107,7 +109,9 @@ class Emitter:
         self.nodes.append(node)
         return names[0] if outputs == 1 else names
 
-    def reduce(self, op_type: str, x: str, axes: list[int] | None, keepdims: int = 1, hint: str | None = None) -> str:
+    def reduce(
+        self, op_type: str, x: str, axes: list[int] | None, keepdims: int = 1, hint: str | None = None
+    ) -> str:
         """A Reduce* node over ``axes`` (None: all), whichever way the opset takes its axes."""
         as_input = op_type == "ReduceSum" or self.opset >= 18
         if axes is None:

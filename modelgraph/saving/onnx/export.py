@@ -126,8 +126,10 @@ class _Walk:
                 dims.append(int(d) if isinstance(d, int) else f"{ref.layer}_dim{i}")
             specs.append((ref, dims, dtype))
         if isinstance(self.batch, int):
-            overrides = {ref.layer: (self.batch, *[d if isinstance(d, int) else None for d in dims[1:]])
-                         for ref, dims, _ in specs}
+            overrides = {
+                ref.layer: (self.batch, *[d if isinstance(d, int) else None for d in dims[1:]])
+                for ref, dims, _ in specs
+            }
         shapes = infer_shapes(g, overrides)
         for ref, dims, dtype in specs:
             self.inputs.append(helper.make_tensor_value_info(ref.layer, onnx_dtype(dtype), dims))
@@ -141,7 +143,9 @@ class _Walk:
                 raise RunError(f"model output {ref} is not computed by any node")
             self.e.scope = ""
             src = self.e.logical(value)
-            self.e.nodes.append(helper.make_node("Identity", [src], [key], name=self.e.unique(f"{key}/output")))
+            self.e.nodes.append(
+                helper.make_node("Identity", [src], [key], name=self.e.unique(f"{key}/output"))
+            )
             shape = shapes.shape(ref)
             dims = None
             if shape is not None:
@@ -189,7 +193,11 @@ class _Walk:
         else:
             flat = tensor_refs(list(node.args))
             if len(flat) != len(sub.inputs):
-                self.problem(path, layer.class_name, f"node {node} passes {len(flat)} tensors to a model with {len(sub.inputs)} inputs")
+                self.problem(
+                    path,
+                    layer.class_name,
+                    f"node {node} passes {len(flat)} tensors to a model with {len(sub.inputs)} inputs",
+                )
                 return
             pairs = list(zip(sub.inputs, flat, strict=True))
         sub_env: dict[TensorRef, Value] = {}
@@ -214,7 +222,11 @@ class _Walk:
                 half = policy.compute_dtype
 
                 def transform(a: np.ndarray, half: str = half) -> np.ndarray:
-                    return np.asarray(dt.weight_to_compute(a, half), dtype=np.float32) if a.dtype.kind == "f" else a
+                    return (
+                        np.asarray(dt.weight_to_compute(a, half), dtype=np.float32)
+                        if a.dtype.kind == "f"
+                        else a
+                    )
 
             weights = LazyWeights(layer.weights, transform)
             self._weights[cache_key] = weights
@@ -250,7 +262,9 @@ class _Walk:
 
             mapping = quantized_mapping(key, policy.quantization)
             if mapping is None:
-                raise UnsupportedConfigError(layer.class_name, "dtype", f"{policy.quantization} quantized", path)
+                raise UnsupportedConfigError(
+                    layer.class_name, "dtype", f"{policy.quantization} quantized", path
+                )
             self.dequantized.append(path)
         else:
             mapping = get_mapping(key)
@@ -280,8 +294,17 @@ class _Walk:
             kwargs = _map_values(kwargs, lambda v: self._round(v, half))
         flat_in = [env[r] for r in node.inputs]
         in_masks = [masks.get(r) for r in node.inputs]
-        rule = mk.rule_for(layer.class_name, layer.config) if self.implicit_masks and layer.kind == "layer" else None
-        if rule is not None and rule.consume is not None and "mask" not in kwargs and any(m is not None for m in in_masks):
+        rule = (
+            mk.rule_for(layer.class_name, layer.config)
+            if self.implicit_masks and layer.kind == "layer"
+            else None
+        )
+        if (
+            rule is not None
+            and rule.consume is not None
+            and "mask" not in kwargs
+            and any(m is not None for m in in_masks)
+        ):
             kwargs = {**kwargs, **rule.consume(in_masks)}
         result = mapping(ctx, *args, **kwargs)
         outs = list(result) if isinstance(result, (tuple, list)) else [result]
@@ -292,7 +315,11 @@ class _Walk:
             if dtype in ("float16", "bfloat16", "float64"):
                 dtype = "float32"
             if isinstance(out, Value):
-                value = out if out.rank is not None or shape is None else Value(out.name, len(shape), out.perm, out.dtype)
+                value = (
+                    out
+                    if out.rank is not None or shape is None
+                    else Value(out.name, len(shape), out.perm, out.dtype)
+                )
             else:
                 value = Value(out, None if shape is None else len(shape), None, dtype)
             if half is not None and value.dtype == "float32":
@@ -300,7 +327,11 @@ class _Walk:
             values.append(value)
         for t, value in enumerate(values):
             env[TensorRef(layer.name, node.index, t)] = value
-        if rule is not None and rule.produce is not None and (any(m is not None for m in in_masks) or rule.source):
+        if (
+            rule is not None
+            and rule.produce is not None
+            and (any(m is not None for m in in_masks) or rule.source)
+        ):
             produced = rule.produce(self.e, in_masks, flat_in, values)
             for t, m in enumerate(produced):
                 if m is not None:
@@ -346,7 +377,9 @@ def to_onnx(
     walk = _Walk(graph, None if batch == "dynamic" else batch, opset)
     walk.run()
     nodes = optimise(walk.e.nodes, set(walk.output_keys))
-    onnx_graph = helper.make_graph(nodes, graph.name or "model", walk.inputs, walk.outputs, walk.e.initializers)
+    onnx_graph = helper.make_graph(
+        nodes, graph.name or "model", walk.inputs, walk.outputs, walk.e.initializers
+    )
     doc = f"Exported by modelgraph {__version__} from a Keras {graph.keras_version or '?'} {graph.format} model."
     if walk.dequantized:
         doc += f" Quantized layers dequantized at export (float32 weights): {', '.join(walk.dequantized)}."

@@ -63,7 +63,11 @@ def _concat(axis: int) -> Produce:
             if any(m is None for m in masks):
                 raise UnsupportedConfigError("Concatenate", "mask with axis", axis)
             out_rank = None if rank is None else rank - 1
-            return [Value(e.op("Concat", [m.name for m in masks], "mask_concat", axis=axis), out_rank, None, "bool")]  # type: ignore[union-attr]
+            return [
+                Value(
+                    e.op("Concat", [m.name for m in masks], "mask_concat", axis=axis), out_rank, None, "bool"
+                )
+            ]  # type: ignore[union-attr]
         return [_and_all(e, masks)]
 
     return produce
@@ -108,7 +112,9 @@ def _embedding(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Valu
 def _masking(value: float) -> Produce:
     def produce(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Value]) -> Masks:
         x = inputs[0]
-        ne = e.cast(e.op("Not", [e.op("Equal", [e.logical(x), e.const(np.float32(value), "mask_value")])]), "float32")
+        ne = e.cast(
+            e.op("Not", [e.op("Equal", [e.logical(x), e.const(np.float32(value), "mask_value")])]), "float32"
+        )
         m = e.cast(e.reduce("ReduceMax", ne, [-1], 0), "bool")
         return [Value(m, None if x.rank is None else x.rank - 1, None, "bool")]
 
@@ -156,7 +162,11 @@ def rule_for(class_name: str, config: Mapping[str, Any]) -> MaskRule:
             # and unfolding equals computing it on the unfolded input.
             source = rule_for(inner_class, inner.get("config") or {})
             return MaskRule(consume, source.produce, source.source)
-        inner_rule = rule_for(inner_class, inner.get("config") or {}) if isinstance(inner_class, str) and isinstance(inner, Mapping) else None
+        inner_rule = (
+            rule_for(inner_class, inner.get("config") or {})
+            if isinstance(inner_class, str) and isinstance(inner, Mapping)
+            else None
+        )
         return MaskRule(consume, _time_distributed(inner_rule.produce if inner_rule is not None else None))
     if class_name in ("Attention", "AdditiveAttention", "MultiHeadAttention"):
         return MaskRule(consume, _pass_first)

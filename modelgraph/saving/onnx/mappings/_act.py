@@ -25,8 +25,14 @@ def elementwise(e: Emitter, name: str, x: str, keras_major: int) -> str | None:
     op = e.op
     if name == "linear":
         return x
-    simple = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "softplus": "Softplus",
-              "softsign": "Softsign", "exponential": "Exp"}
+    simple = {
+        "relu": "Relu",
+        "sigmoid": "Sigmoid",
+        "tanh": "Tanh",
+        "softplus": "Softplus",
+        "softsign": "Softsign",
+        "exponential": "Exp",
+    }
     if name in simple:
         return op(simple[name], [x], name)
     if name == "relu6":
@@ -44,8 +50,14 @@ def elementwise(e: Emitter, name: str, x: str, keras_major: int) -> str | None:
     if name in ("swish", "silu"):
         return op("Mul", [x, op("Sigmoid", [x], name)], name)
     if name == "gelu":
-        return op("Mul", [op("Mul", [x, _f(e, 0.5)], name),
-                          op("Add", [_f(e, 1.0), op("Erf", [op("Div", [x, _f(e, 2**0.5)], name)], name)], name)], name)
+        return op(
+            "Mul",
+            [
+                op("Mul", [x, _f(e, 0.5)], name),
+                op("Add", [_f(e, 1.0), op("Erf", [op("Div", [x, _f(e, 2**0.5)], name)], name)], name),
+            ],
+            name,
+        )
     if name == "leaky_relu":
         return op("LeakyRelu", [x], name, alpha=0.2)
     if name == "mish":
@@ -63,11 +75,24 @@ def elementwise(e: Emitter, name: str, x: str, keras_major: int) -> str | None:
     if name == "hard_shrink":
         return op("Shrink", [x], name, lambd=0.5, bias=0.0)
     if name == "squareplus":
-        return op("Div", [op("Add", [x, op("Sqrt", [op("Add", [op("Mul", [x, x], name), _f(e, 4.0)], name)], name)], name), _f(e, 2.0)], name)
+        return op(
+            "Div",
+            [
+                op(
+                    "Add",
+                    [x, op("Sqrt", [op("Add", [op("Mul", [x, x], name), _f(e, 4.0)], name)], name)],
+                    name,
+                ),
+                _f(e, 2.0),
+            ],
+            name,
+        )
     return None
 
 
-def apply(e: Emitter, value: Any, x: Value, keras_version: tuple[int, int, int], class_name: str, layer: str) -> Value:
+def apply(
+    e: Emitter, value: Any, x: Value, keras_version: tuple[int, int, int], class_name: str, layer: str
+) -> Value:
     """The Keras activation named by a config value applied to ``x`` (a Value)."""
     name = activation_name(value)
     if name is None:

@@ -13,7 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.runner.kernels.attention import _MHA_ARGS_K2, _MHA_ARGS_K3, _ATTENTION_ARGS, _bind, _positive_int
+from modelgraph.runner.kernels.attention import (
+    _ATTENTION_ARGS,
+    _MHA_ARGS_K2,
+    _MHA_ARGS_K3,
+    _bind,
+    _positive_int,
+)
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.registry import MapContext, register
 
@@ -30,7 +36,11 @@ def _bool(ctx: MapContext, m: Any) -> str | None:
             out = p if out is None else ctx.e.op("And", [out, p])
         return out
     n = ctx.e.logical(m)
-    return n if m.dtype == "bool" else ctx.e.op("Not", [ctx.e.op("Equal", [n, ctx.e.const(np.zeros((), m.dtype), "zero")])])
+    return (
+        n
+        if m.dtype == "bool"
+        else ctx.e.op("Not", [ctx.e.op("Equal", [n, ctx.e.const(np.zeros((), m.dtype), "zero")])])
+    )
 
 
 def _and(ctx: MapContext, a: str | None, b: str | None) -> str | None:
@@ -122,7 +132,11 @@ def multi_head_attention(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
     for axis in attn_axes:
         source[axis] = next(extra)
     source_str = "".join(source)
-    product = "".join(target[i] for i in batch_dims) + "".join(target[i] for i in attn_axes) + "".join(source[i] for i in attn_axes)
+    product = (
+        "".join(target[i] for i in batch_dims)
+        + "".join(target[i] for i in attn_axes)
+        + "".join(source[i] for i in attn_axes)
+    )
     q_scaled = e.op("Mul", [q, e.const(np.float32(inverse_sqrt), "scale")])
     scores = e.op("Einsum", [k, q_scaled], "scores", equation=f"{source_str},{target}->{product}")
     score_rank = len(product)
@@ -139,7 +153,13 @@ def multi_head_attention(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
         if keras3:
             scores = e.op("Where", [m, scores, e.const(np.float32(_LARGE_NEGATIVE), "neg")], "masked")
         else:
-            add = e.op("Mul", [e.op("Sub", [e.const(np.float32(1.0), "one"), e.cast(m, "float32")]), e.const(np.float32(_LARGE_NEGATIVE), "neg")])
+            add = e.op(
+                "Mul",
+                [
+                    e.op("Sub", [e.const(np.float32(1.0), "one"), e.cast(m, "float32")]),
+                    e.const(np.float32(_LARGE_NEGATIVE), "neg"),
+                ],
+            )
             scores = e.op("Add", [scores, add], "masked")
     if len(norm) == 1:
         probs = e.op("Softmax", [scores], "softmax", axis=norm[0])
@@ -182,11 +202,15 @@ def _dense_attention(ctx: MapContext, args: tuple[Any, ...], kwargs: dict[str, A
     if causal_config or call.get("use_causal_mask"):
         scores_mask = _and(ctx, scores_mask, _band(ctx, _static(ctx, 0, 1), _static(ctx, 1, 1), None))
     if scores_mask is not None:
-        scores = e.op("Where", [scores_mask, scores, e.op("Sub", [scores, e.const(np.float32(1e9), "big")])], "masked")
+        scores = e.op(
+            "Where", [scores_mask, scores, e.op("Sub", [scores, e.const(np.float32(1e9), "big")])], "masked"
+        )
     weights = e.op("Softmax", [scores], "softmax", axis=-1)
     out = e.op("MatMul", [weights, v], "attention")
     if q_mask is not None:
-        out = e.op("Where", [_unsqueeze(ctx, q_mask, [-1]), out, e.const(np.float32(0.0), "zero")], "attention")
+        out = e.op(
+            "Where", [_unsqueeze(ctx, q_mask, [-1]), out, e.const(np.float32(0.0), "zero")], "attention"
+        )
     rank = inputs[0].rank
     if call.get("return_attention_scores"):
         return Value(out, rank), Value(weights, 3)
@@ -200,7 +224,11 @@ def attention(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
         raise ctx.unsupported("score_mode", score_mode)
     e = ctx.e
     scale = ctx.const(ctx.weight("scale"), "scale") if ctx.flag("use_scale", False) else None
-    concat_weight = ctx.const(ctx.weight("concat_score_weight"), "concat_score_weight") if score_mode == "concat" else None
+    concat_weight = (
+        ctx.const(ctx.weight("concat_score_weight"), "concat_score_weight")
+        if score_mode == "concat"
+        else None
+    )
 
     def scores(q: str, k: str) -> str:
         if concat_weight is None:

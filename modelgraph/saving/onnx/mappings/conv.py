@@ -19,7 +19,12 @@ from modelgraph.runner.kernels._conv_utils import (
     padding_mode,
 )
 from modelgraph.saving.onnx.emitter import Value
-from modelgraph.saving.onnx.mappings._spatial import channels_first_perm, out_value, spatial_sizes, window_pads
+from modelgraph.saving.onnx.mappings._spatial import (
+    channels_first_perm,
+    out_value,
+    spatial_sizes,
+    window_pads,
+)
 from modelgraph.saving.onnx.mappings.core import activation_of, as_float
 from modelgraph.saving.onnx.registry import MapContext, register
 
@@ -94,7 +99,9 @@ def _conv(ctx: MapContext, x: Value, rank: int) -> Value:
     kernel = ctx.weight("kernel")
     if kernel.ndim != rank + 2:
         raise ValueError(f"kernel shape {kernel.shape} is not rank {rank + 2}")
-    y = emit_conv(ctx, as_float(ctx, x), rank, onnx_kernel(kernel), _bias(ctx), groups, strides, dilation, mode, fmt)
+    y = emit_conv(
+        ctx, as_float(ctx, x), rank, onnx_kernel(kernel), _bias(ctx), groups, strides, dilation, mode, fmt
+    )
     return activation_of(ctx, y)
 
 
@@ -161,7 +168,19 @@ def _separable(ctx: MapContext, x: Value, rank: int) -> Value:
     ctx_in = ctx.in_shapes
     ctx.in_shapes = []  # the pointwise conv is 1x1 valid: sizes not needed
     try:
-        y = emit_conv(ctx, mid, rank, onnx_kernel(pw), _bias(ctx), 1, (1,) * rank, (1,) * rank, "valid", fmt, "pointwise")
+        y = emit_conv(
+            ctx,
+            mid,
+            rank,
+            onnx_kernel(pw),
+            _bias(ctx),
+            1,
+            (1,) * rank,
+            (1,) * rank,
+            "valid",
+            fmt,
+            "pointwise",
+        )
     finally:
         ctx.in_shapes = ctx_in
     return activation_of(ctx, y)

@@ -30,7 +30,12 @@ def matmul_bias(ctx: MapContext, x: str, kernel: np.ndarray, bias: np.ndarray | 
     """``x @ kernel + bias`` (a Gemm for 2-D inputs)."""
     e = ctx.e
     w = ctx.const(kernel, "kernel")
-    if bias is not None and len(ctx.in_shapes) and ctx.in_shapes[0] is not None and len(ctx.in_shapes[0]) == 2:
+    if (
+        bias is not None
+        and len(ctx.in_shapes)
+        and ctx.in_shapes[0] is not None
+        and len(ctx.in_shapes[0]) == 2
+    ):
         return e.op("Gemm", [x, w, ctx.const(bias, "bias")], "dense")
     y = e.op("MatMul", [x, w], "matmul")
     if bias is not None:
@@ -40,7 +45,9 @@ def matmul_bias(ctx: MapContext, x: str, kernel: np.ndarray, bias: np.ndarray | 
 
 @register("Dense")
 def dense(ctx: MapContext, x: Value) -> Value:
-    check_keys(ctx.spec, {"units", "activation", "use_bias", "lora_rank", "lora_alpha", "quantization_config"})
+    check_keys(
+        ctx.spec, {"units", "activation", "use_bias", "lora_rank", "lora_alpha", "quantization_config"}
+    )
     check_not_quantized(ctx.spec)
     x = as_float(ctx, x)
     bias = ctx.weight("bias") if ctx.flag("use_bias", True) else None
@@ -52,7 +59,15 @@ def dense(ctx: MapContext, x: Value) -> Value:
 def einsum_dense(ctx: MapContext, x: Value) -> Value:
     check_keys(
         ctx.spec,
-        {"equation", "output_shape", "bias_axes", "activation", "lora_rank", "lora_alpha", "quantization_config"},
+        {
+            "equation",
+            "output_shape",
+            "bias_axes",
+            "activation",
+            "lora_rank",
+            "lora_alpha",
+            "quantization_config",
+        },
     )
     check_not_quantized(ctx.spec)
     equation = ctx.get("equation")
@@ -93,13 +108,21 @@ def relu(ctx: MapContext, x: Value) -> Value:
     x = as_float(ctx, x)
     e, n = ctx.e, x.name
     if slope == 0.0 and threshold == 0.0:
-        y = e.op("Relu", [n], "relu") if max_value is None else e.op("Clip", [n, _f(ctx, 0.0), _f(ctx, max_value)], "relu")
+        y = (
+            e.op("Relu", [n], "relu")
+            if max_value is None
+            else e.op("Clip", [n, _f(ctx, 0.0), _f(ctx, max_value)], "relu")
+        )
         return Value(y, x.rank, x.perm)
     if max_value is None and threshold == 0.0:
         return Value(e.op("LeakyRelu", [n], "relu", alpha=slope), x.rank, x.perm)
     # general form, in Keras's order of operations
     zero = _f(ctx, 0.0)
-    y = e.op("Where", [e.op("Greater", [n, _f(ctx, threshold)]), n, zero]) if threshold != 0 else e.op("Relu", [n])
+    y = (
+        e.op("Where", [e.op("Greater", [n, _f(ctx, threshold)]), n, zero])
+        if threshold != 0
+        else e.op("Relu", [n])
+    )
     if max_value is not None:
         y = e.op("Clip", [y, zero, _f(ctx, max_value)])
     if slope != 0.0:
@@ -140,7 +163,11 @@ def elu(ctx: MapContext, x: Value) -> Value:
 def thresholded_relu(ctx: MapContext, x: Value) -> Value:
     check_keys(ctx.spec, {"theta"})
     x = as_float(ctx, x)
-    return Value(ctx.e.op("ThresholdedRelu", [x.name], "thresholded_relu", alpha=number(ctx.spec, "theta", 1.0)), x.rank, x.perm)
+    return Value(
+        ctx.e.op("ThresholdedRelu", [x.name], "thresholded_relu", alpha=number(ctx.spec, "theta", 1.0)),
+        x.rank,
+        x.perm,
+    )
 
 
 @register("Softmax")
@@ -197,12 +224,24 @@ def identity(ctx: MapContext, x: Value, **_: Any) -> Value:
 def embedding(ctx: MapContext, x: Value) -> Value:
     check_keys(
         ctx.spec,
-        {"input_dim", "output_dim", "mask_zero", "input_length", "lora_rank", "lora_alpha", "quantization_config", "sparse"},
+        {
+            "input_dim",
+            "output_dim",
+            "mask_zero",
+            "input_length",
+            "lora_rank",
+            "lora_alpha",
+            "quantization_config",
+            "sparse",
+        },
     )
     check_not_quantized(ctx.spec)
     require(ctx.spec, "sparse", not ctx.get("sparse", False))
     table = ctx.weight("embeddings")
-    return Value(ctx.e.op("Gather", [ctx.const(table, "embeddings"), ids(ctx, x)], "embedding", axis=0), (x.rank or 0) + 1)
+    return Value(
+        ctx.e.op("Gather", [ctx.const(table, "embeddings"), ids(ctx, x)], "embedding", axis=0),
+        (x.rank or 0) + 1,
+    )
 
 
 def ids(ctx: MapContext, x: Value) -> str:

@@ -125,7 +125,11 @@ def dot(ctx: MapContext, *args: Any) -> Value:
     xl = ["z"] + [letters[i] for i in range(rx - 1)]
     yl = ["z"] + [letters[rx - 1 + i] for i in range(ry - 1)]
     yl[ay] = xl[ax]
-    out = ["z"] + [c for i, c in enumerate(xl) if i not in (0, ax)] + [c for i, c in enumerate(yl) if i not in (0, ay)]
+    out = (
+        ["z"]
+        + [c for i, c in enumerate(xl) if i not in (0, ax)]
+        + [c for i, c in enumerate(yl) if i not in (0, ay)]
+    )
     z = e.op("Einsum", [x, y], "dot", equation=f"{''.join(xl)},{''.join(yl)}->{''.join(out)}")
     if rx == 2 and ry == 2:
         z = e.op("Unsqueeze", [z, e.ints([1], "axes")], "dot")

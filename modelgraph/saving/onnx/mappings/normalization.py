@@ -63,7 +63,9 @@ def batch_normalization(ctx: MapContext, x: Value, mask: object = None) -> Value
     mul = param_shape(inv.astype(np.float32), pos, rank, perm)
     add = param_shape(shift.astype(np.float32), pos, rank, perm)
     e = ctx.e
-    y = e.op("Add", [e.op("Mul", [x.name, ctx.const(mul, "bn_scale")], "bn"), ctx.const(add, "bn_shift")], "bn")
+    y = e.op(
+        "Add", [e.op("Mul", [x.name, ctx.const(mul, "bn_scale")], "bn"), ctx.const(add, "bn_shift")], "bn"
+    )
     return Value(y, rank, perm)
 
 

@@ -88,9 +88,16 @@ def unary(e: Emitter, name: str, x: str) -> str:
     if name == "expm1":
         return e.op("Sub", [e.op("Exp", [x]), one], name)
     if name == "sparse_plus":
-        q = e.op("Div", [e.op("Mul", [e.op("Add", [x, one]), e.op("Add", [x, one])]), e.const(np.float32(4.0), "c")])
+        q = e.op(
+            "Div",
+            [e.op("Mul", [e.op("Add", [x, one]), e.op("Add", [x, one])]), e.const(np.float32(4.0), "c")],
+        )
         inner = e.op("Where", [e.op("GreaterOrEqual", [x, one]), x, q])
-        return e.op("Where", [e.op("LessOrEqual", [x, e.const(np.float32(-1.0), "c")]), e.const(np.float32(0.0), "c"), inner], name)
+        return e.op(
+            "Where",
+            [e.op("LessOrEqual", [x, e.const(np.float32(-1.0), "c")]), e.const(np.float32(0.0), "c"), inner],
+            name,
+        )
     if name == "sparse_sigmoid":
         half = e.op("Mul", [e.op("Add", [x, one]), e.const(np.float32(0.5), "c")])
         return e.op("Clip", [half, e.const(np.float32(0.0), "c"), one], name)
@@ -101,7 +108,13 @@ def _unary_value(ctx: MapContext, name: str, x: Any) -> Value:
     if not isinstance(x, Value):
         raise ctx.unsupported("x", "<constant>")
     v = x
-    if v.dtype not in ("float32", "float16", "float64") and name not in ("logical_not", "abs", "negative", "sign", "square"):
+    if v.dtype not in ("float32", "float16", "float64") and name not in (
+        "logical_not",
+        "abs",
+        "negative",
+        "sign",
+        "square",
+    ):
         v = Value(ctx.e.cast(v.name, "float32"), v.rank, v.perm, "float32")
     return Value(unary(ctx.e, name, v.name), v.rank, v.perm, v.dtype)
 
@@ -144,7 +157,13 @@ def binary(ctx: MapContext, name: str, a: Any, b: Any) -> Value:
 
 # --- reductions and shapes --------------------------------------------------------------------------
 
-_REDUCE = {"Mean": "ReduceMean", "Sum": "ReduceSum", "Prod": "ReduceProd", "Max": "ReduceMax", "Min": "ReduceMin"}
+_REDUCE = {
+    "Mean": "ReduceMean",
+    "Sum": "ReduceSum",
+    "Prod": "ReduceProd",
+    "Max": "ReduceMax",
+    "Min": "ReduceMin",
+}
 
 
 def reduce(ctx: MapContext, kind: str, x: Value, axis: Any, keepdims: bool) -> Value:
@@ -218,7 +237,11 @@ def get_item(ctx: MapContext, x: Value, key: Any) -> Value:
         axis += 1
     n = e.logical(x)
     if axes:
-        n = e.op("Slice", [n, e.ints(starts, "starts"), e.ints(ends, "ends"), e.ints(axes, "axes"), e.ints(steps, "steps")], "getitem")
+        n = e.op(
+            "Slice",
+            [n, e.ints(starts, "starts"), e.ints(ends, "ends"), e.ints(axes, "axes"), e.ints(steps, "steps")],
+            "getitem",
+        )
     if squeeze:
         n = e.op("Squeeze", [n, e.ints(squeeze, "axes")], "getitem")
     if new_axes:
@@ -245,7 +268,9 @@ def split(ctx: MapContext, x: Value, sections: Any, axis: int) -> tuple[Value, .
 
 
 def _split_sizes(ctx: MapContext, x: Value, sizes: list[int], ax: int) -> tuple[Value, ...]:
-    names = ctx.e.op("Split", [ctx.e.logical(x), ctx.e.ints(sizes, "split")], "split", outputs=len(sizes), axis=ax)
+    names = ctx.e.op(
+        "Split", [ctx.e.logical(x), ctx.e.ints(sizes, "split")], "split", outputs=len(sizes), axis=ax
+    )
     names = names if isinstance(names, list) else [names]
     return tuple(Value(n, x.rank, None, x.dtype) for n in names)
 
@@ -272,7 +297,13 @@ def gelu(ctx: MapContext, x: Value, approximate: bool) -> Value:
     n = e.logical(x)
     c = lambda v: e.const(np.float32(v), "c")  # noqa: E731
     if approximate:
-        inner = e.op("Mul", [c(np.sqrt(2.0 / np.pi)), e.op("Add", [n, e.op("Mul", [c(0.044715), e.op("Mul", [n, e.op("Mul", [n, n])])])])])
+        inner = e.op(
+            "Mul",
+            [
+                c(np.sqrt(2.0 / np.pi)),
+                e.op("Add", [n, e.op("Mul", [c(0.044715), e.op("Mul", [n, e.op("Mul", [n, n])])])]),
+            ],
+        )
         y = e.op("Mul", [e.op("Mul", [c(0.5), n]), e.op("Add", [c(1.0), e.op("Tanh", [inner])])], "gelu")
     else:
         y = _act.elementwise(e, "gelu", n, 3)
@@ -293,7 +324,9 @@ def softmax(ctx: MapContext, x: Value, axis: Any, log: bool = False) -> Value:
     axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
     if len(axes) != 1:
         raise ctx.unsupported("axis", axis)
-    return Value(e.op("LogSoftmax" if log else "Softmax", [n], "softmax", axis=int(axes[0])), x.rank, None, x.dtype)
+    return Value(
+        e.op("LogSoftmax" if log else "Softmax", [n], "softmax", axis=int(axes[0])), x.rank, None, x.dtype
+    )
 
 
 def where(ctx: MapContext, condition: Any, a: Any, b: Any) -> Value:
@@ -356,7 +389,14 @@ for _cls in ("Mean", "Sum", "Prod", "Max", "Min", "Std", "Var", "Any", "All"):
 _op(["Reshape"], {"newshape": _NO_DEFAULT})(lambda ctx, p, x: reshape(ctx, x, p["newshape"]))
 _op(["GetItem"])(lambda ctx, p, x, key: get_item(ctx, x, _decode_key(key)))
 _op(["Split"], {"indices_or_sections": _NO_DEFAULT, "axis": 0})(
-    lambda ctx, p, x: split(ctx, x, p["indices_or_sections"] if isinstance(p["indices_or_sections"], int) else list(p["indices_or_sections"]), int(p["axis"]))
+    lambda ctx, p, x: split(
+        ctx,
+        x,
+        p["indices_or_sections"]
+        if isinstance(p["indices_or_sections"], int)
+        else list(p["indices_or_sections"]),
+        int(p["axis"]),
+    )
 )
 _op(["Concatenate"], {"axis": 0})(lambda ctx, p, xs: concat(ctx, xs, int(p["axis"])))
 _op(["Stack"], {"axis": 0})(lambda ctx, p, xs: stack(ctx, xs, int(p["axis"])))
@@ -383,7 +423,9 @@ def _op_transpose(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
 @_op(["ExpandDims"], {"axis": _NO_DEFAULT})
 def _op_expand_dims(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     axes = p["axis"] if isinstance(p["axis"], (list, tuple)) else [p["axis"]]
-    return _out(ctx.e.op("Unsqueeze", [ctx.e.logical(x), ctx.e.ints(axes, "axes")], "expand_dims"), ctx, x.dtype)
+    return _out(
+        ctx.e.op("Unsqueeze", [ctx.e.logical(x), ctx.e.ints(axes, "axes")], "expand_dims"), ctx, x.dtype
+    )
 
 
 @_op(["Squeeze"], {"axis": None})
@@ -404,7 +446,9 @@ def _op_squeeze(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
 def _op_einsum(ctx: MapContext, p: dict[str, Any], *operands: Any) -> Value:
     dtype = _tensor_dtype(operands)
     names = [operand(ctx, v, dtype) for v in operands]
-    return _out(ctx.e.op("Einsum", names, "einsum", equation=str(p["subscripts"]).replace(" ", "")), ctx, dtype)
+    return _out(
+        ctx.e.op("Einsum", names, "einsum", equation=str(p["subscripts"]).replace(" ", "")), ctx, dtype
+    )
 
 
 @_op(["Clip"], {"x_min": _NO_DEFAULT, "x_max": _NO_DEFAULT})
@@ -464,14 +508,24 @@ for _f, _kind in _TF_REDUCE.items():
         lambda ctx, p, x, _k=_kind: reduce(ctx, _k, x, _axis(p["axis"]), bool(p["keepdims"]))
     )
 
-_tf(["concat"], {"axis": _NO_DEFAULT})(lambda ctx, p, xs: concat(ctx, xs if isinstance(xs, (list, tuple)) else [xs], int(p["axis"])))
+_tf(["concat"], {"axis": _NO_DEFAULT})(
+    lambda ctx, p, xs: concat(ctx, xs if isinstance(xs, (list, tuple)) else [xs], int(p["axis"]))
+)
 _tf(["stack"], {"axis": 0})(lambda ctx, p, xs: stack(ctx, xs, int(p["axis"])))
-_tf(["reshape"], {"shape": _NO_DEFAULT})(lambda ctx, p, x: reshape(ctx, x, list(np.asarray(p["shape"]).reshape(-1))))
-_tf(["__operators__.getitem"], {"slice_spec": _NO_DEFAULT, "var": None})(lambda ctx, p, x: get_item(ctx, x, _decode_key(p["slice_spec"])))
+_tf(["reshape"], {"shape": _NO_DEFAULT})(
+    lambda ctx, p, x: reshape(ctx, x, list(np.asarray(p["shape"]).reshape(-1)))
+)
+_tf(["__operators__.getitem"], {"slice_spec": _NO_DEFAULT, "var": None})(
+    lambda ctx, p, x: get_item(ctx, x, _decode_key(p["slice_spec"]))
+)
 _tf(["identity"], {})(lambda ctx, p, x: x)
 _tf(["nn.gelu"], {"approximate": False})(lambda ctx, p, x: gelu(ctx, x, bool(p["approximate"])))
 _tf(["nn.softmax"], {"axis": None, "dim": None})(
-    lambda ctx, p, x: softmax(ctx, x, -1 if p["axis"] is None and p["dim"] is None else (p["axis"] if p["axis"] is not None else p["dim"]))
+    lambda ctx, p, x: softmax(
+        ctx,
+        x,
+        -1 if p["axis"] is None and p["dim"] is None else (p["axis"] if p["axis"] is not None else p["dim"]),
+    )
 )
 _tf(["linalg.matmul"], {"b": _NO_DEFAULT, "transpose_a": False, "transpose_b": False})(
     lambda ctx, p, a: _tf_matmul(ctx, a, p)
@@ -515,7 +569,11 @@ def _tf_expand_dims(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     axis = p["axis"] if p["axis"] is not None else p["dim"]
     if axis is None:
         raise UnsupportedConfigError(ctx.class_name, "call argument axis", None, ctx.spec.name)
-    return _out(ctx.e.op("Unsqueeze", [ctx.e.logical(x), ctx.e.ints([int(axis)], "axes")], "expand_dims"), ctx, x.dtype)
+    return _out(
+        ctx.e.op("Unsqueeze", [ctx.e.logical(x), ctx.e.ints([int(axis)], "axes")], "expand_dims"),
+        ctx,
+        x.dtype,
+    )
 
 
 @_tf(["transpose", "compat.v1.transpose"], {"perm": None, "conjugate": False})

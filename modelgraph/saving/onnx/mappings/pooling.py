@@ -12,7 +12,12 @@ from typing import Any
 
 from modelgraph.runner.kernels._conv_utils import check_keys, data_format, int_tuple, padding_mode
 from modelgraph.saving.onnx.emitter import Value
-from modelgraph.saving.onnx.mappings._spatial import channels_first_perm, out_value, spatial_sizes, window_pads
+from modelgraph.saving.onnx.mappings._spatial import (
+    channels_first_perm,
+    out_value,
+    spatial_sizes,
+    window_pads,
+)
 from modelgraph.saving.onnx.mappings.core import as_float
 from modelgraph.saving.onnx.registry import MapContext, register
 

@@ -38,7 +38,9 @@ def normalization(ctx: MapContext, x: Value) -> Value:
         axes: tuple[int, ...] = ()
     elif isinstance(axis, int) and not isinstance(axis, bool):
         axes = (axis,)
-    elif isinstance(axis, (list, tuple)) and all(isinstance(a, int) and not isinstance(a, bool) for a in axis):
+    elif isinstance(axis, (list, tuple)) and all(
+        isinstance(a, int) and not isinstance(a, bool) for a in axis
+    ):
         axes = tuple(axis)
     else:
         raise ctx.unsupported("axis", axis)

@@ -32,11 +32,17 @@ from modelgraph.saving.onnx.registry import MapContext
 _F32 = np.float32
 
 
-def _quantize_input(ctx: MapContext, x: str, axes: list[int], value_range: tuple[float, float], eps: float) -> tuple[str, str]:
+def _quantize_input(
+    ctx: MapContext, x: str, axes: list[int], value_range: tuple[float, float], eps: float
+) -> tuple[str, str]:
     """Keras's AbsMaxQuantizer: (the quantized values as float32, the scale with ``axes`` kept as 1)."""
     e = ctx.e
     absmax = e.reduce("ReduceMax", e.op("Abs", [x]), axes, 1)
-    scale = e.op("Div", [e.const(_F32(value_range[1]), "qmax"), e.op("Add", [absmax, e.const(_F32(eps), "eps")])], "x_scale")
+    scale = e.op(
+        "Div",
+        [e.const(_F32(value_range[1]), "qmax"), e.op("Add", [absmax, e.const(_F32(eps), "eps")])],
+        "x_scale",
+    )
     q = e.op("Round", [e.op("Mul", [x, scale])])
     q = e.op("Clip", [q, e.const(_F32(value_range[0]), "qlo"), e.const(_F32(value_range[1]), "qhi")], "x_q")
     return q, scale
@@ -87,7 +93,12 @@ def int8_einsum_dense(ctx: MapContext, x: Value) -> Value:
     e = ctx.e
     n = e.logical(as_float(ctx, x))
     q, x_scale = _quantize_input(ctx, n, reduced, value_range, eps)
-    y = e.op("Einsum", [q, ctx.const(kernel.astype(_F32), "kernel_codes")], "einsum", equation=equation.replace(" ", ""))
+    y = e.op(
+        "Einsum",
+        [q, ctx.const(kernel.astype(_F32), "kernel_codes")],
+        "einsum",
+        equation=equation.replace(" ", ""),
+    )
     denom = e.op("Mul", [_layout_dynamic(ctx, x_scale, labels, out), ctx.const(kernel_scale, "kernel_scale")])
     return _finish(ctx, e.op("Div", [y, denom], "dequantize"), bias, len(out))
 
@@ -98,7 +109,10 @@ def int8_embedding(ctx: MapContext, x: Value) -> Value:
         raise ctx.unsupported("embeddings dtype", str(table.dtype))
     scale = ctx.spec.weight("embeddings_scale", integer=True).astype(_F32).reshape(table.shape[0])
     dequantized = table.astype(_F32) / scale[:, None]
-    return Value(ctx.e.op("Gather", [ctx.const(dequantized, "embeddings"), ids(ctx, x)], "embedding", axis=0), (x.rank or 0) + 1)
+    return Value(
+        ctx.e.op("Gather", [ctx.const(dequantized, "embeddings"), ids(ctx, x)], "embedding", axis=0),
+        (x.rank or 0) + 1,
+    )
 
 
 def int4_dense(ctx: MapContext, x: Value) -> Value:
@@ -149,7 +163,9 @@ def int4_einsum_dense(ctx: MapContext, x: Value) -> Value:
         raise ctx.unsupported("input shape", shape)
     kernel_shape = einsum_dense_analysis(spec.config, (None, *shape[1:]))[1]
     if einsum_int4_flat_shape(equation, kernel_shape) != flat.shape:
-        raise WeightsError(f"EinsumDense '{spec.name}': int4 kernel {list(flat.shape)} does not flatten {list(kernel_shape)}")
+        raise WeightsError(
+            f"EinsumDense '{spec.name}': int4 kernel {list(flat.shape)} does not flatten {list(kernel_shape)}"
+        )
     kernel = flat.reshape(kernel_shape)
     bias = spec.weight("bias", integer=True).astype(_F32) if "bias" in spec.weights else None
     quantizer = _activation_quantizer(spec, None)
@@ -180,7 +196,10 @@ def int4_embedding(ctx: MapContext, x: Value) -> Value:
     else:
         scale, zero, groups = grouped
         dequantized = (table - zero[:, groups]) * scale[:, groups]
-    return Value(ctx.e.op("Gather", [ctx.const(dequantized, "embeddings"), ids(ctx, x)], "embedding", axis=0), (x.rank or 0) + 1)
+    return Value(
+        ctx.e.op("Gather", [ctx.const(dequantized, "embeddings"), ids(ctx, x)], "embedding", axis=0),
+        (x.rank or 0) + 1,
+    )
 
 
 MAPPINGS: dict[tuple[str, str], Callable[..., Any]] = {

@@ -34,7 +34,9 @@ _INT64_MAX = np.iinfo(np.int64).max
 _CALL_KWARGS = frozenset({"initial_state", "mask", "constants"})
 
 
-def _onnx_activation(ctx: MapContext, key: str, default: str, legacy: str | None = None) -> tuple[str, dict[str, float]]:
+def _onnx_activation(
+    ctx: MapContext, key: str, default: str, legacy: str | None = None
+) -> tuple[str, dict[str, float]]:
     """The ONNX RNN activation (and its alpha/beta) for a Keras activation config value."""
     if key in ctx.config:
         value = ctx.config[key]
@@ -64,7 +66,9 @@ def _recurrent_activation(ctx: MapContext) -> tuple[str, dict[str, float]]:
     return _onnx_activation(ctx, "recurrent_activation", default, legacy="inner_activation")
 
 
-def _parse_call(ctx: MapContext, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Value, list[Value], Value | None]:
+def _parse_call(
+    ctx: MapContext, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> tuple[Value, list[Value], Value | None]:
     unknown = set(kwargs) - _CALL_KWARGS
     if unknown:
         raise TypeError(f"{ctx.class_name}: unexpected call arguments {sorted(unknown)}")
@@ -91,7 +95,17 @@ def _parse_call(ctx: MapContext, args: tuple[Any, ...], kwargs: Mapping[str, Any
 
 def _reverse_time(ctx: MapContext, n: str, axis: int) -> str:
     e = ctx.e
-    return e.op("Slice", [n, e.ints([-1], "starts"), e.ints([-_INT64_MAX], "ends"), e.ints([axis], "axes"), e.ints([-1], "steps")], "reverse")
+    return e.op(
+        "Slice",
+        [
+            n,
+            e.ints([-1], "starts"),
+            e.ints([-_INT64_MAX], "ends"),
+            e.ints([axis], "axes"),
+            e.ints([-1], "steps"),
+        ],
+        "reverse",
+    )
 
 
 class _Cell:
@@ -130,7 +144,9 @@ class _Cell:
             if bias is not None:
                 if reset_after:
                     if bias.shape != (2, 3 * units):
-                        raise ValueError(f"GRU reset_after=True expects bias (2, {3 * units}), got {bias.shape}")
+                        raise ValueError(
+                            f"GRU reset_after=True expects bias (2, {3 * units}), got {bias.shape}"
+                        )
                     b[: 3 * units], b[3 * units :] = bias[0], bias[1]
                 else:
                     b[: 3 * units] = bias.reshape(-1)
@@ -174,7 +190,9 @@ class _Cell:
         return outs[0], list(outs[1:])
 
 
-def _run_rnn(ctx: MapContext, args: tuple[Any, ...], kwargs: Mapping[str, Any], force_zero_output: bool | None = None) -> Any:
+def _run_rnn(
+    ctx: MapContext, args: tuple[Any, ...], kwargs: Mapping[str, Any], force_zero_output: bool | None = None
+) -> Any:
     ctx.flag("stateful")  # the first call starts from zeros, as every export does
     return_sequences = ctx.flag("return_sequences")
     return_state = ctx.flag("return_state")
@@ -226,7 +244,11 @@ def _unrolled(ctx, cell: _Cell, x_tm: str, states: list[str], mask: Value, go_ba
         m_tm = _reverse_time(ctx, m_tm, 0)
     m_tm = e.op("Unsqueeze", [m_tm, e.ints([1, 3], "axes")])  # (T, 1, B, 1)
     batch = e.op("Slice", [e.op("Shape", [x_tm]), e.ints([1], "s"), e.ints([2], "e")])
-    zeros = e.op("ConstantOfShape", [e.op("Concat", [e.ints([1], "one"), batch, e.ints([cell.units], "units")], axis=0)], "zeros")
+    zeros = e.op(
+        "ConstantOfShape",
+        [e.op("Concat", [e.ints([1], "one"), batch, e.ints([cell.units], "units")], axis=0)],
+        "zeros",
+    )
     if not states:
         states = [zeros] * cell.n_states
     previous = zeros
@@ -297,7 +319,10 @@ def bidirectional(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
         raise ValueError(f"Bidirectional expects an even number of initial states, got {len(given)}")
     half = len(given) // 2
     results = []
-    for (cls, config), prefix, states in ((forward, "forward/", given[:half]), (backward, "backward/", given[half:])):
+    for (cls, config), prefix, states in (
+        (forward, "forward/", given[:half]),
+        (backward, "backward/", given[half:]),
+    ):
         if cls not in ("SimpleRNN", "LSTM", "GRU"):
             raise ctx.unsupported("layer", cls)
         inner = _inner_ctx(ctx, cls, {**config, "zero_output_for_mask": return_sequences}, prefix)
@@ -362,7 +387,9 @@ def time_distributed(ctx: MapContext, x: Value, mask: Any = None) -> Any:
         raise ctx.unsupported("layer", f"{cls} with several outputs")
     y = e.logical(out) if isinstance(out, Value) else out
     lead = e.op("Slice", [e.op("Shape", [n]), e.ints([0], "s"), e.ints([2], "e")])
-    rest = e.ints(list(out_shape[2:]), "rest") if all(isinstance(d, int) for d in out_shape[2:]) else e.op(
-        "Slice", [e.op("Shape", [y]), e.ints([1], "s"), e.ints([_INT64_MAX], "e")]
+    rest = (
+        e.ints(list(out_shape[2:]), "rest")
+        if all(isinstance(d, int) for d in out_shape[2:])
+        else e.op("Slice", [e.op("Shape", [y]), e.ints([1], "s"), e.ints([_INT64_MAX], "e")])
     )
     return Value(e.op("Reshape", [y, e.op("Concat", [lead, rest], axis=0)], "unfold"), len(out_shape))

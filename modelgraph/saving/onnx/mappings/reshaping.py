@@ -53,7 +53,9 @@ def permute(ctx: MapContext, x: Value) -> Value:
     if not isinstance(dims, (list, tuple)) or sorted(dims) != list(range(1, len(dims) + 1)):
         raise ctx.unsupported("dims", dims)
     perm = (0, *(int(d) for d in dims))
-    return Value(ctx.e.op("Transpose", [ctx.e.logical(x)], "permute", perm=list(perm)), len(perm), None, x.dtype)
+    return Value(
+        ctx.e.op("Transpose", [ctx.e.logical(x)], "permute", perm=list(perm)), len(perm), None, x.dtype
+    )
 
 
 @register("RepeatVector")
@@ -97,7 +99,9 @@ def _cropping(ctx: MapContext, x: Value, rank: int) -> Value:
     starts = [b for b, _ in crops]
     ends = [-a if a else big for _, a in crops]
     e = ctx.e
-    y = e.op("Slice", [x.name, e.ints(starts, "starts"), e.ints(ends, "ends"), e.ints(stored, "axes")], "crop")
+    y = e.op(
+        "Slice", [x.name, e.ints(starts, "starts"), e.ints(ends, "ends"), e.ints(stored, "axes")], "crop"
+    )
     return Value(y, rank + 2, perm, x.dtype)
 
 
