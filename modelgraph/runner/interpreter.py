@@ -344,6 +344,11 @@ class Runner:
         self._session = select_backend(backend, model)
         self.backend = "numpy" if self._session is None else self._session.name
 
+    @property
+    def backend_session(self) -> Any:
+        """The session of a non-NumPy backend (its ``export_seconds``, ``load_seconds``), or None."""
+        return self._session
+
     # --- compilation ------------------------------------------------------------------------------
 
     def _new_slot(self) -> int:

@@ -139,7 +139,7 @@ class _Walk:
             raise ExportRefusedError(self.problems)
         for key, ref in zip(self.output_keys, g.outputs, strict=True):
             value = env.get(ref)
-            if value is None:
+            if value is None or value is _REFUSED:
                 raise RunError(f"model output {ref} is not computed by any node")
             self.e.scope = ""
             src = self.e.logical(value)
@@ -165,16 +165,29 @@ class _Walk:
         env: dict[TensorRef, Value],
         masks: dict[TensorRef, Value],
     ) -> None:
+        referenced = _referenced(graph)
         for node in graph.nodes:
             layer = graph.layer(node.layer)
             if layer.kind == "input":
                 continue
             if any(r not in env for r in node.inputs):
-                continue  # a producer was refused (already named) or nothing computes it
+                continue  # nothing computes one of its inputs
+            if layer.subgraph is None and any(env[r] is _REFUSED for r in node.inputs):
+                # Downstream of a refused layer: only look for a missing mapping, so that every
+                # unmappable layer is named, not just the first on each path.
+                if get_mapping(kernel_key(layer)) is None and layer.kind != "model":
+                    self.problem(prefix + layer.name, layer.class_name, UnmappedLayerError(kernel_key(layer)))
+                self._refuse_outputs(layer, node, env, referenced)
+                continue
             if layer.subgraph is not None:
                 self._inline(graph, shapes, layer, node, prefix, env, masks)
-            else:
-                self._node(graph, shapes, layer, node, prefix, env, masks)
+            elif not self._node(graph, shapes, layer, node, prefix, env, masks):
+                self._refuse_outputs(layer, node, env, referenced)
+
+    @staticmethod
+    def _refuse_outputs(layer: Layer, node: Node, env: dict[TensorRef, Value], referenced: dict) -> None:
+        for t in referenced.get(node.key, {0}):
+            env[TensorRef(layer.name, node.index, t)] = _REFUSED
 
     def _inline(self, graph, shapes, layer: Layer, node: Node, prefix, env, masks) -> None:
         sub = layer.subgraph
@@ -239,17 +252,19 @@ class _Walk:
             compute_dtype=policy.compute_dtype,
         )
 
-    def _node(self, graph, shapes, layer: Layer, node: Node, prefix, env, masks) -> None:
+    def _node(self, graph, shapes, layer: Layer, node: Node, prefix, env, masks) -> bool:
+        """Map one node; False (and the problem recorded) when it cannot be mapped."""
         path = prefix + layer.name
         key = kernel_key(layer)
         try:
             self._map_node(graph, shapes, layer, node, path, key, env, masks)
-        except UnsupportedError as exc:
-            self.problem(path, layer.class_name, exc)
+            return True
         except ModelGraphError as exc:
             self.problem(path, layer.class_name, exc)
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             self.problem(path, layer.class_name, f"{type(exc).__name__}: {exc}")
+        self.e.scope = ""
+        return False
 
     def _map_node(self, graph, shapes, layer, node, path, key, env, masks) -> None:
         training = node.kwargs.get("training")
@@ -345,6 +360,21 @@ class _Walk:
         down = self.e.op("Cast", [value.name], "round", to=onnx_dtype(_HALF_ROUND[half]))
         up = self.e.op("Cast", [down], "round", to=onnx_dtype("float32"))
         return Value(up, value.rank, value.perm, value.dtype)
+
+
+# Stands for an output of a layer that could not be mapped (the export is refused in the end).
+_REFUSED = Value("", None)
+
+
+def _referenced(graph: ModelGraph) -> dict[tuple[str, int], set[int]]:
+    """The tensor indices of each node that the graph reads or outputs."""
+    table: dict[tuple[str, int], set[int]] = {}
+    for n in graph.nodes:
+        for r in n.inputs:
+            table.setdefault(r.node_key, set()).add(r.tensor_index)
+    for r in graph.outputs:
+        table.setdefault(r.node_key, set()).add(r.tensor_index)
+    return table
 
 
 def _is_none(value: Any) -> bool:
