@@ -461,3 +461,65 @@ def export_onnx(
         Path(tmp).unlink(missing_ok=True)
         raise
     return result
+
+
+def layer_model(
+    key: str,
+    spec: KernelSpec,
+    args: Any,
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    out_shapes: list[tuple[int, ...]] | None = None,
+    opset: int = DEFAULT_OPSET,
+) -> Any:
+    """A one-node ONNX model of one layer call (for checking a mapping against its kernel's goldens).
+
+    ``args``/``kwargs`` are the call structure with NumPy arrays at tensor positions: each array
+    becomes a model input ``in_<i>`` of its exact shape and dtype; the outputs are ``out_<i>``.
+    """
+    require_onnx()
+    mapping = get_mapping(key)
+    if mapping is None:
+        raise UnmappedLayerError(key)
+    e = Emitter(opset=opset)
+    inputs: list[Any] = []
+    in_shapes: list[tuple[int, ...]] = []
+
+    def to_value(a: np.ndarray) -> Value:
+        name = f"in_{len(inputs)}"
+        dtype = str(a.dtype)
+        inputs.append(helper.make_tensor_value_info(name, onnx_dtype(dtype), list(a.shape)))
+        in_shapes.append(tuple(a.shape))
+        return Value(name, a.ndim, None, dtype)
+
+    is_array = lambda v: isinstance(v, np.ndarray) and v.ndim > 0  # noqa: E731
+    args_v = _map_structure(args, to_value, is_array)
+    kwargs_v = _map_structure(dict(kwargs or {}), to_value, is_array)
+    ctx = MapContext(spec=spec, e=e, in_shapes=in_shapes, out_shapes=list(out_shapes or []))
+    result = mapping(ctx, *args_v, **kwargs_v)
+    outs = list(result) if isinstance(result, (tuple, list)) else [result]
+    outputs = []
+    for i, out in enumerate(outs):
+        value = out if isinstance(out, Value) else Value(out)
+        name = f"out_{i}"
+        e.nodes.append(helper.make_node("Identity", [e.logical(value)], [name]))
+        shape = (
+            list(out_shapes[i])
+            if out_shapes and i < len(out_shapes)
+            else [f"out_{i}_d{k}" for k in range(value.rank or 0)]
+        )
+        outputs.append(helper.make_tensor_value_info(name, onnx_dtype(value.dtype), shape))
+    graph = helper.make_graph(
+        optimise(e.nodes, {o.name for o in outputs}), key, inputs, outputs, e.initializers
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="modelgraph"
+    )
+    model.ir_version = 8 if opset <= 18 else 9
+    return model
+
+
+def _map_structure(structure: Any, fn: Any, is_leaf: Any) -> Any:
+    from modelgraph.graph import map_structure
+
+    return map_structure(structure, fn, is_leaf)
