@@ -464,9 +464,9 @@ def _op_clip(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
 
 def _tf(functions: Sequence[str], known: dict[str, Any]):
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        def mapping(ctx: MapContext, x: Any, **kwargs: Any) -> Any:
+        def mapping(ctx: MapContext, first: Any, /, **kwargs: Any) -> Any:
             p = _params(ctx.spec, kwargs, known, "call argument ")
-            return fn(ctx, p, x)
+            return fn(ctx, p, first)
 
         register(*(f"tf:{f}" for f in functions))(mapping)
         return fn
@@ -527,7 +527,8 @@ _tf(["nn.softmax"], {"axis": None, "dim": None})(
         -1 if p["axis"] is None and p["dim"] is None else (p["axis"] if p["axis"] is not None else p["dim"]),
     )
 )
-_tf(["linalg.matmul"], {"b": _NO_DEFAULT, "transpose_a": False, "transpose_b": False})(
+_tf(["linalg.matmul"], {"b": _NO_DEFAULT, "transpose_a": False, "transpose_b": False, "adjoint_a": False,
+                        "adjoint_b": False, "a_is_sparse": False, "b_is_sparse": False})(  # fmt: skip
     lambda ctx, p, a: _tf_matmul(ctx, a, p)
 )
 
@@ -536,8 +537,14 @@ def _tf_matmul(ctx: MapContext, a: Value, p: dict[str, Any]) -> Value:
     e = ctx.e
     dtype = _tensor_dtype([a, p["b"]])
     x, y = operand(ctx, a, dtype), operand(ctx, p["b"], dtype)
-    if p["transpose_a"] or p["transpose_b"]:
-        raise ctx.unsupported("call argument transpose_a/transpose_b", True)
+    for flag, i in (("transpose_a", 0), ("transpose_b", 1)):
+        if p[flag] or p.get(flag.replace("transpose", "adjoint")):
+            rank = _rank_of(ctx, [a, p["b"]][i], i)
+            perm = [*range(rank - 2), rank - 1, rank - 2]
+            if i == 0:
+                x = e.op("Transpose", [x], perm=perm)
+            else:
+                y = e.op("Transpose", [y], perm=perm)
     return _out(e.op("MatMul", [x, y], "matmul"), ctx, dtype)
 
 
@@ -580,3 +587,215 @@ def _tf_expand_dims(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
 def _tf_transpose(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     perm = list(reversed(range(_rank_of(ctx, x)))) if p["perm"] is None else [int(v) for v in p["perm"]]
     return _out(ctx.e.op("Transpose", [ctx.e.logical(x)], "transpose", perm=perm), ctx, x.dtype)
+
+
+# --- more elementwise, indexing and scan ops ---------------------------------------------------------
+
+
+def leaky_relu(ctx: MapContext, x: Value, slope: float) -> Value:
+    """``where(x >= 0, x, slope * x)`` (ONNX LeakyRelu scales x < 0 only: the same at 0)."""
+    return Value(ctx.e.op("LeakyRelu", [ctx.e.logical(x)], "leaky_relu", alpha=float(slope)), x.rank, None, x.dtype)
+
+
+def elu(ctx: MapContext, x: Value, alpha: float) -> Value:
+    return Value(ctx.e.op("Elu", [ctx.e.logical(x)], "elu", alpha=float(alpha)), x.rank, None, x.dtype)
+
+
+def flip(ctx: MapContext, x: Value, axis: Any) -> Value:
+    rank = _rank_of(ctx, x)
+    axes = list(range(rank)) if axis is None else [int(a) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
+    e = ctx.e
+    n = len(axes)
+    y = e.op("Slice", [e.logical(x), e.ints([-1] * n, "starts"), e.ints([-_INT64_MAX] * n, "ends"),
+                       e.ints(axes, "axes"), e.ints([-1] * n, "steps")], "flip")  # fmt: skip
+    return Value(y, rank, None, x.dtype)
+
+
+def tile(ctx: MapContext, x: Value, repeats: Any) -> Value:
+    reps = [int(r) for r in np.asarray(repeats).reshape(-1)]
+    rank = _rank_of(ctx, x)
+    n = ctx.e.logical(x)
+    if len(reps) > rank:
+        n = ctx.e.op("Unsqueeze", [n, ctx.e.ints(list(range(len(reps) - rank)), "axes")])
+        rank = len(reps)
+    reps = [1] * (rank - len(reps)) + reps
+    return _out(ctx.e.op("Tile", [n, ctx.e.ints(reps, "repeats")], "tile"), ctx, x.dtype)
+
+
+def pad(ctx: MapContext, x: Value, width: Any, mode: str, value: Any) -> Value:
+    modes = {"constant": "constant", "reflect": "reflect", "edge": "edge"}
+    if mode not in modes:
+        raise ctx.unsupported("mode", mode)
+    pairs = np.asarray(width, dtype=np.int64).reshape(-1, 2)
+    rank = _rank_of(ctx, x)
+    if len(pairs) == 1:
+        pairs = np.repeat(pairs, rank, axis=0)
+    e = ctx.e
+    inputs = [e.logical(x), e.ints(list(pairs[:, 0]) + list(pairs[:, 1]), "pads")]
+    if mode == "constant" and value not in (None, 0):
+        inputs.append(operand(ctx, value, x.dtype))
+    return Value(e.op("Pad", inputs, "pad", mode=modes[mode]), rank, None, x.dtype)
+
+
+def take(ctx: MapContext, x: Value, indices: Any, axis: Any) -> Value:
+    e = ctx.e
+    n = e.logical(x)
+    if axis is None:
+        n, axis = e.op("Reshape", [n, e.ints([-1], "flat")]), 0
+    idx = operand(ctx, np.asarray(indices).astype(np.int64), "int64") if not isinstance(indices, Value) else e.cast(e.logical(indices), "int64")
+    return _out(e.op("Gather", [n, idx], "take", axis=int(axis)), ctx, x.dtype)
+
+
+def arg_reduce(ctx: MapContext, x: Value, axis: Any, keepdims: bool, kind: str, dtype: str) -> Value:
+    e = ctx.e
+    n = e.logical(x)
+    if axis is None:
+        rank = _rank_of(ctx, x)
+        n, axis = e.op("Reshape", [n, e.ints([-1], "flat")]), 0
+        out = e.op(kind, [n], kind.lower(), axis=0, keepdims=0, select_last_index=0)
+        if keepdims:
+            out = e.op("Reshape", [out, e.ints([1] * rank, "shape")])
+    else:
+        out = e.op(kind, [n], kind.lower(), axis=int(axis), keepdims=1 if keepdims else 0, select_last_index=0)
+    return _out(e.cast(out, dtype), ctx, dtype)
+
+
+def cumsum(ctx: MapContext, x: Value, axis: Any, exclusive: bool = False, reverse: bool = False) -> Value:
+    e = ctx.e
+    n = e.logical(x)
+    if axis is None:
+        n, axis = e.op("Reshape", [n, e.ints([-1], "flat")]), 0
+    y = e.op("CumSum", [n, e.ints(int(axis), "axis")], "cumsum", exclusive=int(exclusive), reverse=int(reverse))
+    return _out(y, ctx, x.dtype)
+
+
+def logsumexp(ctx: MapContext, x: Value, axis: Any, keepdims: bool) -> Value:
+    e = ctx.e
+    n = e.logical(x)
+    rank = _rank_of(ctx, x)
+    axes = list(range(rank)) if axis is None else [int(a) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
+    peak = e.reduce("ReduceMax", n, axes, 1)
+    total = e.reduce("ReduceSum", e.op("Exp", [e.op("Sub", [n, peak])]), axes, 1)
+    y = e.op("Add", [e.op("Log", [total]), peak])
+    if not keepdims:
+        y = e.op("Squeeze", [y, e.ints(axes, "axes")])
+    return _out(y, ctx, x.dtype)
+
+
+def clip(ctx: MapContext, x: Value, lo: Any, hi: Any) -> Value:
+    e = ctx.e
+    n = e.logical(x)
+    y = e.op("Min", [e.op("Max", [n, operand(ctx, lo, x.dtype)]), operand(ctx, hi, x.dtype)], "clip")
+    return Value(y, x.rank, None, x.dtype)
+
+
+_op(["LeakyRelu"], {"negative_slope": 0.2})(lambda ctx, p, x: leaky_relu(ctx, x, p["negative_slope"]))
+_op(["Elu"], {"alpha": 1.0})(lambda ctx, p, x: elu(ctx, x, p["alpha"]))
+_op(["Flip"], {"axis": None})(lambda ctx, p, x: flip(ctx, x, p["axis"]))
+_op(["Tile"], {"repeats": _NO_DEFAULT})(lambda ctx, p, x: tile(ctx, x, p["repeats"]))
+_op(["Pad"], {"pad_width": _NO_DEFAULT, "mode": "constant"})(
+    lambda ctx, p, x, constant_values=None: pad(ctx, x, p["pad_width"], p["mode"], constant_values)
+)
+_op(["Take"], {"axis": None})(lambda ctx, p, x, indices: take(ctx, x, indices, p["axis"]))
+_op(["Argmax"], {"axis": None, "keepdims": False})(lambda ctx, p, x: arg_reduce(ctx, x, p["axis"], p["keepdims"], "ArgMax", "int32"))
+_op(["Argmin"], {"axis": None, "keepdims": False})(lambda ctx, p, x: arg_reduce(ctx, x, p["axis"], p["keepdims"], "ArgMin", "int32"))
+_op(["Logsumexp"], {"axis": None, "keepdims": False})(lambda ctx, p, x: logsumexp(ctx, x, _axis(p["axis"]), bool(p["keepdims"])))
+
+
+@_op(["Cumsum"], {"axis": None, "dtype": None})
+def _op_cumsum(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    if p["dtype"] is not None:
+        x = cast(ctx, x, _dtype(ctx.spec, "dtype", p["dtype"]))
+    return cumsum(ctx, x, p["axis"])
+
+
+_tf(["nn.leaky_relu"], {"alpha": 0.2})(lambda ctx, p, x: leaky_relu(ctx, x, p["alpha"]))
+_tf(["nn.elu"], {})(lambda ctx, p, x: elu(ctx, x, 1.0))
+_tf(["reverse"], {"axis": _NO_DEFAULT})(lambda ctx, p, x: flip(ctx, x, _axis(p["axis"])))
+_tf(["tile"], {"multiples": _NO_DEFAULT})(lambda ctx, p, x: tile(ctx, x, p["multiples"]))
+_tf(["clip_by_value"], {"clip_value_min": _NO_DEFAULT, "clip_value_max": _NO_DEFAULT})(
+    lambda ctx, p, x: clip(ctx, x, p["clip_value_min"], p["clip_value_max"])
+)
+_tf(["math.reduce_logsumexp"], {"axis": None, "keepdims": False})(
+    lambda ctx, p, x: logsumexp(ctx, x, _axis(p["axis"]), bool(p["keepdims"]))
+)
+_tf(["nn.log_softmax"], {"axis": None})(lambda ctx, p, x: softmax(ctx, x, -1 if p["axis"] is None else p["axis"], log=True))
+_tf(["math.cumsum"], {"axis": 0, "exclusive": False, "reverse": False})(
+    lambda ctx, p, x: cumsum(ctx, x, int(p["axis"]), bool(p["exclusive"]), bool(p["reverse"]))
+)
+
+
+@_tf(["nn.silu"], {"beta": 1.0})
+def _tf_silu(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    e = ctx.e
+    n = e.logical(x)
+    z = n if p["beta"] == 1.0 else e.op("Mul", [n, e.const(np.float32(p["beta"]), "beta")])
+    return Value(e.op("Mul", [n, e.op("Sigmoid", [z])], "silu"), x.rank, None, x.dtype)
+
+
+@_tf(["math.argmax", "math.argmin"], {"axis": None, "output_type": "int64"})
+def _tf_arg(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    kind = "ArgMax" if ctx.get("function") == "math.argmax" else "ArgMin"
+    dtype = str(_dtype(ctx.spec, "output_type", p["output_type"]))
+    return arg_reduce(ctx, x, 0 if p["axis"] is None else p["axis"], False, kind, dtype)
+
+
+@_tf(["squeeze", "compat.v1.squeeze"], {"axis": None, "squeeze_dims": None})
+def _tf_squeeze(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    axis = p["axis"] if p["axis"] is not None else p["squeeze_dims"]
+    return _op_squeeze(ctx, {"axis": axis if axis not in ((), []) else None}, x)
+
+
+@_tf(["pad", "compat.v1.pad"], {"paddings": _NO_DEFAULT, "mode": "CONSTANT", "constant_values": 0})
+def _tf_pad(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    mode = {"CONSTANT": "constant", "REFLECT": "reflect"}.get(str(p["mode"]).upper())
+    if mode is None:
+        raise ctx.unsupported("call argument mode", p["mode"])
+    return pad(ctx, x, p["paddings"], mode, p["constant_values"])
+
+
+@_tf(["gather", "compat.v1.gather"], {"indices": _NO_DEFAULT, "axis": None, "batch_dims": 0, "validate_indices": None})
+def _tf_gather(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    if p["batch_dims"]:
+        raise ctx.unsupported("call argument batch_dims", p["batch_dims"])
+    return take(ctx, x, p["indices"], 0 if p["axis"] is None else int(p["axis"]))
+
+
+@_tf(["where"], {"x": None, "y": None})
+def _tf_where(ctx: MapContext, p: dict[str, Any], condition: Any) -> Value:
+    return where(ctx, condition, p["x"], p["y"])
+
+
+@_tf(["math.divide_no_nan"], {"y": _NO_DEFAULT})
+def _tf_divide_no_nan(ctx: MapContext, p: dict[str, Any], x: Any) -> Value:
+    e = ctx.e
+    dtype = _tensor_dtype([x, p["y"]])
+    a, b = operand(ctx, x, dtype), operand(ctx, p["y"], dtype)
+    zero = e.const(np.zeros((), dtype), "zero")
+    is_zero = e.op("Equal", [b, zero])
+    safe = e.op("Where", [is_zero, e.const(np.ones((), dtype), "one"), b])
+    return _out(e.op("Where", [is_zero, zero, e.op("Div", [a, safe])], "divide_no_nan"), ctx, dtype)
+
+
+@_tf(["math.l2_normalize"], {"axis": None, "epsilon": 1e-12, "dim": None})
+def _tf_l2_normalize(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    e = ctx.e
+    n = e.logical(x)
+    axis = p["axis"] if p["axis"] is not None else p["dim"]
+    axes = None if axis is None else [int(a) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
+    sq = e.reduce("ReduceSum", e.op("Mul", [n, n]), axes if axes is not None else list(range(_rank_of(ctx, x))), 1)
+    denom = e.op("Sqrt", [e.op("Max", [sq, e.const(np.float32(p["epsilon"]), "eps")])])
+    return Value(e.op("Div", [n, denom], "l2_normalize"), x.rank, None, x.dtype)
+
+
+@_tf(["unstack"], {"num": None, "axis": 0})
+def _tf_unstack(ctx: MapContext, p: dict[str, Any], x: Value) -> tuple[Value, ...]:
+    shape = ctx.in_shapes[0] if ctx.in_shapes else None
+    rank = _rank_of(ctx, x)
+    axis = int(p["axis"]) % rank
+    size = shape[axis] if shape is not None else p["num"]
+    if not isinstance(size, int):
+        raise ctx.unsupported("call argument num", p["num"])
+    parts = _split_sizes(ctx, x, [1] * size, axis)
+    e = ctx.e
+    return tuple(Value(e.op("Squeeze", [v.name, e.ints([axis], "axes")]), rank - 1, None, x.dtype) for v in parts)
