@@ -74,6 +74,13 @@ def elementwise(e: Emitter, name: str, x: str, keras_major: int) -> str | None:
         return op("Shrink", [x], name, lambd=0.5, bias=0.5)
     if name == "hard_shrink":
         return op("Shrink", [x], name, lambd=0.5, bias=0.0)
+    if name in ("sparse_plus", "sparse_sigmoid"):
+        one, minus_one = _f(e, 1.0), _f(e, -1.0)
+        if name == "sparse_sigmoid":
+            return op("Clip", [op("Mul", [op("Add", [x, one]), _f(e, 0.5)]), _f(e, 0.0), one], name)
+        sq = op("Mul", [op("Add", [x, one]), op("Add", [x, one])])
+        inner = op("Where", [op("Less", [x, one]), op("Div", [sq, _f(e, 4.0)]), x])
+        return op("Where", [op("LessOrEqual", [x, minus_one]), _f(e, 0.0), inner], name)
     if name == "squareplus":
         return op(
             "Div",
@@ -88,6 +95,13 @@ def elementwise(e: Emitter, name: str, x: str, keras_major: int) -> str | None:
             name,
         )
     return None
+
+
+def _halves(e: Emitter, x: str) -> list[str]:
+    """The two halves of the last axis (opset 17 Split needs the sizes)."""
+    last = e.op("Slice", [e.op("Shape", [x]), e.ints([-1], "s"), e.ints([2**62], "e")])
+    half = e.op("Div", [last, e.ints([2], "two")])
+    return e.op("Split", [x, e.op("Concat", [half, half], axis=0)], "glu", outputs=2, axis=-1)
 
 
 def apply(
@@ -105,4 +119,11 @@ def apply(
         return Value(e.op("Softmax", [logical], name, axis=-1), x.rank)
     if name == "log_softmax":
         return Value(e.op("LogSoftmax", [logical], name, axis=-1), x.rank)
+    if name == "glu":
+        a, b = (
+            e.op("Split", [logical], name, outputs=2, axis=-1, num_outputs=2)
+            if e.opset >= 18
+            else _halves(e, logical)
+        )
+        return Value(e.op("Mul", [a, e.op("Sigmoid", [b])], name), x.rank)
     raise UnsupportedConfigError(class_name, "activation", value, layer)

@@ -194,3 +194,58 @@ def separable_conv1d(ctx: MapContext, x: Value) -> Value:
 @register("SeparableConv2D", "SeparableConvolution2D")
 def separable_conv2d(ctx: MapContext, x: Value) -> Value:
     return _separable(ctx, x, 2)
+
+
+def _transpose_conv(ctx: MapContext, x: Value, rank: int) -> Value:
+    from modelgraph.runner.kernels.conv import transpose_length
+
+    check_keys(ctx.spec, (*_CONV_KEYS, "output_padding"))
+    if ctx.get("groups", 1) not in (1, None):
+        raise ctx.unsupported("groups", ctx.get("groups"))
+    fmt = data_format(ctx.spec)
+    strides = int_tuple(ctx.spec, "strides", rank, 1)
+    dilation = int_tuple(ctx.spec, "dilation_rate", rank, 1)
+    mode = padding_mode(ctx.spec, ("valid", "same"))
+    output_padding = (
+        None if ctx.get("output_padding") is None else int_tuple(ctx.spec, "output_padding", rank, 0)
+    )
+    kernel = ctx.weight("kernel")  # (k..., filters, in)
+    sizes = spatial_sizes(ctx, fmt)
+    if sizes is None or any(s is None for s in sizes):
+        raise ctx.unsupported("input shape", ctx.in_shapes[0] if ctx.in_shapes else None)
+    ksize = kernel.shape[:rank]
+    begins, ends, extras = [], [], []
+    for i, n in enumerate(sizes):
+        k, s, d = ksize[i], strides[i], dilation[i]
+        op = None if output_padding is None else output_padding[i]
+        length = transpose_length(n, k, s, d, mode, op)  # type: ignore[arg-type]
+        full = (n - 1) * s + (k - 1) * d + 1  # type: ignore[operator]
+        start = max(full - length, 0) // 2 if mode == "same" else 0
+        extra = length - (full - start)
+        begins.append(start)
+        ends.append(max(-extra, 0))
+        extras.append(max(extra, 0))
+    weight = np.ascontiguousarray(np.transpose(kernel, (rank + 1, rank, *range(rank))))  # (in, filters, k...)
+    perm = channels_first_perm(fmt, rank)
+    inputs = [ctx.e.in_layout(as_float(ctx, x), perm), ctx.const(weight, "kernel")]
+    bias = _bias(ctx)
+    if bias is not None:
+        inputs.append(ctx.const(bias, "bias"))
+    y = ctx.e.op("ConvTranspose", inputs, "conv_transpose", kernel_shape=list(ksize), strides=list(strides),
+                 dilations=list(dilation), pads=begins + ends, output_padding=extras)  # fmt: skip
+    return activation_of(ctx, out_value(y, rank + 2, perm))
+
+
+@register("Conv1DTranspose", "Convolution1DTranspose")
+def conv1d_transpose(ctx: MapContext, x: Value) -> Value:
+    return _transpose_conv(ctx, x, 1)
+
+
+@register("Conv2DTranspose", "Convolution2DTranspose", "Deconvolution2D", "Deconv2D")
+def conv2d_transpose(ctx: MapContext, x: Value) -> Value:
+    return _transpose_conv(ctx, x, 2)
+
+
+@register("Conv3DTranspose", "Convolution3DTranspose", "Deconvolution3D", "Deconv3D")
+def conv3d_transpose(ctx: MapContext, x: Value) -> Value:
+    return _transpose_conv(ctx, x, 3)

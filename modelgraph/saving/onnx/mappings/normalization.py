@@ -116,3 +116,42 @@ def unit_normalization(ctx: MapContext, x: Value) -> Value:
     else:
         inv = e.op("Reciprocal", [e.op("Sqrt", [e.op("Max", [sq, e.const(np.float32(1e-12), "c")])])])
     return Value(e.op("Mul", [n, inv], "unit_norm"), rank)
+
+
+@register("GroupNormalization")
+def group_normalization(ctx: MapContext, x: Value) -> Value:
+    check_keys(ctx.spec, {"groups", "axis", "epsilon", "center", "scale"})
+    groups = ctx.get("groups", 32)
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups == 0 or groups < -1:
+        raise ctx.unsupported("groups", groups)
+    axis = ctx.get("axis", -1)
+    if isinstance(axis, bool) or not isinstance(axis, int):
+        raise ctx.unsupported("axis", axis)
+    epsilon = number(ctx.spec, "epsilon", 1e-3)
+    shape = ctx.in_shapes[0] if ctx.in_shapes else None
+    if shape is None or any(d is None for d in shape[1:]):
+        raise ctx.unsupported("input shape", shape)
+    rank = len(shape)
+    ax = axis + rank if axis < 0 else axis
+    channels = shape[ax]
+    g = channels if groups == -1 else groups
+    if channels % g:
+        raise ValueError(f"GroupNormalization: {channels} channels, {g} groups")
+    e = ctx.e
+    n = e.logical(as_float(ctx, x))
+    grouped_shape = [-1, *shape[1:ax], g, channels // g, *shape[ax + 1 :]]
+    grouped = e.op("Reshape", [n, e.ints(grouped_shape, "shape")], "group")
+    red = [i for i in range(1, rank + 1) if i != ax]
+    mean = e.reduce("ReduceMean", grouped, red, 1)
+    diff = e.op("Sub", [grouped, mean])
+    var = e.reduce("ReduceMean", e.op("Mul", [diff, diff]), red, 1)
+    inv = e.op("Reciprocal", [e.op("Sqrt", [e.op("Add", [var, e.const(np.float32(epsilon), "eps")])])])
+    pshape = [1] * (rank + 1)
+    pshape[ax : ax + 2] = [g, channels // g]
+    if flag(ctx.spec, "scale", True):
+        inv = e.op("Mul", [inv, ctx.const(ctx.weight("gamma").reshape(pshape), "gamma")])
+    res = e.op("Neg", [e.op("Mul", [mean, inv])])
+    if flag(ctx.spec, "center", True):
+        res = e.op("Add", [res, ctx.const(ctx.weight("beta").reshape(pshape), "beta")])
+    y = e.op("Add", [e.op("Mul", [grouped, inv]), res])
+    return Value(e.op("Reshape", [y, e.ints([-1, *shape[1:]], "shape")], "group_norm"), rank)

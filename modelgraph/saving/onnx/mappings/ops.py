@@ -62,7 +62,7 @@ _UNARY_ACT = {
     "relu": "relu", "relu6": "relu6", "sigmoid": "sigmoid", "silu": "silu", "softplus": "softplus",
     "softsign": "softsign", "selu": "selu", "log_sigmoid": "log_sigmoid", "hard_silu": "hard_silu",
     "tanh_shrink": "tanh_shrink", "hard_tanh": "hard_tanh", "tanh": "tanh", "exp": "exponential",
-    "hard_sigmoid3": "hard_sigmoid",
+    "hard_sigmoid3": "hard_sigmoid", "sparse_plus": "sparse_plus", "sparse_sigmoid": "sparse_sigmoid",
 }  # fmt: skip
 _UNARY_ONNX = {
     "negative": "Neg", "abs": "Abs", "sqrt": "Sqrt", "log": "Log", "sin": "Sin", "cos": "Cos",
@@ -87,20 +87,6 @@ def unary(e: Emitter, name: str, x: str) -> str:
         return e.op("Log", [e.op("Add", [x, one])], name)
     if name == "expm1":
         return e.op("Sub", [e.op("Exp", [x]), one], name)
-    if name == "sparse_plus":
-        q = e.op(
-            "Div",
-            [e.op("Mul", [e.op("Add", [x, one]), e.op("Add", [x, one])]), e.const(np.float32(4.0), "c")],
-        )
-        inner = e.op("Where", [e.op("GreaterOrEqual", [x, one]), x, q])
-        return e.op(
-            "Where",
-            [e.op("LessOrEqual", [x, e.const(np.float32(-1.0), "c")]), e.const(np.float32(0.0), "c"), inner],
-            name,
-        )
-    if name == "sparse_sigmoid":
-        half = e.op("Mul", [e.op("Add", [x, one]), e.const(np.float32(0.5), "c")])
-        return e.op("Clip", [half, e.const(np.float32(0.0), "c"), one], name)
     raise KeyError(name)
 
 
@@ -527,8 +513,18 @@ _tf(["nn.softmax"], {"axis": None, "dim": None})(
         -1 if p["axis"] is None and p["dim"] is None else (p["axis"] if p["axis"] is not None else p["dim"]),
     )
 )
-_tf(["linalg.matmul"], {"b": _NO_DEFAULT, "transpose_a": False, "transpose_b": False, "adjoint_a": False,
-                        "adjoint_b": False, "a_is_sparse": False, "b_is_sparse": False})(  # fmt: skip
+_tf(
+    ["linalg.matmul"],
+    {
+        "b": _NO_DEFAULT,
+        "transpose_a": False,
+        "transpose_b": False,
+        "adjoint_a": False,
+        "adjoint_b": False,
+        "a_is_sparse": False,
+        "b_is_sparse": False,
+    },
+)(  # fmt: skip
     lambda ctx, p, a: _tf_matmul(ctx, a, p)
 )
 
@@ -594,7 +590,9 @@ def _tf_transpose(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
 
 def leaky_relu(ctx: MapContext, x: Value, slope: float) -> Value:
     """``where(x >= 0, x, slope * x)`` (ONNX LeakyRelu scales x < 0 only: the same at 0)."""
-    return Value(ctx.e.op("LeakyRelu", [ctx.e.logical(x)], "leaky_relu", alpha=float(slope)), x.rank, None, x.dtype)
+    return Value(
+        ctx.e.op("LeakyRelu", [ctx.e.logical(x)], "leaky_relu", alpha=float(slope)), x.rank, None, x.dtype
+    )
 
 
 def elu(ctx: MapContext, x: Value, alpha: float) -> Value:
@@ -603,7 +601,11 @@ def elu(ctx: MapContext, x: Value, alpha: float) -> Value:
 
 def flip(ctx: MapContext, x: Value, axis: Any) -> Value:
     rank = _rank_of(ctx, x)
-    axes = list(range(rank)) if axis is None else [int(a) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
+    axes = (
+        list(range(rank))
+        if axis is None
+        else [int(a) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
+    )
     e = ctx.e
     n = len(axes)
     y = e.op("Slice", [e.logical(x), e.ints([-1] * n, "starts"), e.ints([-_INT64_MAX] * n, "ends"),
@@ -642,7 +644,11 @@ def take(ctx: MapContext, x: Value, indices: Any, axis: Any) -> Value:
     n = e.logical(x)
     if axis is None:
         n, axis = e.op("Reshape", [n, e.ints([-1], "flat")]), 0
-    idx = operand(ctx, np.asarray(indices).astype(np.int64), "int64") if not isinstance(indices, Value) else e.cast(e.logical(indices), "int64")
+    idx = (
+        operand(ctx, np.asarray(indices).astype(np.int64), "int64")
+        if not isinstance(indices, Value)
+        else e.cast(e.logical(indices), "int64")
+    )
     return _out(e.op("Gather", [n, idx], "take", axis=int(axis)), ctx, x.dtype)
 
 
@@ -656,7 +662,9 @@ def arg_reduce(ctx: MapContext, x: Value, axis: Any, keepdims: bool, kind: str, 
         if keepdims:
             out = e.op("Reshape", [out, e.ints([1] * rank, "shape")])
     else:
-        out = e.op(kind, [n], kind.lower(), axis=int(axis), keepdims=1 if keepdims else 0, select_last_index=0)
+        out = e.op(
+            kind, [n], kind.lower(), axis=int(axis), keepdims=1 if keepdims else 0, select_last_index=0
+        )
     return _out(e.cast(out, dtype), ctx, dtype)
 
 
@@ -665,7 +673,9 @@ def cumsum(ctx: MapContext, x: Value, axis: Any, exclusive: bool = False, revers
     n = e.logical(x)
     if axis is None:
         n, axis = e.op("Reshape", [n, e.ints([-1], "flat")]), 0
-    y = e.op("CumSum", [n, e.ints(int(axis), "axis")], "cumsum", exclusive=int(exclusive), reverse=int(reverse))
+    y = e.op(
+        "CumSum", [n, e.ints(int(axis), "axis")], "cumsum", exclusive=int(exclusive), reverse=int(reverse)
+    )
     return _out(y, ctx, x.dtype)
 
 
@@ -673,7 +683,11 @@ def logsumexp(ctx: MapContext, x: Value, axis: Any, keepdims: bool) -> Value:
     e = ctx.e
     n = e.logical(x)
     rank = _rank_of(ctx, x)
-    axes = list(range(rank)) if axis is None else [int(a) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
+    axes = (
+        list(range(rank))
+        if axis is None
+        else [int(a) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
+    )
     peak = e.reduce("ReduceMax", n, axes, 1)
     total = e.reduce("ReduceSum", e.op("Exp", [e.op("Sub", [n, peak])]), axes, 1)
     y = e.op("Add", [e.op("Log", [total]), peak])
@@ -697,9 +711,15 @@ _op(["Pad"], {"pad_width": _NO_DEFAULT, "mode": "constant"})(
     lambda ctx, p, x, constant_values=None: pad(ctx, x, p["pad_width"], p["mode"], constant_values)
 )
 _op(["Take"], {"axis": None})(lambda ctx, p, x, indices: take(ctx, x, indices, p["axis"]))
-_op(["Argmax"], {"axis": None, "keepdims": False})(lambda ctx, p, x: arg_reduce(ctx, x, p["axis"], p["keepdims"], "ArgMax", "int32"))
-_op(["Argmin"], {"axis": None, "keepdims": False})(lambda ctx, p, x: arg_reduce(ctx, x, p["axis"], p["keepdims"], "ArgMin", "int32"))
-_op(["Logsumexp"], {"axis": None, "keepdims": False})(lambda ctx, p, x: logsumexp(ctx, x, _axis(p["axis"]), bool(p["keepdims"])))
+_op(["Argmax"], {"axis": None, "keepdims": False})(
+    lambda ctx, p, x: arg_reduce(ctx, x, p["axis"], p["keepdims"], "ArgMax", "int32")
+)
+_op(["Argmin"], {"axis": None, "keepdims": False})(
+    lambda ctx, p, x: arg_reduce(ctx, x, p["axis"], p["keepdims"], "ArgMin", "int32")
+)
+_op(["Logsumexp"], {"axis": None, "keepdims": False})(
+    lambda ctx, p, x: logsumexp(ctx, x, _axis(p["axis"]), bool(p["keepdims"]))
+)
 
 
 @_op(["Cumsum"], {"axis": None, "dtype": None})
@@ -719,7 +739,9 @@ _tf(["clip_by_value"], {"clip_value_min": _NO_DEFAULT, "clip_value_max": _NO_DEF
 _tf(["math.reduce_logsumexp"], {"axis": None, "keepdims": False})(
     lambda ctx, p, x: logsumexp(ctx, x, _axis(p["axis"]), bool(p["keepdims"]))
 )
-_tf(["nn.log_softmax"], {"axis": None})(lambda ctx, p, x: softmax(ctx, x, -1 if p["axis"] is None else p["axis"], log=True))
+_tf(["nn.log_softmax"], {"axis": None})(
+    lambda ctx, p, x: softmax(ctx, x, -1 if p["axis"] is None else p["axis"], log=True)
+)
 _tf(["math.cumsum"], {"axis": 0, "exclusive": False, "reverse": False})(
     lambda ctx, p, x: cumsum(ctx, x, int(p["axis"]), bool(p["exclusive"]), bool(p["reverse"]))
 )
@@ -754,7 +776,10 @@ def _tf_pad(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     return pad(ctx, x, p["paddings"], mode, p["constant_values"])
 
 
-@_tf(["gather", "compat.v1.gather"], {"indices": _NO_DEFAULT, "axis": None, "batch_dims": 0, "validate_indices": None})
+@_tf(
+    ["gather", "compat.v1.gather"],
+    {"indices": _NO_DEFAULT, "axis": None, "batch_dims": 0, "validate_indices": None},
+)
 def _tf_gather(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     if p["batch_dims"]:
         raise ctx.unsupported("call argument batch_dims", p["batch_dims"])
@@ -783,7 +808,9 @@ def _tf_l2_normalize(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     n = e.logical(x)
     axis = p["axis"] if p["axis"] is not None else p["dim"]
     axes = None if axis is None else [int(a) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
-    sq = e.reduce("ReduceSum", e.op("Mul", [n, n]), axes if axes is not None else list(range(_rank_of(ctx, x))), 1)
+    sq = e.reduce(
+        "ReduceSum", e.op("Mul", [n, n]), axes if axes is not None else list(range(_rank_of(ctx, x))), 1
+    )
     denom = e.op("Sqrt", [e.op("Max", [sq, e.const(np.float32(p["epsilon"]), "eps")])])
     return Value(e.op("Div", [n, denom], "l2_normalize"), x.rank, None, x.dtype)
 
@@ -798,4 +825,6 @@ def _tf_unstack(ctx: MapContext, p: dict[str, Any], x: Value) -> tuple[Value, ..
         raise ctx.unsupported("call argument num", p["num"])
     parts = _split_sizes(ctx, x, [1] * size, axis)
     e = ctx.e
-    return tuple(Value(e.op("Squeeze", [v.name, e.ints([axis], "axes")]), rank - 1, None, x.dtype) for v in parts)
+    return tuple(
+        Value(e.op("Squeeze", [v.name, e.ints([axis], "axes")]), rank - 1, None, x.dtype) for v in parts
+    )

@@ -78,3 +78,21 @@ def layer_scale(ctx: MapContext, x: Value) -> Value:
     gamma = ctx.weight("gamma" if "gamma" in names or len(names) != 1 else names[0])
     e = ctx.e
     return Value(e.op("Mul", [e.logical(as_float(ctx, x)), ctx.const(gamma, "gamma")], "layer_scale"), x.rank)
+
+
+@register("CustomScaleLayer")
+def custom_scale_layer(ctx: MapContext, *args: Value) -> Value:
+    """InceptionResNetV2: ``inputs[0] + inputs[1] * scale``."""
+    check_keys(ctx.spec, {"scale"})
+    scale = ctx.get("scale")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise ctx.unsupported("scale", scale)
+    items = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args)
+    if len(items) != 2:
+        raise ValueError(f"CustomScaleLayer takes 2 inputs; got {len(items)}")
+    e = ctx.e
+    x, up = (e.logical(v) for v in items)
+    return Value(
+        e.op("Add", [x, e.op("Mul", [up, e.const(np.float32(scale), "scale")])], "custom_scale"),
+        items[0].rank,
+    )

@@ -198,15 +198,14 @@ def _run_rnn(
     return_state = ctx.flag("return_state")
     go_backwards = ctx.flag("go_backwards")
     zero_output = ctx.flag("zero_output_for_mask") if force_zero_output is None else force_zero_output
-    if ctx.flag("time_major"):
-        raise ctx.unsupported("time_major", True)
+    time_major = ctx.flag("time_major")
     x, given, mask = _parse_call(ctx, args, kwargs)
     cell = _Cell(ctx)
     e = ctx.e
     x_n = e.logical(x)
     if x.dtype != "float32":
         x_n = e.cast(x_n, "float32")
-    x_tm = e.op("Transpose", [x_n], "time_major", perm=[1, 0, 2])
+    x_tm = x_n if time_major else e.op("Transpose", [x_n], "time_major", perm=[1, 0, 2])
     if go_backwards:
         x_tm = _reverse_time(ctx, x_tm, 0)
     if given and len(given) != cell.n_states:
@@ -215,11 +214,15 @@ def _run_rnn(
     if mask is None:
         y, finals = cell.run(x_tm, states)
         if return_sequences:
-            out = e.op("Transpose", [e.op("Squeeze", [y, e.ints([1], "axes")])], "sequences", perm=[1, 0, 2])
+            out = e.op("Squeeze", [y, e.ints([1], "axes")], "sequences")
+            if not time_major:
+                out = e.op("Transpose", [out], "sequences", perm=[1, 0, 2])
         else:
             out = e.op("Squeeze", [finals[0], e.ints([0], "axes")], "last")
     else:
-        out, finals = _unrolled(ctx, cell, x_tm, states, mask, go_backwards, return_sequences, zero_output)
+        out, finals = _unrolled(
+            ctx, cell, x_tm, states, mask, go_backwards, return_sequences, zero_output, time_major
+        )
     if not return_state:
         return Value(out, 3 if return_sequences else 2)
     squeezed = [Value(e.op("Squeeze", [s, e.ints([0], "axes")], "final_state"), 2) for s in finals]
@@ -227,11 +230,11 @@ def _run_rnn(
 
 
 def _unrolled(ctx, cell: _Cell, x_tm: str, states: list[str], mask: Value, go_backwards: bool,
-              return_sequences: bool, zero_output: bool) -> tuple[str, list[str]]:  # fmt: skip
+              return_sequences: bool, zero_output: bool, time_major: bool = False) -> tuple[str, list[str]]:  # fmt: skip
     """A masked RNN, one single-step cell per time step (see the module docstring)."""
     e = ctx.e
     shape = ctx.in_shapes[0] if ctx.in_shapes else None
-    steps = shape[1] if shape is not None and len(shape) == 3 else None
+    steps = shape[0 if time_major else 1] if shape is not None and len(shape) == 3 else None
     if not isinstance(steps, int):
         raise ctx.unsupported("mask with unknown time steps", "<mask>")
     m = e.logical(mask)
@@ -239,7 +242,7 @@ def _unrolled(ctx, cell: _Cell, x_tm: str, states: list[str], mask: Value, go_ba
         m = e.op("Squeeze", [m, e.ints([2], "axes")])
     if mask.dtype != "bool":
         m = e.cast(m, "bool")
-    m_tm = e.op("Transpose", [m], "mask_tm", perm=[1, 0])  # (T, B)
+    m_tm = m if time_major else e.op("Transpose", [m], "mask_tm", perm=[1, 0])  # (T, B)
     if go_backwards:
         m_tm = _reverse_time(ctx, m_tm, 0)
     m_tm = e.op("Unsqueeze", [m_tm, e.ints([1, 3], "axes")])  # (T, 1, B, 1)
@@ -265,7 +268,7 @@ def _unrolled(ctx, cell: _Cell, x_tm: str, states: list[str], mask: Value, go_ba
             outputs.append(out)
     if return_sequences:
         stacked = e.op("Concat", outputs, "sequences", axis=0)  # (T, B, U)
-        return e.op("Transpose", [stacked], "sequences", perm=[1, 0, 2]), states
+        return (stacked if time_major else e.op("Transpose", [stacked], "sequences", perm=[1, 0, 2])), states
     return e.op("Squeeze", [previous, e.ints([0], "axes")], "last"), states
 
 
@@ -338,7 +341,7 @@ def bidirectional(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
     states_out = [*results[0][1:], *results[1][1:]] if return_state else []
     y_rev_n = y_rev.name
     if return_sequences:
-        y_rev_n = _reverse_time(ctx, y_rev_n, 1)
+        y_rev_n = _reverse_time(ctx, y_rev_n, 0 if forward[1].get("time_major") else 1)
     rank = 3 if return_sequences else 2
     if merge_mode == "concat":
         merged = [Value(e.op("Concat", [y.name, y_rev_n], "bidirectional", axis=-1), rank)]

@@ -109,10 +109,27 @@ def _upsampling(ctx: MapContext, x: Value, rank: int) -> Value:
     check_keys(ctx.spec, ("size", "data_format", "interpolation") if rank == 2 else ("size", "data_format"))
     fmt = data_format(ctx.spec)
     size = int_tuple(ctx.spec, "size", rank, 2)
-    if (ctx.get("interpolation", "nearest") if rank == 2 else "nearest") != "nearest":
-        raise ctx.unsupported("interpolation", ctx.get("interpolation"))
+    interpolation = ctx.get("interpolation", "nearest") if rank == 2 else "nearest"
     e = ctx.e
     n = e.logical(x)
+    if interpolation in _RESIZE_MODES:
+        # tf.image.resize with half-pixel centres, no antialiasing, to the multiplied size
+        scales = [1.0] * (rank + 2)
+        for axis, s in zip(_spatial_axes(fmt, rank), size, strict=True):
+            scales[axis] = float(s)
+        mode, extra = _RESIZE_MODES[interpolation]
+        scale = e.const(np.asarray(scales, np.float32), "scales")
+        y = e.op(
+            "Resize",
+            [n, "", scale],
+            "upsample",
+            mode=mode,
+            coordinate_transformation_mode="half_pixel",
+            **extra,
+        )
+        return Value(y, rank + 2, None, x.dtype)
+    if interpolation != "nearest":
+        raise ctx.unsupported("interpolation", interpolation)
     out = n
     for axis, s in zip(_spatial_axes(fmt, rank), size, strict=True):
         if s != 1:
@@ -121,6 +138,11 @@ def _upsampling(ctx: MapContext, x: Value, rank: int) -> Value:
             u = e.op("Unsqueeze", [out, e.ints([axis + 1], "axes")])
             out = _merge_axes(ctx, e.op("Tile", [u, e.ints(reps, "reps")]), axis, rank + 3)
     return Value(out, rank + 2, None, x.dtype)
+
+
+_RESIZE_MODES: dict[str, tuple[str, dict[str, Any]]] = {
+    "bilinear": ("linear", {}),
+}
 
 
 def _merge_axes(ctx: MapContext, n: str, axis: int, rank: int) -> str:
