@@ -97,6 +97,7 @@ class _Walk:
         self._weights: dict[tuple[int, str], LazyWeights] = {}
         self.inputs: list[Any] = []
         self.outputs: list[Any] = []
+        self.value_info: dict[str, Any] = {}
 
     def problem(self, path: str, class_name: str, error: BaseException | str) -> None:
         why = str(error)
@@ -342,6 +343,7 @@ class _Walk:
             values.append(value)
         for t, value in enumerate(values):
             env[TensorRef(layer.name, node.index, t)] = value
+            self._value_info(value, out_shapes[t] if t < len(out_shapes) else None)
         if (
             rule is not None
             and rule.produce is not None
@@ -352,6 +354,21 @@ class _Walk:
                 if m is not None:
                     masks[TensorRef(layer.name, node.index, t)] = m
         self.e.scope = ""
+
+    def _value_info(self, value: Value, shape: Any) -> None:
+        """Record a layer output's static shape (in its stored layout) for viewers and checkers."""
+        if not value.name or value.name in self.value_info or shape is None or value.rank != len(shape):
+            return
+        dims = list(shape) if value.is_logical else [shape[a] for a in value.perm]  # type: ignore[union-attr]
+        named = [d if isinstance(d, int) else None for d in dims]
+        if value.is_logical or value.perm[0] == 0:  # type: ignore[index]
+            named = ["batch" if i == (0 if value.is_logical else value.perm.index(0)) and d is None else d  # type: ignore[union-attr]
+                     for i, d in enumerate(named)]  # fmt: skip
+        if isinstance(self.batch, int):
+            named = [self.batch if d == "batch" else d for d in named]
+        self.value_info[value.name] = helper.make_tensor_value_info(
+            value.name, onnx_dtype(value.dtype), named
+        )
 
     def _round(self, value: Value, half: str) -> Value:
         """The tensor rounded to a half-precision dtype and back (a layer computing in float16)."""
@@ -407,8 +424,10 @@ def to_onnx(
     walk = _Walk(graph, None if batch == "dynamic" else batch, opset)
     walk.run()
     nodes = optimise(walk.e.nodes, set(walk.output_keys))
+    produced = {o for n in nodes for o in n.output} - set(walk.output_keys)
+    value_info = [v for name, v in walk.value_info.items() if name in produced]
     onnx_graph = helper.make_graph(
-        nodes, graph.name or "model", walk.inputs, walk.outputs, walk.e.initializers
+        nodes, graph.name or "model", walk.inputs, walk.outputs, walk.e.initializers, value_info=value_info
     )
     doc = f"Exported by modelgraph {__version__} from a Keras {graph.keras_version or '?'} {graph.format} model."
     if walk.dequantized:
