@@ -128,6 +128,8 @@ def _profile_report(profile: Any) -> ProfileReport:
 
 def _text_report(report: RunReport) -> str:
     lines: list[str] = [f"model: {report.model}"]
+    if report.backend != "numpy":
+        lines.append(f"backend: {report.backend}")
     lines.append("outputs:")
     rows = [
         [o.name, str(tuple(o.shape)), o.dtype, _fmt_num(o.min), _fmt_num(o.max), _fmt_num(o.mean)]

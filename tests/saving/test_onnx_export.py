@@ -225,3 +225,13 @@ def test_transpose_pass_cancels_inverse_pairs_and_composes_others():
     kept = cancel_transposes(nodes, {"y"})
     assert len(kept) == 1 and list(kept[0].attribute[0].ints) == [0, 2, 3, 1]
     assert list(kept[0].input) == ["x"] and list(kept[0].output) == ["y"]
+
+
+def test_config_only_model_asks_for_its_weights(tmp_path):
+    out = tmp_path / "m.onnx"
+    result = CliRunner().invoke(cli, ["export", str(SAMPLES / "k3" / "cnn.json"), "-o", str(out)])
+    assert result.exit_code == 2 and "--weights FILE" in result.output
+    ok = invoke(
+        "export", SAMPLES / "k3" / "cnn.json", "--weights", SAMPLES / "k3" / "cnn.weights.h5", "-o", out
+    )
+    assert ok.exit_code == 0 and out.exists()

@@ -31,6 +31,7 @@ from modelgraph.errors import (
     UnsupportedConfigError,
     UnsupportedError,
     UsageError,
+    WeightsError,
 )
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, keras_version_tuple, map_refs, tensor_refs
 from modelgraph.runner import dtypes as dt
@@ -98,6 +99,7 @@ class _Walk:
         self.inputs: list[Any] = []
         self.outputs: list[Any] = []
         self.value_info: dict[str, Any] = {}
+        self.missing_weights = False
 
     def problem(self, path: str, class_name: str, error: BaseException | str) -> None:
         why = str(error)
@@ -261,6 +263,7 @@ class _Walk:
             self._map_node(graph, shapes, layer, node, path, key, env, masks)
             return True
         except ModelGraphError as exc:
+            self.missing_weights |= isinstance(exc, WeightsError)
             self.problem(path, layer.class_name, exc)
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             self.problem(path, layer.class_name, f"{type(exc).__name__}: {exc}")
@@ -422,7 +425,15 @@ def to_onnx(
     if batch is not None and batch != "dynamic" and (not isinstance(batch, int) or batch < 1):
         raise UsageError(f"batch must be a positive integer or 'dynamic', got {batch!r}")
     walk = _Walk(graph, None if batch == "dynamic" else batch, opset)
-    walk.run()
+    try:
+        walk.run()
+    except ExportRefusedError:
+        if walk.missing_weights and not graph.has_weights:
+            raise UsageError(
+                f"'{graph.source or graph.name}' holds no weights (a config-only model): give its weights "
+                "file (--weights FILE; modelgraph.load(path, weights=...) in Python)"
+            ) from None
+        raise
     nodes = optimise(walk.e.nodes, set(walk.output_keys))
     produced = {o for n in nodes for o in n.output} - set(walk.output_keys)
     value_info = [v for name, v in walk.value_info.items() if name in produced]
