@@ -58,6 +58,10 @@ class UnmappedLayerError(UnsupportedError):
         super().__init__(f"no ONNX mapping for layer class '{key}'")
 
 
+class ExportCheckError(UnsupportedError):
+    """The exported model does not pass ``onnx.checker`` (a config whose shapes do not add up)."""
+
+
 class ExportRefusedError(UnsupportedError):
     """Layers the exporter cannot map; ``problems`` names every one."""
 
@@ -150,12 +154,14 @@ class _Walk:
                 helper.make_node("Identity", [src], [key], name=self.e.unique(f"{key}/output"))
             )
             shape = shapes.shape(ref)
-            dims = None
-            if shape is not None:
-                dims = [
-                    _batch_dim(self.batch, key) if i == 0 else (d if d is not None else f"{key}_dim{i}")
-                    for i, d in enumerate(shape)
-                ]
+            if shape is None and value.rank is not None:
+                shape = (None,) * value.rank
+            if shape is None:
+                raise UnsupportedConfigError("Model", "output rank", "unknown", key)
+            dims = [
+                _batch_dim(self.batch, key) if i == 0 else (d if d is not None else f"{key}_dim{i}")
+                for i, d in enumerate(shape)
+            ]
             self.outputs.append(helper.make_tensor_value_info(key, onnx_dtype(value.dtype), dims))
 
     # --- nodes -----------------------------------------------------------------------------------
@@ -460,7 +466,11 @@ def to_onnx(
         props["dequantized_layers"] = ",".join(walk.dequantized)
     helper.set_model_props(model, props)
     if check:
-        onnx.checker.check_model(model, full_check=True)
+        try:
+            onnx.checker.check_model(model, full_check=True)
+        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ExportCheckError(f"the exported model fails onnx.checker (full check): {first}") from exc
     return ExportResult(model, list(graph.input_names), list(walk.output_keys), walk.dequantized, walk.notes)
 
 
