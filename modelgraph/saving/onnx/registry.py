@@ -15,7 +15,7 @@ as recorded (the interpreter's ``training=``/``mask=None`` dropping applies). It
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -68,7 +68,6 @@ class MapContext:
     e: Emitter
     in_shapes: Sequence[Shape | None] = ()
     out_shapes: Sequence[Shape | None] = ()
-    notes: list[str] = field(default_factory=list)
 
     # config helpers (the kernels' own)
     @property

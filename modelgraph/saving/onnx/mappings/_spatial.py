@@ -40,8 +40,6 @@ def window_pads(
     if mode == "causal":
         return [(k - 1) * d for k, d in zip(kernel, dilation, strict=True)] + [0] * rank, None
     if sizes is None or any(s is None for s in sizes):
-        if any(d != 1 for d in dilation):
-            return None, "SAME_UPPER"
         return None, "SAME_UPPER"
     pairs = [same_pads(n, k, s, d) for n, k, s, d in zip(sizes, kernel, strides, dilation, strict=True)]  # type: ignore[arg-type]
     return [a for a, _ in pairs] + [b for _, b in pairs], None

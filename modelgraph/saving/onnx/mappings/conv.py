@@ -66,10 +66,15 @@ def emit_conv(
     mode: str,
     fmt: str,
     hint: str = "conv",
+    sizes: tuple[int | None, ...] | None = None,
 ) -> Value:
+    """A Conv on ``x`` taken channels-first; ``sizes`` (the input's spatial sizes, for explicit
+    ``same`` pads) default to the node's input shape."""
     perm = channels_first_perm(fmt, rank)
     xin = ctx.e.in_layout(x, perm)
-    pads, auto_pad = window_pads(mode, spatial_sizes(ctx, fmt), weight.shape[2:], strides, dilation)
+    if sizes is None:
+        sizes = spatial_sizes(ctx, fmt)
+    pads, auto_pad = window_pads(mode, sizes, weight.shape[2:], strides, dilation)
     inputs = [xin, ctx.const(weight, "kernel")]
     if bias is not None:
         inputs.append(ctx.const(bias, "bias"))
@@ -165,24 +170,8 @@ def _separable(ctx: MapContext, x: Value, rank: int) -> Value:
                     dilation, mode, fmt, "depthwise")  # fmt: skip
     filters = pointwise.shape[-1]
     pw = pointwise.reshape((1,) * rank + (-1, filters))
-    ctx_in = ctx.in_shapes
-    ctx.in_shapes = []  # the pointwise conv is 1x1 valid: sizes not needed
-    try:
-        y = emit_conv(
-            ctx,
-            mid,
-            rank,
-            onnx_kernel(pw),
-            _bias(ctx),
-            1,
-            (1,) * rank,
-            (1,) * rank,
-            "valid",
-            fmt,
-            "pointwise",
-        )
-    finally:
-        ctx.in_shapes = ctx_in
+    ones = (1,) * rank
+    y = emit_conv(ctx, mid, rank, onnx_kernel(pw), _bias(ctx), 1, ones, ones, "valid", fmt, "pointwise", ones)
     return activation_of(ctx, y)
 
 
