@@ -83,7 +83,8 @@ class Emitter:
         if array.dtype == np.float64:
             array = array.astype(np.float32)
         array = np.ascontiguousarray(array)
-        key = (array.dtype.str, array.shape, hashlib.sha256(memoryview(array).cast("B")).digest())
+        data = memoryview(array).cast("B") if array.size else b""
+        key = (array.dtype.str, array.shape, hashlib.sha256(data).digest())
         found = self._by_content.get(key)
         if found is not None:
             return found
