@@ -10,5 +10,6 @@ from modelgraph.saving.onnx.mappings import (  # noqa: F401  (imported for their
     pooling,
     preprocessing,
     recurrent,
+    resample,
     reshaping,
 )

@@ -112,22 +112,18 @@ def _upsampling(ctx: MapContext, x: Value, rank: int) -> Value:
     interpolation = ctx.get("interpolation", "nearest") if rank == 2 else "nearest"
     e = ctx.e
     n = e.logical(x)
-    if interpolation in _RESIZE_MODES:
-        # tf.image.resize with half-pixel centres, no antialiasing, to the multiplied size
-        scales = [1.0] * (rank + 2)
-        for axis, s in zip(_spatial_axes(fmt, rank), size, strict=True):
-            scales[axis] = float(s)
-        mode, extra = _RESIZE_MODES[interpolation]
-        scale = e.const(np.asarray(scales, np.float32), "scales")
-        y = e.op(
-            "Resize",
-            [n, "", scale],
-            "upsample",
-            mode=mode,
-            coordinate_transformation_mode="half_pixel",
-            **extra,
-        )
-        return Value(y, rank + 2, None, x.dtype)
+    if interpolation != "nearest" and rank == 2:
+        from modelgraph.saving.onnx.mappings.resample import resize_nhwc
+
+        shape = ctx.in_shapes[0] if ctx.in_shapes else None
+        if shape is None or any(not isinstance(d, int) for d in shape[1:]):
+            raise ctx.unsupported("input shape", shape)
+        # Keras resizes to the multiplied size with tf.image.resize (no antialiasing).
+        nhwc = n if fmt == "channels_last" else e.op("Transpose", [n], perm=[0, 2, 3, 1])
+        h, w = (shape[1], shape[2]) if fmt == "channels_last" else (shape[2], shape[3])
+        y = resize_nhwc(ctx, nhwc, h, w, h * size[0], w * size[1], interpolation, False)
+        y = y if fmt == "channels_last" else e.op("Transpose", [y], perm=[0, 3, 1, 2])
+        return Value(y, 4, None, "float32")
     if interpolation != "nearest":
         raise ctx.unsupported("interpolation", interpolation)
     out = n
@@ -138,11 +134,6 @@ def _upsampling(ctx: MapContext, x: Value, rank: int) -> Value:
             u = e.op("Unsqueeze", [out, e.ints([axis + 1], "axes")])
             out = _merge_axes(ctx, e.op("Tile", [u, e.ints(reps, "reps")]), axis, rank + 3)
     return Value(out, rank + 2, None, x.dtype)
-
-
-_RESIZE_MODES: dict[str, tuple[str, dict[str, Any]]] = {
-    "bilinear": ("linear", {}),
-}
 
 
 def _merge_axes(ctx: MapContext, n: str, axis: int, rank: int) -> str:
