@@ -289,6 +289,9 @@ class Runner:
     or option) unless ``strict=False``; :meth:`check` lists every problem at once. With ``fuse``
     (the default) Conv/Dense -> BatchNormalization -> ReLU chains run as one kernel
     (:mod:`modelgraph.runner.fusion`); a run that asks for intermediates uses the unfused plan.
+    ``backend="onnxruntime"`` runs the model exported to ONNX in memory on onnxruntime instead of the
+    plan (the same feeds, casts, outputs and batching; no intermediates or profile); ``"auto"`` does
+    so when onnxruntime is installed and the model exports (:mod:`modelgraph.runner.backends`).
     """
 
     def __init__(
