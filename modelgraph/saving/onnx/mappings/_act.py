@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from modelgraph.errors import UnsupportedConfigError
 from modelgraph.runner.activations import activation_name
 from modelgraph.saving.onnx.emitter import Emitter, Value
@@ -17,7 +19,7 @@ _SELU_SCALE = 1.0507009873554805
 
 
 def _f(e: Emitter, value: float) -> str:
-    return e.const(__import__("numpy").float32(value), "c")
+    return e.const(np.float32(value), "c")
 
 
 def elementwise(e: Emitter, name: str, x: str, keras_major: int) -> str | None:
@@ -104,10 +106,32 @@ def _halves(e: Emitter, x: str) -> list[str]:
     return e.op("Split", [x, e.op("Concat", [half, half], axis=0)], "glu", outputs=2, axis=-1)
 
 
+def _sparsemax(e: Emitter, x: str, size: int) -> str:
+    """Keras 3's sparsemax over the last axis (its threshold: (sum of the cumulative sums over the
+    support - 1) / k, see modelgraph.runner.activations.sparsemax)."""
+    z = e.op("TopK", [x, e.ints([size], "k")], "sparsemax", outputs=2, axis=-1, largest=1, sorted=1)[0]
+    cumsum = e.op("CumSum", [z, e.ints(-1, "axis")])
+    r = e.const(np.arange(1, size + 1, dtype=np.float32), "r")
+    support = e.op(
+        "Greater", [e.op("Sub", [z, e.op("Div", [e.op("Sub", [cumsum, _f(e, 1.0)]), r])]), _f(e, 0.0)]
+    )
+    k = e.reduce("ReduceSum", e.cast(support, "float32"), [-1], 1)
+    picked = e.reduce("ReduceSum", e.op("Where", [support, cumsum, _f(e, 0.0)]), [-1], 1)
+    tau = e.op("Div", [e.op("Sub", [picked, _f(e, 1.0)]), k])
+    return e.op("Relu", [e.op("Sub", [x, tau])], "sparsemax")
+
+
 def apply(
-    e: Emitter, value: Any, x: Value, keras_version: tuple[int, int, int], class_name: str, layer: str
+    e: Emitter,
+    value: Any,
+    x: Value,
+    keras_version: tuple[int, int, int],
+    class_name: str,
+    layer: str,
+    last_size: int | None = None,
 ) -> Value:
-    """The Keras activation named by a config value applied to ``x`` (a Value)."""
+    """The Keras activation named by a config value applied to ``x`` (a Value); ``last_size`` (the
+    static size of the last axis) is needed by sparsemax only."""
     name = activation_name(value)
     if name is None:
         raise UnsupportedConfigError(class_name, "activation", value, layer)
@@ -119,6 +143,8 @@ def apply(
         return Value(e.op("Softmax", [logical], name, axis=-1), x.rank)
     if name == "log_softmax":
         return Value(e.op("LogSoftmax", [logical], name, axis=-1), x.rank)
+    if name == "sparsemax" and last_size is not None:
+        return Value(_sparsemax(e, logical, last_size), x.rank)
     if name == "glu":
         a, b = (
             e.op("Split", [logical], name, outputs=2, axis=-1, num_outputs=2)

@@ -23,7 +23,9 @@ def as_float(ctx: MapContext, x: Value) -> Value:
 
 
 def activation_of(ctx: MapContext, x: Value, key: str = "activation") -> Value:
-    return _act.apply(ctx.e, ctx.get(key), x, ctx.spec.keras_version, ctx.class_name, ctx.spec.name)
+    shape = ctx.out_shapes[0] if ctx.out_shapes else None
+    last = shape[-1] if shape and isinstance(shape[-1], int) else None
+    return _act.apply(ctx.e, ctx.get(key), x, ctx.spec.keras_version, ctx.class_name, ctx.spec.name, last)
 
 
 def matmul_bias(ctx: MapContext, x: str, kernel: np.ndarray, bias: np.ndarray | None) -> str:
