@@ -73,22 +73,22 @@ class ExportRefusedError(UnsupportedError):
 
 @dataclass
 class ExportResult:
-    """What an export produced: the model and the notes written into its metadata."""
+    """What an export produced: the model, its input and output names, the dequantized layers."""
 
     model: Any
     input_names: list[str]
     output_names: list[str]
     dequantized: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
 
-def _batch_dim(batch: int | str | None, name: str) -> int | str:
-    if isinstance(batch, int):
-        return batch
-    return "batch"
+def _batch_dim(batch: int | str | None) -> int | str:
+    """The batch dimension of every input and output: fixed, or the symbol ``batch``."""
+    return batch if isinstance(batch, int) else "batch"
 
 
 class _Walk:
+    """One export: the walk over the graph's nodes, its problems and the pieces of the ONNX graph."""
+
     def __init__(self, graph: ModelGraph, batch: int | str | None, opset: int) -> None:
         self.graph = graph
         self.batch = batch
@@ -98,7 +98,6 @@ class _Walk:
         self.e = Emitter(reserved=set(graph.input_names) | set(self.output_keys), opset=opset)
         self.problems: list[tuple[str, str, str]] = []
         self.dequantized: list[str] = []
-        self.notes: list[str] = []
         self._weights: dict[tuple[int, str], LazyWeights] = {}
         self.inputs: list[Any] = []
         self.outputs: list[Any] = []
@@ -128,7 +127,7 @@ class _Walk:
                 dtype = "float32"
             if not isinstance(shape, (list, tuple)):
                 raise UnsupportedConfigError(layer.class_name, "batch_shape", shape, ref.layer)
-            dims: list[int | str] = [_batch_dim(self.batch, ref.layer)]
+            dims: list[int | str] = [_batch_dim(self.batch)]
             for i, d in enumerate(shape[1:], start=1):
                 dims.append(int(d) if isinstance(d, int) else f"{ref.layer}_dim{i}")
             specs.append((ref, dims, dtype))
@@ -159,7 +158,7 @@ class _Walk:
             if shape is None:
                 raise UnsupportedConfigError("Model", "output rank", "unknown", key)
             dims = [
-                _batch_dim(self.batch, key) if i == 0 else (d if d is not None else f"{key}_dim{i}")
+                _batch_dim(self.batch) if i == 0 else (d if d is not None else f"{key}_dim{i}")
                 for i, d in enumerate(shape)
             ]
             self.outputs.append(helper.make_tensor_value_info(key, onnx_dtype(value.dtype), dims))
@@ -471,7 +470,7 @@ def to_onnx(
         except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ExportCheckError(f"the exported model fails onnx.checker (full check): {first}") from exc
-    return ExportResult(model, list(graph.input_names), list(walk.output_keys), walk.dequantized, walk.notes)
+    return ExportResult(model, list(graph.input_names), list(walk.output_keys), walk.dequantized)
 
 
 def export_onnx(
