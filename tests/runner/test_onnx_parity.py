@@ -62,3 +62,34 @@ def test_onnx_export_matches_keras_and_numpy(stem, variant, model, weights, rebu
     against_numpy = compare_results(got, reference, onnx_runner.output_keys, atol=atol, rtol=rtol)
     bad = [t for t in against_numpy.tensors if not t.passed]
     assert not bad, "vs NumPy: " + "; ".join(f"{t.name}: max abs {t.max_abs:.3e}, {t.note}" for t in bad)
+
+
+def _all_containers() -> list:
+    from .._samples import golden_model_files
+
+    firsts = {c.values[2] for c in _cases()}
+    cases = []
+    for name, model in golden_model_files():
+        config_only = model.endswith(".json") and not model.startswith("tfjs/")
+        if model not in firsts and not config_only:
+            cases.append(pytest.param(name, model, id=model))
+    return cases
+
+
+@pytest.mark.parametrize(("golden_name", "model"), _all_containers())
+def test_every_other_container_runs_on_onnxruntime_like_numpy(golden_name, model):
+    """The other containers of each sample (legacy .h5, TF.js with float16 and uint8-quantized
+    weights, ...) export too, and onnxruntime gives the NumPy runner's outputs on the golden inputs."""
+    graph = load(SAMPLES / model)
+    if not graph.has_weights:
+        pytest.skip("config-only file (its weights file is paired with it in the parity test)")
+    golden = _load_golden(golden_name[: -len(".json")])
+    feeds = {k[len("input/") :]: v for k, v in golden.items() if k.startswith("input/")}
+    atol, rtol, _reason = TOLERANCE.get(golden_name[: -len(".json")], (ATOL, RTOL, ""))
+    onnx_runner = Runner(graph, backend="onnxruntime")
+    got = onnx_runner.run(feeds)
+    want = Runner(graph).run(feeds)
+    reference = {f"output/{i}": want[k] for i, k in enumerate(onnx_runner.output_keys)}
+    comparison = compare_results(got, reference, onnx_runner.output_keys, atol=atol, rtol=rtol)
+    bad = [t for t in comparison.tensors if not t.passed]
+    assert not bad, "; ".join(f"{t.name}: max abs {t.max_abs:.3e}, {t.note}" for t in bad)
