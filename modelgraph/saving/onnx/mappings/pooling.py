@@ -65,6 +65,13 @@ def _global(ctx: MapContext, x: Value, rank: int, kind: str, mask: Any = None) -
         return Value(e.reduce(op, x.name, logical_axes, keep, "global_pool"), rank + 2 if keep else 2)
     perm = x.perm
     assert perm is not None
+    if perm == channels_first_perm("channels_last", rank):
+        # stored channels-first, as after a convolution: ONNX's global pooling (which onnxruntime
+        # runs in its blocked layout), then (N, C) or the kept (N, C, 1...) in the same layout
+        pooled = e.op("GlobalMaxPool" if kind == "max" else "GlobalAveragePool", [x.name], "global_pool")
+        if keep:
+            return Value(pooled, rank + 2, perm)
+        return Value(e.op("Flatten", [pooled], "global_pool", axis=1), 2)
     stored_axes = sorted(perm.index(a) for a in logical_axes)
     y = e.reduce(op, x.name, stored_axes, keep, "global_pool")
     if keep:
