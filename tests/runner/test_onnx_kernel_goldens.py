@@ -3,8 +3,8 @@
 samples/kernels/{conv,core,ops,rnn}/*.npz each hold one layer call (config, weights, inputs, Keras's
 outputs). Each is exported as a one-node ONNX model (``layer_model``), run by onnxruntime and
 compared with Keras's outputs at the kernels' own tolerance. A golden whose class has no mapping,
-or whose options the exporter refuses, is skipped with the reason (the export refuses such models
-by name); every mapped call must match.
+or whose options the exporter refuses, would be skipped with the reason (the export refuses such
+models by name); today every one maps, and every mapped call must match.
 """
 
 from __future__ import annotations

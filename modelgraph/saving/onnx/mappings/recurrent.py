@@ -396,3 +396,146 @@ def time_distributed(ctx: MapContext, x: Value, mask: Any = None) -> Any:
         else e.op("Slice", [e.op("Shape", [y]), e.ints([1], "s"), e.ints([_INT64_MAX], "e")])
     )
     return Value(e.op("Reshape", [y, e.op("Concat", [lead, rest], axis=0)], "unfold"), len(out_shape))
+
+
+# --- ConvLSTM ---------------------------------------------------------------------------------
+
+
+def _conv_lstm(ctx: MapContext, rank: int, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    """ConvLSTM1D/2D/3D unrolled over its (static) time steps, channels-first inside: the input
+    convolution of every step at once (time folded into the batch), then per step the recurrent
+    'same' convolution of h, Keras's LSTM gates ``[i, f, c, o]`` on the channel axis, the mask."""
+    from modelgraph.runner.activations import activation_name
+    from modelgraph.runner.kernels._conv_utils import same_pads
+    from modelgraph.saving.onnx.mappings import _act
+    from modelgraph.saving.onnx.mappings.conv import onnx_kernel
+
+    if ctx.flag("time_major"):
+        raise ctx.unsupported("time_major", True)
+    ctx.flag("stateful")
+    return_sequences, return_state = ctx.flag("return_sequences"), ctx.flag("return_state")
+    go_backwards, zero_output = ctx.flag("go_backwards"), ctx.flag("zero_output_for_mask")
+    filters = ctx.get("filters")
+    if not isinstance(filters, int) or filters <= 0:
+        raise ctx.unsupported("filters", filters)
+    fmt = ctx.get("data_format") or "channels_last"
+    if fmt not in ("channels_last", "channels_first"):
+        raise ctx.unsupported("data_format", fmt)
+    padding = ctx.get("padding", "valid")
+    if padding not in ("valid", "same"):
+        raise ctx.unsupported("padding", padding)
+    strides = _ints(ctx, "strides", rank)
+    dilation = _ints(ctx, "dilation_rate", rank)
+    keras_major = ctx.spec.keras_version[0]
+    act_name = activation_name(ctx.get("activation", "tanh"))
+    rec_default = "hard_sigmoid" if ctx.spec.keras_version < (2, 3, 0) else "sigmoid"
+    rec_name = activation_name(ctx.get("recurrent_activation", ctx.get("inner_activation", rec_default)))
+    x, given, mask = _parse_call(ctx, args, kwargs)
+    shape = ctx.in_shapes[0] if ctx.in_shapes else None
+    out_shape = ctx.out_shapes[0] if ctx.out_shapes else None
+    if shape is None or out_shape is None or any(not isinstance(d, int) for d in shape[1:]):
+        raise ctx.unsupported("input shape", shape)
+    steps = shape[1]
+    sizes = list(shape[2:-1] if fmt == "channels_last" else shape[3:])
+    out_sizes = list(out_shape[-rank - 1 : -1] if fmt == "channels_last" else out_shape[-rank:])
+    e = ctx.e
+    kernel = ctx.weight("kernel")
+    recurrent = ctx.weight("recurrent_kernel")
+    bias = ctx.weight("bias") if ctx.flag("use_bias", True) else None
+
+    def act(name: str | None, n: str) -> str:
+        out = _act.elementwise(e, name or "", n, keras_major) if name else None
+        if out is None:
+            raise ctx.unsupported("activation", name)
+        return out
+
+    def conv(n: str, w: np.ndarray, b: np.ndarray | None, in_sizes: list[int], mode: str, st, dil) -> str:
+        ks = w.shape[:rank]
+        if mode == "same":
+            pairs = [same_pads(s, k, a, d) for s, k, a, d in zip(in_sizes, ks, st, dil, strict=True)]
+            pads = [p[0] for p in pairs] + [p[1] for p in pairs]
+        else:
+            pads = [0] * (2 * rank)
+        inputs = [n, ctx.const(onnx_kernel(w), "kernel")] + ([ctx.const(b, "bias")] if b is not None else [])
+        return e.op(
+            "Conv", inputs, "conv", kernel_shape=list(ks), strides=list(st), dilations=list(dil), pads=pads
+        )
+
+    to_first = (0, rank + 1, *range(1, rank + 1))  # (N, *sp, C) -> (N, C, *sp)
+    n = e.logical(x)
+    folded = e.op("Reshape", [n, e.ints([-1, *shape[2:]], "shape")], "fold")
+    if fmt == "channels_last":
+        folded = e.op("Transpose", [folded], perm=list(to_first))
+    projected = conv(folded, kernel, bias, sizes, padding, strides, dilation)  # (B*T, 4F, *out)
+    projected = e.op("Reshape", [projected, e.ints([-1, steps, 4 * filters, *out_sizes], "shape")])
+    ones = (1,) * rank
+
+    def state_in(v: Value) -> str:
+        s = e.logical(v)
+        return e.op("Transpose", [s], perm=list(to_first)) if fmt == "channels_last" else s
+
+    if given and len(given) != 2:
+        raise ValueError(f"{ctx.class_name} expects 2 initial states, got {len(given)}")
+    if given:
+        h, c = state_in(given[0]), state_in(given[1])
+    else:
+        like = e.op(
+            "Slice", [projected, e.ints([0, 0], "s"), e.ints([1, filters], "e"), e.ints([1, 2], "axes")]
+        )
+        h = c = e.op("Mul", [e.op("Squeeze", [like, e.ints([1], "axes")]), e.const(np.float32(0), "zero")])
+    zeros = e.op("Mul", [h, e.const(np.float32(0), "zero")])
+    keep_all = None
+    if mask is not None:
+        m = e.logical(mask)
+        m = m if mask.dtype == "bool" else e.cast(m, "bool")
+        keep_all = e.op("Unsqueeze", [m, e.ints(list(range(2, rank + 3)), "axes")])  # (B, T, 1, 1...)
+    previous = zeros
+    outputs = []
+    order = range(steps - 1, -1, -1) if go_backwards else range(steps)
+    for t in order:
+        xp = e.op("Squeeze", [e.op("Slice", [projected, e.ints([t], "s"), e.ints([t + 1], "e"), e.ints([1], "axes")]),
+                              e.ints([1], "axes")], f"step{t}")  # fmt: skip
+        z = e.op("Add", [xp, conv(h, recurrent, None, out_sizes, "same", ones, ones)])
+        zi, zf, zc, zo = e.op("Split", [z, e.ints([filters] * 4, "split")], "gates", outputs=4, axis=1)
+        new_c = e.op(
+            "Add", [e.op("Mul", [act(rec_name, zf), c]), e.op("Mul", [act(rec_name, zi), act(act_name, zc)])]
+        )
+        new_h = e.op("Mul", [act(rec_name, zo), act(act_name, new_c)])
+        out = new_h
+        if keep_all is not None:
+            keep = e.op("Squeeze", [e.op("Slice", [keep_all, e.ints([t], "s"), e.ints([t + 1], "e"), e.ints([1], "axes")]),
+                                    e.ints([1], "axes")])  # fmt: skip
+            new_h = e.op("Where", [keep, new_h, h])
+            new_c = e.op("Where", [keep, new_c, c])
+            out = e.op("Where", [keep, out, zeros if zero_output else previous])
+        previous = out
+        h, c = new_h, new_c
+        outputs.append(out)
+    state_perm = (0, *range(2, rank + 2), 1) if fmt == "channels_last" else None
+    seq_value: Value
+    if return_sequences:
+        stacked = e.op(
+            "Concat", [e.op("Unsqueeze", [o, e.ints([1], "axes")]) for o in outputs], "sequences", axis=1
+        )
+        seq_perm = (0, 1, rank + 2, *range(2, rank + 2)) if fmt == "channels_last" else None
+        seq_value = Value(stacked, rank + 3, seq_perm)
+    else:
+        seq_value = Value(previous, rank + 2, to_first if fmt == "channels_last" else None)
+    if not return_state:
+        return seq_value
+    stored = to_first if state_perm is not None else None
+    return seq_value, Value(h, rank + 2, stored), Value(c, rank + 2, stored)
+
+
+def _ints(ctx: MapContext, key: str, rank: int) -> tuple[int, ...]:
+    value = ctx.get(key, 1)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value,) * rank
+    if isinstance(value, (list, tuple)) and len(value) == rank and all(isinstance(v, int) for v in value):
+        return tuple(value)
+    raise ctx.unsupported(key, value)
+
+
+@register("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D")
+def conv_lstm(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
+    return _conv_lstm(ctx, int(ctx.class_name[-2]), args, kwargs)
