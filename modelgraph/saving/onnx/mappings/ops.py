@@ -828,3 +828,186 @@ def _tf_unstack(ctx: MapContext, p: dict[str, Any], x: Value) -> tuple[Value, ..
     return tuple(
         Value(e.op("Squeeze", [v.name, e.ints([axis], "axes")]), rank - 1, None, x.dtype) for v in parts
     )
+
+
+# --- the remaining Keras 3 ops ----------------------------------------------------------------------
+
+
+def _c(ctx: MapContext, v: float, dtype: str = "float32") -> str:
+    return ctx.e.const(np.asarray(v, dtype=dtype), "c")
+
+
+def _transpose(ctx: MapContext, x: Value, perm: list[int]) -> Value:
+    return _out(ctx.e.op("Transpose", [ctx.e.logical(x)], "transpose", perm=perm), ctx, x.dtype)
+
+
+@_op(["Celu"], {"alpha": 1.0})
+def _op_celu(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    return Value(ctx.e.op("Celu", [ctx.e.logical(x)], "celu", alpha=float(p["alpha"])), x.rank, None, x.dtype)
+
+
+@_op(["Glu"], {"axis": -1})
+def _op_glu(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    shape = ctx.in_shapes[0] if ctx.in_shapes else None
+    rank = _rank_of(ctx, x)
+    axis = int(p["axis"]) % rank
+    if shape is None or not isinstance(shape[axis], int):
+        raise ctx.unsupported("axis of unknown size", p["axis"])
+    a, b = _split_sizes(ctx, x, [shape[axis] // 2] * 2, axis)
+    return Value(ctx.e.op("Mul", [a.name, ctx.e.op("Sigmoid", [b.name])], "glu"), rank, None, x.dtype)
+
+
+@_op(["SoftShrink", "HardShrink"], {"threshold": 0.5})
+def _op_shrink(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    t = float(p["threshold"])
+    bias = t if ctx.class_name == "SoftShrink" else 0.0
+    return Value(ctx.e.op("Shrink", [ctx.e.logical(x)], "shrink", lambd=t, bias=bias), x.rank, None, x.dtype)
+
+
+@_op(["Squareplus"], {"b": 4})
+def _op_squareplus(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    e = ctx.e
+    n = e.logical(x)
+    root = e.op("Sqrt", [e.op("Add", [e.op("Mul", [n, n]), _c(ctx, p["b"])])])
+    return Value(e.op("Div", [e.op("Add", [n, root]), _c(ctx, 2.0)], "squareplus"), x.rank, None, x.dtype)
+
+
+@_op(["Normalize"], {"axis": -1, "order": 2, "epsilon": None})
+def _op_normalize(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    if p["order"] != 2:
+        raise ctx.unsupported("order", p["order"])
+    eps = 1e-12 if p["epsilon"] is None else float(p["epsilon"])
+    e = ctx.e
+    n = e.logical(x)
+    axes = [int(a) for a in (p["axis"] if isinstance(p["axis"], (list, tuple)) else [p["axis"]])]
+    sq = e.reduce("ReduceSum", e.op("Mul", [n, n]), axes, 1)
+    return Value(
+        e.op("Div", [n, e.op("Sqrt", [e.op("Max", [sq, _c(ctx, eps)])])], "normalize"), x.rank, None, x.dtype
+    )
+
+
+@_op(["Moveaxis"], {"source": _NO_DEFAULT, "destination": _NO_DEFAULT})
+def _op_moveaxis(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    rank = _rank_of(ctx, x)
+    src = [int(a) % rank for a in (p["source"] if isinstance(p["source"], (list, tuple)) else [p["source"]])]
+    dst = [
+        int(a) % rank
+        for a in (p["destination"] if isinstance(p["destination"], (list, tuple)) else [p["destination"]])
+    ]
+    perm = [a for a in range(rank) if a not in src]
+    for d, s in sorted(zip(dst, src, strict=True)):
+        perm.insert(d, s)
+    return _transpose(ctx, x, perm)
+
+
+@_op(["Swapaxes"], {"axis1": _NO_DEFAULT, "axis2": _NO_DEFAULT})
+def _op_swapaxes(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    rank = _rank_of(ctx, x)
+    perm = list(range(rank))
+    a, b = int(p["axis1"]) % rank, int(p["axis2"]) % rank
+    perm[a], perm[b] = perm[b], perm[a]
+    return _transpose(ctx, x, perm)
+
+
+@_op(["Triu", "Tril"], {"k": 0})
+def _op_tri(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    e = ctx.e
+    y = e.op(
+        "Trilu", [e.logical(x), e.ints(int(p["k"]), "k")], "trilu", upper=1 if ctx.class_name == "Triu" else 0
+    )
+    return Value(y, x.rank, None, x.dtype)
+
+
+@_op(["ZerosLike", "OnesLike"], {"dtype": None})
+def _op_fill_like(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    dtype = x.dtype if p["dtype"] is None else str(_dtype(ctx.spec, "dtype", p["dtype"]))
+    value = np.asarray([0 if ctx.class_name == "ZerosLike" else 1], dtype=dtype)
+    e = ctx.e
+    from onnx import numpy_helper
+
+    y = e.op("ConstantOfShape", [e.op("Shape", [e.logical(x)])], "fill", value=numpy_helper.from_array(value))
+    return Value(y, x.rank, None, dtype)
+
+
+_op(["StopGradient"])(lambda ctx, p, x: x)
+
+
+@_op(["Round"], {"decimals": 0})
+def _op_round(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    e = ctx.e
+    n = e.logical(x)
+    if p["decimals"] == 0:
+        return Value(e.op("Round", [n], "round"), x.rank, None, x.dtype)
+    scale = _c(ctx, 10.0 ** int(p["decimals"]), x.dtype if x.dtype.startswith("float") else "float32")
+    return Value(
+        e.op("Div", [e.op("Round", [e.op("Mul", [n, scale])]), scale], "round"), x.rank, None, x.dtype
+    )
+
+
+@_op(["Unstack"], {"num": None, "axis": 0})
+def _op_unstack(ctx: MapContext, p: dict[str, Any], x: Value) -> tuple[Value, ...]:
+    return _tf_unstack(ctx, p, x)
+
+
+@_op(["Repeat"], {"repeats": _NO_DEFAULT, "axis": None})
+def _op_repeat(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    repeats = p["repeats"]
+    if p["axis"] is None or not isinstance(repeats, int):
+        raise ctx.unsupported("repeats/axis", [repeats, p["axis"]])
+    rank = _rank_of(ctx, x)
+    axis = int(p["axis"]) % rank
+    shape = ctx.in_shapes[0] if ctx.in_shapes else None
+    if shape is None or any(not isinstance(d, int) for d in shape[1:]):
+        raise ctx.unsupported("input shape", shape)
+    e = ctx.e
+    u = e.op("Unsqueeze", [e.logical(x), e.ints([axis + 1], "axes")])
+    reps = [1] * (rank + 1)
+    reps[axis + 1] = repeats
+    tiled = e.op("Tile", [u, e.ints(reps, "repeats")])
+    target = [-1 if i == 0 else d for i, d in enumerate(shape)]
+    target[axis] = shape[axis] * repeats if axis else -1
+    if axis == 0:
+        target = [-1, *shape[1:]]
+    return _out(e.op("Reshape", [tiled, e.ints(target, "shape")], "repeat"), ctx, x.dtype)
+
+
+@_op(["Tensordot"], {"axes": 2})
+def _op_tensordot(ctx: MapContext, p: dict[str, Any], a: Any, b: Any) -> Value:
+    ra, rb = _rank_of(ctx, a, 0), _rank_of(ctx, b, 1)
+    axes = p["axes"]
+    if isinstance(axes, int):
+        pa, pb = list(range(ra - axes, ra)), list(range(axes))
+    else:
+        pa = [int(v) % ra for v in (axes[0] if isinstance(axes[0], (list, tuple)) else [axes[0]])]
+        pb = [int(v) % rb for v in (axes[1] if isinstance(axes[1], (list, tuple)) else [axes[1]])]
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    la, lb = list(letters[:ra]), list(letters[ra : ra + rb])
+    for i, j in zip(pa, pb, strict=True):
+        lb[j] = la[i]
+    out = [c for i, c in enumerate(la) if i not in pa] + [c for j, c in enumerate(lb) if j not in pb]
+    dtype = _tensor_dtype([a, b])
+    eq = f"{''.join(la)},{''.join(lb)}->{''.join(out)}"
+    return _out(
+        ctx.e.op("Einsum", [operand(ctx, a, dtype), operand(ctx, b, dtype)], "tensordot", equation=eq),
+        ctx,
+        dtype,
+    )
+
+
+@_op(["SaturateCast"], {"dtype": None, "sparse": None, "ragged": None})
+def _op_saturate_cast(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    if p["dtype"] is None:
+        return x
+    dtype = _dtype(ctx.spec, "dtype", p["dtype"])
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        src = x.dtype if x.dtype.startswith("float") else "float64"
+        n = ctx.e.logical(x) if x.dtype.startswith("float") else ctx.e.cast(ctx.e.logical(x), src)
+        x = Value(ctx.e.op("Clip", [n, _c(ctx, info.min, src), _c(ctx, info.max, src)]), x.rank, None, src)
+    return cast(ctx, x, dtype)
+
+
+@_tf(["linalg.matrix_transpose", "linalg.adjoint"], {"conjugate": False})
+def _tf_matrix_transpose(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+    rank = _rank_of(ctx, x)
+    return _transpose(ctx, x, [*range(rank - 2), rank - 1, rank - 2])
