@@ -235,3 +235,11 @@ def test_config_only_model_asks_for_its_weights(tmp_path):
         "export", SAMPLES / "k3" / "cnn.json", "--weights", SAMPLES / "k3" / "cnn.weights.h5", "-o", out
     )
     assert ok.exit_code == 0 and out.exists()
+
+
+def test_python_run_with_backend():
+    import modelgraph
+
+    g = golden("k3_cnn")
+    out = modelgraph.run(CNN, g["input/img"], backend="onnxruntime")
+    np.testing.assert_allclose(out["probs"], g["output/0"], atol=1e-5, rtol=1e-4)
