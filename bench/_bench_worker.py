@@ -2,11 +2,13 @@
 
 Started by ``bench_runner.py`` with ``sys.executable``; not meant to be run by hand. Usage::
 
-    python _bench_worker.py ENGINE MODEL_PATH --size 224    # ENGINE: modelgraph | keras | onnxruntime
+    python _bench_worker.py ENGINE MODEL_PATH --size 224    # ENGINE: modelgraph | modelgraph-ort | keras | onnxruntime
     python _bench_worker.py sgemm                           # prints NumPy's float32 matmul peak, exits
 
-A worker imports only its own engine (modelgraph: NumPy + modelgraph; keras: Keras + TensorFlow;
-onnxruntime: onnxruntime), so no other runtime's thread pool competes with it for the cores. It loads
+A worker imports only its own engine (modelgraph: NumPy + modelgraph; modelgraph-ort: modelgraph's
+``Runner(graph, backend="onnxruntime")``, i.e. ``modelgraph run --backend onnxruntime``: modelgraph's
+own ONNX export run by onnxruntime, no TensorFlow; keras: Keras + TensorFlow; onnxruntime:
+onnxruntime on Keras's own ONNX export), so no other runtime's thread pool competes with it for the cores. It loads
 the model once, writes one JSON line ``{"ready": ...}`` and then answers one JSON line per request
 line on stdin:
 
@@ -16,6 +18,8 @@ line on stdin:
 ``{"cmd": "macs"}``                           (modelgraph) multiply-accumulates per image
 ``{"cmd": "breakdown", "batch": b}``          (modelgraph) ``{"classes": [[class, seconds, fraction]]}``
 ``{"cmd": "memory", "batch": b}``             (modelgraph) tracemalloc peak vs weights + live activations
+``{"cmd": "export", "path": p}``              (modelgraph-ort) ``modelgraph export``'s work, timed:
+                                              load the .keras file, build, check and write the ONNX file
 ``{"cmd": "quit"}``
 
 The input of batch ``b`` is always ``np.random.default_rng(b).standard_normal((b, size, size, 3))``
@@ -42,10 +46,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-ENGINES = ("modelgraph", "keras", "onnxruntime")
+ENGINES = ("modelgraph", "modelgraph-ort", "keras", "onnxruntime")
 # Runtimes a worker must not have imported (checked after loading and reported in "ready").
 FORBIDDEN = {
     "modelgraph": ("tensorflow", "keras", "onnxruntime"),
+    "modelgraph-ort": ("tensorflow", "keras"),
     "keras": ("onnxruntime",),
     "onnxruntime": ("tensorflow", "keras"),
 }
@@ -174,6 +179,19 @@ def class_breakdown(runner: Any, x: np.ndarray, repeat: int = 2) -> list[tuple[s
     return sorted(((k, v, v / total) for k, v in by_class.items()), key=lambda r: -r[1])
 
 
+def timed_export(model_path: Path, out: Path) -> dict[str, float]:
+    """What ``modelgraph export MODEL -o out`` does (load, map, full onnx.checker, write), timed."""
+    from modelgraph.loading import load
+    from modelgraph.saving.onnx import export_onnx
+
+    t0 = time.perf_counter()
+    graph = load(model_path)
+    t1 = time.perf_counter()
+    export_onnx(graph, out)
+    t2 = time.perf_counter()
+    return {"load_seconds": t1 - t0, "export_seconds": t2 - t1, "total_seconds": t2 - t0}
+
+
 class Engine:
     """One loaded model behind ``run(x) -> first output``; ``info`` goes into the ready message."""
 
@@ -189,6 +207,17 @@ class Engine:
             self.runner = Runner(load(model_path))
             out_key = self.runner.output_keys[0]
             self._run: Callable[[np.ndarray], np.ndarray] = lambda x: self.runner.run(x)[out_key]
+        elif engine == "modelgraph-ort":
+            from modelgraph.loading import load
+            from modelgraph.runner.interpreter import Runner
+
+            self.runner = Runner(load(model_path), backend="onnxruntime")
+            session = self.runner.backend_session
+            assert session is not None
+            self.info["export_seconds"] = session.export_seconds
+            self.info["session_seconds"] = session.load_seconds
+            out_key = self.runner.output_keys[0]
+            self._run = lambda x: self.runner.run(x)[out_key]
         elif engine == "keras":
             import keras
 
@@ -258,6 +287,8 @@ def serve(engine: Engine, size: int, warmup: int, proto_out: Any) -> None:
                 reply({"classes": class_breakdown(engine.runner, x_of(req["batch"]))})
             elif cmd == "memory" and engine.name == "modelgraph":
                 reply({"memory": memory_check(engine.model_path, x_of(req["batch"]))})
+            elif cmd == "export" and engine.name == "modelgraph-ort":
+                reply(timed_export(engine.model_path, Path(req["path"])))
             else:
                 reply({"error": f"{engine.name} worker: unknown request {req!r}"})
         except Exception:

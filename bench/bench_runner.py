@@ -1,4 +1,5 @@
-"""Benchmark the NumPy runner against Keras 3 (TensorFlow) and onnxruntime on the same models.
+"""Benchmark the NumPy runner and ``run --backend onnxruntime`` against Keras 3 (TensorFlow) and
+onnxruntime on Keras's own ONNX export, on the same models.
 
 Run with the Keras venv, with modelgraph and its dependencies importable (``model.export`` to ONNX
 needs tf2onnx and onnx; the onnxruntime worker needs onnxruntime)::
@@ -18,6 +19,13 @@ Keras or onnxruntime, the Keras worker never imports onnxruntime, the onnxruntim
 TensorFlow. In one shared process the TensorFlow and onnxruntime thread pools keep spinning on the
 cores after their own calls (modelgraph's ResNet50 batch 8 once measured 30-40% slower there than
 alone); separate processes that sit idle on a pipe between requests do not.
+
+Engines: ``modelgraph`` (the NumPy runner), ``modelgraph-ort`` (``Runner(graph,
+backend="onnxruntime")``: modelgraph's own ONNX export, made without TensorFlow, run by onnxruntime;
+its export time is reported apart), ``keras`` and ``onnxruntime`` (on ``model.export(format="onnx")``,
+i.e. tf2onnx). The export times compared are Keras's ``model.export`` in this process against
+``modelgraph export``'s work (load the ``.keras`` file, map, full ``onnx.checker``, write) in the
+modelgraph-ort worker.
 
 Workers are long-lived (one per engine per model) and talk one JSON line per request over
 stdin/stdout. Each loads its model once and warms up per batch size. The timing is interleaved in
@@ -70,7 +78,7 @@ from _bench_worker import batch_input  # noqa: E402  (bench/ is sys.path[0] when
 
 MIB = 1024 * 1024
 WORKER = Path(__file__).resolve().with_name("_bench_worker.py")
-ENGINES = ("modelgraph", "keras", "onnxruntime")
+ENGINES = ("modelgraph", "modelgraph-ort", "keras", "onnxruntime")
 
 
 class Worker:
@@ -122,7 +130,7 @@ def sgemm_peak() -> float:
     return float(json.loads(out)["sgemm_gflops"])
 
 
-def build_models(name: str, workdir: Path, size: int) -> tuple[Any, Path, Path]:
+def build_models(name: str, workdir: Path, size: int) -> tuple[Any, Path, Path, float]:
     """Build ``name`` with random weights and BN statistics; save ``.keras`` and export ONNX."""
     import keras
 
@@ -144,8 +152,9 @@ def build_models(name: str, workdir: Path, size: int) -> tuple[Any, Path, Path]:
         model.export(str(onnx_path), format="onnx", verbose=False)
     except TypeError:
         model.export(str(onnx_path), format="onnx")
-    print(f"  exported ONNX in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    return model, keras_path, onnx_path
+    keras_export = time.perf_counter() - t0
+    print(f"  exported ONNX in {keras_export:.1f} s", file=sys.stderr)
+    return model, keras_path, onnx_path, keras_export
 
 
 def round_order(r: int) -> list[str]:
@@ -209,10 +218,11 @@ def main() -> None:
     busy = " (other jobs are running: expect noisy timings)" if load > 0.5 else ""
     print(f"load average at start: {load:.2f}{busy}")
     summary = []
+    exports: list[tuple[str, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             print(f"{name}: building, saving, exporting ...", file=sys.stderr)
-            model, keras_path, onnx_path = build_models(name, Path(tmp), args.size)
+            model, keras_path, onnx_path, keras_export = build_models(name, Path(tmp), args.size)
             refs = {b: np.asarray(model.predict_on_batch(batch_input(b, args.size))) for b in batches}
             # Nothing runs in this process while the workers are timed.
             del model
@@ -226,6 +236,16 @@ def main() -> None:
                     stack.callback(workers[engine].close)
                 plan_s = workers["modelgraph"].info["load_seconds"]
                 macs = workers["modelgraph"].request(cmd="macs")["macs"]
+                mo = workers["modelgraph-ort"]
+                ex = mo.request(cmd="export", path=str(Path(tmp) / f"{name}-modelgraph.onnx"))
+                print(
+                    f"{name} ONNX export: keras model.export (tf2onnx) {keras_export:.2f} s | modelgraph export "
+                    f"{ex['total_seconds']:.2f} s (load {ex['load_seconds']:.2f} + map, check, write "
+                    f"{ex['export_seconds']:.2f}) -> {ex['total_seconds'] / keras_export:.2f}x; run --backend "
+                    f"onnxruntime: in-memory export {mo.info['export_seconds']:.2f} s, session "
+                    f"{mo.info['session_seconds']:.2f} s"
+                )
+                exports.append((name, keras_export, ex["total_seconds"]))
                 for b in batches:
                     errs = {}
                     for engine, w in workers.items():
@@ -240,8 +260,10 @@ def main() -> None:
                     low = {e: min(_flat(t[e])) for e in ENGINES}
                     r_k = _round_ratio(t["modelgraph"], t["keras"])
                     r_o = _round_ratio(t["modelgraph"], t["onnxruntime"])
+                    r_xk = _round_ratio(t["modelgraph-ort"], t["keras"])
+                    r_xo = _round_ratio(t["modelgraph-ort"], t["onnxruntime"])
                     gflops = 2 * macs * b / med["modelgraph"] / 1e9
-                    summary.append((name, b, med, r_k, r_o, gflops))
+                    summary.append((name, b, med, r_k, r_o, gflops, r_xk, r_xo))
                     print(
                         f"{name} b={b}: "
                         + " | ".join(f"{e} {med[e] * 1e3:.1f} ms (min {low[e] * 1e3:.1f})" for e in ENGINES)
@@ -252,6 +274,10 @@ def main() -> None:
                         f"{gflops:.1f} GFLOP/s = {gflops / peak:.0%} of sgemm peak"
                     )
                     print(
+                        f"    mg-ort/ort {med['modelgraph-ort'] / med['onnxruntime']:.2f}x (per-round {r_xo:.2f}x) | "
+                        f"mg-ort/keras {med['modelgraph-ort'] / med['keras']:.2f}x (per-round {r_xk:.2f}x)"
+                    )
+                    print(
                         "    per-round medians (ms): "
                         + " | ".join(
                             f"{e} " + "/".join(f"{statistics.median(x) * 1e3:.0f}" for x in t[e])
@@ -259,13 +285,14 @@ def main() -> None:
                         )
                     )
                     print(
-                        f"    max|mg-keras| {errs['modelgraph']:.2e}, max|ort-keras| {errs['onnxruntime']:.2e}, "
-                        f"max|keras worker-keras| {errs['keras']:.2e}"
+                        f"    max|mg-keras| {errs['modelgraph']:.2e}, max|mg-ort-keras| {errs['modelgraph-ort']:.2e}, "
+                        f"max|ort-keras| {errs['onnxruntime']:.2e}, max|keras worker-keras| {errs['keras']:.2e}"
                     )
                 print(f"{name}: {macs / 1e9:.2f} GMACs per image; plan compiled in {plan_s:.2f} s")
                 # The rest is modelgraph alone: let the other engines exit first.
                 workers.pop("keras").close()
                 workers.pop("onnxruntime").close()
+                workers.pop("modelgraph-ort").close()
                 mg = workers["modelgraph"]
                 for b in (1, 8):
                     print(f"{name} b={b} time by layer class (modelgraph):")
@@ -295,11 +322,18 @@ def main() -> None:
     best_peak = max(peak, end_peak)
     print(f"sgemm peak at start {peak:.1f}, at end {end_peak:.1f} GFLOP/s; the summary uses {best_peak:.1f}")
     print("summary (median ms; per-round ratios; modelgraph's GFLOP/s and fraction of the sgemm peak):")
-    for name, b, med, r_k, r_o, gflops in summary:
+    for name, b, med, r_k, r_o, gflops, r_xk, r_xo in summary:
         print(
-            f"    {name:12s} b={b:<3d} modelgraph {med['modelgraph'] * 1e3:8.1f} | keras {med['keras'] * 1e3:8.1f} "
+            f"    {name:12s} b={b:<3d} modelgraph {med['modelgraph'] * 1e3:8.1f} | modelgraph-ort "
+            f"{med['modelgraph-ort'] * 1e3:8.1f} | keras {med['keras'] * 1e3:8.1f} "
             f"| onnxruntime {med['onnxruntime'] * 1e3:8.1f} | mg/keras {r_k:.2f}x | mg/ort {r_o:.2f}x "
+            f"| mg-ort/ort {r_xo:.2f}x | mg-ort/keras {r_xk:.2f}x "
             f"| {gflops:.1f} GFLOP/s = {gflops / best_peak:.0%}"
+        )
+    for name, keras_export, mg_export in exports:
+        print(
+            f"    {name:12s} ONNX export: keras model.export {keras_export:.2f} s | modelgraph export "
+            f"{mg_export:.2f} s | {mg_export / keras_export:.2f}x"
         )
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 

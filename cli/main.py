@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "modelgraph.cli.extract_cmd",
         "Write the sub-model between named layers as a Keras 3 .keras.",
     ),
+    "export": ("modelgraph.cli.export_cmd", "Export a model to ONNX (no TensorFlow needed)."),
 }
 
 

@@ -129,6 +129,8 @@ def _profile_report(profile: Any) -> ProfileReport:
 
 def _text_report(report: RunReport, failures_only: bool = False) -> str:
     lines: list[str] = [f"model: {report.model}"]
+    if report.backend != "numpy":
+        lines.append(f"backend: {report.backend}")
     lines.append("outputs:")
     rows = [
         [o.name, str(tuple(o.shape)), o.dtype, _fmt_num(o.min), _fmt_num(o.max), _fmt_num(o.mean)]
@@ -326,6 +328,14 @@ def _text_report(report: RunReport, failures_only: bool = False) -> str:
     is_flag=True,
     help="List every unsupported layer/option without running; exit 4 if any.",
 )
+@click.option(
+    "--backend",
+    type=click.Choice(["numpy", "onnxruntime", "auto"]),
+    default="numpy",
+    show_default=True,
+    help="numpy (the reference), onnxruntime (export to ONNX in memory; needs modelgraph[ort]), "
+    "or auto (onnxruntime when installed and the model exports).",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
 def run_command(
@@ -348,9 +358,10 @@ def run_command(
     batch_size: int | None,
     weights: Path | None,
     check_only: bool,
+    backend: str,
     fmt: str,
 ) -> None:
-    """Run MODEL with the pure NumPy runner.
+    """Run MODEL with the pure NumPy runner (or onnxruntime: --backend).
 
     \b
     Examples:
@@ -405,7 +416,7 @@ def run_command(
             raise problems[0].error
         return
 
-    runner = Runner(graph, fuse=not no_fuse)
+    runner = Runner(graph, fuse=not no_fuse, backend=backend)
     import numpy as np
 
     from modelgraph.runner import compare as cmp
@@ -439,7 +450,14 @@ def run_command(
         )
 
     tap_list = list(taps)
-    if reference is not None and not all_intermediates:
+    if reference is not None and runner.backend != "numpy":
+        # onnxruntime gives the model's outputs only: the reference's intermediates are left out.
+        reference = {
+            k: v
+            for k, v in reference.items()
+            if (cmp.reference_id(k, runner.output_keys) or ("",))[0] != "tap"
+        }
+    if reference is not None and not all_intermediates and runner.backend == "numpy":
         known = set(runner.layer_paths())
         tap_list += [p for p in cmp.reference_taps(reference) if p in known and p not in tap_list]
 
@@ -504,6 +522,7 @@ def run_command(
         outputs=[_summary(k, results[k]) for k in runner.output_keys],
         intermediates=[k for k in results if k.startswith("tap/")],
         saved_to=None if out is None else str(out),
+        backend=runner.backend,
     )
     comparison = None
     if reference is not None:

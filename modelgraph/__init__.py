@@ -29,6 +29,8 @@ _EXPORTS = {
     "diff": ("modelgraph.diff", "diff"),
     "save": ("modelgraph.saving.api", "save"),
     "extract": ("modelgraph.saving.extract", "extract"),
+    "export_onnx": ("modelgraph.saving.onnx", "export_onnx"),
+    "to_onnx": ("modelgraph.saving.onnx", "to_onnx"),
 }
 
 __all__ = [  # noqa: F822 - the names resolve lazily through __getattr__
@@ -47,6 +49,8 @@ __all__ = [  # noqa: F822 - the names resolve lazily through __getattr__
     "diff",
     "save",
     "extract",
+    "export_onnx",
+    "to_onnx",
 ]
 
 

@@ -96,6 +96,7 @@ class RunReport(_Report):
     outputs: list[TensorSummary]
     intermediates: list[str] = []
     saved_to: str | None = None
+    backend: str = "numpy"
     comparison: ComparisonReport | None = None
     profile: ProfileReport | None = None
 

@@ -78,6 +78,7 @@ def test_a_mutated_tfjs_model(tmp_path: Path, seed: int) -> None:
         ["inspect", str(model)],
         ["validate", str(model), "--check-values"],
         ["run", str(model), "--random"],
+        ["export", str(model), "-o", str(tmp_path / "m.onnx")],
     ):
         _assert_no_internal_error(args, what)
 

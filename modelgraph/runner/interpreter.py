@@ -307,10 +307,19 @@ class Runner:
     or option) unless ``strict=False``; :meth:`check` lists every problem at once. With ``fuse``
     (the default) Conv/Dense -> BatchNormalization -> ReLU chains run as one kernel
     (:mod:`modelgraph.runner.fusion`); a run that asks for intermediates uses the unfused plan.
+    ``backend="onnxruntime"`` runs the model exported to ONNX in memory on onnxruntime instead of the
+    plan (the same feeds, casts, outputs and batching; no intermediates or profile); ``"auto"`` does
+    so when onnxruntime is installed and the model exports (:mod:`modelgraph.runner.backends`).
     """
 
     def __init__(
-        self, model: ModelGraph | str, *, weights: str | None = None, strict: bool = True, fuse: bool = True
+        self,
+        model: ModelGraph | str,
+        *,
+        weights: str | None = None,
+        strict: bool = True,
+        fuse: bool = True,
+        backend: str = "numpy",
     ) -> None:
         if not isinstance(model, ModelGraph):
             from modelgraph.loading import load
@@ -350,6 +359,16 @@ class Runner:
                     "weights file (--weights FILE; weights= in Python)"
                 )
             raise self.problems[0].error
+        # Another executor for the same plan's feeds and outputs (modelgraph.runner.backends).
+        from modelgraph.runner.backends import select_backend
+
+        self._session = select_backend(backend, model)
+        self.backend = "numpy" if self._session is None else self._session.name
+
+    @property
+    def backend_session(self) -> Any:
+        """The session of a non-NumPy backend (its ``export_seconds``, ``load_seconds``), or None."""
+        return self._session
 
     # --- compilation ------------------------------------------------------------------------------
 
@@ -766,6 +785,10 @@ class Runner:
         """
         if self.problems:
             raise self.problems[0].error
+        if self._session is not None and (taps or all_intermediates or profile is not None):
+            raise UsageError(
+                f"intermediates (--tap, --all-intermediates) and --profile need the numpy backend, not {self.backend}"
+            )
         if self._fused and (taps or all_intermediates):
             # Fused-away layers have no tensors of their own: intermediates come from the plain plan.
             return self._unfused().run(
@@ -814,6 +837,8 @@ class Runner:
     def _execute(
         self, arrays: list[np.ndarray], tapped: set[int] | None, profile: Profile | None
     ) -> dict[str, np.ndarray]:
+        if self._session is not None:
+            return dict(zip(self.output_keys, self._session.run(arrays), strict=True))
         values: list[Any] = [None] * self._nslots
         masks: list[Any] | None = [None] * self._nslots if self._mask_slots else None
         for slot, x in zip(self._input_slots, arrays, strict=True):

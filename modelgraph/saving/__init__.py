@@ -1,4 +1,5 @@
-"""Writers: a :class:`ModelGraph` -> a Keras 3 ``.keras`` archive or a legacy ``.h5``.
+"""Writers: a :class:`ModelGraph` -> a Keras 3 ``.keras`` archive or a legacy ``.h5`` (ONNX export in
+:mod:`modelgraph.saving.onnx`).
 
 >>> import modelgraph
 >>> graph = modelgraph.load("old_model.h5")

@@ -1,0 +1,564 @@
+"""The graph walk: a :class:`ModelGraph` -> an ONNX ``ModelProto``.
+
+Like the runner's plan (``modelgraph.runner.interpreter``), the walk visits the nodes in topological
+order and inlines nested models (their inputs bound to the caller's tensors); each node goes through
+the mapping registered for its layer key (``registry.py``), with the layer's dtype policy applied
+around it (half precision: inputs, weights and outputs rounded to the compute dtype; Keras 3 int8 /
+int4 layers: weights dequantized, see ``mappings/quantized.py``). tf.keras's implicit masks are
+carried beside the tensors (``masks.py``). Weights of a shared layer are emitted once (the emitter
+deduplicates initializers by content).
+
+Every layer that cannot be mapped is collected; the export is refused naming all of them before
+anything is written. The model then goes through the optimisation passes (``passes.py``) and
+``onnx.checker.check_model(full_check=True)``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from modelgraph._version import __version__
+from modelgraph.errors import (
+    ModelGraphError,
+    RunError,
+    UnsupportedConfigError,
+    UnsupportedError,
+    UsageError,
+    WeightsError,
+)
+from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, keras_version_tuple, map_refs, tensor_refs
+from modelgraph.runner import dtypes as dt
+from modelgraph.runner.interpreter import LazyWeights, _output_keys, kernel_key
+from modelgraph.runner.registry import KernelSpec, get_entry
+from modelgraph.saving.onnx import masks as mk
+from modelgraph.saving.onnx._onnx import helper, onnx_dtype, require_onnx
+from modelgraph.saving.onnx.emitter import Emitter, Value
+from modelgraph.saving.onnx.passes import optimise
+from modelgraph.saving.onnx.registry import MapContext, get_mapping
+from modelgraph.shapes import ShapeResult, infer_shapes
+
+DEFAULT_OPSET = 17
+MIN_OPSET = 17
+MAX_OPSET = 21
+_HALF_ROUND = {"float16": "float16", "bfloat16": "bfloat16"}
+
+
+class UnmappedLayerError(UnsupportedError):
+    """A layer key with no ONNX mapping."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"no ONNX mapping for layer class '{key}'")
+
+
+class ExportCheckError(UnsupportedError):
+    """The exported model does not pass ``onnx.checker`` (a config whose shapes do not add up)."""
+
+
+class ExportRefusedError(UnsupportedError):
+    """Layers the exporter cannot map; ``problems`` names every one."""
+
+    def __init__(self, problems: list[tuple[str, str, str]]) -> None:
+        self.problems = problems
+        listed = "; ".join(f"{path} ({cls}): {why}" for path, cls, why in problems)
+        super().__init__(f"cannot export to ONNX: {len(problems)} layer(s) cannot be mapped: {listed}")
+
+
+@dataclass
+class ExportResult:
+    """What an export produced: the model, its input and output names, the dequantized layers."""
+
+    model: Any
+    input_names: list[str]
+    output_names: list[str]
+    dequantized: list[str] = field(default_factory=list)
+
+
+def _batch_dim(batch: int | str | None) -> int | str:
+    """The batch dimension of every input and output: fixed, or the symbol ``batch``."""
+    return batch if isinstance(batch, int) else "batch"
+
+
+class _Walk:
+    """One export: the walk over the graph's nodes, its problems and the pieces of the ONNX graph."""
+
+    def __init__(self, graph: ModelGraph, batch: int | str | None, opset: int) -> None:
+        self.graph = graph
+        self.batch = batch
+        self.keras_version = keras_version_tuple(graph.keras_version)
+        self.implicit_masks = graph.keras_major < 3
+        self.output_keys = _output_keys(graph.outputs)
+        self.e = Emitter(reserved=set(graph.input_names) | set(self.output_keys), opset=opset)
+        self.problems: list[tuple[str, str, str]] = []
+        self.dequantized: list[str] = []
+        self._weights: dict[tuple[int, str], LazyWeights] = {}
+        self.inputs: list[Any] = []
+        self.outputs: list[Any] = []
+        self.value_info: dict[str, Any] = {}
+        self.missing_weights = False
+
+    def problem(self, path: str, class_name: str, error: BaseException | str) -> None:
+        why = str(error)
+        for p in self.problems:
+            if p[0] == path and p[2] == why:
+                return
+        self.problems.append((path, class_name, why))
+
+    # --- top level -------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        g = self.graph
+        overrides = None
+        env: dict[TensorRef, Value] = {}
+        masks: dict[TensorRef, Value] = {}
+        specs = []
+        for ref in g.inputs:
+            layer = g.layer(ref.layer)
+            shape = layer.config.get("batch_shape", layer.config.get("batch_input_shape"))
+            dtype = dt.input_dtype(layer.config)
+            if dtype == "bfloat16":
+                dtype = "float32"
+            if not isinstance(shape, (list, tuple)):
+                raise UnsupportedConfigError(layer.class_name, "batch_shape", shape, ref.layer)
+            dims: list[int | str] = [_batch_dim(self.batch)]
+            for i, d in enumerate(shape[1:], start=1):
+                dims.append(int(d) if isinstance(d, int) else f"{ref.layer}_dim{i}")
+            specs.append((ref, dims, dtype))
+        if isinstance(self.batch, int):
+            overrides = {
+                ref.layer: (self.batch, *[d if isinstance(d, int) else None for d in dims[1:]])
+                for ref, dims, _ in specs
+            }
+        shapes = infer_shapes(g, overrides)
+        for ref, dims, dtype in specs:
+            self.inputs.append(helper.make_tensor_value_info(ref.layer, onnx_dtype(dtype), dims))
+            env[ref] = Value(ref.layer, len(dims), None, dtype)
+        self._walk(g, shapes, "", env, masks)
+        if self.problems:
+            raise ExportRefusedError(self.problems)
+        for key, ref in zip(self.output_keys, g.outputs, strict=True):
+            value = env.get(ref)
+            if value is None or value is _REFUSED:
+                raise RunError(f"model output {ref} is not computed by any node")
+            self.e.scope = ""
+            src = self.e.logical(value)
+            self.e.nodes.append(
+                helper.make_node("Identity", [src], [key], name=self.e.unique(f"{key}/output"))
+            )
+            shape = shapes.shape(ref)
+            if shape is None and value.rank is not None:
+                shape = (None,) * value.rank
+            if shape is None:
+                raise UnsupportedConfigError("Model", "output rank", "unknown", key)
+            dims = [
+                _batch_dim(self.batch) if i == 0 else (d if d is not None else f"{key}_dim{i}")
+                for i, d in enumerate(shape)
+            ]
+            self.outputs.append(helper.make_tensor_value_info(key, onnx_dtype(value.dtype), dims))
+
+    # --- nodes -----------------------------------------------------------------------------------
+
+    def _walk(
+        self,
+        graph: ModelGraph,
+        shapes: ShapeResult | None,
+        prefix: str,
+        env: dict[TensorRef, Value],
+        masks: dict[TensorRef, Value],
+    ) -> None:
+        referenced = _referenced(graph)
+        for node in graph.nodes:
+            layer = graph.layer(node.layer)
+            if layer.kind == "input":
+                continue
+            if any(r not in env for r in node.inputs):
+                continue  # nothing computes one of its inputs
+            if layer.subgraph is None and any(env[r] is _REFUSED for r in node.inputs):
+                # Downstream of a refused layer: only look for a missing mapping, so that every
+                # unmappable layer is named, not just the first on each path.
+                if get_mapping(kernel_key(layer)) is None and layer.kind != "model":
+                    self.problem(prefix + layer.name, layer.class_name, UnmappedLayerError(kernel_key(layer)))
+                self._refuse_outputs(layer, node, env, referenced)
+                continue
+            if layer.subgraph is not None:
+                self._inline(graph, shapes, layer, node, prefix, env, masks)
+            elif not self._node(graph, shapes, layer, node, prefix, env, masks):
+                self._refuse_outputs(layer, node, env, referenced)
+
+    @staticmethod
+    def _refuse_outputs(layer: Layer, node: Node, env: dict[TensorRef, Value], referenced: dict) -> None:
+        for t in referenced.get(node.key, {0}):
+            env[TensorRef(layer.name, node.index, t)] = _REFUSED
+
+    def _inline(self, graph, shapes, layer: Layer, node: Node, prefix, env, masks) -> None:
+        sub = layer.subgraph
+        assert sub is not None
+        path = prefix + layer.name
+        seg = f"{layer.name}:{node.index}" if layer.node_count > 1 else layer.name
+        sub_shapes = shapes.nested.get(node.key) if shapes is not None else None
+        arg = node.args[0] if len(node.args) == 1 else list(node.args)
+        pairs: list[tuple[TensorRef, TensorRef]] = []
+        if isinstance(arg, Mapping) and isinstance(sub.input_structure, Mapping):
+            for key, ref in sub.input_structure.items():
+                if key not in arg or not isinstance(arg[key], TensorRef):
+                    self.problem(path, layer.class_name, f"node {node} gives no tensor for input '{key}'")
+                    return
+                pairs.append((ref, arg[key]))
+        else:
+            flat = tensor_refs(list(node.args))
+            if len(flat) != len(sub.inputs):
+                self.problem(
+                    path,
+                    layer.class_name,
+                    f"node {node} passes {len(flat)} tensors to a model with {len(sub.inputs)} inputs",
+                )
+                return
+            pairs = list(zip(sub.inputs, flat, strict=True))
+        sub_env: dict[TensorRef, Value] = {}
+        sub_masks: dict[TensorRef, Value] = {}
+        for inner, outer in pairs:
+            sub_env[inner] = env[outer]
+            if outer in masks:
+                sub_masks[inner] = masks[outer]
+        self._walk(sub, sub_shapes, f"{prefix}{seg}/", sub_env, sub_masks)
+        for t, ref in enumerate(sub.outputs):
+            if ref in sub_env:
+                env[TensorRef(layer.name, node.index, t)] = sub_env[ref]
+                if ref in sub_masks:
+                    masks[TensorRef(layer.name, node.index, t)] = sub_masks[ref]
+
+    def _spec(self, graph: ModelGraph, layer: Layer, path: str, policy: dt.Policy) -> KernelSpec:
+        cache_key = (id(graph), layer.name)
+        weights = self._weights.get(cache_key)
+        if weights is None:
+            transform = None
+            if policy.is_half and layer.class_name not in dt.FLOAT32_WEIGHT_CLASSES:
+                half = policy.compute_dtype
+
+                def transform(a: np.ndarray, half: str = half) -> np.ndarray:
+                    return (
+                        np.asarray(dt.weight_to_compute(a, half), dtype=np.float32)
+                        if a.dtype.kind == "f"
+                        else a
+                    )
+
+            weights = LazyWeights(layer.weights, transform)
+            self._weights[cache_key] = weights
+        return KernelSpec(
+            name=path,
+            class_name=layer.class_name,
+            config=layer.config,
+            weights=weights,
+            keras_version=self.keras_version,
+            compute_dtype=policy.compute_dtype,
+        )
+
+    def _node(self, graph, shapes, layer: Layer, node: Node, prefix, env, masks) -> bool:
+        """Map one node; False (and the problem recorded) when it cannot be mapped."""
+        path = prefix + layer.name
+        key = kernel_key(layer)
+        try:
+            self._map_node(graph, shapes, layer, node, path, key, env, masks)
+            return True
+        except ModelGraphError as exc:
+            self.missing_weights |= isinstance(exc, WeightsError)
+            self.problem(path, layer.class_name, exc)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            self.problem(path, layer.class_name, f"{type(exc).__name__}: {exc}")
+        self.e.scope = ""
+        return False
+
+    def _map_node(self, graph, shapes, layer, node, path, key, env, masks) -> None:
+        training = node.kwargs.get("training")
+        policy = dt.FLOAT32
+        if layer.kind != "op" and layer.class_name not in ("TFOpLambda", "SlicingOpLambda"):
+            policy = dt.resolve_policy(layer.config.get("dtype"), layer.class_name, path)
+        mapping = None
+        if policy.quantization is not None:
+            from modelgraph.saving.onnx.mappings.quantized import quantized_mapping
+
+            mapping = quantized_mapping(key, policy.quantization)
+            if mapping is None:
+                raise UnsupportedConfigError(
+                    layer.class_name, "dtype", f"{policy.quantization} quantized", path
+                )
+            self.dequantized.append(path)
+        else:
+            mapping = get_mapping(key)
+        if mapping is None:
+            raise UnmappedLayerError(key)
+        try:
+            sensitive = get_entry(key, path).training_sensitive
+        except UnsupportedError:
+            sensitive = False
+        frozen_bn = layer.class_name == "BatchNormalization" and not layer.trainable
+        if training is True and sensitive and not frozen_bn:
+            raise UnsupportedConfigError(layer.class_name, "training", True, path)
+        kwargs = {k: v for k, v in node.kwargs.items() if k != "training"}
+        if "mask" in kwargs and _is_none(kwargs["mask"]):
+            del kwargs["mask"]
+        args = tuple(map_refs(a, lambda r: env[r]) for a in node.args)
+        kwargs = {k: map_refs(v, lambda r: env[r]) for k, v in kwargs.items()}
+        in_shapes = list(shapes.inputs.get(node.key, [])) if shapes is not None else []
+        out_shapes = list(shapes.outputs.get(node.key, [])) if shapes is not None else []
+        out_dtypes = list(shapes.dtypes.get(node.key, [])) if shapes is not None else []
+        spec = self._spec(graph, layer, path, policy)
+        ctx = MapContext(spec=spec, e=self.e, in_shapes=in_shapes, out_shapes=out_shapes)
+        self.e.scope = path + "/"
+        half = policy.compute_dtype if policy.is_half else None
+        if half is not None:
+            args = _map_values(args, lambda v: self._round(v, half))
+            kwargs = _map_values(kwargs, lambda v: self._round(v, half))
+        flat_in = [env[r] for r in node.inputs]
+        in_masks = [masks.get(r) for r in node.inputs]
+        rule = (
+            mk.rule_for(layer.class_name, layer.config)
+            if self.implicit_masks and layer.kind == "layer"
+            else None
+        )
+        if (
+            rule is not None
+            and rule.consume is not None
+            and "mask" not in kwargs
+            and any(m is not None for m in in_masks)
+        ):
+            kwargs = {**kwargs, **rule.consume(in_masks)}
+        result = mapping(ctx, *args, **kwargs)
+        outs = list(result) if isinstance(result, (tuple, list)) else [result]
+        values: list[Value] = []
+        for t, out in enumerate(outs):
+            shape = out_shapes[t] if t < len(out_shapes) else None
+            dtype = out_dtypes[t] if t < len(out_dtypes) and out_dtypes[t] else "float32"
+            if dtype in ("float16", "bfloat16", "float64"):
+                dtype = "float32"
+            if isinstance(out, Value):
+                value = (
+                    out
+                    if out.rank is not None or shape is None
+                    else Value(out.name, len(shape), out.perm, out.dtype)
+                )
+            else:
+                value = Value(out, None if shape is None else len(shape), None, dtype)
+            if half is not None and value.dtype == "float32":
+                value = self._round(value, half)
+            values.append(value)
+        for t, value in enumerate(values):
+            env[TensorRef(layer.name, node.index, t)] = value
+            self._value_info(value, out_shapes[t] if t < len(out_shapes) else None)
+        if (
+            rule is not None
+            and rule.produce is not None
+            and (any(m is not None for m in in_masks) or rule.source)
+        ):
+            produced = rule.produce(self.e, in_masks, flat_in, values)
+            for t, m in enumerate(produced):
+                if m is not None:
+                    masks[TensorRef(layer.name, node.index, t)] = m
+        self.e.scope = ""
+
+    def _value_info(self, value: Value, shape: Any) -> None:
+        """Record a layer output's static shape (in its stored layout) for viewers and checkers."""
+        if not value.name or value.name in self.value_info or shape is None or value.rank != len(shape):
+            return
+        dims = list(shape) if value.is_logical else [shape[a] for a in value.perm]  # type: ignore[union-attr]
+        named = [d if isinstance(d, int) else None for d in dims]
+        if value.is_logical or value.perm[0] == 0:  # type: ignore[index]
+            named = ["batch" if i == (0 if value.is_logical else value.perm.index(0)) and d is None else d  # type: ignore[union-attr]
+                     for i, d in enumerate(named)]  # fmt: skip
+        if isinstance(self.batch, int):
+            named = [self.batch if d == "batch" else d for d in named]
+        self.value_info[value.name] = helper.make_tensor_value_info(
+            value.name, onnx_dtype(value.dtype), named
+        )
+
+    def _round(self, value: Value, half: str) -> Value:
+        """The tensor rounded to a half-precision dtype and back (a layer computing in float16)."""
+        if value.dtype != "float32":
+            return value
+        down = self.e.op("Cast", [value.name], "round", to=onnx_dtype(_HALF_ROUND[half]))
+        up = self.e.op("Cast", [down], "round", to=onnx_dtype("float32"))
+        return Value(up, value.rank, value.perm, value.dtype)
+
+
+# Stands for an output of a layer that could not be mapped (the export is refused in the end).
+_REFUSED = Value("", None)
+
+
+def _referenced(graph: ModelGraph) -> dict[tuple[str, int], set[int]]:
+    """The tensor indices of each node that the graph reads or outputs."""
+    table: dict[tuple[str, int], set[int]] = {}
+    for n in graph.nodes:
+        for r in n.inputs:
+            table.setdefault(r.node_key, set()).add(r.tensor_index)
+    for r in graph.outputs:
+        table.setdefault(r.node_key, set()).add(r.tensor_index)
+    return table
+
+
+def _is_none(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_none(v) for v in value)
+    return False
+
+
+def _map_values(structure: Any, fn: Any) -> Any:
+    from modelgraph.graph import map_structure
+
+    return map_structure(structure, fn, lambda v: isinstance(v, Value))
+
+
+def to_onnx(
+    graph: ModelGraph,
+    *,
+    opset: int = DEFAULT_OPSET,
+    batch: int | str | None = None,
+    check: bool = True,
+) -> ExportResult:
+    """Build the ONNX model of ``graph`` in memory (see :func:`export_onnx`)."""
+    onnx = require_onnx()
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise UsageError(f"--opset {opset} is not supported; choose {MIN_OPSET} to {MAX_OPSET}")
+    if batch is not None and batch != "dynamic" and (not isinstance(batch, int) or batch < 1):
+        raise UsageError(f"batch must be a positive integer or 'dynamic', got {batch!r}")
+    walk = _Walk(graph, None if batch == "dynamic" else batch, opset)
+    try:
+        walk.run()
+    except ExportRefusedError:
+        if walk.missing_weights and not graph.has_weights:
+            raise UsageError(
+                f"'{graph.source or graph.name}' holds no weights (a config-only model): give its weights "
+                "file (--weights FILE; modelgraph.load(path, weights=...) in Python)"
+            ) from None
+        raise
+    nodes = optimise(walk.e.nodes, set(walk.output_keys))
+    produced = {o for n in nodes for o in n.output} - set(walk.output_keys)
+    value_info = [v for name, v in walk.value_info.items() if name in produced]
+    onnx_graph = helper.make_graph(
+        nodes, graph.name or "model", walk.inputs, walk.outputs, walk.e.initializers, value_info=value_info
+    )
+    doc = f"Exported by modelgraph {__version__} from a Keras {graph.keras_version or '?'} {graph.format} model."
+    if walk.dequantized:
+        doc += f" Quantized layers dequantized at export (float32 weights): {', '.join(walk.dequantized)}."
+    model = helper.make_model(
+        onnx_graph,
+        opset_imports=[helper.make_opsetid("", opset)],
+        producer_name="modelgraph",
+        producer_version=__version__,
+        doc_string=doc,
+    )
+    model.ir_version = 8 if opset <= 18 else 9
+    props = {
+        "keras_version": str(graph.keras_version or ""),
+        "source_format": str(graph.format),
+        "layout": "inputs and outputs in Keras's layout (channels_last stays NHWC)",
+    }
+    if walk.dequantized:
+        props["dequantized_layers"] = ",".join(walk.dequantized)
+    helper.set_model_props(model, props)
+    if check:
+        try:
+            onnx.checker.check_model(model, full_check=True)
+        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ExportCheckError(f"the exported model fails onnx.checker (full check): {first}") from exc
+    return ExportResult(model, list(graph.input_names), list(walk.output_keys), walk.dequantized)
+
+
+def export_onnx(
+    graph: ModelGraph,
+    path: str | Path,
+    *,
+    opset: int = DEFAULT_OPSET,
+    batch: int | str | None = None,
+) -> ExportResult:
+    """Export ``graph`` to an ONNX file at ``path``.
+
+    ``batch``: an int fixes the batch dimension of every input and output; None or ``"dynamic"``
+    leaves it symbolic (``batch``). Layers that cannot be mapped are all named in one
+    :class:`ExportRefusedError` before anything is written; the file is written to a temporary name
+    and renamed, and the same model gives the same bytes.
+    """
+    result = to_onnx(graph, opset=opset, batch=batch)
+    data = result.model.SerializeToString(deterministic=True)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return result
+
+
+def layer_model(
+    key: str,
+    spec: KernelSpec,
+    args: Any,
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    out_shapes: list[tuple[int, ...]] | None = None,
+    opset: int = DEFAULT_OPSET,
+) -> Any:
+    """A one-node ONNX model of one layer call (for checking a mapping against its kernel's goldens).
+
+    ``args``/``kwargs`` are the call structure with NumPy arrays at tensor positions: each array
+    becomes a model input ``in_<i>`` of its exact shape and dtype; the outputs are ``out_<i>``.
+    """
+    require_onnx()
+    mapping = get_mapping(key)
+    if mapping is None:
+        raise UnmappedLayerError(key)
+    e = Emitter(opset=opset)
+    inputs: list[Any] = []
+    in_shapes: list[tuple[int, ...]] = []
+
+    def to_value(a: np.ndarray) -> Value:
+        name = f"in_{len(inputs)}"
+        dtype = str(a.dtype)
+        inputs.append(helper.make_tensor_value_info(name, onnx_dtype(dtype), list(a.shape)))
+        in_shapes.append(tuple(a.shape))
+        return Value(name, a.ndim, None, dtype)
+
+    is_array = lambda v: isinstance(v, np.ndarray) and v.ndim > 0  # noqa: E731
+    args_v = _map_structure(args, to_value, is_array)
+    kwargs_v = _map_structure(dict(kwargs or {}), to_value, is_array)
+    ctx = MapContext(spec=spec, e=e, in_shapes=in_shapes, out_shapes=list(out_shapes or []))
+    result = mapping(ctx, *args_v, **kwargs_v)
+    outs = list(result) if isinstance(result, (tuple, list)) else [result]
+    outputs = []
+    for i, out in enumerate(outs):
+        value = out if isinstance(out, Value) else Value(out)
+        name = f"out_{i}"
+        e.nodes.append(helper.make_node("Identity", [e.logical(value)], [name]))
+        shape = (
+            list(out_shapes[i])
+            if out_shapes and i < len(out_shapes)
+            else [f"out_{i}_d{k}" for k in range(value.rank or 0)]
+        )
+        outputs.append(helper.make_tensor_value_info(name, onnx_dtype(value.dtype), shape))
+    graph = helper.make_graph(
+        optimise(e.nodes, {o.name for o in outputs}), key, inputs, outputs, e.initializers
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="modelgraph"
+    )
+    model.ir_version = 8 if opset <= 18 else 9
+    return model
+
+
+def _map_structure(structure: Any, fn: Any, is_leaf: Any) -> Any:
+    from modelgraph.graph import map_structure
+
+    return map_structure(structure, fn, is_leaf)

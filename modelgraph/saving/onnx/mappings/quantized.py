@@ -1,0 +1,217 @@
+"""Keras 3 quantized layers (int8 and int4 Dense, EinsumDense, Embedding), dequantized at export.
+
+Semantics: ``modelgraph/runner/quantized.py``. The weights are written as float32 (int codes as
+floats with their scales, or fully dequantized kernels), and the export says so in the model's
+doc_string and ``dequantized_layers`` metadata. What Keras computes at run time is kept: int8 layers
+(and int4 layers whose config names an activation quantizer) quantize their input on every call
+with an abs-max quantizer, ``clip(round(x * s), -127, 127)`` with ``s = 127 / (max|x| + eps)`` over
+the contracted axes, multiply by the integer codes and divide by both scales.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from modelgraph.errors import WeightsError
+from modelgraph.runner.quantized import (
+    _activation_quantizer,
+    _grouped,
+    _int8_input_quantizer,
+    _int8_kernel,
+    _plain_equation,
+    _to_output_layout,
+    unpack_int4,
+)
+from modelgraph.saving.onnx.emitter import Value
+from modelgraph.saving.onnx.mappings.core import activation_of, as_float, ids
+from modelgraph.saving.onnx.registry import MapContext
+
+_F32 = np.float32
+
+
+def _quantize_input(
+    ctx: MapContext, x: str, axes: list[int], value_range: tuple[float, float], eps: float
+) -> tuple[str, str]:
+    """Keras's AbsMaxQuantizer: (the quantized values as float32, the scale with ``axes`` kept as 1)."""
+    e = ctx.e
+    absmax = e.reduce("ReduceMax", e.op("Abs", [x]), axes, 1)
+    scale = e.op(
+        "Div",
+        [e.const(_F32(value_range[1]), "qmax"), e.op("Add", [absmax, e.const(_F32(eps), "eps")])],
+        "x_scale",
+    )
+    q = e.op("Round", [e.op("Mul", [x, scale])])
+    q = e.op("Clip", [q, e.const(_F32(value_range[0]), "qlo"), e.const(_F32(value_range[1]), "qhi")], "x_q")
+    return q, scale
+
+
+def _finish(ctx: MapContext, y: str, bias: np.ndarray | None, rank: int | None) -> Value:
+    if bias is not None:
+        y = ctx.e.op("Add", [y, ctx.const(bias, "bias")], "bias_add")
+    return activation_of(ctx, Value(y, rank))
+
+
+def int8_dense(ctx: MapContext, x: Value) -> Value:
+    value_range, eps = _int8_input_quantizer(ctx.spec)
+    kernel, kernel_scale, bias = _int8_kernel(ctx.spec)
+    e = ctx.e
+    n = e.logical(as_float(ctx, x))
+    q, x_scale = _quantize_input(ctx, n, [-1], value_range, eps)
+    y = e.op("MatMul", [q, ctx.const(kernel.astype(_F32), "kernel_codes")])
+    y = e.op("Div", [y, e.op("Mul", [x_scale, ctx.const(kernel_scale, "kernel_scale")])], "dequantize")
+    return _finish(ctx, y, bias, x.rank)
+
+
+def _layout_dynamic(ctx: MapContext, scale: str, labels: str, out: str) -> str:
+    """``_to_output_layout`` for a run-time scale: squeeze the contracted labels, order, insert 1s."""
+    e = ctx.e
+    reduced = [i for i, label in enumerate(labels) if label not in out]
+    if reduced:
+        scale = e.op("Squeeze", [scale, e.ints(reduced, "axes")])
+    kept = [label for label in labels if label in out]
+    perm = [kept.index(label) for label in out if label in kept]
+    if perm != sorted(perm):
+        scale = e.op("Transpose", [scale], perm=perm)
+    missing = [i for i, label in enumerate(out) if label not in kept]
+    if missing:
+        scale = e.op("Unsqueeze", [scale, e.ints(missing, "axes")])
+    return scale
+
+
+def int8_einsum_dense(ctx: MapContext, x: Value) -> Value:
+    equation, labels, ker, out = _plain_equation(ctx.spec)
+    value_range, eps = _int8_input_quantizer(ctx.spec)
+    kernel, kernel_scale, bias = _int8_kernel(ctx.spec)
+    if kernel_scale.ndim == len(ker) and kernel_scale.ndim != len(out):
+        kernel_scale = _to_output_layout(kernel_scale, ker, out)
+    elif kernel_scale.ndim != len(out):
+        raise ctx.unsupported("weights/kernel_scale shape", list(kernel_scale.shape))
+    reduced = [i for i, label in enumerate(labels) if label not in out]
+    e = ctx.e
+    n = e.logical(as_float(ctx, x))
+    q, x_scale = _quantize_input(ctx, n, reduced, value_range, eps)
+    y = e.op(
+        "Einsum",
+        [q, ctx.const(kernel.astype(_F32), "kernel_codes")],
+        "einsum",
+        equation=equation.replace(" ", ""),
+    )
+    denom = e.op("Mul", [_layout_dynamic(ctx, x_scale, labels, out), ctx.const(kernel_scale, "kernel_scale")])
+    return _finish(ctx, e.op("Div", [y, denom], "dequantize"), bias, len(out))
+
+
+def int8_embedding(ctx: MapContext, x: Value) -> Value:
+    table = ctx.spec.weight("embeddings", integer=True)
+    if table.dtype != np.int8:
+        raise ctx.unsupported("embeddings dtype", str(table.dtype))
+    scale = ctx.spec.weight("embeddings_scale", integer=True).astype(_F32).reshape(table.shape[0])
+    dequantized = table.astype(_F32) / scale[:, None]
+    return Value(
+        ctx.e.op("Gather", [ctx.const(dequantized, "embeddings"), ids(ctx, x)], "embedding", axis=0),
+        (x.rank or 0) + 1,
+    )
+
+
+def int4_dense(ctx: MapContext, x: Value) -> Value:
+    units = ctx.get("units")
+    if not isinstance(units, int) or isinstance(units, bool) or units < 1:
+        raise ctx.unsupported("units", units)
+    spec = ctx.spec
+    codes = unpack_int4(spec.weight("kernel", integer=True), units).astype(_F32)
+    bias = spec.weight("bias", integer=True).astype(_F32) if "bias" in spec.weights else None
+    e = ctx.e
+    n = e.logical(as_float(ctx, x))
+    grouped = _grouped(spec, "kernel_scale", "kernel_zero", codes.shape[0], axis=0)
+    if grouped is not None:
+        scale, zero, groups = grouped
+        kernel = (codes - zero[groups]) * scale[groups]
+        return _finish(ctx, e.op("MatMul", [n, ctx.const(kernel, "kernel")]), bias, x.rank)
+    kernel_scale = spec.weight("kernel_scale", integer=True).astype(_F32)
+    quantizer = _activation_quantizer(spec, None)
+    denom = ctx.const(kernel_scale, "kernel_scale")
+    if quantizer is not None:
+        n, x_scale = _quantize_input(ctx, n, [-1], *quantizer)
+        denom = e.op("Mul", [denom, x_scale])
+    y = e.op("Div", [e.op("MatMul", [n, ctx.const(codes, "kernel_codes")]), denom], "dequantize")
+    return _finish(ctx, y, bias, x.rank)
+
+
+def int4_einsum_dense(ctx: MapContext, x: Value) -> Value:
+    from modelgraph.shape_rules._base import einsum_int4_flat_shape
+    from modelgraph.shape_rules.core import einsum_dense_analysis
+
+    spec = ctx.spec
+    equation, labels, ker, out = _plain_equation(spec)
+    scale = spec.weight("kernel_scale", integer=True).astype(_F32)
+    if scale.ndim not in (1, 2):
+        raise ctx.unsupported("weights/kernel_scale shape", list(scale.shape))
+    codes = unpack_int4(spec.weight("kernel", integer=True), scale.shape[-1]).astype(_F32)
+    grouped = _grouped(spec, "kernel_scale", "kernel_zero", codes.shape[0], axis=0)
+    if grouped is not None:
+        group_scale, zero, groups = grouped
+        flat = (codes - zero[groups]) * group_scale[groups]
+    elif scale.shape != (codes.shape[1],):
+        raise ctx.unsupported("weights/kernel_scale shape", list(scale.shape))
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            flat = codes / scale
+    shape = ctx.in_shapes[0] if ctx.in_shapes else None
+    if shape is None or any(d is None for d in shape[1:]):
+        raise ctx.unsupported("input shape", shape)
+    kernel_shape = einsum_dense_analysis(spec.config, (None, *shape[1:]))[1]
+    if einsum_int4_flat_shape(equation, kernel_shape) != flat.shape:
+        raise WeightsError(
+            f"EinsumDense '{spec.name}': int4 kernel {list(flat.shape)} does not flatten {list(kernel_shape)}"
+        )
+    kernel = flat.reshape(kernel_shape)
+    bias = spec.weight("bias", integer=True).astype(_F32) if "bias" in spec.weights else None
+    quantizer = _activation_quantizer(spec, None)
+    e = ctx.e
+    n = e.logical(as_float(ctx, x))
+    eq = equation.replace(" ", "")
+    if quantizer is None:
+        y = e.op("Einsum", [n, ctx.const(kernel, "kernel")], "einsum", equation=eq)
+    else:
+        reduced = [i for i, label in enumerate(labels) if label not in out]
+        q, x_scale = _quantize_input(ctx, n, reduced, *quantizer)
+        y = e.op("Einsum", [q, ctx.const(kernel, "kernel")], "einsum", equation=eq)
+        y = e.op("Div", [y, _layout_dynamic(ctx, x_scale, labels, out)], "dequantize")
+    return _finish(ctx, y, bias, len(out))
+
+
+def int4_embedding(ctx: MapContext, x: Value) -> Value:
+    spec = ctx.spec
+    width = ctx.get("output_dim")
+    if not isinstance(width, int) or isinstance(width, bool) or width < 1:
+        raise ctx.unsupported("output_dim", width)
+    table = unpack_int4(spec.weight("embeddings", integer=True), width).astype(_F32)
+    rows = table.shape[0]
+    grouped = _grouped(spec, "embeddings_scale", "embeddings_zero", width, axis=-1)
+    if grouped is None:
+        row_scale = spec.weight("embeddings_scale", integer=True).astype(_F32).reshape(rows)
+        dequantized = table / row_scale[:, None]
+    else:
+        scale, zero, groups = grouped
+        dequantized = (table - zero[:, groups]) * scale[:, groups]
+    return Value(
+        ctx.e.op("Gather", [ctx.const(dequantized, "embeddings"), ids(ctx, x)], "embedding", axis=0),
+        (x.rank or 0) + 1,
+    )
+
+
+MAPPINGS: dict[tuple[str, str], Callable[..., Any]] = {
+    ("int8", "Dense"): int8_dense,
+    ("int8", "EinsumDense"): int8_einsum_dense,
+    ("int8", "Embedding"): int8_embedding,
+    ("int4", "Dense"): int4_dense,
+    ("int4", "EinsumDense"): int4_einsum_dense,
+    ("int4", "Embedding"): int4_embedding,
+}
+
+
+def quantized_mapping(key: str, mode: str) -> Callable[..., Any] | None:
+    """The mapping of a layer saved with a quantized dtype policy (``mode``: "int8", "int4")."""
+    return MAPPINGS.get((mode, key))

@@ -1,0 +1,193 @@
+"""tf.keras's implicit masks, carried beside the tensors of the exported graph (Keras 1/2 files).
+
+The rules are the runner's (``modelgraph/runner/masks.py``, checked against the masks tf_keras
+attached): Embedding(mask_zero) and Masking create a mask, mask-preserving layers carry it, RNNs keep
+it only with ``return_sequences``, merges AND their inputs' masks, everything else drops it; a layer
+whose ``call`` takes ``mask`` receives it. Here a mask is a bool ONNX tensor in Keras's layout, and
+each rule emits the nodes that compute it. Keras 3 files record masks as explicit graph nodes and
+need none of this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from modelgraph.errors import UnsupportedConfigError
+from modelgraph.runner.masks import MASK_CONSUMERS, MERGE_AND, PASS_THROUGH, RNN_CLASSES
+from modelgraph.saving.onnx.emitter import Emitter, Value
+
+Masks = list[Value | None]
+Produce = Callable[[Emitter, Masks, list[Value], list[Value]], Masks]
+
+
+@dataclass(frozen=True)
+class MaskRule:
+    consume: Callable[[Masks], dict[str, Any]] | None
+    produce: Produce | None
+    source: bool = False
+
+
+def _first(masks: Masks) -> Value | None:
+    """The first input's mask (None when the first input has none)."""
+    return masks[0] if masks else None
+
+
+def _and_all(e: Emitter, masks: Masks) -> Value | None:
+    present = [m for m in masks if m is not None]
+    if not present:
+        return None
+    out = present[0]
+    for m in present[1:]:
+        out = Value(e.op("And", [out.name, m.name], "mask_and"), out.rank, None, "bool")
+    return out
+
+
+def _pass_first(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Value]) -> Masks:
+    return [_first(masks)] + [None] * (len(outputs) - 1)
+
+
+def _merge_and(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Value]) -> Masks:
+    return [_and_all(e, masks)]
+
+
+def _concat(axis: int) -> Produce:
+    def produce(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Value]) -> Masks:
+        if all(m is None for m in masks):
+            return [None]
+        rank = inputs[0].rank
+        if rank is None or (axis != -1 and axis != rank - 1):
+            if any(m is None for m in masks):
+                raise UnsupportedConfigError("Concatenate", "mask with axis", axis)
+            out_rank = None if rank is None else rank - 1
+            return [
+                Value(
+                    e.op("Concat", [m.name for m in masks], "mask_concat", axis=axis), out_rank, None, "bool"
+                )
+            ]  # type: ignore[union-attr]
+        return [_and_all(e, masks)]
+
+    return produce
+
+
+def _rnn(return_sequences: bool, n_seq: int = 1) -> Produce:
+    def produce(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Value]) -> Masks:
+        m = _first(masks) if return_sequences else None
+        return [m] * n_seq + [None] * (len(outputs) - n_seq)
+
+    return produce
+
+
+def _time_distributed(inner_produce: Produce | None) -> Produce:
+    """tf.keras TimeDistributed.compute_mask: the inner layer's mask of the folded input, unfolded
+    (the carried-over and RNN rules are the same on folded and unfolded masks, so they run on the
+    unfolded one); when the inner layer gives none, the input mask reduced with any() after time."""
+
+    def produce(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Value]) -> Masks:
+        m = _first(masks)
+        rest: Masks = [None] * (len(outputs) - 1)
+        if m is None:
+            return [None] + rest
+        if inner_produce is not None:
+            inner = _first(inner_produce(e, [m], inputs, outputs[:1]))
+            if inner is not None:
+                return [inner] + rest
+        if m.rank is not None and m.rank > 2:
+            f = e.cast(m.name, "float32")
+            m = Value(e.cast(e.reduce("ReduceMax", f, list(range(2, m.rank)), 0), "bool"), 2, None, "bool")
+        return [m] + rest
+
+    return produce
+
+
+def _embedding(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Value]) -> Masks:
+    x = inputs[0]
+    zero = e.const(np.zeros((), dtype=x.dtype if x.dtype != "bfloat16" else "float32"), "zero")
+    return [Value(e.op("Not", [e.op("Equal", [e.logical(x), zero])], "mask"), x.rank, None, "bool")]
+
+
+def _masking(value: float) -> Produce:
+    def produce(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Value]) -> Masks:
+        x = inputs[0]
+        ne = e.cast(
+            e.op("Not", [e.op("Equal", [e.logical(x), e.const(np.float32(value), "mask_value")])]), "float32"
+        )
+        m = e.cast(e.reduce("ReduceMax", ne, [-1], 0), "bool")
+        return [Value(m, None if x.rank is None else x.rank - 1, None, "bool")]
+
+    return produce
+
+
+def _consume_first(masks: Masks) -> dict[str, Any]:
+    m = _first(masks)
+    return {} if m is None else {"mask": m}
+
+
+def _consume_list(masks: Masks) -> dict[str, Any]:
+    return {"mask": list(masks)} if any(m is not None for m in masks) else {}
+
+
+def _consume_mha(masks: Masks) -> dict[str, Any]:
+    raise UnsupportedConfigError("MultiHeadAttention", "implicit mask", "tf.keras _keras_mask")
+
+
+def rule_for(class_name: str, config: Mapping[str, Any]) -> MaskRule:
+    """The mask rule of one tf.keras layer class (the runner's, emitting ONNX)."""
+    consume: Callable[[Masks], dict[str, Any]] | None = None
+    if class_name in ("Attention", "AdditiveAttention"):
+        consume = _consume_list
+    elif class_name == "MultiHeadAttention":
+        consume = _consume_mha_masks
+    elif class_name in MASK_CONSUMERS:
+        consume = _consume_first
+    if class_name == "Embedding":
+        return MaskRule(None, _embedding if config.get("mask_zero") else None, bool(config.get("mask_zero")))
+    if class_name == "Masking":
+        return MaskRule(None, _masking(float(config.get("mask_value", 0.0))), True)
+    if class_name in RNN_CLASSES:
+        return MaskRule(consume, _rnn(bool(config.get("return_sequences", False))))
+    if class_name == "Bidirectional":
+        inner = config.get("layer")
+        inner_config = inner.get("config", {}) if isinstance(inner, Mapping) else {}
+        n_seq = 2 if config.get("merge_mode", "concat") is None else 1
+        return MaskRule(consume, _rnn(bool(inner_config.get("return_sequences", False)), n_seq))
+    if class_name == "TimeDistributed":
+        inner = config.get("layer")
+        inner_class = inner.get("class_name") if isinstance(inner, Mapping) else None
+        if inner_class in ("Embedding", "Masking") and isinstance(inner, Mapping):
+            # The inner mask is elementwise over the folded (batch * time) axis: folding, computing
+            # and unfolding equals computing it on the unfolded input.
+            source = rule_for(inner_class, inner.get("config") or {})
+            return MaskRule(consume, source.produce, source.source)
+        inner_rule = (
+            rule_for(inner_class, inner.get("config") or {})
+            if isinstance(inner_class, str) and isinstance(inner, Mapping)
+            else None
+        )
+        return MaskRule(consume, _time_distributed(inner_rule.produce if inner_rule is not None else None))
+    if class_name in ("Attention", "AdditiveAttention", "MultiHeadAttention"):
+        return MaskRule(consume, _pass_first)
+    if class_name in MERGE_AND:
+        return MaskRule(consume, _merge_and)
+    if class_name == "Concatenate":
+        axis = config.get("axis", -1)
+        return MaskRule(consume, _concat(int(axis) if isinstance(axis, int) else -1))
+    if class_name in PASS_THROUGH:
+        return MaskRule(consume, _pass_first)
+    return MaskRule(consume, None)
+
+
+def _consume_mha_masks(masks: Masks) -> dict[str, Any]:
+    """tf.keras MultiHeadAttention reads the query's mask and the value's and key's (their AND)."""
+    if not masks:
+        return {}
+    out: dict[str, Any] = {}
+    if masks[0] is not None:
+        out["query_mask"] = masks[0]
+    rest = [m for m in masks[1:] if m is not None]
+    if rest:
+        out["value_mask"] = rest if len(rest) > 1 else rest[0]
+    return out
