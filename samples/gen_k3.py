@@ -327,6 +327,55 @@ def m_quant_int4_text():
     return keras.Model(tok, out, name="quant_int4_text")
 
 
+def _tokens(rng, shape, zero_rows):
+    tok = rng.integers(1, 20, size=shape)
+    for row, cols in zero_rows.items():
+        tok[row, cols] = 0
+    return tok.astype("int32")
+
+
+def m_mask_implicit():
+    # Keras 3 records a mask kwarg only where a layer's call had a single tensor argument and no
+    # keywords; everywhere else (list inputs, several tensors, keywords) the mask reaches the layer at
+    # run time through the tensor's _keras_mask, as in tf.keras. Nothing in the config says so.
+    tq = keras.Input((5,), dtype="int32", name="tok_q")
+    tv = keras.Input((7,), dtype="int32", name="tok_v")
+    fq = keras.Input((5, 6), name="feat_q")
+    eq = layers.Embedding(20, 6, mask_zero=True, name="emb_q")(tq)
+    ev = layers.Embedding(20, 6, mask_zero=True, name="emb_v")(tv)
+    outs = []
+    att = layers.Attention(name="att")([eq, ev])  # mask [q, v]; output mask = query mask
+    outs += [att, layers.LSTM(3, name="lstm_att")(att)]
+    add_att, scores = layers.AdditiveAttention(name="add_att")([eq, ev], return_attention_scores=True)
+    outs += [add_att, scores, layers.GlobalAveragePooling1D(name="gap_add_att")(add_att)]
+    att_uq = layers.Attention(name="att_unmasked_q")([fq, ev])  # only the value is masked
+    outs += [att_uq]
+    mha = layers.MultiHeadAttention(2, 3, name="mha")(eq, ev)  # query_mask, value_mask populated
+    outs += [mha, layers.GlobalAveragePooling1D(name="gap_mha")(mha)]
+    mha_self = layers.MultiHeadAttention(2, 3, name="mha_self")(ev, ev)
+    outs += [mha_self]
+    # Keras 3 merges OR the masks (None when an input has none); tf.keras ANDs the present ones.
+    both = layers.Add(name="add_masked")([att, add_att])
+    outs += [layers.GlobalAveragePooling1D(name="gap_add")(both)]
+    half = layers.Add(name="add_half_masked")([att, fq])
+    outs += [layers.GlobalAveragePooling1D(name="gap_half")(half)]
+    # A nested Functional: its output tensor keeps the inner layer's mask (Keras 3 warns that the
+    # model drops it, then the downstream layer still applies it).
+    i_in = keras.Input((5, 6), name="inner_in")
+    i_out = layers.LayerNormalization(name="inner_ln")(layers.Dense(6, name="inner_dense")(i_in))
+    inner = keras.Model(i_in, i_out, name="inner")
+    nested = inner(att)
+    outs += [layers.GlobalAveragePooling1D(name="gap_nested")(nested), layers.GRU(2, name="gru_nested")(nested)]
+    return keras.Model([tq, tv, fq], outs, name="mask_implicit")
+
+
+def in_mask_implicit(rng):
+    zq = {0: [0], 1: [2, 4], 3: slice(3, None)}
+    zv = {0: [1, 6], 1: slice(0, 3), 4: slice(4, None)}
+    return {"tok_q": _tokens(rng, (5, 5), zq), "tok_v": _tokens(rng, (5, 7), zv),
+            "feat_q": rng.normal(size=(5, 5, 6))}
+
+
 def in_dtypes(rng):
     return {"x": rng.normal(size=(3, 6))}
 
@@ -401,6 +450,12 @@ MODELS = {
                         ["model.quantize('int8') on Embedding (int8 table + row scales)",
                          "int8 EinsumDense: bias, gelu, split / merge / flattening equations"],
                         {"quantize": "int8", "tolerance_hint": "int8 quantized compute"}),
+    "mask_implicit": (m_mask_implicit, in_mask_implicit,
+                      ["Keras 3 implicit masks (no mask kwarg in the config): Embedding(mask_zero) into "
+                       "Attention, AdditiveAttention (+scores), MultiHeadAttention(q, v) and (v, v)",
+                       "Add of two masked inputs (OR) and of a masked and an unmasked one (no mask)",
+                       "a mask through a nested Functional applied downstream (GlobalAveragePooling1D, GRU)",
+                       "mask op nodes NotEqual -> ConvertToTensor in the legacy .h5"], {}),
 }
 
 
