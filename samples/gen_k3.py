@@ -376,6 +376,64 @@ def in_mask_implicit(rng):
             "feat_q": rng.normal(size=(5, 5, 6))}
 
 
+def m_ln_rms():
+    x = keras.Input((4, 6), name="x")
+    h = layers.LayerNormalization(rms_scaling=True, scale=False, name="ln_rms_noscale")(x)
+    h = layers.LayerNormalization(rms_scaling=True, name="ln_rms")(layers.Dense(5, name="d")(h))
+    return keras.Model(x, h, name="ln_rms")
+
+
+def in_ln_rms(rng):
+    return {"x": rng.normal(size=(3, 4, 6))}
+
+
+def _shared_two_levels(kmod, lay):
+    s_in = kmod.Input((6,), name="s_in")
+    shared = kmod.Model(s_in, lay.Dense(4, name="s_d2")(lay.Dense(8, activation="relu", name="s_d1")(s_in)),
+                        name="shared_inner")
+    m_in = kmod.Input((6,), name="m_in")
+    mid = kmod.Model(m_in, lay.Dense(6, name="m_d")(lay.Concatenate(name="m_cat")([shared(m_in), m_in])),
+                     name="mid")
+    x = kmod.Input((6,), name="x")
+    a = mid(x)
+    b = shared(x)  # the same nested model, directly in the outer model too
+    c = shared(a)
+    return kmod.Model(x, lay.Concatenate(name="cat")([a, b, c]), name="shared_two_levels")
+
+
+def m_shared_two_levels():
+    return _shared_two_levels(keras, layers)
+
+
+def in_vec6(rng):
+    return {"x": rng.normal(size=(3, 6))}
+
+
+def m_rnn_cells():
+    x = keras.Input((6, 3), name="x")
+    tok = keras.Input((6,), dtype="int32", name="tok")
+    r1 = layers.RNN(layers.LSTMCell(4, name="lstm_cell"), return_sequences=True, name="rnn_lstm")(x)
+    r2 = layers.RNN(layers.GRUCell(3, name="gru_cell"), go_backwards=True, name="rnn_gru")(r1)
+    r3, h3 = layers.RNN(layers.SimpleRNNCell(3, name="srnn_cell"), return_state=True,
+                        name="rnn_simple")(x)
+    stacked = layers.StackedRNNCells([layers.LSTMCell(3, name="st_lstm"), layers.GRUCell(2, name="st_gru")],
+                                     name="stacked_cells")
+    r4, *st = layers.RNN(stacked, return_sequences=True, return_state=True, name="rnn_stacked")(x)
+    e = layers.Embedding(20, 3, mask_zero=True, name="emb")(tok)
+    r5 = layers.RNN(layers.GRUCell(3, reset_after=False, name="gru_cell_v1"), return_sequences=True,
+                    name="rnn_masked")(e)
+    r6 = layers.RNN(layers.LSTMCell(2, name="lstm_cell_b"), go_backwards=True, name="rnn_masked_back")(r5)
+    r7 = layers.RNN(layers.SimpleRNNCell(2, name="srnn_cell_init"), name="rnn_init")(x, initial_state=[h3[:, :2]])
+    return keras.Model([x, tok], [r2, r3, h3, r4, *st, r6, r7], name="rnn_cells")
+
+
+def in_rnn_cells(rng):
+    tok = rng.integers(1, 20, size=(3, 6))
+    tok[0, 4:] = 0
+    tok[1, 2] = 0
+    return {"x": rng.normal(size=(3, 6, 3)), "tok": tok.astype("int32")}
+
+
 def in_dtypes(rng):
     return {"x": rng.normal(size=(3, 6))}
 
@@ -456,6 +514,18 @@ MODELS = {
                        "Add of two masked inputs (OR) and of a masked and an unmasked one (no mask)",
                        "a mask through a nested Functional applied downstream (GlobalAveragePooling1D, GRU)",
                        "mask op nodes NotEqual -> ConvertToTensor in the legacy .h5"], {}),
+    "ln_rms": (m_ln_rms, in_ln_rms,
+               ["LayerNormalization(rms_scaling=True, scale=False): gamma stored although scale=False",
+                "LayerNormalization(rms_scaling=True)"], {}),
+    "shared_two_levels": (m_shared_two_levels, in_vec6,
+                          ["one nested Functional used inside another nested model and directly in the "
+                           "outer model (twice): its weights are stored once, at the first path Keras's "
+                           "saver visits; params counted once"], {}),
+    "rnn_cells": (m_rnn_cells, in_rnn_cells,
+                  ["generic RNN layer over LSTMCell, GRUCell (go_backwards), SimpleRNNCell (return_state), "
+                   "StackedRNNCells (return_sequences + return_state)",
+                   "RNN(GRUCell(reset_after=False)) and RNN(LSTMCell, go_backwards) over an Embedding mask",
+                   "RNN(SimpleRNNCell) with initial_state"], {}),
 }
 
 
