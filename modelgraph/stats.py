@@ -56,6 +56,7 @@ from modelgraph.shape_rules.spatial import (
     conv_geometry,
 )
 from modelgraph.shapes import ShapeResult, infer_shapes, rule_key
+from modelgraph.sharing import repeated_objects
 
 __all__ = ["LayerStats", "ModelTotals", "layer_stats", "model_totals"]
 
@@ -134,16 +135,24 @@ def model_totals(
     rows = list(stats) if stats is not None else layer_stats(graph, shapes)
     top = [r for r in rows if r.level == 0]
     leaves = [r for r in rows if r.kind != "model"]
+    # An object used at several nesting levels has a row at each place; its weights count once.
+    repeated = repeated_objects(graph)
+    again = [r for r in rows if tuple(r.path) in repeated]
     by_dtype: dict[str, int] = {}
     for r in top:
         for k, v in r.weight_bytes_by_dtype.items():
             by_dtype[k] = by_dtype.get(k, 0) + v
+    for r in again:
+        for k, v in r.weight_bytes_by_dtype.items():
+            by_dtype[k] = by_dtype.get(k, 0) - v
     leaf_unknown_params = ["/".join(r.path) for r in rows if r.params is None and r.kind != "model"]
     leaf_unknown_macs = ["/".join(r.path) for r in rows if r.macs is None and r.kind != "model"]
     return ModelTotals(
-        total_params=sum(r.params or 0 for r in top),
-        trainable_params=sum(r.trainable_params or 0 for r in top),
-        non_trainable_params=sum(r.non_trainable_params or 0 for r in top),
+        total_params=sum(r.params or 0 for r in top) - sum(r.params or 0 for r in again),
+        trainable_params=sum(r.trainable_params or 0 for r in top)
+        - sum(r.trainable_params or 0 for r in again),
+        non_trainable_params=sum(r.non_trainable_params or 0 for r in top)
+        - sum(r.non_trainable_params or 0 for r in again),
         weight_bytes=sum(by_dtype.values()),
         weight_bytes_by_dtype=by_dtype,
         total_macs=sum(r.macs or 0 for r in top),

@@ -494,6 +494,62 @@ def in_wild2(rng):
 # legacy .h5 + JSON only (the container does not change the masks).
 _MASK_OPTS = {"masks": True, "formats": ["h5", "json"]}
 
+def m_shared_two_levels():
+    s_in = keras.Input((6,), name="s_in")
+    shared = keras.Model(s_in, layers.Dense(4, name="s_d2")(layers.Dense(8, activation="relu", name="s_d1")(s_in)),
+                         name="shared_inner")
+    m_in = keras.Input((6,), name="m_in")
+    mid = keras.Model(m_in, layers.Dense(6, name="m_d")(layers.Concatenate(name="m_cat")([shared(m_in), m_in])),
+                      name="mid")
+    x = keras.Input((6,), name="x")
+    a = mid(x)
+    b = shared(x)  # the same nested model, directly in the outer model too
+    c = shared(a)
+    return keras.Model(x, layers.Concatenate(name="cat")([a, b, c]), name="shared_two_levels")
+
+
+def in_vec6(rng):
+    return {"x": rng.normal(size=(3, 6))}
+
+
+def m_td_conv_rank5():
+    x = keras.Input((4, 5, 5, 3), name="x")
+    c1 = layers.TimeDistributed(layers.Conv1D(2, 3, padding="same", name="c1d"), name="td_conv1d")(x)
+    c2 = layers.TimeDistributed(layers.Conv2D(2, 2, name="c2d"), name="td_conv2d")(x)
+    c3 = layers.TimeDistributed(layers.Conv1D(3, 2, strides=2, activation="relu", name="c1d_s2"),
+                                name="td_conv1d_strided")(x)
+    return keras.Model(x, [c1, c2, c3], name="td_conv_rank5")
+
+
+def in_td_conv_rank5(rng):
+    return {"x": rng.normal(size=(2, 4, 5, 5, 3))}
+
+
+def m_rnn_cells():
+    x = keras.Input((6, 3), name="x")
+    tok = keras.Input((6,), dtype="int32", name="tok")
+    r1 = layers.RNN(layers.LSTMCell(4, name="lstm_cell"), return_sequences=True, name="rnn_lstm")(x)
+    r2 = layers.RNN(layers.GRUCell(3, name="gru_cell"), go_backwards=True, name="rnn_gru")(r1)
+    r3, h3 = layers.RNN(layers.SimpleRNNCell(3, name="srnn_cell"), return_state=True, name="rnn_simple")(x)
+    stacked = layers.StackedRNNCells([layers.LSTMCell(3, name="st_lstm"), layers.GRUCell(2, name="st_gru")],
+                                     name="stacked_cells")
+    r4, *st = layers.RNN(stacked, return_sequences=True, return_state=True, name="rnn_stacked")(x)
+    e = layers.Embedding(20, 3, mask_zero=True, name="emb")(tok)
+    r5 = layers.RNN(layers.GRUCell(3, reset_after=False, name="gru_cell_v1"), return_sequences=True,
+                    name="rnn_masked")(e)
+    r6 = layers.RNN(layers.LSTMCell(2, name="lstm_cell_b"), go_backwards=True, name="rnn_masked_back")(r5)
+    h2 = layers.Dense(2, name="init_proj")(h3)
+    r7 = layers.RNN(layers.SimpleRNNCell(2, name="srnn_cell_init"), name="rnn_init")(x, initial_state=[h2])
+    return keras.Model([x, tok], [r2, r3, h3, r4, *st, r6, r7], name="rnn_cells")
+
+
+def in_rnn_cells(rng):
+    tok = rng.integers(1, 20, size=(3, 6))
+    tok[0, 4:] = 0
+    tok[1, 2] = 0
+    return {"x": rng.normal(size=(3, 6, 3)), "tok": tok.astype("int32")}
+
+
 MODELS = {
     "multi_io_list": (m_multi_io_list, in_multi_io_list,
                       ["list inputs", "list outputs", "shared layer called 3 times at different depths",
@@ -570,6 +626,19 @@ MODELS = {
                   "model.layers order follows the node input order (tok_v before tok_k)",
                   "implicit query/value masks, unmasked key; intermediate masks recorded"],
                  {"masks": True}),
+    "shared_two_levels": (m_shared_two_levels, in_vec6,
+                          ["one nested Functional used inside another nested model and directly in the "
+                           "outer model (twice): .keras stores its weights once, at the first path the saver "
+                           "visits; params counted once"], {}),
+    "td_conv_rank5": (m_td_conv_rank5, in_td_conv_rank5,
+                      ["TimeDistributed(Conv1D) (same, strided) on rank-5 inputs: the inner Conv1D sees "
+                       "rank 4 and convolves the second-to-last axis, the axes before it are batch",
+                       "TimeDistributed(Conv2D) on rank 5"], {}),
+    "rnn_cells": (m_rnn_cells, in_rnn_cells,
+                  ["generic RNN layer over LSTMCell, GRUCell (go_backwards), SimpleRNNCell (return_state), "
+                   "StackedRNNCells (return_sequences + return_state)",
+                   "RNN(GRUCell(reset_after=False)) and RNN(LSTMCell, go_backwards) over an Embedding mask",
+                   "RNN(SimpleRNNCell) with initial_state"], {"masks": True}),
 }
 
 WILD_MODELS = {

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from modelgraph.errors import WeightsError
 from modelgraph.graph import Layer, ModelGraph, Weight
+from modelgraph.sharing import repeated_objects
 from modelgraph.weight_names import canonical_from_path, keras3_groups, snake_case
 
 LayerPath = tuple[str, ...]
@@ -95,9 +96,13 @@ def bind_keras3(graph: ModelGraph, tree: Keras3Tree) -> tuple[ModelGraph, list[s
     """Attach a Keras 3 weights tree; returns the graph and notes on anything that did not fit."""
     weights: dict[LayerPath, list[Weight]] = {}
     notes: list[str] = []
-    for path, layer, tree_path in keras3_layer_paths(graph, tree.root):
+    places = keras3_layer_paths(graph, tree.root)
+    tree_of = {path: tree_path for path, _, tree_path in places}
+    repeated = repeated_objects(graph)
+    for path, layer, tree_path in places:
         if layer.subgraph is not None:
             continue
+        tree_path = _first_place(path, tree_path, repeated, tree_of, tree)
         groups = keras3_groups(layer.class_name, layer.config)
         if groups is None:
             found = tree.vars_at(f"{tree_path}/vars") or {}
@@ -126,6 +131,28 @@ def bind_keras3(graph: ModelGraph, tree: Keras3Tree) -> tuple[ModelGraph, list[s
                 )
         weights[path] = bound
     return attach(graph, {p: tuple(ws) for p, ws in weights.items()}), notes
+
+
+def _first_place(
+    path: LayerPath,
+    tree_path: str,
+    repeated: Mapping[LayerPath, LayerPath],
+    tree_of: Mapping[LayerPath, str],
+    tree: Keras3Tree,
+) -> str:
+    """The tree path holding the variables of the layer at ``path``: its own, or, for an object used
+    at several nesting levels whose later place Keras's saver skipped, the first place's
+    (:mod:`modelgraph.sharing`)."""
+    for n in range(len(path), 0, -1):
+        first = repeated.get(path[:n])
+        if first is None:
+            continue
+        own_model = tree_of.get(path[:n])
+        if own_model is not None and tree.vars_at(f"{own_model}/vars") is not None:
+            return tree_path  # stored at this place after all
+        target = tree_of.get((*first, *path[n:]))
+        return tree_path if target is None else target
+    return tree_path
 
 
 # ------------------------------------------------------------------------------------------------
