@@ -15,6 +15,7 @@ from modelgraph.shape_rules._base import (
     conv_length,
     dadd,
     expected_for,
+    extra_batch_axes,
     fmt,
     inner_record,
     need,
@@ -225,8 +226,10 @@ def _time_distributed(call: Call) -> list[Shape | None]:
     inner = inner_record(call.config, "layer")
     if inner is None:
         raise ShapeError("TimeDistributed has no wrapped 'layer' record", "config")
-    outs = _inner_outputs(call, inner[0], inner[1], (shape[0], *shape[2:]))
-    return [None if o is None else (shape[0], shape[1], *o[1:]) for o in outs]
+    extra = extra_batch_axes(inner[0], len(shape) - 1)
+    outs = _inner_outputs(call, inner[0], inner[1], (shape[0], *shape[2 + extra :]))
+    lead = tuple(shape[: 2 + extra])
+    return [None if o is None else (*lead, *o[1:]) for o in outs]
 
 
 @weight_rule("TimeDistributed")
@@ -235,7 +238,8 @@ def _time_distributed_weights(config: Mapping[str, Any], ins: list[Shape | None]
     inner = inner_record(config, "layer")
     if inner is None:
         raise Unknown()
-    sub = wrapped_weights(inner[0], inner[1], [(shape[0], *shape[2:])])
+    extra = extra_batch_axes(inner[0], len(shape) - 1)
+    sub = wrapped_weights(inner[0], inner[1], [(shape[0], *shape[2 + extra :])])
     if sub is None:
         raise Unknown()
     return sub

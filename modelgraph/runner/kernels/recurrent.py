@@ -28,6 +28,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from modelgraph.errors import UnsupportedConfigError
 from modelgraph.runner.activations import Activation, get_activation
 from modelgraph.runner.registry import KernelSpec, get_kernel, register
+from modelgraph.shape_rules._base import extra_batch_axes
 
 Array = np.ndarray
 # One recurrent step: (precomputed input projection at t, states) -> (output, new states).
@@ -554,10 +555,13 @@ def time_distributed(spec: KernelSpec):
         # inner_time) is the inner layer's own (for example an RNN's) and is folded like the input.
         if mask is not None and np.ndim(mask) > 2:
             inner_kwargs["mask"] = fold(np.asarray(mask))
-        out = inner_run(fold(x), **inner_kwargs)
+        # A tf.keras conv takes the axes before its own input rank as batch (shape_rules/_base.py).
+        extra = extra_batch_axes(inner[0], x.ndim - 1)
+        lead = x.shape[: 2 + extra]
+        out = inner_run(x.reshape((-1, *x.shape[2 + extra :])), **inner_kwargs)
 
         def unfold(a: Array) -> Array:
-            return a.reshape((batch, steps, *a.shape[1:]))
+            return a.reshape((*lead, *a.shape[1:]))
 
         if isinstance(out, tuple):
             return tuple(unfold(a) for a in out)
