@@ -211,7 +211,7 @@ def bind_named(
             notes.append(f"stored weight '{stored.name}' ({stored.location}) matches no layer")
             continue
         path, layer = target
-        canonical = canonical_from_path(layer.class_name, layer.name, stored.name)
+        canonical = canonical_from_path(layer.class_name, layer.name, stored.name, layer.config)
         weights.setdefault(path, []).append(_weight(canonical, stored))
     ordered: dict[LayerPath, tuple[Weight, ...]] = {}
     for path, ws in weights.items():
@@ -250,7 +250,8 @@ def positional_bind(graph: ModelGraph, groups: Sequence[tuple[str, Sequence[Stor
     mapped: dict[LayerPath, tuple[Weight, ...]] = {}
     for layer, (_, arrays) in zip(targets, stored, strict=True):
         mapped[(layer.name,)] = tuple(
-            _weight(canonical_from_path(layer.class_name, layer.name, a.name), a) for a in arrays
+            _weight(canonical_from_path(layer.class_name, layer.name, a.name, layer.config), a)
+            for a in arrays
         )
     return attach(graph, mapped)
 
