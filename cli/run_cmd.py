@@ -249,6 +249,13 @@ def _text_report(report: RunReport) -> str:
     "--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Batch size for --random."
 )
 @click.option(
+    "--shape",
+    "shapes",
+    multiple=True,
+    metavar="NAME=D1xD2...",
+    help="Sizes after the batch of a --random input whose declared shape leaves some unknown.",
+)
+@click.option(
     "--output",
     "-o",
     "out",
@@ -307,6 +314,7 @@ def run_command(
     use_random: bool,
     seed: int,
     batch: int,
+    shapes: tuple[str, ...],
     out: Path | None,
     expect: Path | None,
     atol: float,
@@ -382,13 +390,16 @@ def run_command(
 
     if inputs and use_random:
         raise UsageError("give either --input or --random, not both")
+    if shapes and not use_random:
+        raise UsageError("--shape sizes a --random input; give it with --random")
     reference: dict[str, np.ndarray] | None = None
     if expect is not None:
         reference = cmp.read_reference(expect, runner.output_keys)
     if inputs:
         feeds: dict[str, Any] = fd.parse_input_options(inputs, runner.input_names)
     elif use_random:
-        feeds = fd.random_feeds(runner.inputs, graph, seed=seed, batch=batch)
+        sizes = fd.parse_shape_options(shapes, runner.input_names)
+        feeds = fd.random_feeds(runner.inputs, graph, seed=seed, batch=batch, shapes=sizes)
     elif reference is not None and any(k.startswith(fd.GOLDEN_INPUT_PREFIX) for k in reference):
         feeds = {
             k[len(fd.GOLDEN_INPUT_PREFIX) :]: v

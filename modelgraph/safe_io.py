@@ -65,6 +65,8 @@ ZIP_ERRORS: tuple[type[BaseException], ...] = (
 
 MAX_JSON_DEPTH = 500
 """Deepest JSON nesting accepted. Real Keras configs stay under ~60; CPython's json recursion needs headroom."""
+
+
 def _limit_from_env(name: str, default: int) -> int:
     """A byte limit from the environment (a positive integer), else ``default``."""
     value = os.environ.get(name, "").strip()

@@ -550,6 +550,32 @@ def in_rnn_cells(rng):
     return {"x": rng.normal(size=(3, 6, 3)), "tok": tok.astype("int32")}
 
 
+def m_random_ids():
+    # Inputs with Keras's default float32 dtype whose values are ids: into a nested model's
+    # Embedding, into TimeDistributed(Embedding), and through a Reshape; and an input whose time
+    # axis is unknown (run --random needs --shape for it).
+    ids = keras.Input((6,), name="ids")
+    i_in = keras.Input((6,), name="inner_ids")
+    inner = keras.Model(i_in, layers.GlobalAveragePooling1D(name="inner_pool")(
+        layers.Embedding(50, 4, name="inner_emb")(i_in)), name="inner")
+    grid = keras.Input((3, 5), name="grid")
+    g = layers.TimeDistributed(layers.Embedding(30, 2, name="td_emb_inner"), name="td_emb")(grid)
+    flat = keras.Input((2, 3), name="flat_ids")
+    f = layers.Embedding(7, 3, name="flat_emb")(layers.Reshape((6,), name="flat")(flat))
+    seq = keras.Input((None, 4), name="seq")
+    s = layers.GlobalAveragePooling1D(name="seq_pool")(layers.Dense(3, name="seq_dense")(seq))
+    out = layers.Concatenate(name="cat")([inner(ids), layers.Flatten(name="g_flat")(g),
+                                          layers.Flatten(name="f_flat")(f), s])
+    return keras.Model([ids, grid, flat, seq], out, name="random_ids")
+
+
+def in_random_ids(rng):
+    return {"ids": rng.integers(0, 50, size=(3, 6)).astype("float32"),
+            "grid": rng.integers(0, 30, size=(3, 3, 5)).astype("float32"),
+            "flat_ids": rng.integers(0, 7, size=(3, 2, 3)).astype("float32"),
+            "seq": rng.normal(size=(3, 5, 4))}
+
+
 MODELS = {
     "multi_io_list": (m_multi_io_list, in_multi_io_list,
                       ["list inputs", "list outputs", "shared layer called 3 times at different depths",
@@ -639,6 +665,9 @@ MODELS = {
                    "StackedRNNCells (return_sequences + return_state)",
                    "RNN(GRUCell(reset_after=False)) and RNN(LSTMCell, go_backwards) over an Embedding mask",
                    "RNN(SimpleRNNCell) with initial_state"], {"masks": True}),
+    "random_ids": (m_random_ids, in_random_ids,
+                   ["float32 inputs holding ids: into a nested model's Embedding, TimeDistributed(Embedding), "
+                    "Reshape -> Embedding", "an input with an unknown time axis (None, 4)"], {}),
 }
 
 WILD_MODELS = {
