@@ -394,7 +394,9 @@ def run_command(
         raise UsageError("--shape sizes a --random input; give it with --random")
     reference: dict[str, np.ndarray] | None = None
     if expect is not None:
-        reference = cmp.read_reference(expect, runner.output_keys)
+        reference = cmp.read_reference(
+            expect, runner.output_keys, runner.output_aliases, runner.output_config_names
+        )
     if inputs:
         feeds: dict[str, Any] = fd.parse_input_options(inputs, runner.input_names)
     elif use_random:
@@ -466,8 +468,17 @@ def run_command(
     )
     comparison = None
     if reference is not None:
+        aliases = cmp.output_aliases_for(
+            list(reference), runner.output_keys, runner.output_aliases, runner.output_config_names
+        )
         comparison = cmp.compare_results(
-            results, reference, runner.output_keys, atol=atol, rtol=rtol, order=runner.layer_paths()
+            results,
+            reference,
+            runner.output_keys,
+            atol=atol,
+            rtol=rtol,
+            order=runner.layer_paths(),
+            aliases=aliases,
         )
         report.comparison = _comparison_report(comparison, str(expect))
     if prof is not None:

@@ -576,6 +576,23 @@ def in_random_ids(rng):
             "seq": rng.normal(size=(3, 5, 4))}
 
 
+def m_nested_outputs():
+    # A nested model with two outputs, called twice, every call's outputs a model output: the output
+    # keys carry node indices (enc:0:0 ... enc:1:1); tf.keras's config numbers them from 1.
+    e_in = keras.Input((4,), name="e_in")
+    h = layers.Dense(3, activation="tanh", name="e_dense")(e_in)
+    enc = keras.Model(e_in, [h, layers.Dense(2, name="e_head")(h)], name="enc")
+    a = keras.Input((4,), name="a")
+    b = keras.Input((4,), name="b")
+    a1, a2 = enc(a)
+    b1, b2 = enc(b)
+    return keras.Model([a, b], [a1, a2, b1, b2], name="nested_outputs")
+
+
+def in_nested_outputs(rng):
+    return {"a": rng.normal(size=(3, 4)), "b": rng.normal(size=(3, 4))}
+
+
 MODELS = {
     "multi_io_list": (m_multi_io_list, in_multi_io_list,
                       ["list inputs", "list outputs", "shared layer called 3 times at different depths",
@@ -668,6 +685,10 @@ MODELS = {
     "random_ids": (m_random_ids, in_random_ids,
                    ["float32 inputs holding ids: into a nested model's Embedding, TimeDistributed(Embedding), "
                     "Reshape -> Embedding", "an input with an unknown time axis (None, 4)"], {}),
+    "nested_outputs": (m_nested_outputs, in_nested_outputs,
+                       ["a nested model with two outputs called twice, all four tensors model outputs "
+                        "(output keys enc:<node>:<tensor>; tf.keras configs number the nested model's "
+                        "nodes from 1)"], {}),
 }
 
 WILD_MODELS = {

@@ -368,6 +368,7 @@ class Runner:
             else:
                 self.output_slots.append(env[ref])
         self.output_keys = _output_keys(g.outputs)
+        self.output_aliases, self.output_config_names = _output_aliases(g, self.output_keys)
         self._compute_liveness()
 
     def _problem(self, path: str, class_name: str, error: BaseException) -> None:
@@ -921,6 +922,27 @@ def _output_keys(outputs: Sequence[TensorRef]) -> list[str]:
             key = f"{base}#{k}"
         keys.append(key)
     return keys
+
+
+def _output_aliases(graph: ModelGraph, keys: Sequence[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Other names of the outputs, for ``--expect`` references: (the bracket form of the output
+    keys' own numbering, ``enc[1][0]`` for ``enc:1:0``; every name in a config's numbering).
+
+    Output keys number a nested model's calls as Keras 3 shows them after reloading; a config (tf.keras
+    and Keras 3) counts the nested model's own first node too, so ``["enc", 2, 0]`` there is
+    ``enc:1:0`` here. The two numberings overlap (``enc:1:0`` is a name in both), so a reference is
+    read in the config's numbering only when one of its keys exists in no other (see
+    :func:`modelgraph.runner.compare.output_aliases_for`)."""
+    own: dict[str, int] = {}
+    config: dict[str, int] = {}
+    for i, ref in enumerate(graph.outputs):
+        own.setdefault(f"{ref.layer}[{ref.node_index}][{ref.tensor_index}]", i)
+        if graph.layer(ref.layer).subgraph is not None:
+            node = ref.node_index + 1
+            config.setdefault(f"{ref.layer}:{node}:{ref.tensor_index}", i)
+            config.setdefault(f"{ref.layer}[{node}][{ref.tensor_index}]", i)
+    own = {k: v for k, v in own.items() if k not in keys}
+    return own, config
 
 
 def unsupported(graph: ModelGraph | str) -> list[Problem]:
