@@ -593,6 +593,21 @@ def in_nested_outputs(rng):
     return {"a": rng.normal(size=(3, 4)), "b": rng.normal(size=(3, 4))}
 
 
+def m_normalization():
+    # adapt() builds the layer outside any name scope, so tf_keras names its variables "mean",
+    # "variance", "count" with no layer prefix (a TF.js manifest then names no layer).
+    x = keras.Input((4,), name="x")
+    norm = layers.Normalization(name="norm")
+    norm.adapt(np.random.default_rng(0).normal(2.0, 3.0, size=(64, 4)).astype("float32"))
+    fixed = layers.Normalization(mean=[1.0, 2.0, 3.0, 4.0], variance=[1.0, 4.0, 9.0, 16.0], name="fixed")
+    y = layers.Dense(3, name="d")(layers.Concatenate(name="cat")([norm(x), fixed(x)]))
+    return keras.Model(x, y, name="normalization")
+
+
+def in_vec4(rng):
+    return {"x": rng.normal(2.0, 3.0, size=(3, 4))}
+
+
 MODELS = {
     "multi_io_list": (m_multi_io_list, in_multi_io_list,
                       ["list inputs", "list outputs", "shared layer called 3 times at different depths",
@@ -689,6 +704,10 @@ MODELS = {
                        ["a nested model with two outputs called twice, all four tensors model outputs "
                         "(output keys enc:<node>:<tensor>; tf.keras configs number the nested model's "
                         "nodes from 1)"], {}),
+    "normalization": (m_normalization, in_vec4,
+                      ["Normalization after adapt(): variables mean, variance, count stored without a layer "
+                       "prefix (TF.js manifest names 'mean', 'variance', 'count')",
+                       "Normalization with mean/variance in its config (no weights)"], {"tfjs": [""]}),
 }
 
 WILD_MODELS = {
@@ -960,6 +979,9 @@ def gen_model(name, seed, family=FAMILY, table=None, out_dir=None):
         ys = [np.zeros(tuple(1 if d is None else d for d in t.shape), "float32") for t in model.outputs]
         model.train_on_batch(feed(model, {k: v[:1] for k, v in arrays.items()}), ys)
     randomize(model, seed * 1000)
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, layers.Normalization) and layer.built:
+            layer.finalize_state()  # recompute from the (randomized) stored variables, as a reload does
     outs = run(model, arrays)
     extra = {}
     if name != "chunked_attrs":

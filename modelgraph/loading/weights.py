@@ -18,7 +18,7 @@ from dataclasses import replace
 from modelgraph.errors import WeightsError
 from modelgraph.graph import Layer, ModelGraph, Weight
 from modelgraph.sharing import repeated_objects
-from modelgraph.weight_names import canonical_from_path, keras3_groups, snake_case
+from modelgraph.weight_names import canonical_from_path, keras3_groups, own_weight_names, snake_case
 
 LayerPath = tuple[str, ...]
 
@@ -207,6 +207,8 @@ def bind_named(
     notes: list[str] = []
     for group, stored in arrays:
         target = _resolve(stored.name, group, graph, index)
+        if target is None and group is None:
+            target = _owner_of_bare_name(graph, stored.name, weights)
         if target is None:
             notes.append(f"stored weight '{stored.name}' ({stored.location}) matches no layer")
             continue
@@ -218,6 +220,24 @@ def bind_named(
         layer = _layer_at(graph, path)
         ordered[path] = tuple(_order_like_keras(layer, ws))
     return attach(graph, ordered), notes
+
+
+def _owner_of_bare_name(
+    graph: ModelGraph, stored: str, bound: Mapping[LayerPath, list[Weight]]
+) -> tuple[LayerPath, Layer] | None:
+    """The layer a weight stored under a bare name belongs to (``mean``, no layer prefix: tf_keras
+    names a preprocessing layer's variables so when adapt() builds it outside any name scope, and
+    TF.js keeps the name). The first layer, in model order, whose config creates a weight of that
+    name and that has none bound yet; None for a name with a path or no such layer."""
+    name = stored.split(":", 1)[0]
+    if "/" in name:
+        return None
+    for path, layer in graph.walk():
+        if layer.subgraph is not None or name not in (own_weight_names(layer.class_name, layer.config) or ()):
+            continue
+        if all(w.name != name for w in bound.get(path, ())):
+            return path, layer
+    return None
 
 
 def _layer_at(graph: ModelGraph, path: LayerPath) -> Layer:
