@@ -477,6 +477,49 @@ def in_nested_outputs(rng):
     return {"a": rng.normal(size=(3, 4)), "b": rng.normal(size=(3, 4))}
 
 
+def m_mask_layers():
+    # Keras 3 mask rules per class, each seen through a downstream consumer (GlobalAveragePooling1D
+    # or an RNN) that applies whatever mask arrives.
+    ta = keras.Input((6,), dtype="int32", name="tok_a")
+    tb = keras.Input((6,), dtype="int32", name="tok_b")
+    feat = keras.Input((6, 4), name="feat")
+    ea = layers.Embedding(20, 4, mask_zero=True, name="emb_a")(ta)
+    eb = layers.Embedding(20, 4, mask_zero=True, name="emb_b")(tb)
+    outs = []
+    cat = layers.Concatenate(name="cat")([ea, feat])  # masked + unmasked: any() over the last axis
+    outs.append(layers.LSTM(3, name="lstm_cat")(cat))
+    cat_t = layers.Concatenate(axis=1, name="cat_time")([ea, eb])  # along time
+    outs.append(layers.GlobalAveragePooling1D(name="gap_cat_time")(cat_t))
+    mul = layers.Multiply(name="mul")([ea, eb])  # OR of both masks
+    outs.append(layers.GRU(2, name="gru_mul")(mul))
+    bi = layers.Bidirectional(layers.GRU(3, return_sequences=True), name="bi")(ea)
+    outs.append(layers.GlobalAveragePooling1D(name="gap_bi")(bi))
+    td = layers.TimeDistributed(layers.Dense(3), name="td")(eb)
+    outs.append(layers.GlobalAveragePooling1D(name="gap_td")(td))
+    h0 = layers.Dense(3, name="h0")(layers.GlobalAveragePooling1D(name="gap_feat")(feat))
+    init = layers.GRU(3, return_sequences=True, name="gru_init")(ea, initial_state=[h0])  # no mask
+    outs.append(layers.GlobalAveragePooling1D(name="gap_init")(init))
+    ident = layers.Identity(name="ident")(layers.Dropout(0.5, name="drop")(eb))
+    outs.append(layers.LSTM(2, name="lstm_ident")(ident))
+    conv = layers.Conv1D(3, 2, padding="same", name="conv")(ea)  # drops the mask
+    outs.append(layers.GlobalAveragePooling1D(name="gap_conv")(conv))
+    seq = keras.Sequential([keras.Input((6, 4)), layers.Dense(4, name="sq_d"),
+                            layers.LayerNormalization(name="sq_ln")], name="seq_inner")
+    outs.append(layers.GRU(2, name="gru_seq")(seq(eb)))
+    masked = layers.Masking(0.0, name="masking")(feat)
+    outs.append(layers.SimpleRNN(2, name="srnn_masking")(layers.Dense(3, name="d_masking")(masked)))
+    return keras.Model([ta, tb, feat], outs, name="mask_layers")
+
+
+def in_mask_layers(rng):
+    za = {0: [0, 1], 1: [3], 3: slice(4, None)}
+    zb = {0: [5], 1: slice(0, 3), 2: [2, 4], 4: slice(None)}
+    feat = rng.normal(size=(5, 6, 4))
+    feat[0, 2] = 0.0
+    feat[3, 4:] = 0.0
+    return {"tok_a": _tokens(rng, (5, 6), za), "tok_b": _tokens(rng, (5, 6), zb), "feat": feat}
+
+
 def in_dtypes(rng):
     return {"x": rng.normal(size=(3, 6))}
 
@@ -576,6 +619,12 @@ MODELS = {
                        ["a nested model with two outputs called twice, all four tensors model outputs "
                         "(output keys enc:<node>:<tensor>; tf.keras configs number the nested model's "
                         "nodes from 1)"], {}),
+    "mask_layers": (m_mask_layers, in_mask_layers,
+                    ["Keras 3 masks per class, each applied downstream: Concatenate (masked + unmasked, and "
+                     "along time), Multiply (OR), Bidirectional(GRU), TimeDistributed(Dense), "
+                     "GRU with initial_state (gets no mask), Dropout/Identity (pass), Conv1D (drops), "
+                     "nested Sequential (keeps its last layer's mask), Masking -> Dense -> SimpleRNN",
+                     "a fully masked row (tok_b row 4)"], {}),
 }
 
 

@@ -297,7 +297,8 @@ class MaskBehaviour:
     mask of the first argument), ``"list"`` (tf.keras Attention: ``mask=[query, value]``), ``"mha"``
     (tf.keras MultiHeadAttention reads its tensors' masks itself), ``"call"`` (Keras 3: the layer's
     ``__call__`` fills ``mask`` from the only tensor argument, or ``<arg>_mask`` for each of several
-    tensor arguments; ``call`` names the parameters of ``call()`` in order), or None.
+    tensor arguments; ``call`` names the parameters of ``call()`` in order), ``"merge"`` (Keras 3
+    Multiply/Maximum/Minimum read their inputs' masks: the kernel gets ``input_masks``), or None.
     ``produce``: its output masks: ``"drop"``, ``"pass"`` (the mask it was given or the first
     input's), ``"and"`` / ``"or"`` (merge layers), ``"concat_all"`` / ``"concat_any"``, ``"rnn"``,
     ``"bidirectional"``, ``"time_distributed"``, ``"query"`` (attention: the query's mask),
@@ -360,9 +361,12 @@ MASK_BEHAVIOUR: dict[str, dict[int, MaskBehaviour]] = {
     "Rescaling": {K3: _PASS3},
     "Normalization": {K3: _PASS3},
     # Merges: tf.keras ANDs the masks present, Keras 3 ORs them and has none if one input has none.
+    **{c: {K2: _b(None, "and"), K3: _b(None, "or")} for c in ("Add", "Subtract", "Average")},
+    # Keras 3's Multiply, Maximum and Minimum also read their inputs' masks in call(): a masked
+    # position counts as 1 / takes the other operand's value (kernels/merge.py).
     **{
-        c: {K2: _b(None, "and"), K3: _b(None, "or")}
-        for c in ("Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum")
+        c: {K2: _b(None, "and"), K3: _b("merge", "or", note="call() reads the inputs' masks")}
+        for c in ("Multiply", "Maximum", "Minimum")
     },
     "Concatenate": {K2: _b(None, "concat_all"), K3: _b(None, "concat_any")},
     # Recurrent layers: the mask skips steps; kept on the sequence output only.
@@ -529,7 +533,9 @@ def rule_for_node(
     bound.update(kwargs)
     given_mask = bound.get("mask")
     fills: list[tuple[str, Any]] = []
-    if b.consume == "call":
+    if b.consume == "merge" and args:
+        fills.append(("input_masks", indices(list(flatten_structure(args[0])))))
+    elif b.consume == "call":
         tensor_args = [(k, v) for k, v in bound.items() if _is_tensor_argument(v)]
         if len(tensor_args) == 1 and "mask" in params and given_mask is None:
             fills.append(("mask", indices(tensor_args[0][1])))
