@@ -47,7 +47,7 @@ from modelgraph.shape_rules._base import (
 )
 from modelgraph.shape_rules.attention import mha_inputs
 from modelgraph.shape_rules.core import einsum_dense_analysis
-from modelgraph.shape_rules.recurrent import CONVLSTM_NAMES, GATES
+from modelgraph.shape_rules.recurrent import CONVLSTM_NAMES, GATES, rnn_cells
 from modelgraph.shape_rules.spatial import (
     CONV_CLASSES,
     DEPTHWISE_CLASSES,
@@ -513,6 +513,20 @@ def _rnn_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], cal
     if shape is None:
         raise Unknown()
     return _dim(shape[1]) * _rnn_step_macs(layer.class_name, layer.config, _dim(shape[-1]))
+
+
+@mac_rule("RNN")
+def _generic_rnn_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
+    """``RNN(cell)``: each cell's step like the matching layer's, the next cell fed the previous
+    cell's units."""
+    shape = ins[0].shape
+    if shape is None:
+        raise Unknown()
+    features, total = _dim(shape[-1]), 0
+    for layer_class, config, _ in rnn_cells(layer.config):
+        total += _rnn_step_macs(layer_class, config, features)
+        features = int(config.get("units", 0))
+    return _dim(shape[1]) * total
 
 
 def _convlstm_macs(class_name: str, config: Mapping[str, Any], shape: Shape, out: Shape) -> int:

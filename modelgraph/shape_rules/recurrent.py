@@ -103,7 +103,7 @@ def rnn_weights(class_name: str, config: Mapping[str, Any], features: Any) -> di
 _CELL_LAYERS = {"SimpleRNNCell": "SimpleRNN", "LSTMCell": "LSTM", "GRUCell": "GRU"}
 
 
-def _cells(config: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], str]]:
+def rnn_cells(config: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], str]]:
     """(layer class of the cell, cell config, weight prefix) of each cell of an ``RNN(cell)``."""
     cell = inner_record(config, "cell")
     if cell is None:
@@ -124,7 +124,7 @@ def _cells(config: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], str]
 
 @shape_rule("RNN")
 def _generic_rnn(call: Call) -> list[Shape]:
-    cells = _cells(call.config)
+    cells = rnn_cells(call.config)
     loop = {k: call.config.get(k) for k in ("return_sequences", "time_major")}
     out = rnn_outputs(cells[-1][0], {**cells[-1][1], **loop}, call.x(), call)
     if call.config.get("return_state", False):
@@ -138,7 +138,7 @@ def _generic_rnn(call: Call) -> list[Shape]:
 def _generic_rnn_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape]:
     features: Any = need(ins[0] if ins else None)[-1]
     out: dict[str, Shape] = {}
-    for layer_class, cfg, prefix in _cells(config):
+    for layer_class, cfg, prefix in rnn_cells(config):
         for name, shape in rnn_weights(layer_class, cfg, features).items():
             out[prefix + name] = shape
         features = _units(cfg, layer_class)
