@@ -263,6 +263,13 @@ def _text_report(report: RunReport, failures_only: bool = False) -> str:
     "--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Batch size for --random."
 )
 @click.option(
+    "--shape",
+    "shapes",
+    multiple=True,
+    metavar="NAME=D1xD2...",
+    help="Sizes after the batch of a --random input whose declared shape leaves some unknown.",
+)
+@click.option(
     "--output",
     "-o",
     "out",
@@ -345,6 +352,7 @@ def run_command(
     use_random: bool,
     seed: int,
     batch: int,
+    shapes: tuple[str, ...],
     out: Path | None,
     expect: Path | None,
     atol: float,
@@ -424,9 +432,13 @@ def run_command(
 
     if inputs and use_random:
         raise UsageError("give either --input or --random, not both")
+    if shapes and not use_random:
+        raise UsageError("--shape sizes a --random input; give it with --random")
     reference: dict[str, np.ndarray] | None = None
     if expect is not None:
-        reference = cmp.read_reference(expect, runner.output_keys)
+        reference = cmp.read_reference(
+            expect, runner.output_keys, runner.output_aliases, runner.output_config_names
+        )
     if inputs:
         ignored: list[str] = []
         feeds: dict[str, Any] = fd.parse_input_options(inputs, runner.input_names, ignored)
@@ -437,7 +449,8 @@ def run_command(
                 err=True,
             )
     elif use_random:
-        feeds = fd.random_feeds(runner.inputs, graph, seed=seed, batch=batch)
+        sizes = fd.parse_shape_options(shapes, runner.input_names)
+        feeds = fd.random_feeds(runner.inputs, graph, seed=seed, batch=batch, shapes=sizes)
     elif reference is not None and any(k.startswith(fd.GOLDEN_INPUT_PREFIX) for k in reference):
         feeds = {
             k[len(fd.GOLDEN_INPUT_PREFIX) :]: v
@@ -526,8 +539,17 @@ def run_command(
     )
     comparison = None
     if reference is not None:
+        aliases = cmp.output_aliases_for(
+            list(reference), runner.output_keys, runner.output_aliases, runner.output_config_names
+        )
         comparison = cmp.compare_results(
-            results, reference, runner.output_keys, atol=atol, rtol=rtol, order=runner.layer_paths()
+            results,
+            reference,
+            runner.output_keys,
+            atol=atol,
+            rtol=rtol,
+            order=runner.layer_paths(),
+            aliases=aliases,
         )
         report.comparison = _comparison_report(comparison, str(expect))
     if prof is not None:

@@ -240,8 +240,24 @@ class ModelGraph:
 
     @property
     def param_count(self) -> int:
-        """Stored parameters of every layer, nested ones included (shared weights counted once)."""
-        return sum(lyr.param_count for lyr in self.layers)
+        """Stored parameters of every layer, nested ones included (shared weights counted once, also
+        an object used at several nesting levels: :mod:`modelgraph.sharing`)."""
+        from modelgraph.sharing import repeated_objects
+
+        total = sum(lyr.param_count for lyr in self.layers)
+        for path in repeated_objects(self):
+            total -= self.layer_at(path).param_count
+        return total
+
+    def layer_at(self, path: tuple[str, ...]) -> Layer:
+        """The layer at a path of nested model names (``("outer_model", "dense")``)."""
+        graph: ModelGraph = self
+        for name in path[:-1]:
+            sub = graph.layer(name).subgraph
+            if sub is None:
+                raise KeyError(f"layer '{name}' is not a nested model")
+            graph = sub
+        return graph.layer(path[-1])
 
     @property
     def has_weights(self) -> bool:

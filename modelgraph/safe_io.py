@@ -65,8 +65,19 @@ ZIP_ERRORS: tuple[type[BaseException], ...] = (
 
 MAX_JSON_DEPTH = 500
 """Deepest JSON nesting accepted. Real Keras configs stay under ~60; CPython's json recursion needs headroom."""
-MAX_JSON_BYTES = 64 * MiB
-"""Largest JSON document accepted (NASNet's config.json is ~0.8 MB)."""
+
+
+def _limit_from_env(name: str, default: int) -> int:
+    """A byte limit from the environment (a positive integer), else ``default``."""
+    value = os.environ.get(name, "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else default
+
+
+MAX_JSON_BYTES = _limit_from_env("MODELGRAPH_MAX_JSON_BYTES", 512 * MiB)
+"""Largest JSON document accepted. It scales with what Keras writes: about 1 KB per layer (a
+100,000-layer Keras 3 chain's to_json() is 96 MB, NASNet's config.json 0.8 MB), so the default
+takes models of about half a million layers; parsing costs roughly ten times the document in memory.
+``MODELGRAPH_MAX_JSON_BYTES`` raises (or lowers) it. Nesting stays bounded by MAX_JSON_DEPTH."""
 MAX_DATASET_BYTES = 16 * GiB
 """Absolute cap on the declared size of one HDF5 dataset."""
 H5_BOMB_BYTES = 4 * GiB

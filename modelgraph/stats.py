@@ -47,7 +47,7 @@ from modelgraph.shape_rules._base import (
 )
 from modelgraph.shape_rules.attention import mha_inputs
 from modelgraph.shape_rules.core import einsum_dense_analysis
-from modelgraph.shape_rules.recurrent import CONVLSTM_NAMES, GATES
+from modelgraph.shape_rules.recurrent import CONVLSTM_NAMES, GATES, rnn_cells
 from modelgraph.shape_rules.spatial import (
     CONV_CLASSES,
     DEPTHWISE_CLASSES,
@@ -56,6 +56,7 @@ from modelgraph.shape_rules.spatial import (
     conv_geometry,
 )
 from modelgraph.shapes import ShapeResult, infer_shapes, rule_key
+from modelgraph.sharing import repeated_objects
 
 __all__ = ["LayerStats", "ModelTotals", "layer_stats", "model_totals"]
 
@@ -135,16 +136,24 @@ def model_totals(
     rows = list(stats) if stats is not None else layer_stats(graph, shapes)
     top = [r for r in rows if r.level == 0]
     leaves = [r for r in rows if r.kind != "model"]
+    # An object used at several nesting levels has a row at each place; its weights count once.
+    repeated = repeated_objects(graph)
+    again = [r for r in rows if tuple(r.path) in repeated]
     by_dtype: dict[str, int] = {}
     for r in top:
         for k, v in r.weight_bytes_by_dtype.items():
             by_dtype[k] = by_dtype.get(k, 0) + v
+    for r in again:
+        for k, v in r.weight_bytes_by_dtype.items():
+            by_dtype[k] = by_dtype.get(k, 0) - v
     leaf_unknown_params = ["/".join(r.path) for r in rows if r.params is None and r.kind != "model"]
     leaf_unknown_macs = ["/".join(r.path) for r in rows if r.macs is None and r.kind != "model"]
     return ModelTotals(
-        total_params=sum(r.params or 0 for r in top),
-        trainable_params=sum(r.trainable_params or 0 for r in top),
-        non_trainable_params=sum(r.non_trainable_params or 0 for r in top),
+        total_params=sum(r.params or 0 for r in top) - sum(r.params or 0 for r in again),
+        trainable_params=sum(r.trainable_params or 0 for r in top)
+        - sum(r.trainable_params or 0 for r in again),
+        non_trainable_params=sum(r.non_trainable_params or 0 for r in top)
+        - sum(r.non_trainable_params or 0 for r in again),
         weight_bytes=sum(by_dtype.values()),
         weight_bytes_by_dtype=by_dtype,
         total_macs=sum(r.macs or 0 for r in top),
@@ -506,6 +515,20 @@ def _rnn_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], cal
     if shape is None:
         raise Unknown()
     return _dim(shape[1]) * _rnn_step_macs(layer.class_name, layer.config, _dim(shape[-1]))
+
+
+@mac_rule("RNN")
+def _generic_rnn_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
+    """``RNN(cell)``: each cell's step like the matching layer's, the next cell fed the previous
+    cell's units."""
+    shape = ins[0].shape
+    if shape is None:
+        raise Unknown()
+    features, total = _dim(shape[-1]), 0
+    for layer_class, config, _ in rnn_cells(layer.config):
+        total += _rnn_step_macs(layer_class, config, features)
+        features = int(config.get("units", 0))
+    return _dim(shape[1]) * total
 
 
 def _convlstm_macs(class_name: str, config: Mapping[str, Any], shape: Shape, out: Shape) -> int:

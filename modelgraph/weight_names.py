@@ -193,6 +193,8 @@ def keras3_groups(class_name: str, config: Mapping[str, Any]) -> list[Keras3Grou
     if class_name in RNN_CLASSES:
         names = own_weight_names(class_name, config) or ()
         return [("cell/vars", names)]
+    if class_name == "RNN":
+        return rnn_cell_groups(config)
     if class_name == "Bidirectional":
         inner = _inner(config, "layer")
         backward = _inner(config, "backward_layer") or inner
@@ -215,6 +217,48 @@ def keras3_groups(class_name: str, config: Mapping[str, Any]) -> list[Keras3Grou
         return [(f"{attr}/vars", tuple(f"{part}/{n}" for n in bias)) for attr, part in _MHA_PARTS]
     names = own_weight_names(class_name, config)
     return None if names is None else [("vars", names)]
+
+
+_CELL_LAYERS = {"SimpleRNNCell": "SimpleRNN", "LSTMCell": "LSTM", "GRUCell": "GRU"}
+
+
+def rnn_cell_groups(config: Mapping[str, Any]) -> list[Keras3Group] | None:
+    """The groups of a generic ``RNN(cell)`` layer: ``cell/vars`` for one cell; for StackedRNNCells
+    ``cell/cells/<snake_case(class)>[_N]/vars`` per cell, named ``cells/<i>/<weight>``. None when a
+    cell is not one this table knows."""
+    cell = _inner(config, "cell")
+    if cell is None:
+        return None
+    if cell[0] in _CELL_LAYERS:
+        names = own_weight_names(_CELL_LAYERS[cell[0]], cell[1])
+        return None if names is None else [("cell/vars", names)]
+    if cell[0] != "StackedRNNCells" or not isinstance(cell[1].get("cells"), list):
+        return None
+    groups: list[Keras3Group] = []
+    counters: dict[str, int] = {}
+    for i, record in enumerate(cell[1]["cells"]):
+        sub = _inner({"c": record}, "c")
+        if sub is None or sub[0] not in _CELL_LAYERS:
+            return None
+        names = own_weight_names(_CELL_LAYERS[sub[0]], sub[1]) or ()
+        base = snake_case(sub[0])
+        n = counters.get(base, 0)
+        counters[base] = n + 1
+        groups.append(
+            (f"cell/cells/{base}" + (f"_{n}" if n else "") + "/vars", tuple(f"cells/{i}/{w}" for w in names))
+        )
+    return groups
+
+
+def _stacked_cell_index(config: Mapping[str, Any] | None, segments: list[str]) -> int | None:
+    cell = _inner(config or {}, "cell")
+    if cell is None or cell[0] != "StackedRNNCells" or not isinstance(cell[1].get("cells"), list):
+        return None
+    for i, record in enumerate(cell[1]["cells"]):
+        sub = _inner({"c": record}, "c")
+        if sub is not None and sub[1].get("name") in segments:
+            return i
+    return None
 
 
 def _inner(config: Mapping[str, Any], key: str) -> tuple[str, Mapping[str, Any]] | None:
@@ -244,12 +288,19 @@ _KERAS1_SUFFIXES = {
 _MHA_LEGACY = {"query", "key", "value", "attention_output"}
 
 
-def canonical_from_path(class_name: str, layer_name: str, stored: str) -> str:
-    """Canonical name of a weight stored under a legacy/TF.js path (``bn/gamma:0``, ``mha/query/kernel``)."""
+def canonical_from_path(
+    class_name: str, layer_name: str, stored: str, config: Mapping[str, Any] | None = None
+) -> str:
+    """Canonical name of a weight stored under a legacy/TF.js path (``bn/gamma:0``, ``mha/query/kernel``);
+    ``config`` tells the cells of an ``RNN(StackedRNNCells)`` apart (``rnn/stacked/lstm_a/kernel``)."""
     segments = [s for s in stored.split("/") if s]
     if not segments:
         return stored
     last = segments[-1].split(":", 1)[0]
+    if class_name == "RNN":
+        index = _stacked_cell_index(config, segments[:-1])
+        if index is not None:
+            return f"cells/{index}/{last}"
     if class_name == "MultiHeadAttention" and len(segments) >= 2 and segments[-2] in _MHA_LEGACY:
         return f"{segments[-2]}/{last}"
     if class_name == "Bidirectional":

@@ -494,6 +494,120 @@ def in_wild2(rng):
 # legacy .h5 + JSON only (the container does not change the masks).
 _MASK_OPTS = {"masks": True, "formats": ["h5", "json"]}
 
+def m_shared_two_levels():
+    s_in = keras.Input((6,), name="s_in")
+    shared = keras.Model(s_in, layers.Dense(4, name="s_d2")(layers.Dense(8, activation="relu", name="s_d1")(s_in)),
+                         name="shared_inner")
+    m_in = keras.Input((6,), name="m_in")
+    mid = keras.Model(m_in, layers.Dense(6, name="m_d")(layers.Concatenate(name="m_cat")([shared(m_in), m_in])),
+                      name="mid")
+    x = keras.Input((6,), name="x")
+    a = mid(x)
+    b = shared(x)  # the same nested model, directly in the outer model too
+    c = shared(a)
+    return keras.Model(x, layers.Concatenate(name="cat")([a, b, c]), name="shared_two_levels")
+
+
+def in_vec6(rng):
+    return {"x": rng.normal(size=(3, 6))}
+
+
+def m_td_conv_rank5():
+    x = keras.Input((4, 5, 5, 3), name="x")
+    c1 = layers.TimeDistributed(layers.Conv1D(2, 3, padding="same", name="c1d"), name="td_conv1d")(x)
+    c2 = layers.TimeDistributed(layers.Conv2D(2, 2, name="c2d"), name="td_conv2d")(x)
+    c3 = layers.TimeDistributed(layers.Conv1D(3, 2, strides=2, activation="relu", name="c1d_s2"),
+                                name="td_conv1d_strided")(x)
+    return keras.Model(x, [c1, c2, c3], name="td_conv_rank5")
+
+
+def in_td_conv_rank5(rng):
+    return {"x": rng.normal(size=(2, 4, 5, 5, 3))}
+
+
+def m_rnn_cells():
+    x = keras.Input((6, 3), name="x")
+    tok = keras.Input((6,), dtype="int32", name="tok")
+    r1 = layers.RNN(layers.LSTMCell(4, name="lstm_cell"), return_sequences=True, name="rnn_lstm")(x)
+    r2 = layers.RNN(layers.GRUCell(3, name="gru_cell"), go_backwards=True, name="rnn_gru")(r1)
+    r3, h3 = layers.RNN(layers.SimpleRNNCell(3, name="srnn_cell"), return_state=True, name="rnn_simple")(x)
+    stacked = layers.StackedRNNCells([layers.LSTMCell(3, name="st_lstm"), layers.GRUCell(2, name="st_gru")],
+                                     name="stacked_cells")
+    r4, *st = layers.RNN(stacked, return_sequences=True, return_state=True, name="rnn_stacked")(x)
+    e = layers.Embedding(20, 3, mask_zero=True, name="emb")(tok)
+    r5 = layers.RNN(layers.GRUCell(3, reset_after=False, name="gru_cell_v1"), return_sequences=True,
+                    name="rnn_masked")(e)
+    r6 = layers.RNN(layers.LSTMCell(2, name="lstm_cell_b"), go_backwards=True, name="rnn_masked_back")(r5)
+    h2 = layers.Dense(2, name="init_proj")(h3)
+    r7 = layers.RNN(layers.SimpleRNNCell(2, name="srnn_cell_init"), name="rnn_init")(x, initial_state=[h2])
+    return keras.Model([x, tok], [r2, r3, h3, r4, *st, r6, r7], name="rnn_cells")
+
+
+def in_rnn_cells(rng):
+    tok = rng.integers(1, 20, size=(3, 6))
+    tok[0, 4:] = 0
+    tok[1, 2] = 0
+    return {"x": rng.normal(size=(3, 6, 3)), "tok": tok.astype("int32")}
+
+
+def m_random_ids():
+    # Inputs with Keras's default float32 dtype whose values are ids: into a nested model's
+    # Embedding, into TimeDistributed(Embedding), and through a Reshape; and an input whose time
+    # axis is unknown (run --random needs --shape for it).
+    ids = keras.Input((6,), name="ids")
+    i_in = keras.Input((6,), name="inner_ids")
+    inner = keras.Model(i_in, layers.GlobalAveragePooling1D(name="inner_pool")(
+        layers.Embedding(50, 4, name="inner_emb")(i_in)), name="inner")
+    grid = keras.Input((3, 5), name="grid")
+    g = layers.TimeDistributed(layers.Embedding(30, 2, name="td_emb_inner"), name="td_emb")(grid)
+    flat = keras.Input((2, 3), name="flat_ids")
+    f = layers.Embedding(7, 3, name="flat_emb")(layers.Reshape((6,), name="flat")(flat))
+    seq = keras.Input((None, 4), name="seq")
+    s = layers.GlobalAveragePooling1D(name="seq_pool")(layers.Dense(3, name="seq_dense")(seq))
+    out = layers.Concatenate(name="cat")([inner(ids), layers.Flatten(name="g_flat")(g),
+                                          layers.Flatten(name="f_flat")(f), s])
+    return keras.Model([ids, grid, flat, seq], out, name="random_ids")
+
+
+def in_random_ids(rng):
+    return {"ids": rng.integers(0, 50, size=(3, 6)).astype("float32"),
+            "grid": rng.integers(0, 30, size=(3, 3, 5)).astype("float32"),
+            "flat_ids": rng.integers(0, 7, size=(3, 2, 3)).astype("float32"),
+            "seq": rng.normal(size=(3, 5, 4))}
+
+
+def m_nested_outputs():
+    # A nested model with two outputs, called twice, every call's outputs a model output: the output
+    # keys carry node indices (enc:0:0 ... enc:1:1); tf.keras's config numbers them from 1.
+    e_in = keras.Input((4,), name="e_in")
+    h = layers.Dense(3, activation="tanh", name="e_dense")(e_in)
+    enc = keras.Model(e_in, [h, layers.Dense(2, name="e_head")(h)], name="enc")
+    a = keras.Input((4,), name="a")
+    b = keras.Input((4,), name="b")
+    a1, a2 = enc(a)
+    b1, b2 = enc(b)
+    return keras.Model([a, b], [a1, a2, b1, b2], name="nested_outputs")
+
+
+def in_nested_outputs(rng):
+    return {"a": rng.normal(size=(3, 4)), "b": rng.normal(size=(3, 4))}
+
+
+def m_normalization():
+    # adapt() builds the layer outside any name scope, so tf_keras names its variables "mean",
+    # "variance", "count" with no layer prefix (a TF.js manifest then names no layer).
+    x = keras.Input((4,), name="x")
+    norm = layers.Normalization(name="norm")
+    norm.adapt(np.random.default_rng(0).normal(2.0, 3.0, size=(64, 4)).astype("float32"))
+    fixed = layers.Normalization(mean=[1.0, 2.0, 3.0, 4.0], variance=[1.0, 4.0, 9.0, 16.0], name="fixed")
+    y = layers.Dense(3, name="d")(layers.Concatenate(name="cat")([norm(x), fixed(x)]))
+    return keras.Model(x, y, name="normalization")
+
+
+def in_vec4(rng):
+    return {"x": rng.normal(2.0, 3.0, size=(3, 4))}
+
+
 MODELS = {
     "multi_io_list": (m_multi_io_list, in_multi_io_list,
                       ["list inputs", "list outputs", "shared layer called 3 times at different depths",
@@ -570,6 +684,30 @@ MODELS = {
                   "model.layers order follows the node input order (tok_v before tok_k)",
                   "implicit query/value masks, unmasked key; intermediate masks recorded"],
                  {"masks": True}),
+    "shared_two_levels": (m_shared_two_levels, in_vec6,
+                          ["one nested Functional used inside another nested model and directly in the "
+                           "outer model (twice): .keras stores its weights once, at the first path the saver "
+                           "visits; params counted once"], {}),
+    "td_conv_rank5": (m_td_conv_rank5, in_td_conv_rank5,
+                      ["TimeDistributed(Conv1D) (same, strided) on rank-5 inputs: the inner Conv1D sees "
+                       "rank 4 and convolves the second-to-last axis, the axes before it are batch",
+                       "TimeDistributed(Conv2D) on rank 5"], {}),
+    "rnn_cells": (m_rnn_cells, in_rnn_cells,
+                  ["generic RNN layer over LSTMCell, GRUCell (go_backwards), SimpleRNNCell (return_state), "
+                   "StackedRNNCells (return_sequences + return_state)",
+                   "RNN(GRUCell(reset_after=False)) and RNN(LSTMCell, go_backwards) over an Embedding mask",
+                   "RNN(SimpleRNNCell) with initial_state"], {"masks": True}),
+    "random_ids": (m_random_ids, in_random_ids,
+                   ["float32 inputs holding ids: into a nested model's Embedding, TimeDistributed(Embedding), "
+                    "Reshape -> Embedding", "an input with an unknown time axis (None, 4)"], {}),
+    "nested_outputs": (m_nested_outputs, in_nested_outputs,
+                       ["a nested model with two outputs called twice, all four tensors model outputs "
+                        "(output keys enc:<node>:<tensor>; tf.keras configs number the nested model's "
+                        "nodes from 1)"], {}),
+    "normalization": (m_normalization, in_vec4,
+                      ["Normalization after adapt(): variables mean, variance, count stored without a layer "
+                       "prefix (TF.js manifest names 'mean', 'variance', 'count')",
+                       "Normalization with mean/variance in its config (no weights)"], {"tfjs": [""]}),
 }
 
 WILD_MODELS = {
@@ -841,6 +979,9 @@ def gen_model(name, seed, family=FAMILY, table=None, out_dir=None):
         ys = [np.zeros(tuple(1 if d is None else d for d in t.shape), "float32") for t in model.outputs]
         model.train_on_batch(feed(model, {k: v[:1] for k, v in arrays.items()}), ys)
     randomize(model, seed * 1000)
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, layers.Normalization) and layer.built:
+            layer.finalize_state()  # recompute from the (randomized) stored variables, as a reload does
     outs = run(model, arrays)
     extra = {}
     if name != "chunked_attrs":

@@ -327,6 +327,199 @@ def m_quant_int4_text():
     return keras.Model(tok, out, name="quant_int4_text")
 
 
+def _tokens(rng, shape, zero_rows):
+    tok = rng.integers(1, 20, size=shape)
+    for row, cols in zero_rows.items():
+        tok[row, cols] = 0
+    return tok.astype("int32")
+
+
+def m_mask_implicit():
+    # Keras 3 records a mask kwarg only where a layer's call had a single tensor argument and no
+    # keywords; everywhere else (list inputs, several tensors, keywords) the mask reaches the layer at
+    # run time through the tensor's _keras_mask, as in tf.keras. Nothing in the config says so.
+    tq = keras.Input((5,), dtype="int32", name="tok_q")
+    tv = keras.Input((7,), dtype="int32", name="tok_v")
+    fq = keras.Input((5, 6), name="feat_q")
+    eq = layers.Embedding(20, 6, mask_zero=True, name="emb_q")(tq)
+    ev = layers.Embedding(20, 6, mask_zero=True, name="emb_v")(tv)
+    outs = []
+    att = layers.Attention(name="att")([eq, ev])  # mask [q, v]; output mask = query mask
+    outs += [att, layers.LSTM(3, name="lstm_att")(att)]
+    add_att, scores = layers.AdditiveAttention(name="add_att")([eq, ev], return_attention_scores=True)
+    outs += [add_att, scores, layers.GlobalAveragePooling1D(name="gap_add_att")(add_att)]
+    att_uq = layers.Attention(name="att_unmasked_q")([fq, ev])  # only the value is masked
+    outs += [att_uq]
+    mha = layers.MultiHeadAttention(2, 3, name="mha")(eq, ev)  # query_mask, value_mask populated
+    outs += [mha, layers.GlobalAveragePooling1D(name="gap_mha")(mha)]
+    mha_self = layers.MultiHeadAttention(2, 3, name="mha_self")(ev, ev)
+    outs += [mha_self]
+    # Keras 3 merges OR the masks (None when an input has none); tf.keras ANDs the present ones.
+    both = layers.Add(name="add_masked")([att, add_att])
+    outs += [layers.GlobalAveragePooling1D(name="gap_add")(both)]
+    half = layers.Add(name="add_half_masked")([att, fq])
+    outs += [layers.GlobalAveragePooling1D(name="gap_half")(half)]
+    # A nested Functional: its output tensor keeps the inner layer's mask (Keras 3 warns that the
+    # model drops it, then the downstream layer still applies it).
+    i_in = keras.Input((5, 6), name="inner_in")
+    i_out = layers.LayerNormalization(name="inner_ln")(layers.Dense(6, name="inner_dense")(i_in))
+    inner = keras.Model(i_in, i_out, name="inner")
+    nested = inner(att)
+    outs += [layers.GlobalAveragePooling1D(name="gap_nested")(nested), layers.GRU(2, name="gru_nested")(nested)]
+    return keras.Model([tq, tv, fq], outs, name="mask_implicit")
+
+
+def in_mask_implicit(rng):
+    zq = {0: [0], 1: [2, 4], 3: slice(3, None)}
+    zv = {0: [1, 6], 1: slice(0, 3), 4: slice(4, None)}
+    return {"tok_q": _tokens(rng, (5, 5), zq), "tok_v": _tokens(rng, (5, 7), zv),
+            "feat_q": rng.normal(size=(5, 5, 6))}
+
+
+def m_ln_rms():
+    x = keras.Input((4, 6), name="x")
+    h = layers.LayerNormalization(rms_scaling=True, scale=False, name="ln_rms_noscale")(x)
+    h = layers.LayerNormalization(rms_scaling=True, name="ln_rms")(layers.Dense(5, name="d")(h))
+    return keras.Model(x, h, name="ln_rms")
+
+
+def in_ln_rms(rng):
+    return {"x": rng.normal(size=(3, 4, 6))}
+
+
+def _shared_two_levels(kmod, lay):
+    s_in = kmod.Input((6,), name="s_in")
+    shared = kmod.Model(s_in, lay.Dense(4, name="s_d2")(lay.Dense(8, activation="relu", name="s_d1")(s_in)),
+                        name="shared_inner")
+    m_in = kmod.Input((6,), name="m_in")
+    mid = kmod.Model(m_in, lay.Dense(6, name="m_d")(lay.Concatenate(name="m_cat")([shared(m_in), m_in])),
+                     name="mid")
+    x = kmod.Input((6,), name="x")
+    a = mid(x)
+    b = shared(x)  # the same nested model, directly in the outer model too
+    c = shared(a)
+    return kmod.Model(x, lay.Concatenate(name="cat")([a, b, c]), name="shared_two_levels")
+
+
+def m_shared_two_levels():
+    return _shared_two_levels(keras, layers)
+
+
+def in_vec6(rng):
+    return {"x": rng.normal(size=(3, 6))}
+
+
+def m_rnn_cells():
+    x = keras.Input((6, 3), name="x")
+    tok = keras.Input((6,), dtype="int32", name="tok")
+    r1 = layers.RNN(layers.LSTMCell(4, name="lstm_cell"), return_sequences=True, name="rnn_lstm")(x)
+    r2 = layers.RNN(layers.GRUCell(3, name="gru_cell"), go_backwards=True, name="rnn_gru")(r1)
+    r3, h3 = layers.RNN(layers.SimpleRNNCell(3, name="srnn_cell"), return_state=True,
+                        name="rnn_simple")(x)
+    stacked = layers.StackedRNNCells([layers.LSTMCell(3, name="st_lstm"), layers.GRUCell(2, name="st_gru")],
+                                     name="stacked_cells")
+    r4, *st = layers.RNN(stacked, return_sequences=True, return_state=True, name="rnn_stacked")(x)
+    e = layers.Embedding(20, 3, mask_zero=True, name="emb")(tok)
+    r5 = layers.RNN(layers.GRUCell(3, reset_after=False, name="gru_cell_v1"), return_sequences=True,
+                    name="rnn_masked")(e)
+    r6 = layers.RNN(layers.LSTMCell(2, name="lstm_cell_b"), go_backwards=True, name="rnn_masked_back")(r5)
+    r7 = layers.RNN(layers.SimpleRNNCell(2, name="srnn_cell_init"), name="rnn_init")(x, initial_state=[h3[:, :2]])
+    return keras.Model([x, tok], [r2, r3, h3, r4, *st, r6, r7], name="rnn_cells")
+
+
+def in_rnn_cells(rng):
+    tok = rng.integers(1, 20, size=(3, 6))
+    tok[0, 4:] = 0
+    tok[1, 2] = 0
+    return {"x": rng.normal(size=(3, 6, 3)), "tok": tok.astype("int32")}
+
+
+def m_random_ids():
+    # Inputs with Keras's default float32 dtype whose values are ids: into a nested model's
+    # Embedding, into TimeDistributed(Embedding), and through a Reshape; and an input whose time
+    # axis is unknown (run --random needs --shape for it).
+    ids = keras.Input((6,), name="ids")
+    i_in = keras.Input((6,), name="inner_ids")
+    inner = keras.Model(i_in, layers.GlobalAveragePooling1D(name="inner_pool")(
+        layers.Embedding(50, 4, name="inner_emb")(i_in)), name="inner")
+    grid = keras.Input((3, 5), name="grid")
+    g = layers.TimeDistributed(layers.Embedding(30, 2, name="td_emb_inner"), name="td_emb")(grid)
+    flat = keras.Input((2, 3), name="flat_ids")
+    f = layers.Embedding(7, 3, name="flat_emb")(layers.Reshape((6,), name="flat")(flat))
+    seq = keras.Input((None, 4), name="seq")
+    s = layers.GlobalAveragePooling1D(name="seq_pool")(layers.Dense(3, name="seq_dense")(seq))
+    out = layers.Concatenate(name="cat")([inner(ids), layers.Flatten(name="g_flat")(g),
+                                          layers.Flatten(name="f_flat")(f), s])
+    return keras.Model([ids, grid, flat, seq], out, name="random_ids")
+
+
+def in_random_ids(rng):
+    return {"ids": rng.integers(0, 50, size=(3, 6)).astype("float32"),
+            "grid": rng.integers(0, 30, size=(3, 3, 5)).astype("float32"),
+            "flat_ids": rng.integers(0, 7, size=(3, 2, 3)).astype("float32"),
+            "seq": rng.normal(size=(3, 5, 4))}
+
+
+def m_nested_outputs():
+    # A nested model with two outputs, called twice, every call's outputs a model output: the output
+    # keys carry node indices (enc:0:0 ... enc:1:1); tf.keras's config numbers them from 1.
+    e_in = keras.Input((4,), name="e_in")
+    h = layers.Dense(3, activation="tanh", name="e_dense")(e_in)
+    enc = keras.Model(e_in, [h, layers.Dense(2, name="e_head")(h)], name="enc")
+    a = keras.Input((4,), name="a")
+    b = keras.Input((4,), name="b")
+    a1, a2 = enc(a)
+    b1, b2 = enc(b)
+    return keras.Model([a, b], [a1, a2, b1, b2], name="nested_outputs")
+
+
+def in_nested_outputs(rng):
+    return {"a": rng.normal(size=(3, 4)), "b": rng.normal(size=(3, 4))}
+
+
+def m_mask_layers():
+    # Keras 3 mask rules per class, each seen through a downstream consumer (GlobalAveragePooling1D
+    # or an RNN) that applies whatever mask arrives.
+    ta = keras.Input((6,), dtype="int32", name="tok_a")
+    tb = keras.Input((6,), dtype="int32", name="tok_b")
+    feat = keras.Input((6, 4), name="feat")
+    ea = layers.Embedding(20, 4, mask_zero=True, name="emb_a")(ta)
+    eb = layers.Embedding(20, 4, mask_zero=True, name="emb_b")(tb)
+    outs = []
+    cat = layers.Concatenate(name="cat")([ea, feat])  # masked + unmasked: any() over the last axis
+    outs.append(layers.LSTM(3, name="lstm_cat")(cat))
+    cat_t = layers.Concatenate(axis=1, name="cat_time")([ea, eb])  # along time
+    outs.append(layers.GlobalAveragePooling1D(name="gap_cat_time")(cat_t))
+    mul = layers.Multiply(name="mul")([ea, eb])  # OR of both masks
+    outs.append(layers.GRU(2, name="gru_mul")(mul))
+    bi = layers.Bidirectional(layers.GRU(3, return_sequences=True), name="bi")(ea)
+    outs.append(layers.GlobalAveragePooling1D(name="gap_bi")(bi))
+    td = layers.TimeDistributed(layers.Dense(3), name="td")(eb)
+    outs.append(layers.GlobalAveragePooling1D(name="gap_td")(td))
+    h0 = layers.Dense(3, name="h0")(layers.GlobalAveragePooling1D(name="gap_feat")(feat))
+    init = layers.GRU(3, return_sequences=True, name="gru_init")(ea, initial_state=[h0])  # no mask
+    outs.append(layers.GlobalAveragePooling1D(name="gap_init")(init))
+    ident = layers.Identity(name="ident")(layers.Dropout(0.5, name="drop")(eb))
+    outs.append(layers.LSTM(2, name="lstm_ident")(ident))
+    conv = layers.Conv1D(3, 2, padding="same", name="conv")(ea)  # drops the mask
+    outs.append(layers.GlobalAveragePooling1D(name="gap_conv")(conv))
+    seq = keras.Sequential([keras.Input((6, 4)), layers.Dense(4, name="sq_d"),
+                            layers.LayerNormalization(name="sq_ln")], name="seq_inner")
+    outs.append(layers.GRU(2, name="gru_seq")(seq(eb)))
+    masked = layers.Masking(0.0, name="masking")(feat)
+    outs.append(layers.SimpleRNN(2, name="srnn_masking")(layers.Dense(3, name="d_masking")(masked)))
+    return keras.Model([ta, tb, feat], outs, name="mask_layers")
+
+
+def in_mask_layers(rng):
+    za = {0: [0, 1], 1: [3], 3: slice(4, None)}
+    zb = {0: [5], 1: slice(0, 3), 2: [2, 4], 4: slice(None)}
+    feat = rng.normal(size=(5, 6, 4))
+    feat[0, 2] = 0.0
+    feat[3, 4:] = 0.0
+    return {"tok_a": _tokens(rng, (5, 6), za), "tok_b": _tokens(rng, (5, 6), zb), "feat": feat}
+
+
 def in_dtypes(rng):
     return {"x": rng.normal(size=(3, 6))}
 
@@ -401,6 +594,37 @@ MODELS = {
                         ["model.quantize('int8') on Embedding (int8 table + row scales)",
                          "int8 EinsumDense: bias, gelu, split / merge / flattening equations"],
                         {"quantize": "int8", "tolerance_hint": "int8 quantized compute"}),
+    "mask_implicit": (m_mask_implicit, in_mask_implicit,
+                      ["Keras 3 implicit masks (no mask kwarg in the config): Embedding(mask_zero) into "
+                       "Attention, AdditiveAttention (+scores), MultiHeadAttention(q, v) and (v, v)",
+                       "Add of two masked inputs (OR) and of a masked and an unmasked one (no mask)",
+                       "a mask through a nested Functional applied downstream (GlobalAveragePooling1D, GRU)",
+                       "mask op nodes NotEqual -> ConvertToTensor in the legacy .h5"], {}),
+    "ln_rms": (m_ln_rms, in_ln_rms,
+               ["LayerNormalization(rms_scaling=True, scale=False): gamma stored although scale=False",
+                "LayerNormalization(rms_scaling=True)"], {}),
+    "shared_two_levels": (m_shared_two_levels, in_vec6,
+                          ["one nested Functional used inside another nested model and directly in the "
+                           "outer model (twice): its weights are stored once, at the first path Keras's "
+                           "saver visits; params counted once"], {}),
+    "rnn_cells": (m_rnn_cells, in_rnn_cells,
+                  ["generic RNN layer over LSTMCell, GRUCell (go_backwards), SimpleRNNCell (return_state), "
+                   "StackedRNNCells (return_sequences + return_state)",
+                   "RNN(GRUCell(reset_after=False)) and RNN(LSTMCell, go_backwards) over an Embedding mask",
+                   "RNN(SimpleRNNCell) with initial_state"], {}),
+    "random_ids": (m_random_ids, in_random_ids,
+                   ["float32 inputs holding ids: into a nested model's Embedding, TimeDistributed(Embedding), "
+                    "Reshape -> Embedding", "an input with an unknown time axis (None, 4)"], {}),
+    "nested_outputs": (m_nested_outputs, in_nested_outputs,
+                       ["a nested model with two outputs called twice, all four tensors model outputs "
+                        "(output keys enc:<node>:<tensor>; tf.keras configs number the nested model's "
+                        "nodes from 1)"], {}),
+    "mask_layers": (m_mask_layers, in_mask_layers,
+                    ["Keras 3 masks per class, each applied downstream: Concatenate (masked + unmasked, and "
+                     "along time), Multiply (OR), Bidirectional(GRU), TimeDistributed(Dense), "
+                     "GRU with initial_state (gets no mask), Dropout/Identity (pass), Conv1D (drops), "
+                     "nested Sequential (keeps its last layer's mask), Masking -> Dense -> SimpleRNN",
+                     "a fully masked row (tok_b row 4)"], {}),
 }
 
 

@@ -395,3 +395,40 @@ def test_a_npy_file_where_an_npz_is_read_is_a_usage_error(tmp_path):
         np.save(fh, np.ones((1, 5), np.float32))
     res = CliRunner().invoke(cli, ["run", str(SINGLE), "--input", str(fake)])
     assert res.exit_code == 2 and "holds a single .npy array, not an .npz" in res.output, res.output
+
+
+# --- output keys of a nested model's calls: either numbering in --expect ------------------------------
+
+
+@pytest.mark.parametrize("model", ["k2/nested_outputs.h5", "k3/nested_outputs.keras"])
+@pytest.mark.parametrize("numbering", ["keys", "config", "brackets"])
+def test_expect_takes_either_numbering_of_nested_model_outputs(tmp_path, model, numbering):
+    """Output keys number a nested model's calls as Keras 3 shows them after reloading (enc:0:0 ..
+    enc:1:1); its config (tf.keras and Keras 3) says ["enc", 1, 0] .. ["enc", 2, 1]; both name the
+    same outputs in a reference, also as enc[1][0]."""
+    import numpy as np
+    from click.testing import CliRunner
+
+    from modelgraph.cli.main import cli
+
+    samples = Path(__file__).resolve().parents[1] / "samples"
+    family = model.split("/")[0]
+    golden = np.load(samples / "goldens" / f"{family}_nested_outputs.npz")
+    meta = json.loads((samples / "goldens" / f"{family}_nested_outputs.json").read_text())
+    ref = {}
+    for i, (layer, node, tensor) in enumerate(meta["config_output_layers"]):
+        name = {"keys": f"{layer}:{node - 1}:{tensor}", "config": f"{layer}:{node}:{tensor}"}.get(
+            numbering, f"{layer}[{node}][{tensor}]"
+        )
+        ref[name] = golden[f"output/{i}"]
+    for k in golden.files:
+        if k.startswith("input/"):
+            ref[k] = golden[k]
+    np.savez(tmp_path / "ref.npz", **ref)
+    res = CliRunner().invoke(cli, ["run", str(samples / model), "--expect", str(tmp_path / "ref.npz")])
+    assert res.exit_code == 0, res.output
+    assert "not compared" not in res.output
+    wrong = {k: v + 1 for k, v in ref.items() if not k.startswith("input/")}
+    np.savez(tmp_path / "bad.npz", **wrong, **{k: v for k, v in ref.items() if k.startswith("input/")})
+    bad = CliRunner().invoke(cli, ["run", str(samples / model), "--expect", str(tmp_path / "bad.npz")])
+    assert bad.exit_code == 1

@@ -143,3 +143,40 @@ def test_a_random_draw_too_large_for_memory_is_a_usage_error(tmp_path):
     model = weightless_model(tmp_path, [None, 100_000_000, 100_000_000, 3])
     assert_usage_error(run(model, "--random"), "'x'", "(1, 100000000, 100000000, 3)", "GiB", "--input")
     assert_usage_error(run(model, "--random", "--batch", "1000000000"), "'x'", "GiB")
+
+
+# --- ids for Embeddings and sizes for unknown axes (samples random_ids, made by tf_keras and Keras 3) --
+
+RANDOM_IDS = ["k2/random_ids.h5", "k2/random_ids.keras", "k3/random_ids.keras", "k3/random_ids.h5"]
+
+
+@pytest.mark.parametrize("model", RANDOM_IDS)
+def test_random_ids_reach_embeddings_in_range(model: str) -> None:
+    """float32 inputs holding ids (into a nested model's Embedding, TimeDistributed(Embedding), a
+    Reshape then an Embedding) are drawn as integers in [0, input_dim), whatever their dtype."""
+    from modelgraph.loading import load
+    from modelgraph.runner import feeds as fd
+    from modelgraph.runner.interpreter import Runner
+
+    graph = load(SAMPLES / model)
+    assert fd._embedding_limits(graph) == {"ids": 50, "grid": 30, "flat_ids": 7}
+    runner = Runner(graph)
+    feeds = fd.random_feeds(runner.inputs, graph, seed=3, batch=2, shapes={"seq": (9, 4)})
+    for name, high in (("ids", 50), ("grid", 30), ("flat_ids", 7)):
+        assert feeds[name].dtype == np.float32
+        assert feeds[name].min() >= 0 and feeds[name].max() < high
+        np.testing.assert_array_equal(feeds[name], np.round(feeds[name]))
+    assert feeds["seq"].shape == (2, 9, 4)
+    res = run(SAMPLES / model, "--random", "--shape", "seq=9x4", "--batch", "2")
+    assert res.exit_code == 0, res.output
+    assert "(2, 55)" in res.output
+
+
+def test_unknown_axes_need_shape() -> None:
+    model = SAMPLES / "k3" / "random_ids.keras"
+    assert_usage_error(run(model, "--random"), "seq", "--shape seq=")
+    assert_usage_error(run(model, "--random", "--shape", "seq=9x5"), "does not fit", "(None, None, 4)")
+    assert_usage_error(run(model, "--random", "--shape", "seq=9xa"), "positive sizes")
+    assert_usage_error(run(model, "--random", "--shape", "nope=9x4"), "unknown input 'nope'")
+    assert_usage_error(run(model, "--random", "--shape", "9x4"), "name the input")
+    assert_usage_error(run(model, "--shape", "seq=9x4"), "--random")

@@ -154,7 +154,23 @@ def test_k2_h5_vs_other_format_is_identical(name, other):
     if not target.exists():
         pytest.skip(f"no {other} form of {name}")
     result = diff(K2 / f"{name}.h5", target)
-    assert not result, (result.verdict, [e.model_dump(exclude_none=True) for e in result.layers])
+    changed = [e.model_dump(exclude_none=True) for e in result.layers if e.status != "unchanged"]
+    if other == "tfjs":
+        # TF.js has no int64: the converter stores Normalization's count as int32 (same value).
+        changed = [
+            e
+            for e in changed
+            if e["config"]
+            or e["wiring"]
+            or any(
+                (w["status"], w["old_dtype"], w["new_dtype"], w["mismatched"])
+                != ("dtype", "int64", "int32", 0)
+                for w in e["weights"]
+            )
+        ]
+        assert not changed, (result.verdict, changed)
+        return
+    assert not result, (result.verdict, changed)
 
 
 def test_self_diff_is_identical_and_falsy():

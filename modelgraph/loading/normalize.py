@@ -192,6 +192,13 @@ def _parse(model: type, data: Any, path: str) -> Any:
         raise ConfigError(first["msg"], f"{path}{loc}") from None
 
 
+# Keras 3 ops whose config holds a plain dtype name (a layer's dtype is a policy); no layer has these
+# class names.
+_OPS_WITH_DTYPE = frozenset(
+    {"Cast", "ConvertToTensor", "SaturateCast", "Cumsum", "Cumprod", "ZerosLike", "OnesLike"}
+)
+
+
 def _layer_kind(record: LayerRecord, dialect: NodeDialect) -> LayerKind:
     class_name = record.class_name
     if class_name == "InputLayer":
@@ -207,9 +214,14 @@ def _layer_kind(record: LayerRecord, dialect: NodeDialect) -> LayerKind:
         and not record.module
         and isinstance(config, Mapping)
         and "trainable" not in config
-        and "dtype" not in config
+        and (
+            config.get("dtype") is None
+            or (class_name in _OPS_WITH_DTYPE and isinstance(config["dtype"], str))
+        )
     ):
-        # Keras 3's legacy .h5 writer drops `module`: ops are told apart by their bare configs.
+        # Keras 3's legacy .h5 writer drops `module`: ops are told apart by their bare configs (a
+        # Keras 3 layer always saves `trainable` and its dtype policy; an op such as ConvertToTensor
+        # or Cast may save `dtype: null`).
         return "op"
     return "layer"
 

@@ -17,7 +17,8 @@ from dataclasses import replace
 
 from modelgraph.errors import WeightsError
 from modelgraph.graph import Layer, ModelGraph, Weight
-from modelgraph.weight_names import canonical_from_path, keras3_groups, snake_case
+from modelgraph.sharing import repeated_objects
+from modelgraph.weight_names import canonical_from_path, keras3_groups, own_weight_names, snake_case
 
 LayerPath = tuple[str, ...]
 
@@ -95,9 +96,13 @@ def bind_keras3(graph: ModelGraph, tree: Keras3Tree) -> tuple[ModelGraph, list[s
     """Attach a Keras 3 weights tree; returns the graph and notes on anything that did not fit."""
     weights: dict[LayerPath, list[Weight]] = {}
     notes: list[str] = []
-    for path, layer, tree_path in keras3_layer_paths(graph, tree.root):
+    places = keras3_layer_paths(graph, tree.root)
+    tree_of = {path: tree_path for path, _, tree_path in places}
+    repeated = repeated_objects(graph)
+    for path, layer, tree_path in places:
         if layer.subgraph is not None:
             continue
+        tree_path = _first_place(path, tree_path, repeated, tree_of, tree)
         groups = keras3_groups(layer.class_name, layer.config)
         if groups is None:
             found = tree.vars_at(f"{tree_path}/vars") or {}
@@ -126,6 +131,28 @@ def bind_keras3(graph: ModelGraph, tree: Keras3Tree) -> tuple[ModelGraph, list[s
                 )
         weights[path] = bound
     return attach(graph, {p: tuple(ws) for p, ws in weights.items()}), notes
+
+
+def _first_place(
+    path: LayerPath,
+    tree_path: str,
+    repeated: Mapping[LayerPath, LayerPath],
+    tree_of: Mapping[LayerPath, str],
+    tree: Keras3Tree,
+) -> str:
+    """The tree path holding the variables of the layer at ``path``: its own, or, for an object used
+    at several nesting levels whose later place Keras's saver skipped, the first place's
+    (:mod:`modelgraph.sharing`)."""
+    for n in range(len(path), 0, -1):
+        first = repeated.get(path[:n])
+        if first is None:
+            continue
+        own_model = tree_of.get(path[:n])
+        if own_model is not None and tree.vars_at(f"{own_model}/vars") is not None:
+            return tree_path  # stored at this place after all
+        target = tree_of.get((*first, *path[n:]))
+        return tree_path if target is None else target
+    return tree_path
 
 
 # ------------------------------------------------------------------------------------------------
@@ -180,17 +207,37 @@ def bind_named(
     notes: list[str] = []
     for group, stored in arrays:
         target = _resolve(stored.name, group, graph, index)
+        if target is None and group is None:
+            target = _owner_of_bare_name(graph, stored.name, weights)
         if target is None:
             notes.append(f"stored weight '{stored.name}' ({stored.location}) matches no layer")
             continue
         path, layer = target
-        canonical = canonical_from_path(layer.class_name, layer.name, stored.name)
+        canonical = canonical_from_path(layer.class_name, layer.name, stored.name, layer.config)
         weights.setdefault(path, []).append(_weight(canonical, stored))
     ordered: dict[LayerPath, tuple[Weight, ...]] = {}
     for path, ws in weights.items():
         layer = _layer_at(graph, path)
         ordered[path] = tuple(_order_like_keras(layer, ws))
     return attach(graph, ordered), notes
+
+
+def _owner_of_bare_name(
+    graph: ModelGraph, stored: str, bound: Mapping[LayerPath, list[Weight]]
+) -> tuple[LayerPath, Layer] | None:
+    """The layer a weight stored under a bare name belongs to (``mean``, no layer prefix: tf_keras
+    names a preprocessing layer's variables so when adapt() builds it outside any name scope, and
+    TF.js keeps the name). The first layer, in model order, whose config creates a weight of that
+    name and that has none bound yet; None for a name with a path or no such layer."""
+    name = stored.split(":", 1)[0]
+    if "/" in name:
+        return None
+    for path, layer in graph.walk():
+        if layer.subgraph is not None or name not in (own_weight_names(layer.class_name, layer.config) or ()):
+            continue
+        if all(w.name != name for w in bound.get(path, ())):
+            return path, layer
+    return None
 
 
 def _layer_at(graph: ModelGraph, path: LayerPath) -> Layer:
@@ -223,7 +270,8 @@ def positional_bind(graph: ModelGraph, groups: Sequence[tuple[str, Sequence[Stor
     mapped: dict[LayerPath, tuple[Weight, ...]] = {}
     for layer, (_, arrays) in zip(targets, stored, strict=True):
         mapped[(layer.name,)] = tuple(
-            _weight(canonical_from_path(layer.class_name, layer.name, a.name), a) for a in arrays
+            _weight(canonical_from_path(layer.class_name, layer.name, a.name, layer.config), a)
+            for a in arrays
         )
     return attach(graph, mapped)
 

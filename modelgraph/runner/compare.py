@@ -165,8 +165,14 @@ def histogram_lines(t: TensorComparison, width: int = 30) -> list[str]:
     return lines
 
 
-def reference_id(key: str, output_keys: Sequence[str]) -> OutputId | TapId | None:
-    """What a reference key names: a model output, an intermediate, or nothing (None)."""
+def reference_id(
+    key: str, output_keys: Sequence[str], aliases: Mapping[str, int] | None = None
+) -> OutputId | TapId | None:
+    """What a reference key names: a model output (by its key, an alias of it such as a nested
+    model's config numbering, see ``Runner.output_aliases``, or ``output/<i>``), an intermediate,
+    or nothing (None)."""
+    if aliases and key in aliases:  # first: a config's numbering reuses names of the output keys
+        return ("output", aliases[key])
     if key in output_keys:
         return ("output", list(output_keys).index(key))
     if key.startswith("output/") and key[len("output/") :].isdigit():
@@ -181,12 +187,33 @@ def reference_id(key: str, output_keys: Sequence[str]) -> OutputId | TapId | Non
     return None
 
 
+def output_aliases_for(
+    reference_keys: Sequence[str],
+    output_keys: Sequence[str],
+    own: Mapping[str, int],
+    config: Mapping[str, int],
+) -> dict[str, int]:
+    """The other output names a reference may use (``Runner.output_aliases`` and
+    ``Runner.output_config_names``): a nested model's config numbering when one of the reference's
+    keys exists only there (``enc:2:0`` for a model whose keys stop at ``enc:1:1``), else the bracket
+    form of the output keys' own numbering."""
+    known = set(output_keys) | set(own)
+    if any(k in config and k not in known for k in reference_keys):
+        return dict(config)
+    return dict(own)
+
+
 def key_preview(keys: Sequence[str], limit: int = 5) -> str:
     """The first ``limit`` keys, quoted and comma-separated, with ``...`` when there are more."""
     return ", ".join(repr(k) for k in keys[:limit]) + (", ..." if len(keys) > limit else "")
 
 
-def read_reference(path: Path, output_keys: Sequence[str]) -> dict[str, np.ndarray]:
+def read_reference(
+    path: Path,
+    output_keys: Sequence[str],
+    own: Mapping[str, int] | None = None,
+    config: Mapping[str, int] | None = None,
+) -> dict[str, np.ndarray]:
     """The arrays ``--expect`` compares with: an ``.npz`` whose keys name outputs or layers (see
     :func:`reference_id`), or a ``.npy`` holding the only output of a single-output model. A file
     none of whose keys names an output or a layer is a :class:`UsageError` (nothing would be
@@ -199,7 +226,8 @@ def read_reference(path: Path, output_keys: Sequence[str]) -> dict[str, np.ndarr
             )
         return {output_keys[0]: np.asarray(read_npy(path))}
     arrays = read_npz(path)
-    if not any(reference_id(key, output_keys) is not None for key in arrays):
+    aliases = output_aliases_for(list(arrays), output_keys, own or {}, config or {})
+    if not any(reference_id(key, output_keys, aliases) is not None for key in arrays):
         raise UsageError(
             f"{path.name}: none of its arrays ({key_preview(list(arrays)) or 'none'}) names a model output "
             f"({', '.join(output_keys)}), 'output/<i>' or 'tap/<layer>'"
@@ -225,6 +253,7 @@ def compare_results(
     atol: float = 1e-5,
     rtol: float = 1e-4,
     order: Sequence[str] = (),
+    aliases: Mapping[str, int] | None = None,
 ) -> Comparison:
     """Compare a run's results with a reference file's arrays.
 
@@ -240,7 +269,7 @@ def compare_results(
     missing: list[str] = []
     ignored: list[str] = []
     for key, ref in reference.items():
-        rid = reference_id(key, output_keys)
+        rid = reference_id(key, output_keys, aliases)
         if rid is None:
             if not key.startswith(GOLDEN_INPUT_PREFIX):
                 ignored.append(key)

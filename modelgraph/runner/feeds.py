@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from modelgraph.errors import UsageError
-from modelgraph.graph import ModelGraph
-from modelgraph.runner.interpreter import InputSpec
+from modelgraph.graph import ModelGraph, TensorRef
+from modelgraph.runner.interpreter import InputSpec, kernel_key
 
 GOLDEN_INPUT_PREFIX = "input/"
 # Largest random input drawn (bytes of its float64 / int64 draw): a file may declare any shape, and
@@ -141,39 +141,142 @@ def parse_input_options(
     return feeds
 
 
+# Layers and ops whose output holds their input's values (ids stay ids through them).
+_ID_KEEPING = frozenset(
+    {
+        "Reshape",
+        "Flatten",
+        "Permute",
+        "RepeatVector",
+        "Cropping1D",
+        "Masking",
+        "Identity",
+        "op:Cast",
+        "op:Reshape",
+        "op:ExpandDims",
+        "op:Squeeze",
+        "op:Transpose",
+        "op:GetItem",
+        "op:ConvertToTensor",
+        "tf:cast",
+        "tf:reshape",
+        "tf:__operators__.getitem",
+    }
+)
+
+
+def _embedding_size(layer_class: str, config: Mapping[str, Any]) -> int | None:
+    """``input_dim`` of an Embedding, also wrapped in TimeDistributed (None for anything else)."""
+    if layer_class == "TimeDistributed":
+        inner = config.get("layer")
+        if not isinstance(inner, Mapping) or not isinstance(inner.get("config"), Mapping):
+            return None
+        return _embedding_size(str(inner.get("class_name")), inner["config"])
+    if layer_class != "Embedding":
+        return None
+    size = config.get("input_dim")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        return None  # unusable: the Embedding's kernel refuses it, not the draw
+    return size
+
+
 def _embedding_limits(graph: ModelGraph) -> dict[str, int]:
-    """``input_dim`` of an Embedding fed directly by a model input (so random ids stay in range)."""
+    """For each model input whose values reach an Embedding as ids: the smallest ``input_dim``.
+
+    The ids are followed through nested models (into their inputs), TimeDistributed(Embedding),
+    and layers that keep values (reshapes, Masking, casts), so random ids stay in range."""
     limits: dict[str, int] = {}
-    names = set(graph.input_names)
-    for node in graph.nodes:
-        layer = graph.layer(node.layer)
-        if layer.class_name == "Embedding":
-            size = layer.config.get("input_dim")
-            if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-                continue  # unusable: the Embedding's kernel refuses it, not the draw
-            for ref in node.inputs:
-                if ref.layer in names:
-                    limits[ref.layer] = min(limits.get(ref.layer, 1 << 30), size)
+    for start in graph.inputs:
+        stack: list[tuple[ModelGraph, Any]] = [(graph, start)]
+        seen: set[tuple[int, Any]] = set()
+        while stack:
+            g, ref = stack.pop()
+            if (id(g), ref) in seen:
+                continue
+            seen.add((id(g), ref))
+            for node in g.nodes:
+                if ref not in node.inputs:
+                    continue
+                layer = g.layer(node.layer)
+                size = _embedding_size(layer.class_name, layer.config)
+                if size is not None:
+                    limits[start.layer] = min(limits.get(start.layer, size), size)
+                elif layer.subgraph is not None:
+                    flat = list(node.inputs)
+                    sub = layer.subgraph
+                    if len(flat) == len(sub.inputs):
+                        stack.extend(
+                            (sub, inner)
+                            for inner, outer in zip(sub.inputs, flat, strict=True)
+                            if outer == ref
+                        )
+                elif kernel_key(layer) in _ID_KEEPING and node.inputs and node.inputs[0] == ref:
+                    stack.append((g, TensorRef(node.layer, node.index, 0)))
     return limits
 
 
+def parse_shape_options(values: Iterable[str], input_names: list[str]) -> dict[str, tuple[int, ...]]:
+    """``--shape NAME=D1xD2...`` (or ``D1xD2...`` for a single-input model): the dimensions after
+    the batch of a random input, for inputs whose declared shape leaves some unknown."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for value in values:
+        name, sep, dims = value.rpartition("=")
+        if not sep:
+            if len(input_names) != 1:
+                raise UsageError(
+                    f"--shape {value!r}: name the input (NAME=D1xD2...); model inputs are {input_names}"
+                )
+            name = input_names[0]
+        if name not in input_names:
+            raise UsageError(f"--shape: unknown input {name!r}; model inputs are {input_names}")
+        parts = dims.lower().split("x") if dims else []
+        if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise UsageError(f"--shape {value!r}: give positive sizes after the batch, as NAME=10040x4")
+        shapes[name] = tuple(int(p) for p in parts)
+    return shapes
+
+
+def _fill_shape(spec: InputSpec, given: tuple[int, ...] | None, batch: int) -> list[int]:
+    assert spec.shape is not None
+    shape = list(spec.shape)
+    if shape and shape[0] is None:
+        shape[0] = batch
+    if given is not None:
+        declared = tuple(spec.shape[1:])
+        if len(given) != len(declared) or any(
+            d is not None and d != g for d, g in zip(declared, given, strict=True)
+        ):
+            raise UsageError(
+                f"--shape for input '{spec.name}' is {'x'.join(map(str, given))}, which does not fit its "
+                f"declared shape {tuple(spec.shape)} (give the sizes after the batch)"
+            )
+        shape[1:] = list(given)
+    return shape
+
+
 def random_feeds(
-    inputs: list[InputSpec], graph: ModelGraph, *, seed: int = 0, batch: int = 1
+    inputs: list[InputSpec],
+    graph: ModelGraph,
+    *,
+    seed: int = 0,
+    batch: int = 1,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Random inputs of the declared shapes and dtypes: normal floats, small ints, Embedding-safe ids."""
+    """Random inputs of the declared shapes and dtypes: normal floats, small ints, and ids in
+    ``[0, input_dim)`` for inputs that reach an Embedding (whatever their dtype). ``shapes`` gives
+    the sizes after the batch where the declared shape leaves them unknown."""
     rng = np.random.default_rng(seed)
     limits = _embedding_limits(graph)
     feeds: dict[str, np.ndarray] = {}
     for spec in inputs:
         if spec.shape is None:
             raise UsageError(f"input '{spec.name}' has no declared shape; give it with --input")
-        shape = list(spec.shape)
-        if shape and shape[0] is None:
-            shape[0] = batch
+        shape = _fill_shape(spec, (shapes or {}).get(spec.name), batch)
         unknown = [i for i, d in enumerate(shape) if d is None]
         if unknown:
             raise UsageError(
-                f"input '{spec.name}' has shape {tuple(spec.shape)} with unknown dimensions; give it with --input"
+                f"input '{spec.name}' has shape {tuple(spec.shape)} with unknown dimensions; give its sizes "
+                f"with --shape {spec.name}=D1xD2... or the input with --input"
             )
         # The draw is made in 64 bits before the cast: refuse it before allocating anything.
         size = math.prod(shape) * 8
@@ -187,13 +290,14 @@ def random_feeds(
             kind = np.dtype(dtype).kind
         except TypeError:
             kind = "?"  # a dtype NumPy has no name for (e.g. Keras's "string"): refused below
-        if kind == "f":
+        if spec.name in limits and kind in "iuf":
+            feeds[spec.name] = rng.integers(0, limits[spec.name], size=shape).astype(dtype)
+        elif kind == "f":
             feeds[spec.name] = rng.standard_normal(shape).astype(dtype)
         elif kind == "b":
             feeds[spec.name] = rng.random(shape) < 0.5
         elif kind in "iu":
-            high = limits.get(spec.name, 10)
-            feeds[spec.name] = rng.integers(0, high, size=shape).astype(dtype)
+            feeds[spec.name] = rng.integers(0, 10, size=shape).astype(dtype)
         else:
             raise UsageError(f"input '{spec.name}' has dtype {spec.dtype}; cannot draw random values")
     return feeds

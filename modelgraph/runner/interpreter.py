@@ -8,9 +8,9 @@ to the caller's slots and their outputs aliased to the outer node's outputs, so 
 and a nested model called twice runs the same kernels twice. ``run()`` walks the steps and frees each
 value right after its last use, unless asked to keep intermediates (taps).
 
-Masks: Keras 3 graphs carry masks as explicit tensors (``mask=`` call kwargs) which are passed
-through like any other argument; Keras 1/2 graphs get implicit mask propagation
-(:mod:`modelgraph.runner.masks`). Dtype policies are applied around the kernel
+Masks: a ``mask=`` tensor a Keras 3 node records is passed like any other argument; the masks
+Keras attaches to tensors at run time (every version) are propagated as
+:mod:`modelgraph.runner.masks` states. Dtype policies are applied around the kernel
 (:mod:`modelgraph.runner.dtypes`).
 """
 
@@ -160,6 +160,8 @@ class Step:
     mask_consume: Callable[[list[Any]], dict[str, Any]] | None = None
     mask_produce: Callable[..., list[Any]] | None = None
     mask_inputs: tuple[int, ...] = ()
+    mask_hidden: frozenset[int] = frozenset()
+    """Positions in ``mask_inputs`` whose mask a Keras 3 MultiHeadAttention cleared earlier."""
     depth: int = 0
 
 
@@ -332,7 +334,7 @@ class Runner:
         self._fused = sum(1 for _ in self._plan_graph.walk()) != sum(1 for _ in model.walk())
         self._unfused_runner: Runner | None = None
         self.keras_version = keras_version_tuple(model.keras_version)
-        self.implicit_masks = model.keras_major < 3
+        self.keras_major = model.keras_major
         self.steps: list[Step] = []
         self.problems: list[Problem] = []
         self.inputs: list[InputSpec] = []
@@ -342,6 +344,7 @@ class Runner:
         self._kernels: dict[tuple[int, str], tuple[Callable[..., Any], dt.Policy] | None] = {}
         self._weight_bytes = 0
         self._mask_slots: set[int] = set()
+        self._cleared_masks: dict[int, tuple[dict[Any, int], dict[Any, int]]] = {}
         # RNN layers (or wrappers of one) saved with stateful=True, by path.
         self.stateful_layers: list[str] = []
         for path, layer in model.walk():
@@ -402,6 +405,7 @@ class Runner:
             else:
                 self.output_slots.append(env[ref])
         self.output_keys = _output_keys(g.outputs)
+        self.output_aliases, self.output_config_names = _output_aliases(g, self.output_keys)
         self._compute_liveness()
 
     def _problem(self, path: str, class_name: str, error: BaseException) -> None:
@@ -413,6 +417,7 @@ class Runner:
     def _compile_graph(
         self, graph: ModelGraph, prefix: str, env: dict[TensorRef, int], forced_training: bool, root: bool
     ) -> None:
+        self._cleared_masks[id(graph)] = mk.cleared_masks(graph) if self.keras_major >= 3 else ({}, {})
         for node in graph.nodes:
             layer = graph.layer(node.layer)
             if layer.kind == "input":
@@ -613,11 +618,17 @@ class Runner:
                 step.round_outputs = policy.compute_dtype
             elif policy.compute_dtype == "float64":
                 step.compute_dtype = "float64"
-        if self.implicit_masks and layer.kind == "layer":
-            rule = mk.rule_for(layer.class_name, layer.config)
+        if layer.kind == "layer":
+            rule = mk.rule_for_node(
+                layer.class_name, layer.config, self.keras_major, node.args, kwargs, node.inputs
+            )
             flat = [env.get(r, -1) for r in node.inputs]
-            has_in_mask = any(s in self._mask_slots for s in flat)
-            explicit = "mask" in kwargs
+            cleared, position = self._cleared_masks.get(id(graph), ({}, {}))
+            here = position.get(node.key, -1)
+            hidden = frozenset(i for i, r in enumerate(node.inputs) if r in cleared and cleared[r] < here)
+            has_in_mask = any(s in self._mask_slots for i, s in enumerate(flat) if i not in hidden)
+            # tf.keras: a mask given in the call wins; Keras 3's rule already leaves it alone.
+            explicit = "mask" in kwargs and self.keras_major < 3
             if has_in_mask and rule.consume is not None and not explicit:
                 step.mask_consume = rule.consume
             if rule.produce is not None and (has_in_mask or rule.source):
@@ -625,6 +636,7 @@ class Runner:
                 self._mask_slots.update(s for _, s in out_slots)
             if step.mask_consume is not None or step.mask_produce is not None:
                 step.mask_inputs = tuple(flat)
+                step.mask_hidden = hidden
         self.steps.append(step)
 
     def _referenced_outputs(self, graph: ModelGraph, layer: Layer, node: Node) -> list[int]:
@@ -875,7 +887,10 @@ class Runner:
                 kwargs = _cast_tree(kwargs, step.compute_dtype)
             in_masks = None
             if masks is not None and (step.mask_consume is not None or step.mask_produce is not None):
-                in_masks = [masks[s] if s >= 0 else None for s in step.mask_inputs]
+                in_masks = [
+                    masks[s] if s >= 0 and i not in step.mask_hidden else None
+                    for i, s in enumerate(step.mask_inputs)
+                ]
                 if step.mask_consume is not None:
                     kwargs = {**kwargs, **step.mask_consume(in_masks)}
             try:
@@ -955,6 +970,27 @@ def _output_keys(outputs: Sequence[TensorRef]) -> list[str]:
             key = f"{base}#{k}"
         keys.append(key)
     return keys
+
+
+def _output_aliases(graph: ModelGraph, keys: Sequence[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Other names of the outputs, for ``--expect`` references: (the bracket form of the output
+    keys' own numbering, ``enc[1][0]`` for ``enc:1:0``; every name in a config's numbering).
+
+    Output keys number a nested model's calls as Keras 3 shows them after reloading; a config (tf.keras
+    and Keras 3) counts the nested model's own first node too, so ``["enc", 2, 0]`` there is
+    ``enc:1:0`` here. The two numberings overlap (``enc:1:0`` is a name in both), so a reference is
+    read in the config's numbering only when one of its keys exists in no other (see
+    :func:`modelgraph.runner.compare.output_aliases_for`)."""
+    own: dict[str, int] = {}
+    config: dict[str, int] = {}
+    for i, ref in enumerate(graph.outputs):
+        own.setdefault(f"{ref.layer}[{ref.node_index}][{ref.tensor_index}]", i)
+        if graph.layer(ref.layer).subgraph is not None:
+            node = ref.node_index + 1
+            config.setdefault(f"{ref.layer}:{node}:{ref.tensor_index}", i)
+            config.setdefault(f"{ref.layer}[{node}][{ref.tensor_index}]", i)
+    own = {k: v for k, v in own.items() if k not in keys}
+    return own, config
 
 
 def unsupported(graph: ModelGraph | str) -> list[Problem]:

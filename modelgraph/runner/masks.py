@@ -1,16 +1,23 @@
-"""Implicit mask propagation for Keras 1/2 graphs (KERAS-FORMATS §5.3).
+"""Implicit masks, one mechanism for every Keras version: who produces, consumes, passes or drops one.
 
-Keras 3 records masks as explicit op nodes and ``mask=`` call kwargs, so its graphs need nothing
-from here. tf.keras attaches a ``_keras_mask`` to tensors at run time instead: ``Embedding
-(mask_zero=True)`` and ``Masking`` create one, layers that support masking carry it over
-(``compute_mask`` returns the input mask), RNNs keep it only with ``return_sequences``, merge layers
-combine the masks of their inputs, and every other layer drops it. A layer whose ``call`` has a
-``mask`` argument receives the mask of its inputs automatically.
+Both tf.keras and Keras 3 attach a mask to a tensor at run time (``_keras_mask``): ``Embedding
+(mask_zero=True)`` and ``Masking`` create one, layers that support masking carry it over or compute
+a new one (``compute_mask``), every other layer drops it, and a layer whose ``call`` takes masks
+receives them without the caller naming them. Keras 3 also records a ``mask=`` keyword in a node
+when the call had one tensor argument and no keywords (it then runs like any other argument, and
+wins over the implicit one), but not for list inputs (Attention, merges), several tensor arguments
+(MultiHeadAttention(q, v)) or calls with keywords: those get their masks at run time only, so the
+graph must propagate them (docs/masks.md).
 
-:func:`rule_for` gives, per layer, how it *consumes* masks (what to pass the kernel) and how it
-*produces* them (a function of the input masks, the inputs and the outputs); a layer without a
-``produce`` drops the mask. The rules are checked node by node against the masks real tf_keras
-attached (goldens ``samples/goldens/k2_mask_*``, ``tests/runner/test_masks_k2.py``).
+:data:`MASK_BEHAVIOUR` states, per class and per Keras version (2: Keras 1/2 and tf.keras, 3: Keras
+3), how a class consumes masks and how it produces its output masks; a class it does not list drops
+masks and takes none. :func:`rule_for` (tf.keras) and :func:`rule_for_node` (any version, one node
+of a graph) turn that into the functions the interpreter calls. Nested models are inlined by the
+interpreter, so a mask crosses a nested model's boundary like any other layer's: in tf.keras its
+``compute_mask`` runs the inner graph, in Keras 3 the inner layer's output tensor is the model's
+output and keeps its mask. The tf.keras rules are checked node by node against the masks real
+tf_keras attached (``tests/runner/test_masks_k2.py``), the Keras 3 ones by the outputs of real Keras
+3 models whose masks no config records (``samples/goldens/k3_mask_implicit``).
 """
 
 from __future__ import annotations
@@ -21,52 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.runner.kernels.fused import FUSED_PREFIX
+from modelgraph.graph import TensorRef, flatten_structure, map_structure
+from modelgraph.runner.kernels.fused import ADD_ACTIVATION, FUSED_PREFIX
 
 Array = np.ndarray
 MaskFn = Callable[[list[Array | None], list[Any], list[Any]], list[Array | None]]
-
-# tf.keras layers with supports_masking=True and the default compute_mask (carry the mask over).
-# Not Identity: tf_keras's Identity never sets supports_masking, so it drops the mask (Keras 3's keeps
-# it, but Keras 3 graphs carry masks explicitly).
-PASS_THROUGH = frozenset(
-    {
-        "Activation",
-        "ActivityRegularization",
-        "AlphaDropout",
-        "BatchNormalization",
-        "Dense",
-        "Dropout",
-        "ELU",
-        "GaussianDropout",
-        "GaussianNoise",
-        "LayerNormalization",
-        "LeakyReLU",
-        "PReLU",
-        "ReLU",
-        "Softmax",
-        "SpatialDropout1D",
-        "SpatialDropout2D",
-        "SpatialDropout3D",
-        "ThresholdedReLU",
-        "UnitNormalization",
-    }
-)
-MERGE_AND = frozenset({"Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum"})
-RNN_CLASSES = frozenset(
-    {"SimpleRNN", "LSTM", "GRU", "RNN", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D", "CuDNNLSTM", "CuDNNGRU"}
-)
-# Layers whose call() takes ``mask``: what the kernel is given (see _consumer).
-MASK_CONSUMERS = RNN_CLASSES | {
-    "Bidirectional",
-    "TimeDistributed",
-    "GlobalAveragePooling1D",
-    "GlobalAvgPool1D",
-    "Softmax",
-    "Attention",
-    "AdditiveAttention",
-    "MultiHeadAttention",
-}
 
 
 @dataclass(frozen=True)
@@ -288,39 +254,367 @@ def _masking_mask(config: Mapping[str, Any]) -> MaskFn:
     return produce
 
 
+def _merge_or(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
+    # Keras 3 Merge.compute_mask: no mask when any input has none, else the OR of all of them.
+    if not masks or any(m is None for m in masks):
+        return [None]
+    out = np.asarray(masks[0], dtype=bool)
+    for m in masks[1:]:
+        out = np.logical_or(out, np.asarray(m, dtype=bool))
+    return [out]
+
+
+def _concat_mask_k3(axis: int) -> MaskFn:
+    """Keras 3 Concatenate.compute_mask: each mask broadcast to its input's shape (all True for an
+    unmasked input), concatenated along the layer's axis, then any() over the last axis."""
+
+    def produce(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
+        if all(m is None for m in masks):
+            return [None]
+        parts = []
+        for m, x in zip(masks, inputs, strict=False):
+            shape = np.shape(x)
+            if m is None:
+                parts.append(np.ones(shape, dtype=bool))
+                continue
+            m = np.asarray(m, dtype=bool)
+            if m.ndim < len(shape):
+                m = np.broadcast_to(np.expand_dims(m, -1), shape)
+            parts.append(m)
+        return [np.any(np.concatenate(parts, axis=axis), axis=-1)]
+
+    return produce
+
+
+# --- the table -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MaskBehaviour:
+    """What one Keras class does with masks in one Keras version.
+
+    ``consume``: how its call receives the masks of its inputs: ``"first"`` (tf.keras: ``mask=`` the
+    mask of the first argument), ``"list"`` (tf.keras Attention: ``mask=[query, value]``), ``"mha"``
+    (tf.keras MultiHeadAttention reads its tensors' masks itself), ``"call"`` (Keras 3: the layer's
+    ``__call__`` fills ``mask`` from the only tensor argument, or ``<arg>_mask`` for each of several
+    tensor arguments; ``call`` names the parameters of ``call()`` in order), ``"merge"`` (Keras 3
+    Multiply/Maximum/Minimum read their inputs' masks: the kernel gets ``input_masks``), or None.
+    ``produce``: its output masks: ``"drop"``, ``"pass"`` (the mask it was given or the first
+    input's), ``"and"`` / ``"or"`` (merge layers), ``"concat_all"`` / ``"concat_any"``, ``"rnn"``,
+    ``"bidirectional"``, ``"time_distributed"``, ``"query"`` (attention: the query's mask),
+    ``"mha_scores"`` (tf.keras MHA: also the scores' mask), ``"embedding"``, ``"masking"``.
+    """
+
+    consume: str | None
+    produce: str
+    call: tuple[str, ...] = ()
+    note: str = ""
+
+
+K2, K3 = 2, 3
+"""Keys of the versions: 2 is Keras 1/2 and tf.keras (tf_keras), 3 is Keras 3."""
+
+_RNN_CALL = ("sequences", "initial_state", "mask", "training")
+_PASS2 = MaskBehaviour(None, "pass")
+_PASS3 = MaskBehaviour(None, "pass")
+
+
+def _b(consume: str | None, produce: str, call: tuple[str, ...] = (), note: str = "") -> MaskBehaviour:
+    return MaskBehaviour(consume, produce, call, note)
+
+
+MASK_BEHAVIOUR: dict[str, dict[int, MaskBehaviour]] = {
+    # Mask sources.
+    "Embedding": {K2: _b(None, "embedding"), K3: _b(None, "embedding", note="supports_masking = mask_zero")},
+    "Masking": {K2: _b(None, "masking"), K3: _b(None, "masking")},
+    # Carry the mask over (supports_masking with the default compute_mask).
+    **{
+        c: {K2: _PASS2, K3: _PASS3}
+        for c in (
+            "Activation",
+            "ActivityRegularization",
+            "AlphaDropout",
+            "Dense",
+            "Dropout",
+            "ELU",
+            "GaussianDropout",
+            "GaussianNoise",
+            "LayerNormalization",
+            "LeakyReLU",
+            "PReLU",
+            "ReLU",
+            "SpatialDropout1D",
+            "SpatialDropout2D",
+            "SpatialDropout3D",
+            "UnitNormalization",
+        )
+    },
+    "BatchNormalization": {
+        K2: _PASS2,
+        K3: _b(None, "pass", note="call(inputs, training, mask) uses the mask for batch moments only"),
+    },
+    "ThresholdedReLU": {K2: _PASS2},
+    "Softmax": {K2: _b("first", "pass"), K3: _b("call", "pass", ("inputs", "mask"))},
+    # tf_keras's Identity never sets supports_masking (it drops the mask); Keras 3's keeps it.
+    "Identity": {K3: _PASS3},
+    "GroupNormalization": {K3: _PASS3},
+    "Rescaling": {K3: _PASS3},
+    "Normalization": {K3: _PASS3},
+    # Merges: tf.keras ANDs the masks present, Keras 3 ORs them and has none if one input has none.
+    **{c: {K2: _b(None, "and"), K3: _b(None, "or")} for c in ("Add", "Subtract", "Average")},
+    # Keras 3's Multiply, Maximum and Minimum also read their inputs' masks in call(): a masked
+    # position counts as 1 / takes the other operand's value (kernels/merge.py).
+    **{
+        c: {K2: _b(None, "and"), K3: _b("merge", "or", note="call() reads the inputs' masks")}
+        for c in ("Multiply", "Maximum", "Minimum")
+    },
+    "Concatenate": {K2: _b(None, "concat_all"), K3: _b(None, "concat_any")},
+    # Recurrent layers: the mask skips steps; kept on the sequence output only.
+    **{
+        c: {K2: _b("first", "rnn"), K3: _b("call", "rnn", _RNN_CALL)}
+        for c in ("SimpleRNN", "LSTM", "GRU", "RNN", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D")
+    },
+    **{c: {K2: _b("first", "rnn")} for c in ("CuDNNLSTM", "CuDNNGRU")},
+    "Bidirectional": {K2: _b("first", "bidirectional"), K3: _b("call", "bidirectional", _RNN_CALL)},
+    "TimeDistributed": {
+        K2: _b("first", "time_distributed"),
+        K3: _b("call", "pass", ("inputs", "training", "mask"), note="the default compute_mask"),
+    },
+    # Consume and drop.
+    **{
+        c: {K2: _b("first", "drop"), K3: _b("call", "drop", ("inputs", "mask"))}
+        for c in ("GlobalAveragePooling1D", "GlobalAvgPool1D")
+    },
+    # Attention.
+    **{
+        c: {
+            K2: _b("list", "query"),
+            K3: _b(
+                "call", "query", ("inputs", "mask", "training", "return_attention_scores", "use_causal_mask")
+            ),
+        }
+        for c in ("Attention", "AdditiveAttention")
+    },
+    "MultiHeadAttention": {
+        K2: _b("mha", "mha_scores"),
+        K3: _b(
+            "call",
+            "query",
+            (
+                "query",
+                "value",
+                "key",
+                "query_mask",
+                "value_mask",
+                "key_mask",
+                "attention_mask",
+                "return_attention_scores",
+                "training",
+                "use_causal_mask",
+            ),
+            note="call() also clears the masks of its input tensors",
+        ),
+    },
+}
+"""Mask behaviour per class key and Keras version; a class (or version) not listed drops masks."""
+
+# Derived views of the table (tf.keras), kept for readers and tests.
+PASS_THROUGH = frozenset(c for c, v in MASK_BEHAVIOUR.items() if K2 in v and v[K2].produce == "pass")
+MERGE_AND = frozenset(c for c, v in MASK_BEHAVIOUR.items() if K2 in v and v[K2].produce == "and")
+RNN_CLASSES = frozenset(c for c, v in MASK_BEHAVIOUR.items() if K2 in v and v[K2].produce == "rnn")
+MASK_CONSUMERS = frozenset(c for c, v in MASK_BEHAVIOUR.items() if K2 in v and v[K2].consume is not None)
+
+_DROP = MaskBehaviour(None, "drop")
+
+
+def behaviour(class_name: str, keras_major: int) -> MaskBehaviour:
+    """The mask behaviour of a class key in a Keras version (merged plan steps included)."""
+    version = K3 if keras_major >= 3 else K2
+    if class_name.startswith(FUSED_PREFIX):
+        # A merged step (fusion.py) ends in a sum of its inputs, or starts with a conv. tf.keras: like
+        # Add, the AND of its inputs' masks (a conv is never handed one). Keras 3: the sum of two
+        # masked tensors ORs them; a conv's output has no mask, so a sum with it has none.
+        if version == K2:
+            return MaskBehaviour(None, "and")
+        return MaskBehaviour(None, "or") if class_name == ADD_ACTIVATION else _DROP
+    return MASK_BEHAVIOUR.get(class_name, {}).get(version, _DROP)
+
+
+def _producer(kind: str, config: Mapping[str, Any]) -> MaskFn | None:
+    if kind == "pass":
+        return _pass_first
+    if kind == "and":
+        return _merge_and
+    if kind == "or":
+        return _merge_or
+    if kind in ("concat_all", "concat_any"):
+        axis = config.get("axis", -1)
+        axis = int(axis) if isinstance(axis, int) else -1
+        return _concat_mask(axis) if kind == "concat_all" else _concat_mask_k3(axis)
+    if kind == "rnn":
+        return _rnn_mask(config)
+    if kind == "bidirectional":
+        return _bidirectional_mask(config)
+    if kind == "time_distributed":
+        return _time_distributed_mask(config)[0]
+    if kind == "query":
+        return _attention_mask
+    if kind == "mha_scores":
+        return _mha_mask(config)
+    if kind == "embedding":
+        return _embedding_mask(config)
+    if kind == "masking":
+        return _masking_mask(config)
+    return None
+
+
+_K2_CONSUMERS: dict[str, Callable[[list[Array | None]], dict[str, Any]]] = {
+    "first": _consume_first,
+    "list": _consume_list,
+    "mha": _consume_mha,
+}
+
+
 def rule_for(class_name: str, config: Mapping[str, Any]) -> MaskRule:
     """The mask rule of one tf.keras layer class (nested models are inlined, so not needed here)."""
-    consume: Callable[[list[Array | None]], dict[str, Any]] | None = None
-    if class_name in ("Attention", "AdditiveAttention"):
-        consume = _consume_list
-    elif class_name == "MultiHeadAttention":
-        consume = _consume_mha
-    elif class_name in MASK_CONSUMERS:
-        consume = _consume_first
+    b = behaviour(class_name, K2)
+    consume = _K2_CONSUMERS.get(b.consume or "")
+    produce = _producer(b.produce, config)
+    source = b.produce in ("embedding", "masking") and produce is not None
+    if b.produce == "time_distributed":
+        source = _time_distributed_mask(config)[1]
+    return MaskRule(consume, produce, source=source)
 
-    if class_name == "Embedding":
-        fn = _embedding_mask(config)
-        return MaskRule(None, fn, source=fn is not None)
-    if class_name == "Masking":
-        return MaskRule(None, _masking_mask(config), source=True)
-    if class_name in RNN_CLASSES:
-        return MaskRule(consume, _rnn_mask(config))
-    if class_name == "Bidirectional":
-        return MaskRule(consume, _bidirectional_mask(config))
-    if class_name == "TimeDistributed":
-        produce, source = _time_distributed_mask(config)
-        return MaskRule(consume, produce, source=source)
-    if class_name in ("Attention", "AdditiveAttention"):
-        return MaskRule(consume, _attention_mask)
-    if class_name == "MultiHeadAttention":
-        return MaskRule(consume, _mha_mask(config))
-    if class_name in MERGE_AND or class_name.startswith(FUSED_PREFIX):
-        # A merged step (fusion.py) ends in a sum of its inputs, or starts with a conv (which tf.keras
-        # never hands a mask): like Add, its mask is the AND of its inputs' masks.
-        return MaskRule(consume, _merge_and)
-    if class_name == "Concatenate":
-        axis = config.get("axis", -1)
-        return MaskRule(consume, _concat_mask(int(axis) if isinstance(axis, int) else -1))
-    if class_name in PASS_THROUGH:
-        return MaskRule(consume, _pass_first)
-    return MaskRule(consume, None)
+
+# --- Keras 3: one node ------------------------------------------------------------------------------
+
+
+def _is_tensor_argument(value: Any) -> bool:
+    """Keras 3 CallSpec: a tensor, or a non-empty structure of tensors (and Nones)."""
+    if isinstance(value, TensorRef):
+        return True
+    if isinstance(value, (list, tuple, Mapping)) and len(value) > 0:
+        flat = flatten_structure(value)
+        return all(v is None or isinstance(v, TensorRef) for v in flat)
+    return False
+
+
+def rule_for_node(
+    class_name: str,
+    config: Mapping[str, Any],
+    keras_major: int,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    inputs: tuple[TensorRef, ...],
+) -> MaskRule:
+    """The mask rule of one node; tf.keras nodes get :func:`rule_for`.
+
+    For Keras 3 the functions it returns take the masks and values of the node's flat ``inputs`` (the
+    interpreter's order). ``consume`` is what Keras 3's ``Layer.__call__`` adds to the call: ``mask``
+    when the call has one tensor argument and did not give one, ``<arg>_mask`` for each of several
+    tensor arguments whose name has such a parameter. ``produce`` sees the mask the call was given
+    (given or filled in) or else the first argument's, as ``compute_mask`` does.
+    """
+    if keras_major < 3:
+        return rule_for(class_name, config)
+    b = behaviour(class_name, K3)
+    produce = _producer(b.produce, config)
+    if b.consume is None and produce is None:
+        return MaskRule(None, None)
+    position = {ref: i for i, ref in reversed(list(enumerate(inputs)))}
+
+    def indices(value: Any) -> Any:
+        return map_structure(value, lambda r: position.get(r, -1), lambda v: isinstance(v, TensorRef))
+
+    bound: dict[str, Any] = {}
+    params = b.call
+    for i, value in enumerate(args):
+        bound[params[i] if i < len(params) else f"#{i}"] = value
+    bound.update(kwargs)
+    given_mask = bound.get("mask")
+    fills: list[tuple[str, Any]] = []
+    if b.consume == "merge" and args:
+        fills.append(("input_masks", indices(list(flatten_structure(args[0])))))
+    elif b.consume == "call":
+        tensor_args = [(k, v) for k, v in bound.items() if _is_tensor_argument(v)]
+        if len(tensor_args) == 1 and "mask" in params and given_mask is None:
+            fills.append(("mask", indices(tensor_args[0][1])))
+        elif len(tensor_args) > 1:
+            for k, v in tensor_args:
+                if f"{k}_mask" in params and bound.get(f"{k}_mask") is None:
+                    fills.append((f"{k}_mask", indices(v)))
+    first = indices(args[0]) if args else None
+    given = indices(given_mask) if given_mask is not None else None
+    filled_mask = next((t for k, t in fills if k == "mask"), None)
+
+    def pick(template: Any, values: list[Any]) -> Any:
+        return map_structure(template, lambda i: values[i] if i >= 0 else None, lambda v: isinstance(v, int))
+
+    consume = None
+    if fills:
+
+        def consume(masks: list[Array | None]) -> dict[str, Any]:
+            out = {}
+            for name, template in fills:
+                value = pick(template, masks)
+                if any(m is not None for m in flatten_structure(value)):
+                    out[name] = value
+            return out
+
+    produce_k3 = None
+    if produce is not None:
+
+        def produce_k3(
+            masks: list[Array | None], values: list[Any], outputs: list[Any]
+        ) -> list[Array | None]:
+            if given is not None:
+                previous = flatten_structure(pick(given, values))
+            elif filled_mask is not None:
+                previous = flatten_structure(pick(filled_mask, masks))
+            else:
+                previous = flatten_structure(pick(first, masks))
+            first_values = flatten_structure(pick(first, values))
+            return produce(previous, first_values, outputs)
+
+    source = b.produce in ("embedding", "masking") and produce is not None
+    return MaskRule(consume, produce_k3, source=source or given is not None)
+
+
+def keras_run_order(graph: Any) -> dict[Any, int]:
+    """The position of each node in the order a Keras Functional runs them (``_run_through_graph``):
+    depth descending, ties in the order ``map_graph`` first gave a node its depth."""
+    seen: dict[Any, None] = {}
+    for node in reversed([n for n in graph.nodes if n.depth is not None]):
+        seen.setdefault(node.key, None)
+        for ref in node.inputs:
+            seen.setdefault(ref.node_key, None)
+    depth = {n.key: n.depth for n in graph.nodes if n.depth is not None}
+    ordered = sorted((k for k in seen if k in depth), key=lambda k: -depth[k])
+    return {k: i for i, k in enumerate(ordered)}
+
+
+def cleared_masks(graph: Any) -> tuple[dict[TensorRef, int], dict[Any, int]]:
+    """Keras 3 MultiHeadAttention.call() clears the masks of its query, value and key tensors
+    (``set_keras_mask(x, None)`` on the very tensors it was given, when no dtype cast copied them), so
+    a layer that Keras runs after it reads them unmasked. Returns (tensor -> run position of the
+    first MultiHeadAttention that clears it, node key -> run position)."""
+    position = keras_run_order(graph)
+    cleared: dict[TensorRef, int] = {}
+    for node in graph.nodes:
+        layer = graph.layer(node.layer)
+        if layer.kind != "layer" or layer.class_name != "MultiHeadAttention" or node.key not in position:
+            continue
+        if _is_half_policy(layer.config.get("dtype")):
+            continue  # its inputs were cast: the copies lose their masks, the originals keep them
+        bound = dict(zip(("query", "value", "key"), node.args, strict=False))
+        for name in ("query", "value", "key"):
+            ref = bound.get(name, node.kwargs.get(name))
+            if isinstance(ref, TensorRef):
+                here = position[node.key]
+                cleared[ref] = min(cleared.get(ref, here), here)
+    return cleared, position
+
+
+def _is_half_policy(dtype: Any) -> bool:
+    name = dtype.get("config", {}).get("name") if isinstance(dtype, Mapping) else dtype
+    return isinstance(name, str) and ("float16" in name)

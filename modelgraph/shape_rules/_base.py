@@ -378,6 +378,26 @@ def ceil_div(a: int, b: int) -> int:
 # Running rules for wrapped layers (TimeDistributed, Bidirectional)
 
 
+# tf.keras convolutions run ``tf.nn.convolution``, which takes extra leading batch axes: a Conv1D
+# handed (batch, a, steps, channels) convolves ``steps`` for every (batch, a). TimeDistributed of a
+# Conv1D on a rank-5 input relies on it (Keras 3 refuses such a model when it is built).
+_CONV_INPUT_RANK = {
+    "Conv1D": 3,
+    "Convolution1D": 3,
+    "Conv2D": 4,
+    "Convolution2D": 4,
+    "Conv3D": 5,
+    "Convolution3D": 5,
+}
+
+
+def extra_batch_axes(class_name: str, rank: int) -> int:
+    """How many leading axes after the batch a tf.keras conv of ``class_name`` treats as batch when
+    handed an input of ``rank`` (0 for every other class, or an input of the conv's own rank)."""
+    core = _CONV_INPUT_RANK.get(class_name)
+    return rank - core if core is not None and rank > core else 0
+
+
 def inner_record(config: Mapping[str, Any], key: str = "layer") -> tuple[str, Mapping[str, Any]] | None:
     """The ``(class_name, config)`` of a wrapped layer record, or None."""
     record = config.get(key)

@@ -106,7 +106,9 @@ def _ln_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str,
     else:
         param = (shape[axis_index(axis, len(shape))],)
     out: dict[str, Shape] = {}
-    if _flag(config, "scale"):
+    # Keras 3 LayerNormalization.build: gamma when scale or rms_scaling, beta when center and not
+    # rms_scaling (rms_scaling=True, scale=False still stores gamma).
+    if _flag(config, "scale") or _flag(config, "rms_scaling", False):
         out["gamma"] = param
     if _flag(config, "center") and not config.get("rms_scaling"):
         out["beta"] = param

@@ -111,11 +111,11 @@ def _op_compare(call: Call) -> Shape:
     return out
 
 
-@shape_rule("op:Cast")
+@shape_rule("op:Cast", "op:ZerosLike", "op:OnesLike")
 def _op_cast(call: Call) -> Shape:
     shape = need(call.first())
-    dtype = call.config.get("dtype")
-    _set_dtype(call, str(dtype) if dtype else None)
+    dtype = call.config.get("dtype")  # ZerosLike/OnesLike without one keep their input's
+    _set_dtype(call, str(dtype) if dtype else _float_of_inputs(call))
     return shape
 
 

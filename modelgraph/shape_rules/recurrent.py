@@ -15,6 +15,7 @@ from modelgraph.shape_rules._base import (
     conv_length,
     dadd,
     expected_for,
+    extra_batch_axes,
     fmt,
     inner_record,
     need,
@@ -93,6 +94,54 @@ def rnn_weights(class_name: str, config: Mapping[str, Any], features: Any) -> di
             out["bias"] = (2, gates * units)
         else:
             out["bias"] = (gates * units,)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The generic RNN layer over cells
+
+_CELL_LAYERS = {"SimpleRNNCell": "SimpleRNN", "LSTMCell": "LSTM", "GRUCell": "GRU"}
+
+
+def rnn_cells(config: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], str]]:
+    """(layer class of the cell, cell config, weight prefix) of each cell of an ``RNN(cell)``."""
+    cell = inner_record(config, "cell")
+    if cell is None:
+        raise ShapeError("RNN has no 'cell' record", "config")
+    if cell[0] in _CELL_LAYERS:
+        return [(_CELL_LAYERS[cell[0]], cell[1], "")]
+    records = cell[1].get("cells") if cell[0] == "StackedRNNCells" else None
+    if not isinstance(records, list) or not records:
+        raise Unknown()
+    out = []
+    for i, record in enumerate(records):
+        sub = inner_record({"c": record}, "c")
+        if sub is None or sub[0] not in _CELL_LAYERS:
+            raise Unknown()
+        out.append((_CELL_LAYERS[sub[0]], sub[1], f"cells/{i}/"))
+    return out
+
+
+@shape_rule("RNN")
+def _generic_rnn(call: Call) -> list[Shape]:
+    cells = rnn_cells(call.config)
+    loop = {k: call.config.get(k) for k in ("return_sequences", "time_major")}
+    out = rnn_outputs(cells[-1][0], {**cells[-1][1], **loop}, call.x(), call)
+    if call.config.get("return_state", False):
+        batch = out[0][1] if call.config.get("time_major") and len(out[0]) == 3 else out[0][0]
+        for layer_class, cfg, _ in cells:
+            out.extend([(batch, _units(cfg, layer_class))] * STATES[layer_class])
+    return out
+
+
+@weight_rule("RNN")
+def _generic_rnn_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape]:
+    features: Any = need(ins[0] if ins else None)[-1]
+    out: dict[str, Shape] = {}
+    for layer_class, cfg, prefix in rnn_cells(config):
+        for name, shape in rnn_weights(layer_class, cfg, features).items():
+            out[prefix + name] = shape
+        features = _units(cfg, layer_class)
     return out
 
 
@@ -225,8 +274,10 @@ def _time_distributed(call: Call) -> list[Shape | None]:
     inner = inner_record(call.config, "layer")
     if inner is None:
         raise ShapeError("TimeDistributed has no wrapped 'layer' record", "config")
-    outs = _inner_outputs(call, inner[0], inner[1], (shape[0], *shape[2:]))
-    return [None if o is None else (shape[0], shape[1], *o[1:]) for o in outs]
+    extra = extra_batch_axes(inner[0], len(shape) - 1)
+    outs = _inner_outputs(call, inner[0], inner[1], (shape[0], *shape[2 + extra :]))
+    lead = tuple(shape[: 2 + extra])
+    return [None if o is None else (*lead, *o[1:]) for o in outs]
 
 
 @weight_rule("TimeDistributed")
@@ -235,7 +286,8 @@ def _time_distributed_weights(config: Mapping[str, Any], ins: list[Shape | None]
     inner = inner_record(config, "layer")
     if inner is None:
         raise Unknown()
-    sub = wrapped_weights(inner[0], inner[1], [(shape[0], *shape[2:])])
+    extra = extra_batch_axes(inner[0], len(shape) - 1)
+    sub = wrapped_weights(inner[0], inner[1], [(shape[0], *shape[2 + extra :])])
     if sub is None:
         raise Unknown()
     return sub

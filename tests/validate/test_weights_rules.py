@@ -153,3 +153,11 @@ def test_iter_chunks_reads_an_h5_dataset_slab_by_slab(tmp_path: Path) -> None:
     chunks = list(W.iter_chunks(w, chunk_bytes=400))
     assert len(chunks) == 10 and np.array_equal(np.concatenate(chunks), np.arange(1000).reshape(100, 10))
     f.close()
+
+
+@pytest.mark.parametrize("fmt", ["ln_rms.keras", "ln_rms.h5"])
+def test_rms_scaling_layer_norm_owns_gamma_without_scale(fmt: str) -> None:
+    """Keras 3 LayerNormalization(rms_scaling=True, scale=False) creates and stores gamma (sample made
+    by Keras 3.15.1): no WGT002."""
+    path = Path(__file__).resolve().parents[2] / "samples" / "k3" / fmt
+    assert [r for r in _rules(path, check_values=True) if r.startswith("WGT")] == []

@@ -36,21 +36,74 @@ def _same_rank(xs: list[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
-def _elementwise(reduce: Callable[[list[np.ndarray]], np.ndarray], exactly: int | None = None):
+MaskedMerge = Callable[[list[np.ndarray], list[np.ndarray | None]], np.ndarray]
+
+
+def _elementwise(
+    reduce: Callable[[list[np.ndarray]], np.ndarray],
+    exactly: int | None = None,
+    masked: MaskedMerge | None = None,
+):
+    """``masked`` is the Keras 3 merge that reads its inputs' masks (``input_masks``, one per input,
+    given by the runner's mask rules: runner/masks.py)."""
+
     def factory(spec: KernelSpec) -> Kernel:
         check_keys(spec, set())
 
-        def run(*args: object) -> np.ndarray:
+        def run(*args: object, input_masks: Sequence[object] | None = None) -> np.ndarray:
             xs = _as_list(spec, args)
             if exactly is not None and len(xs) != exactly:
                 raise ValueError(f"A {spec.class_name} layer takes exactly {exactly} inputs; got {len(xs)}")
             if len(xs) < 1:
                 raise ValueError(f"{spec.class_name} needs at least one input")
-            return reduce(_same_rank(xs))
+            xs = _same_rank(xs)
+            if masked is not None and input_masks is not None and any(m is not None for m in input_masks):
+                masks = [
+                    None if m is None else np.broadcast_to(np.expand_dims(np.asarray(m, bool), -1), x.shape)
+                    for m, x in zip(input_masks, xs, strict=True)
+                ]
+                return masked(xs, masks)
+            return reduce(xs)
 
         return run
 
     return factory
+
+
+def _masked_extremum(op: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> MaskedMerge:
+    """Keras 3 Maximum/Minimum (``Merge._apply_merge_op_and_or_mask``): a masked position takes the
+    other operand's value, so only unmasked values compete."""
+
+    def merge(xs: list[np.ndarray], masks: list[np.ndarray | None]) -> np.ndarray:
+        out, out_mask = xs[0], masks[0]
+        for x, m in zip(xs[1:], masks[1:], strict=True):
+            if m is not None:
+                x = np.where(m, x, out)
+            if out_mask is not None:
+                out = np.where(out_mask, out, x)
+            out_mask = None if m is None or out_mask is None else out_mask | m
+            out = op(out, x)
+        return out
+
+    return merge
+
+
+def _masked_prod(xs: list[np.ndarray], masks: list[np.ndarray | None]) -> np.ndarray:
+    """Keras 3 Multiply: a masked position counts as 1; when every input is masked, positions no
+    input keeps are 0."""
+    every = all(m is not None for m in masks)
+    out: np.ndarray | None = None
+    keep: np.ndarray | None = None
+    for x, m in zip(xs, masks, strict=True):
+        if m is not None:
+            x = np.where(m, x, x.dtype.type(1))
+            if every:
+                keep = m if keep is None else keep | m
+        out = x if out is None else out * x
+    assert out is not None
+    if every and keep is not None:
+        out = np.where(keep, out, out.dtype.type(0))
+    return out
 
 
 def _sum(xs: Sequence[np.ndarray]) -> np.ndarray:
@@ -87,10 +140,10 @@ def _average(xs: Sequence[np.ndarray]) -> np.ndarray:
 
 register("Add")(_elementwise(_sum))
 register("Subtract")(_elementwise(lambda xs: xs[0] - xs[1], exactly=2))
-register("Multiply")(_elementwise(_prod))
+register("Multiply")(_elementwise(_prod, masked=_masked_prod))
 register("Average")(_elementwise(_average))
-register("Maximum")(_elementwise(_maximum))
-register("Minimum")(_elementwise(_minimum))
+register("Maximum")(_elementwise(_maximum, masked=_masked_extremum(np.maximum)))
+register("Minimum")(_elementwise(_minimum, masked=_masked_extremum(np.minimum)))
 
 
 @register("Concatenate")

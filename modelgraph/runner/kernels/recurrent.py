@@ -28,6 +28,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from modelgraph.errors import UnsupportedConfigError
 from modelgraph.runner.activations import Activation, get_activation
 from modelgraph.runner.registry import KernelSpec, get_kernel, register
+from modelgraph.shape_rules._base import extra_batch_axes
 
 Array = np.ndarray
 # One recurrent step: (precomputed input projection at t, states) -> (output, new states).
@@ -234,8 +235,10 @@ def _dense_rnn(spec: KernelSpec, n_states: int, make_step: Callable[[], tuple[St
     return run
 
 
-@register("SimpleRNN")
-def simple_rnn(spec: KernelSpec):
+CellMaker = Callable[[], tuple[Step, Array, Array | None]]
+
+
+def _simple_rnn_cell(spec: KernelSpec) -> tuple[int, CellMaker]:
     act = _activation(spec, "activation", "tanh")
 
     def make() -> tuple[Step, Array, Array | None]:
@@ -247,11 +250,15 @@ def simple_rnn(spec: KernelSpec):
 
         return step, _weight(spec, "kernel"), _bias(spec)
 
-    return _dense_rnn(spec, 1, make)
+    return 1, make
 
 
-@register("LSTM")
-def lstm(spec: KernelSpec):
+@register("SimpleRNN")
+def simple_rnn(spec: KernelSpec):
+    return _dense_rnn(spec, *_simple_rnn_cell(spec))
+
+
+def _lstm_cell(spec: KernelSpec) -> tuple[int, CellMaker]:
     act = _activation(spec, "activation", "tanh")
     rec_act = _recurrent_activation(spec)
 
@@ -271,11 +278,15 @@ def lstm(spec: KernelSpec):
 
         return step, _weight(spec, "kernel"), _bias(spec)
 
-    return _dense_rnn(spec, 2, make)
+    return 2, make
 
 
-@register("GRU")
-def gru(spec: KernelSpec):
+@register("LSTM")
+def lstm(spec: KernelSpec):
+    return _dense_rnn(spec, *_lstm_cell(spec))
+
+
+def _gru_cell(spec: KernelSpec) -> tuple[int, CellMaker]:
     act = _activation(spec, "activation", "tanh")
     rec_act = _recurrent_activation(spec)
     # tf.keras 2.x and Keras 3 default to reset_after=True and write the key; Keras 1/2.0-2.3 had
@@ -319,7 +330,12 @@ def gru(spec: KernelSpec):
 
         return (step_after if reset_after else step_before), _weight(spec, "kernel"), input_bias
 
-    return _dense_rnn(spec, 1, make)
+    return 1, make
+
+
+@register("GRU")
+def gru(spec: KernelSpec):
+    return _dense_rnn(spec, *_gru_cell(spec))
 
 
 # --- ConvLSTM ---------------------------------------------------------------------------------
@@ -554,13 +570,102 @@ def time_distributed(spec: KernelSpec):
         # inner_time) is the inner layer's own (for example an RNN's) and is folded like the input.
         if mask is not None and np.ndim(mask) > 2:
             inner_kwargs["mask"] = fold(np.asarray(mask))
-        out = inner_run(fold(x), **inner_kwargs)
+        # A tf.keras conv takes the axes before its own input rank as batch (shape_rules/_base.py).
+        extra = extra_batch_axes(inner[0], x.ndim - 1)
+        lead = x.shape[: 2 + extra]
+        out = inner_run(x.reshape((-1, *x.shape[2 + extra :])), **inner_kwargs)
 
         def unfold(a: Array) -> Array:
-            return a.reshape((batch, steps, *a.shape[1:]))
+            return a.reshape((*lead, *a.shape[1:]))
 
         if isinstance(out, tuple):
             return tuple(unfold(a) for a in out)
         return unfold(out)
+
+    return run
+
+
+# --- the generic RNN layer over cells ------------------------------------------------------------
+
+_CELLS: dict[str, tuple[str, Callable[[KernelSpec], tuple[int, CellMaker]]]] = {
+    "SimpleRNNCell": ("SimpleRNN", _simple_rnn_cell),
+    "LSTMCell": ("LSTM", _lstm_cell),
+    "GRUCell": ("GRU", _gru_cell),
+}
+_SEQUENCING_KEYS = (
+    "return_sequences",
+    "return_state",
+    "go_backwards",
+    "stateful",
+    "zero_output_for_mask",
+    "time_major",
+)
+
+
+def _cell_records(spec: KernelSpec) -> list[tuple[str, dict[str, Any], str]]:
+    """(cell class, config, weight prefix) of each cell of an ``RNN(cell)`` layer, in stacking order."""
+    cell = _inner_record(spec, "cell")
+    if cell is None:
+        raise spec.unsupported("cell", None)
+    if cell[0] != "StackedRNNCells":
+        return [(cell[0], cell[1], "")]
+    cells = cell[1].get("cells")
+    if not isinstance(cells, list) or not cells:
+        raise spec.unsupported("cell", cell[0])
+    out = []
+    for i, record in enumerate(cells):
+        if not isinstance(record, Mapping) or not isinstance(record.get("config"), Mapping):
+            raise spec.unsupported("cell", record)
+        out.append((str(record.get("class_name")), dict(record["config"]), f"cells/{i}/"))
+    return out
+
+
+@register("RNN")
+def rnn(spec: KernelSpec):
+    """``keras.layers.RNN(cell)`` over LSTMCell, GRUCell, SimpleRNNCell or StackedRNNCells of them:
+    the cells' own steps, in a stack each cell's output is the next one's input; the states are the
+    cells' states in order (``[h, c]`` of an LSTMCell, ``[h]`` of the others)."""
+    seq = _sequencing(spec)
+    loop_config = {k: spec.get(k) for k in _SEQUENCING_KEYS if spec.get(k) is not None}
+    cells = []
+    for class_name, config, prefix in _cell_records(spec):
+        if class_name not in _CELLS:
+            raise spec.unsupported("cell", class_name)
+        layer_class, cell_fn = _CELLS[class_name]
+        cell_spec = _inner_spec(spec, layer_class, {**config, **loop_config}, prefix)
+        n_states, make = cell_fn(cell_spec)
+        step, kernel, input_bias = make()
+        cells.append((n_states, _units(cell_spec), step, kernel, input_bias))
+    first_kernel, first_bias = cells[0][3], cells[0][4]
+
+    def stacked(xp: Array, states: list[Array]) -> tuple[Array, list[Array]]:
+        out: Array = xp
+        new: list[Array] = []
+        at = 0
+        for i, (n, _, step, kernel, input_bias) in enumerate(cells):
+            if i:
+                xp = out @ kernel
+                if input_bias is not None:
+                    xp = xp + input_bias
+            out, cell_states = step(xp, states[at : at + n])
+            new.extend(cell_states)
+            at += n
+        return out, new
+
+    step = cells[0][2] if len(cells) == 1 else stacked
+
+    def run(*args: Any, **kwargs: Any) -> Array | tuple[Array, ...]:
+        x, given, mask = _parse_call(spec, args, kwargs)
+        if x.ndim != 3:
+            raise ValueError(f"RNN expects a 3-D input (batch, time, features), got {x.shape}")
+        xt = _time_major(x, seq)
+        projected = xt @ first_kernel
+        if first_bias is not None:
+            projected = projected + first_bias
+        batch = xt.shape[1]
+        shapes = [(batch, units) for n, units, *_ in cells for _ in range(n)]
+        states = _initial_states(spec, given, shapes, projected.dtype)
+        output, states = _loop(step, projected, states, mask, seq)
+        return _finish(output, states, seq)
 
     return run
