@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "render": ("modelgraph.cli.render_cmd", "Draw a model graph with Graphviz (DOT, SVG, PNG, PDF)."),
     "diff": ("modelgraph.cli.diff_cmd", "Compare two models: structure, config, wiring, weights."),
     "run": ("modelgraph.cli.run_cmd", "Run a model with the NumPy runner; compare with expected outputs."),
+    "layers": ("modelgraph.cli.layers_cmd", "List the Keras classes modelgraph knows and what it supports."),
 }
 
 

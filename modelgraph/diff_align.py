@@ -1,7 +1,7 @@
 """Layer alignment for :mod:`modelgraph.diff`, and the config normalisation it compares with.
 
 Auto-generated names (``dense_3``, ``add_17``, ``input_layer_2``) depend on the session that built
-the model (KERAS-FORMATS §7.10), so two files of the same architecture can name the same layer
+the model (docs/formats.md, "Auto-generated names"), so two files of the same architecture can name the same layer
 differently, and the same name can sit in different places. The alignment therefore trusts
 *user-given* names and *structure*, and auto-generated names only as a late tie-breaker.
 

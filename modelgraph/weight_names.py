@@ -31,24 +31,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-RNN_CLASSES = frozenset({"SimpleRNN", "LSTM", "GRU", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"})
-_KERNEL_BIAS = frozenset(
-    {
-        "Dense",
-        "Conv1D",
-        "Conv2D",
-        "Conv3D",
-        "Conv1DTranspose",
-        "Conv2DTranspose",
-        "Conv3DTranspose",
-        "DepthwiseConv1D",
-        "DepthwiseConv2D",
-        "Convolution1D",
-        "Convolution2D",
-        "Convolution3D",
-        "Deconvolution2D",
-    }
-)
 _MHA_PARTS = (
     ("query_dense", "query"),
     ("key_dense", "key"),
@@ -128,60 +110,89 @@ def own_weight_names(class_name: str, config: Mapping[str, Any]) -> tuple[str, .
 
 
 def _float_weight_names(class_name: str, config: Mapping[str, Any]) -> tuple[str, ...] | None:
-    if class_name in _KERNEL_BIAS:
-        return ("kernel", "bias") if _flag(config, "use_bias") else ("kernel",)
-    if class_name == "EinsumDense":
-        return ("kernel", "bias") if config.get("bias_axes") else ("kernel",)
-    if class_name in ("SeparableConv1D", "SeparableConv2D"):
-        names = ("depthwise_kernel", "pointwise_kernel")
-        return names + ("bias",) if _flag(config, "use_bias") else names
-    if class_name == "BatchNormalization":
-        names = (("gamma",) if _flag(config, "scale") else ()) + (
-            ("beta",) if _flag(config, "center") else ()
-        )
-        return names + ("moving_mean", "moving_variance")
-    if class_name == "LayerNormalization" and _flag(config, "rms_scaling", False):
+    rule = _names_rule(class_name)
+    return None if rule is None else rule(config)
+
+
+def _names_rule(class_name: str) -> Any:
+    from modelgraph.catalogue import spec_for
+
+    spec = spec_for(class_name)
+    return None if spec is None or isinstance(spec.weight_names, str) else spec.weight_names
+
+
+# --- the weight names of each kind of layer (the catalogue entries name these) --------------------
+
+
+def kernel_bias(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """Dense, Conv*, Conv*Transpose, DepthwiseConv*: kernel, bias."""
+    return ("kernel", "bias") if _flag(config, "use_bias") else ("kernel",)
+
+
+def einsum_dense(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return ("kernel", "bias") if config.get("bias_axes") else ("kernel",)
+
+
+def separable(config: Mapping[str, Any]) -> tuple[str, ...]:
+    names = ("depthwise_kernel", "pointwise_kernel")
+    return names + ("bias",) if _flag(config, "use_bias") else names
+
+
+def batch_normalization(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return gamma_beta(config) + ("moving_mean", "moving_variance")
+
+
+def layer_normalization(config: Mapping[str, Any]) -> tuple[str, ...]:
+    if _flag(config, "rms_scaling", False):
         return ("gamma",)  # Keras 3: rms_scaling always creates gamma and never beta
-    if class_name in ("LayerNormalization", "GroupNormalization"):
-        return (("gamma",) if _flag(config, "scale") else ()) + (("beta",) if _flag(config, "center") else ())
-    if class_name == "Embedding":
-        return ("embeddings",)
-    if class_name == "PReLU":
-        return ("alpha",)
-    if class_name in RNN_CLASSES:
-        names = ("kernel", "recurrent_kernel")
-        return names + ("bias",) if _flag(config, "use_bias") else names
-    if class_name == "Normalization":
-        return () if config.get("mean") is not None else ("mean", "variance", "count")
-    if class_name == "Attention":
-        names = ("scale",) if _flag(config, "use_scale", False) else ()
-        return names + (("concat_score_weight",) if config.get("score_mode") == "concat" else ())
-    if class_name == "AdditiveAttention":
-        return ("scale",) if _flag(config, "use_scale") else ()
-    if class_name == "LayerScale":
-        return ("gamma",)
-    if class_name in NO_WEIGHT_CLASSES:
-        return ()
+    return gamma_beta(config)
+
+
+def gamma_beta(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return (("gamma",) if _flag(config, "scale") else ()) + (("beta",) if _flag(config, "center") else ())
+
+
+def embeddings(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return ("embeddings",)
+
+
+def alpha(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return ("alpha",)
+
+
+def gamma(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return ("gamma",)
+
+
+def recurrent(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """SimpleRNN, LSTM, GRU, ConvLSTM*: kernel, recurrent_kernel, bias (in a ``cell`` in Keras 3)."""
+    names = ("kernel", "recurrent_kernel")
+    return names + ("bias",) if _flag(config, "use_bias") else names
+
+
+def normalization(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return () if config.get("mean") is not None else ("mean", "variance", "count")
+
+
+def attention(config: Mapping[str, Any]) -> tuple[str, ...]:
+    names = ("scale",) if _flag(config, "use_scale", False) else ()
+    return names + (("concat_score_weight",) if config.get("score_mode") == "concat" else ())
+
+
+def additive_attention(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return ("scale",) if _flag(config, "use_scale") else ()
+
+
+def no_weights(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return ()
+
+
+no_weights.no_weights = True  # type: ignore[attr-defined]
+
+
+def wrapped(config: Mapping[str, Any]) -> None:
+    """Wrappers and MultiHeadAttention: their variables are their sublayers' (see keras3_groups)."""
     return None
-
-
-NO_WEIGHT_CLASSES = frozenset(
-    {
-        "InputLayer", "Activation", "ReLU", "LeakyReLU", "ELU", "Softmax", "ThresholdedReLU",
-        "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
-        "GaussianDropout", "AlphaDropout", "ActivityRegularization", "Flatten", "Reshape", "Permute",
-        "RepeatVector", "ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D", "Cropping1D", "Cropping2D",
-        "Cropping3D", "UpSampling1D", "UpSampling2D", "UpSampling3D", "MaxPooling1D", "MaxPooling2D",
-        "MaxPooling3D", "AveragePooling1D", "AveragePooling2D", "AveragePooling3D", "MaxPool1D",
-        "MaxPool2D", "MaxPool3D", "AvgPool1D", "AvgPool2D", "AvgPool3D", "GlobalMaxPooling1D",
-        "GlobalMaxPooling2D", "GlobalMaxPooling3D", "GlobalAveragePooling1D", "GlobalAveragePooling2D",
-        "GlobalAveragePooling3D", "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPool3D",
-        "GlobalAvgPool1D", "GlobalAvgPool2D", "GlobalAvgPool3D", "Add", "Subtract", "Multiply",
-        "Average", "Maximum", "Minimum", "Concatenate", "Dot", "UnitNormalization", "Rescaling",
-        "Resizing", "CenterCrop", "Masking", "Identity", "CustomScaleLayer", "TFOpLambda",
-        "SlicingOpLambda", "Lambda",
-    }
-)  # fmt: skip
 
 
 def keras3_groups(class_name: str, config: Mapping[str, Any]) -> list[Keras3Group] | None:
@@ -190,7 +201,7 @@ def keras3_groups(class_name: str, config: Mapping[str, Any]) -> list[Keras3Grou
     Returns ``[(relative_path, names), ...]`` where ``relative_path`` is ``"vars"`` for the layer's
     own variables or e.g. ``"cell/vars"``; None when the class is unknown (keep positional names).
     """
-    if class_name in RNN_CLASSES:
+    if _names_rule(class_name) is recurrent:
         names = own_weight_names(class_name, config) or ()
         return [("cell/vars", names)]
     if class_name == "Bidirectional":
@@ -229,7 +240,7 @@ _LEGACY_ALIASES = {
     ("DepthwiseConv1D", "depthwise_kernel"): "kernel",
     ("DepthwiseConv2D", "depthwise_kernel"): "kernel",
 }
-# Keras 1 wrote "<layer>_W", "<layer>_b", ... (see KERAS-FORMATS.md section 4.3).
+# Keras 1 wrote "<layer>_W", "<layer>_b", ... (docs/formats.md, "Legacy HDF5 weight names").
 _KERAS1_SUFFIXES = {
     "W": "kernel",
     "b": "bias",

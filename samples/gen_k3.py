@@ -327,6 +327,29 @@ def m_quant_int4_text():
     return keras.Model(tok, out, name="quant_int4_text")
 
 
+def m_cast_ops():
+    x = keras.Input((6,), name="x")
+    t = ops.cast(x * 4.0, "int32")  # op Cast: its config carries the target dtype (no module in .h5)
+    back = ops.cast(t, "float32")
+    return keras.Model(x, layers.Dense(3, name="head")(back), name="cast_ops")
+
+
+def in_cast_ops(rng):
+    return {"x": rng.normal(size=(3, 6))}
+
+
+def m_rms_norm():
+    x = keras.Input((5, 8), name="x")
+    h = layers.Dense(8, name="proj")(x)
+    h = layers.RMSNormalization(epsilon=1e-5, name="rms_last")(h)
+    h = layers.RMSNormalization(axis=[1, 2], name="rms_two_axes")(h)
+    return keras.Model(x, h, name="rms_norm")
+
+
+def in_rms_norm(rng):
+    return {"x": rng.normal(size=(3, 5, 8))}
+
+
 def in_dtypes(rng):
     return {"x": rng.normal(size=(3, 6))}
 
@@ -397,6 +420,11 @@ MODELS = {
                              "inputs quantized over the contracted axes (EinsumDense) / last axis (Dense)"],
                             {"quantize": "int4", "quantize_block_size": -1, "quantize_activations": True,
                              "tolerance_hint": "int4 quantized compute"}),
+    "cast_ops": (m_cast_ops, in_cast_ops,
+                 ["Keras 3 op Cast to int32 and back (dict nodes; the legacy .h5 drops `module`, so the "
+                  "Cast record carries a `dtype` key like a layer)"], {}),
+    "rms_norm": (m_rms_norm, in_rms_norm,
+                 ["RMSNormalization on the last axis (epsilon 1e-5) and on axes [1, 2]"], {}),
     "quant_int8_text": (m_quant_int8_text, in_quant_text,
                         ["model.quantize('int8') on Embedding (int8 table + row scales)",
                          "int8 EinsumDense: bias, gelu, split / merge / flattening equations"],

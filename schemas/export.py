@@ -29,6 +29,7 @@ REPORTS: dict[str, tuple[str, str, str]] = {
     "diff": ("modelgraph.schemas.diff_report", "DiffReport", "DIFF_SCHEMA_VERSION"),
     "run": ("modelgraph.schemas.run_report", "RunReport", "RUN_SCHEMA_VERSION"),
     "run_check": ("modelgraph.schemas.run_report", "CheckReport", "RUN_SCHEMA_VERSION"),
+    "layers": ("modelgraph.schemas.layers_report", "LayersReport", "LAYERS_SCHEMA_VERSION"),
 }
 
 

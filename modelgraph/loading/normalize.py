@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ValidationError
 
+from modelgraph import catalogue
 from modelgraph.errors import (
     ConfigError,
     CycleError,
@@ -211,7 +212,14 @@ def _layer_kind(record: LayerRecord, dialect: NodeDialect) -> LayerKind:
     ):
         # Keras 3's legacy .h5 writer drops `module`: ops are told apart by their bare configs.
         return "op"
+    if isinstance(config, Mapping) and "trainable" not in config and _op_only(class_name):
+        # ... and an op whose config has a `dtype` (Cast) only by its class being an op, not a layer.
+        return "op"
     return "layer"
+
+
+def _op_only(class_name: str) -> bool:
+    return not catalogue.is_layer_class(class_name) and catalogue.spec_for(f"op:{class_name}") is not None
 
 
 def _detect_dialect(records: Sequence[LayerRecord], keras_version: str | None) -> NodeDialect:

@@ -1,4 +1,4 @@
-"""Implicit mask propagation for Keras 1/2 graphs (KERAS-FORMATS §5.3).
+"""Implicit mask propagation for Keras 1/2 graphs (docs/formats.md, "Masks").
 
 Keras 3 records masks as explicit op nodes and ``mask=`` call kwargs, so its graphs need nothing
 from here. tf.keras attaches a ``_keras_mask`` to tensors at run time instead: ``Embedding
@@ -7,7 +7,7 @@ from here. tf.keras attaches a ``_keras_mask`` to tensors at run time instead: `
 combine the masks of their inputs, and every other layer drops it. A layer whose ``call`` has a
 ``mask`` argument receives the mask of its inputs automatically.
 
-:func:`rule_for` gives, per layer, how it *consumes* masks (what to pass the kernel) and how it
+:func:`rule_for` gives, per layer (from the mask behaviour its catalogue entry declares), how it *consumes* masks (what to pass the kernel) and how it
 *produces* them (a function of the input masks, the inputs and the outputs); a layer without a
 ``produce`` drops the mask. The rules are checked node by node against the masks real tf_keras
 attached (goldens ``samples/goldens/k2_mask_*``, ``tests/runner/test_masks_k2.py``).
@@ -21,52 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
+from modelgraph.catalogue.spec import DROPS_MASK
 from modelgraph.runner.kernels.fused import FUSED_PREFIX
 
 Array = np.ndarray
 MaskFn = Callable[[list[Array | None], list[Any], list[Any]], list[Array | None]]
-
-# tf.keras layers with supports_masking=True and the default compute_mask (carry the mask over).
-# Not Identity: tf_keras's Identity never sets supports_masking, so it drops the mask (Keras 3's keeps
-# it, but Keras 3 graphs carry masks explicitly).
-PASS_THROUGH = frozenset(
-    {
-        "Activation",
-        "ActivityRegularization",
-        "AlphaDropout",
-        "BatchNormalization",
-        "Dense",
-        "Dropout",
-        "ELU",
-        "GaussianDropout",
-        "GaussianNoise",
-        "LayerNormalization",
-        "LeakyReLU",
-        "PReLU",
-        "ReLU",
-        "Softmax",
-        "SpatialDropout1D",
-        "SpatialDropout2D",
-        "SpatialDropout3D",
-        "ThresholdedReLU",
-        "UnitNormalization",
-    }
-)
-MERGE_AND = frozenset({"Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum"})
-RNN_CLASSES = frozenset(
-    {"SimpleRNN", "LSTM", "GRU", "RNN", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D", "CuDNNLSTM", "CuDNNGRU"}
-)
-# Layers whose call() takes ``mask``: what the kernel is given (see _consumer).
-MASK_CONSUMERS = RNN_CLASSES | {
-    "Bidirectional",
-    "TimeDistributed",
-    "GlobalAveragePooling1D",
-    "GlobalAvgPool1D",
-    "Softmax",
-    "Attention",
-    "AdditiveAttention",
-    "MultiHeadAttention",
-}
 
 
 @dataclass(frozen=True)
@@ -288,39 +248,47 @@ def _masking_mask(config: Mapping[str, Any]) -> MaskFn:
     return produce
 
 
-def rule_for(class_name: str, config: Mapping[str, Any]) -> MaskRule:
-    """The mask rule of one tf.keras layer class (nested models are inlined, so not needed here)."""
-    consume: Callable[[list[Array | None]], dict[str, Any]] | None = None
-    if class_name in ("Attention", "AdditiveAttention"):
-        consume = _consume_list
-    elif class_name == "MultiHeadAttention":
-        consume = _consume_mha
-    elif class_name in MASK_CONSUMERS:
-        consume = _consume_first
+_CONSUMERS: dict[str | None, Callable[[list[Array | None]], dict[str, Any]] | None] = {
+    None: None,
+    "first": _consume_first,
+    "list": _consume_list,
+    "mha": _consume_mha,
+}
 
-    if class_name == "Embedding":
-        fn = _embedding_mask(config)
-        return MaskRule(None, fn, source=fn is not None)
-    if class_name == "Masking":
-        return MaskRule(None, _masking_mask(config), source=True)
-    if class_name in RNN_CLASSES:
-        return MaskRule(consume, _rnn_mask(config))
-    if class_name == "Bidirectional":
-        return MaskRule(consume, _bidirectional_mask(config))
-    if class_name == "TimeDistributed":
-        produce, source = _time_distributed_mask(config)
-        return MaskRule(consume, produce, source=source)
-    if class_name in ("Attention", "AdditiveAttention"):
-        return MaskRule(consume, _attention_mask)
-    if class_name == "MultiHeadAttention":
-        return MaskRule(consume, _mha_mask(config))
-    if class_name in MERGE_AND or class_name.startswith(FUSED_PREFIX):
+
+def rule_for(class_name: str, config: Mapping[str, Any]) -> MaskRule:
+    """The mask rule of one tf.keras layer class (nested models are inlined, so not needed here), from
+    the mask behaviour its catalogue entry declares."""
+    spec = catalogue.spec_for(class_name)
+    behaviour = spec.masks if spec is not None else DROPS_MASK
+    consume = _CONSUMERS[behaviour.consumes]
+    produces = behaviour.produces
+    if class_name.startswith(FUSED_PREFIX):
         # A merged step (fusion.py) ends in a sum of its inputs, or starts with a conv (which tf.keras
         # never hands a mask): like Add, its mask is the AND of its inputs' masks.
+        produces = "merge_and"
+
+    if produces == "embedding_zero":
+        fn = _embedding_mask(config)
+        return MaskRule(None, fn, source=fn is not None)
+    if produces == "masking":
+        return MaskRule(None, _masking_mask(config), source=True)
+    if produces == "rnn":
+        return MaskRule(consume, _rnn_mask(config))
+    if produces == "bidirectional":
+        return MaskRule(consume, _bidirectional_mask(config))
+    if produces == "time_distributed":
+        produce, source = _time_distributed_mask(config)
+        return MaskRule(consume, produce, source=source)
+    if produces == "attention":
+        return MaskRule(consume, _attention_mask)
+    if produces == "multi_head_attention":
+        return MaskRule(consume, _mha_mask(config))
+    if produces == "merge_and":
         return MaskRule(consume, _merge_and)
-    if class_name == "Concatenate":
+    if produces == "concatenate":
         axis = config.get("axis", -1)
         return MaskRule(consume, _concat_mask(int(axis) if isinstance(axis, int) else -1))
-    if class_name in PASS_THROUGH:
+    if produces == "propagates":
         return MaskRule(consume, _pass_first)
     return MaskRule(consume, None)

@@ -257,7 +257,7 @@ def _global_pool(call: Call) -> Shape:
 # Reshaping
 
 
-@shape_rule("Flatten", passthrough_dtype=True)
+@shape_rule("Flatten")
 def _flatten(call: Call) -> Shape:
     shape = call.x()
     if len(shape) < 1:
@@ -302,7 +302,7 @@ def reshape_to(shape: Shape, target: list[Any], who: str, with_batch: bool) -> S
     return tuple(dims) if with_batch else (shape[0], *dims)
 
 
-@shape_rule("Reshape", passthrough_dtype=True)
+@shape_rule("Reshape")
 def _reshape(call: Call) -> Shape:
     shape = call.x()
     target = call.get("target_shape", None, "dims")
@@ -311,7 +311,7 @@ def _reshape(call: Call) -> Shape:
     return reshape_to(shape, list(target), "Reshape", with_batch=False)
 
 
-@shape_rule("Permute", passthrough_dtype=True)
+@shape_rule("Permute")
 def _permute(call: Call) -> Shape:
     shape = call.x()
     dims = call.get("dims")
@@ -323,7 +323,7 @@ def _permute(call: Call) -> Shape:
     return (shape[0], *(shape[d] for d in dims))
 
 
-@shape_rule("RepeatVector", passthrough_dtype=True)
+@shape_rule("RepeatVector")
 def _repeat_vector(call: Call) -> Shape:
     shape = need_rank(call.x(), 2, "RepeatVector")
     return (shape[0], call.get("n"), shape[1])
@@ -340,17 +340,17 @@ def _pad_crop(call: Call, key: str, sign: int, default: Any) -> Shape:
     return join_spatial(batch, out, channels, first)
 
 
-@shape_rule("ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D", passthrough_dtype=True)
+@shape_rule("ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D")
 def _zero_padding(call: Call) -> Shape:
     return _pad_crop(call, "padding", +1, 1)
 
 
-@shape_rule("Cropping1D", "Cropping2D", "Cropping3D", passthrough_dtype=True)
+@shape_rule("Cropping1D", "Cropping2D", "Cropping3D")
 def _cropping(call: Call) -> Shape:
     return _pad_crop(call, "cropping", -1, 0)
 
 
-@shape_rule("UpSampling1D", "UpSampling2D", "UpSampling3D", passthrough_dtype=True)
+@shape_rule("UpSampling1D", "UpSampling2D", "UpSampling3D")
 def _upsampling(call: Call) -> Shape:
     n = spatial_rank(call.class_name)
     shape, first = _conv_input(call, n)

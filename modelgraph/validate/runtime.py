@@ -70,7 +70,6 @@ def _zero_weights(graph: ModelGraph) -> ModelGraph:
 def _class_support(graph: ModelGraph, path: str, require_runnable: bool) -> list[Issue]:
     """Without stored weights the kernels cannot be built: check only that every class has one."""
     from modelgraph.errors import UnsupportedError
-    from modelgraph.runner.interpreter import kernel_key
     from modelgraph.runner.registry import get_entry
 
     issues: list[Issue] = []
@@ -84,7 +83,7 @@ def _class_support(graph: ModelGraph, path: str, require_runnable: bool) -> list
                 continue
             if layer.kind == "input":
                 continue
-            key = kernel_key(layer)
+            key = layer.key
             try:
                 get_entry(key, label)
             except UnsupportedError:

@@ -1,6 +1,6 @@
 """Kernels: conv family (see modelgraph/runner/registry.py for the contract).
 
-Semantics (KERAS-FORMATS.md 5.1): TF ``SAME`` padding puts the extra pixel after; ``causal`` pads
+Semantics (docs/formats.md, "Convolution and pooling numerics"): TF ``SAME`` padding puts the extra pixel after; ``causal`` pads
 ``(k-1)*d`` on the left; kernels are ``(k..., in/groups, filters)``, transposed kernels
 ``(k..., filters, in)``, depthwise ``(k..., in, depth_multiplier)`` with output channel ``c*dm + m``.
 

@@ -1,7 +1,7 @@
 """Kernels: recurrent family (see modelgraph/runner/registry.py for the contract).
 
 SimpleRNN, LSTM, GRU, ConvLSTM1D/2D/3D, Bidirectional and TimeDistributed with the semantics of
-KERAS-FORMATS.md section 5.1:
+docs/formats.md, "Recurrent layers":
 
 * The input projection ``x @ kernel + bias`` (or the input convolution) is computed for every time
   step in one call; only the recurrent part loops over time, vectorised over the batch.

@@ -1,0 +1,162 @@
+"""The layer catalogue: one :class:`LayerSpec` per Keras class, registered once.
+
+Every family module below lists its entries in ``SPECS``; this list of modules is the whole
+catalogue. The key of a layer is decided once, by :func:`key_of`, when the graph is built, and stored
+on :attr:`modelgraph.graph.Layer.key`; shape inference, stats, validate, diff and the runner look the
+entry up by that key with :func:`spec_for`.
+
+Implementations live next to their kind (shape rules in :mod:`modelgraph.shape_rules`, MAC rules in
+:mod:`modelgraph.stats`, kernels in :mod:`modelgraph.runner.kernels`) and attach themselves to the
+entry of the key they name (:func:`attach`); those modules are imported only when a concern is asked
+for (:data:`PROVIDERS`), so reading a model does not import the runner.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+from types import ModuleType
+from typing import Any
+
+from modelgraph.catalogue import (
+    applications,
+    attention,
+    conv,
+    core,
+    merge,
+    normalization,
+    ops,
+    pooling,
+    preprocessing,
+    recurrent,
+    reshaping,
+    tf_ops,
+)
+from modelgraph.catalogue.spec import CONCERNS, LayerSpec, missing_concerns, support
+
+__all__ = [
+    "CONCERNS",
+    "LayerSpec",
+    "all_specs",
+    "attach",
+    "key_of",
+    "missing_concerns",
+    "spec_for",
+    "support",
+]
+
+FAMILIES: tuple[ModuleType, ...] = (
+    applications,
+    attention,
+    conv,
+    core,
+    merge,
+    normalization,
+    ops,
+    pooling,
+    preprocessing,
+    recurrent,
+    reshaping,
+    tf_ops,
+)
+
+# The modules that attach each implementation slot, imported on first use of that slot.
+PROVIDERS: Mapping[str, str] = {
+    "shape": "modelgraph.shape_rules",
+    "weight_shapes": "modelgraph.shape_rules",
+    "macs": "modelgraph.stats",
+    "kernel": "modelgraph.runner.kernels",
+}
+OP_LAMBDA_CLASSES = ("TFOpLambda", "SlicingOpLambda")
+
+_SPECS: dict[str, LayerSpec] = {}
+_ALIASES: dict[str, str] = {}
+_loaded: set[str] = set()
+
+
+def _register(module: ModuleType) -> None:
+    family = module.__name__.rsplit(".", 1)[1]
+    for spec in module.SPECS:
+        for name in (spec.key, *(a.name for a in spec.aliases)):
+            if name in _SPECS or name in _ALIASES:
+                raise RuntimeError(f"catalogue: {name!r} is declared twice")
+        _SPECS[spec.key] = replace(spec, family=family)
+        _ALIASES.update({a.name: spec.key for a in spec.aliases})
+
+
+for _module in FAMILIES:
+    _register(_module)
+
+
+def _canonical(key: str) -> str:
+    return _ALIASES.get(key, key)
+
+
+def _load(*slots: str) -> None:
+    for slot in slots:
+        module = PROVIDERS.get(slot)
+        if module is not None and module not in _loaded:
+            _loaded.add(module)
+            importlib.import_module(module)
+
+
+def spec_for(key: str, *slots: str) -> LayerSpec | None:
+    """The entry of a catalogue key or alias (None when the catalogue does not know it).
+
+    ``slots`` names the implementation slots the caller reads (``"shape"``, ``"kernel"``, ...): their
+    provider modules are imported first, so those slots are filled.
+    """
+    _load(*slots)
+    return _SPECS.get(_canonical(key))
+
+
+def all_specs() -> list[LayerSpec]:
+    """Every entry with every slot filled, sorted by key."""
+    _load(*PROVIDERS)
+    return [_SPECS[k] for k in sorted(_SPECS)]
+
+
+def attach(key: str, slot: str, implementation: Callable[..., Any]) -> None:
+    """Fill an implementation slot of a declared entry (used by the provider modules' decorators).
+
+    Refuses a key the catalogue does not declare, a slot the entry says it has no implementation for,
+    and a second, different implementation: the catalogue stays the one list of classes.
+    """
+    canonical = _canonical(key)
+    spec = _SPECS.get(canonical)
+    if spec is None:
+        raise RuntimeError(
+            f"catalogue: {slot} for {key!r}, which has no entry; declare it in modelgraph/catalogue/<family>.py"
+        )
+    current = getattr(spec, slot)
+    if current is implementation:
+        return
+    if current is not None:
+        raise RuntimeError(f"catalogue: {key!r} already has {slot} {current!r}")
+    _SPECS[canonical] = replace(spec, **{slot: implementation})
+
+
+def is_layer_class(class_name: str) -> bool:
+    """True when the catalogue knows this name as a layer class (not only as a Keras 3 op)."""
+    return _canonical(class_name) in _SPECS
+
+
+def key_of(class_name: str, kind: str, config: Mapping[str, Any]) -> str:
+    """The catalogue key of one layer of a graph: decided once, when the graph is built.
+
+    ``op:<Class>`` for a Keras 3 op node, ``tf:<function>`` for tf.keras ``TFOpLambda`` and
+    ``SlicingOpLambda``, else the class name with an alias resolved (``Convolution2D`` -> ``Conv2D``).
+    """
+    if kind == "op":
+        return f"op:{class_name}"
+    if class_name in OP_LAMBDA_CLASSES:
+        function = config.get("function")
+        return f"tf:{function if isinstance(function, str) else ''}"
+    return _canonical(class_name)
+
+
+def names() -> Iterator[str]:
+    """Every key and alias the catalogue knows (for "did you mean" suggestions)."""
+    yield from _SPECS
+    yield from _ALIASES

@@ -1,0 +1,18 @@
+"""Attention layers."""
+
+from modelgraph import weight_names as wn
+from modelgraph.catalogue.spec import Masks, layer
+
+SPECS = (
+    layer(
+        "AdditiveAttention",
+        weight_names=wn.additive_attention,
+        masks=Masks(produces="attention", consumes="list"),
+    ),
+    layer("Attention", weight_names=wn.attention, masks=Masks(produces="attention", consumes="list")),
+    layer(
+        "MultiHeadAttention",
+        weight_names=wn.wrapped,
+        masks=Masks(produces="multi_head_attention", consumes="mha"),
+    ),
+)

@@ -1,0 +1,85 @@
+"""Core layers: Dense, EinsumDense, Embedding, activations, dropout and noise, Lambda, the model input."""
+
+from modelgraph import weight_names as wn
+from modelgraph.catalogue.spec import FED, NEEDS_SHAPES, NO_KERNEL, NO_SHAPE_RULE, Masks, layer, zero_macs
+
+SPECS = (
+    layer("Activation", macs=zero_macs, weight_names=wn.no_weights, masks=Masks(produces="propagates")),
+    layer(
+        "ActivityRegularization",
+        macs=zero_macs,
+        weight_names=wn.no_weights,
+        masks=Masks(produces="propagates"),
+    ),
+    layer(
+        "AlphaDropout",
+        training_sensitive=True,
+        macs=zero_macs,
+        weight_names=wn.no_weights,
+        masks=Masks(produces="propagates"),
+    ),
+    layer("Dense", weight_names=wn.kernel_bias, masks=Masks(produces="propagates")),
+    layer(
+        "Dropout",
+        training_sensitive=True,
+        macs=zero_macs,
+        weight_names=wn.no_weights,
+        masks=Masks(produces="propagates"),
+        dtype="follows_input",
+    ),
+    layer("ELU", macs=zero_macs, weight_names=wn.no_weights, masks=Masks(produces="propagates")),
+    layer("EinsumDense", weight_names=wn.einsum_dense),
+    layer("Embedding", macs=zero_macs, weight_names=wn.embeddings, masks=Masks(produces="embedding_zero")),
+    layer(
+        "GaussianDropout",
+        training_sensitive=True,
+        macs=zero_macs,
+        weight_names=wn.no_weights,
+        masks=Masks(produces="propagates"),
+    ),
+    layer(
+        "GaussianNoise",
+        training_sensitive=True,
+        macs=zero_macs,
+        weight_names=wn.no_weights,
+        masks=Masks(produces="propagates"),
+    ),
+    layer("Identity", macs=zero_macs, weight_names=wn.no_weights, dtype="follows_input"),
+    layer("InputLayer", kernel=FED, macs=zero_macs, weight_names=wn.no_weights),
+    layer("Lambda", shape=NO_SHAPE_RULE, kernel=NO_KERNEL, macs=NEEDS_SHAPES, weight_names=wn.no_weights),
+    layer("LeakyReLU", macs=zero_macs, weight_names=wn.no_weights, masks=Masks(produces="propagates")),
+    layer("Masking", macs=zero_macs, weight_names=wn.no_weights, masks=Masks(produces="masking")),
+    layer("PReLU", macs=zero_macs, weight_names=wn.alpha, masks=Masks(produces="propagates")),
+    layer("ReLU", macs=zero_macs, weight_names=wn.no_weights, masks=Masks(produces="propagates")),
+    layer(
+        "Softmax",
+        macs=zero_macs,
+        weight_names=wn.no_weights,
+        masks=Masks(produces="propagates", consumes="first"),
+    ),
+    layer(
+        "SpatialDropout1D",
+        training_sensitive=True,
+        macs=zero_macs,
+        weight_names=wn.no_weights,
+        masks=Masks(produces="propagates"),
+        dtype="follows_input",
+    ),
+    layer(
+        "SpatialDropout2D",
+        training_sensitive=True,
+        macs=zero_macs,
+        weight_names=wn.no_weights,
+        masks=Masks(produces="propagates"),
+        dtype="follows_input",
+    ),
+    layer(
+        "SpatialDropout3D",
+        training_sensitive=True,
+        macs=zero_macs,
+        weight_names=wn.no_weights,
+        masks=Masks(produces="propagates"),
+        dtype="follows_input",
+    ),
+    layer("ThresholdedReLU", macs=zero_macs, weight_names=wn.no_weights, masks=Masks(produces="propagates")),
+)

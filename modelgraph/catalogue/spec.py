@@ -1,0 +1,198 @@
+"""What the catalogue knows about one Keras class: :class:`LayerSpec`.
+
+Every *concern* of a class (its shape rule, expected weight shapes, MAC count, kernel, ...) is
+either an implementation or a string saying why there is none ("no kernel yet"). An entry whose
+concern is ``None`` waits for the module that implements it to attach it (``@shape_rule``,
+``@weight_rule``, ``@mac_rule``, ``@register`` attach to the entry of the key they name and refuse a
+key the catalogue does not declare); an entry that is still ``None`` once every provider module is
+imported is half-registered, which :func:`missing_concerns` reports and the completeness test fails on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+# Reasons shared by many entries (a concern that is absent says why; one place for the wording).
+NO_SHAPE_RULE = "no static shape rule yet"
+NO_KERNEL = "no NumPy kernel yet"
+NO_WEIGHT_SHAPES = "no expected-weight-shape rule yet (weights are read, not checked against the config)"
+NEEDS_SHAPES = "MACs need a shape rule"
+NO_WEIGHT_NAMES = "weight names not catalogued: weights keep positional names (var_0, var_1, ...)"
+NO_CONFIG = "config defaults and upgrades not catalogued yet (kernels read keys with Keras's defaults)"
+NO_ONNX = "no ONNX mapping yet"
+NO_VARIABLES = "no variables"
+FED = "a model input: fed, not computed"
+BY_FUNCTION = "a TFOpLambda layer is looked up by its function (key tf:<function>)"
+
+MaskProduces = Literal[
+    "drops",
+    "propagates",
+    "embedding_zero",
+    "masking",
+    "rnn",
+    "bidirectional",
+    "time_distributed",
+    "attention",
+    "multi_head_attention",
+    "merge_and",
+    "concatenate",
+]
+MaskConsumes = Literal["first", "list", "mha"]
+DtypeBehaviour = Literal["compute", "follows_input", "float32_variables"]
+
+CONCERNS = ("read", "shapes", "weights", "macs", "masks", "run")
+
+
+@dataclass(frozen=True)
+class Alias:
+    """Another class name that real files carry for this class, and the Keras versions that wrote it."""
+
+    name: str
+    keras_versions: str
+
+
+@dataclass(frozen=True)
+class Masks:
+    """How a tf.keras (Keras 1/2) layer treats the implicit ``_keras_mask`` of its inputs.
+
+    ``produces``: what the output mask is (``drops``: none; ``propagates``: the first input's;
+    ``embedding_zero``: ``input != 0`` when ``mask_zero``; ``masking``: any feature ``!= mask_value``;
+    the others name the
+    class-specific rule in :mod:`modelgraph.runner.masks`). ``consumes``: what the layer's ``call``
+    receives as ``mask`` (``first``: the first input's mask, ``list``: every input's, ``mha``: query and
+    value masks), None when ``call`` takes no mask. Keras 3 records masks as explicit graph nodes.
+    """
+
+    produces: MaskProduces = "drops"
+    consumes: MaskConsumes | None = None
+
+
+DROPS_MASK = Masks()
+
+
+@dataclass(frozen=True)
+class ConfigSpec:
+    """The config keys a class reads with Keras 3's defaults, and how an older config upgrades.
+
+    ``upgrade(config, keras_version)`` returns the config as Keras 3 would read it (renamed keys,
+    defaults that changed between versions made explicit, dropped keys removed).
+    """
+
+    defaults: Mapping[str, Any]
+    upgrade: Callable[[Mapping[str, Any], tuple[int, int, int]], dict[str, Any]] | None = None
+
+
+WeightNames = Callable[[Mapping[str, Any]], "tuple[str, ...] | None"]
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """Everything modelgraph knows about one Keras class (a layer, a Keras 3 op, a TFOpLambda function).
+
+    ``key`` is the catalogue key: the Keras 3 class name, ``op:<Class>`` for a Keras 3 op,
+    ``tf:<function>`` for a tf.keras ``TFOpLambda``. Implementation slots (``shape``,
+    ``weight_shapes``, ``macs``, ``kernel``) hold a callable, a string saying why there is none, or
+    None until their provider module attaches one (see the module docstring).
+    """
+
+    key: str
+    family: str = ""
+    """The catalogue module that declares it (set when it is registered)."""
+    keras_versions: tuple[str, ...] = ("2", "3")
+    """Keras major versions whose files carry this class (Keras 1 names are aliases)."""
+    aliases: tuple[Alias, ...] = ()
+    config: ConfigSpec | str = NO_CONFIG
+    weight_names: WeightNames | str = NO_WEIGHT_NAMES
+    """``(config) -> canonical names in Keras's weight order`` (None: unknown for this config)."""
+    weight_shapes: Callable[..., Any] | str | None = None
+    shape: Callable[..., Any] | str | None = None
+    macs: Callable[..., Any] | str | None = None
+    masks: Masks = DROPS_MASK
+    training_sensitive: bool = False
+    """A call recorded with ``training=True`` behaves differently (Dropout, BatchNormalization)."""
+    dtype: DtypeBehaviour = "compute"
+    """``compute``: outputs in the layer's compute dtype; ``follows_input``: a non-float input passes
+    through with its dtype; ``float32_variables``: variables kept in float32 under mixed precision."""
+    kernel: Callable[..., Any] | str | None = None
+    fast_kernels: tuple[Callable[..., Any], ...] = ()
+    onnx: Any = NO_ONNX
+
+    @property
+    def class_name(self) -> str:
+        """The class name a file carries (the key without its ``op:``/``tf:`` prefix)."""
+        return self.key.split(":", 1)[1] if self.key.startswith(("op:", "tf:")) else self.key
+
+
+def zero_macs(*_: Any) -> int:
+    """The MAC rule of a class that does no multiply-accumulate work (element-wise, data movement)."""
+    return 0
+
+
+def _slot(value: Any) -> bool | str:
+    if value is None:
+        return False
+    return value if isinstance(value, str) else True
+
+
+def support(spec: LayerSpec) -> dict[str, bool | str]:
+    """Per concern (:data:`CONCERNS`): True when implemented, else the reason there is none."""
+    weights = _slot(spec.weight_names)
+    if weights is True and spec.weight_shapes != NO_VARIABLES:
+        weights = _slot(spec.weight_shapes)
+    return {
+        "read": True,
+        "shapes": _slot(spec.shape),
+        "weights": weights,
+        "macs": _slot(spec.macs),
+        "masks": True,
+        "run": _slot(spec.kernel),
+    }
+
+
+def missing_concerns(spec: LayerSpec) -> list[str]:
+    """The concerns an entry neither implements nor explains (empty for a complete entry)."""
+    slots = {
+        "shape": spec.shape,
+        "weight_shapes": spec.weight_shapes,
+        "macs": spec.macs,
+        "kernel": spec.kernel,
+        "weight_names": spec.weight_names,
+        "config": spec.config,
+        "onnx": spec.onnx,
+    }
+    missing = [name for name, value in slots.items() if value is None or value == ""]
+    if not spec.family:
+        missing.append("family")
+    return missing
+
+
+def layer(key: str, **fields: Any) -> LayerSpec:
+    """A layer class's entry (weights named in ``weight_names``; shapes, MACs, kernel attached)."""
+    if fields.get("weight_names") is not None and getattr(fields["weight_names"], "no_weights", False):
+        fields.setdefault("weight_shapes", NO_VARIABLES)
+    return LayerSpec(key, **fields)
+
+
+def op(class_name: str, **fields: Any) -> LayerSpec:
+    """A Keras 3 op's entry (``op:<Class>``): ops have no variables."""
+    fields.setdefault("keras_versions", ("3",))
+    fields.setdefault("weight_names", _none)
+    fields.setdefault("weight_shapes", NO_VARIABLES)
+    return LayerSpec(f"op:{class_name}", **fields)
+
+
+def tf_op(function: str, **fields: Any) -> LayerSpec:
+    """A tf.keras ``TFOpLambda`` function's entry (``tf:<function>``): no variables; Keras 2 only."""
+    fields.setdefault("weight_names", _none)
+    fields.setdefault("weight_shapes", NO_VARIABLES)
+    fields.setdefault("keras_versions", ("2",))
+    return LayerSpec(f"tf:{function}", **fields)
+
+
+def _none(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return ()
+
+
+_none.no_weights = True  # type: ignore[attr-defined]
