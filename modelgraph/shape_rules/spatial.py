@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from modelgraph.catalogue.conv import check_groups
 from modelgraph.shape_rules._base import (
     Call,
     Dim,
@@ -95,12 +96,10 @@ def _conv(call: Call) -> Shape:
     if g["padding"] == "causal" and n != 1:
         raise ShapeError("padding 'causal' is only valid for 1D convolutions", "config")
     batch, spatial, channels = split_spatial(shape, n, first)
-    groups = call.get("groups", 1)
-    if isinstance(groups, int) and groups > 1:
-        if channels is not None and channels % groups:
-            raise ShapeError(f"{channels} input channels are not divisible by groups={groups}", "config")
-        if filters % groups:
-            raise ShapeError(f"filters={filters} is not divisible by groups={groups}", "config")
+    try:
+        check_groups(call.config.get("groups"), channels, filters)
+    except (TypeError, ValueError) as exc:
+        raise ShapeError(str(exc), "config") from None
     out = [
         conv_length(d, k, s, r, g["padding"])
         for d, k, s, r in zip(spatial, g["kernel"], g["strides"], g["dilation"], strict=True)
@@ -114,8 +113,8 @@ def _conv_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[st
     n = len(shape) - 2
     g = conv_geometry(config, n, "conv")
     _, _, channels = split_spatial(shape, n, channels_first(config))
-    groups = config.get("groups", 1) or 1
     filters = _filters(config, "conv")
+    groups = check_groups(config.get("groups"), channels, filters)
     out: dict[str, Shape] = {
         "kernel": (*g["kernel"], None if channels is None else channels // groups, filters)
     }
