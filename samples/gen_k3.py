@@ -350,6 +350,21 @@ def in_rms_norm(rng):
     return {"x": rng.normal(size=(3, 5, 8))}
 
 
+def m_nested_dict():
+    z_in = keras.Input((6,), name="z")
+    a_in = keras.Input((4,), name="a")
+    merged = layers.Concatenate(name="inner_cat")([layers.Dense(3, name="from_z")(z_in), a_in])
+    inner = keras.Model({"z": z_in, "a": a_in}, merged, name="dict_inner")  # keys not in sorted order
+    x = keras.Input((4,), name="x")
+    y = keras.Input((6,), name="y")
+    out = inner({"a": x, "z": y})
+    return keras.Model([x, y], layers.Dense(2, name="head")(out), name="nested_dict")
+
+
+def in_nested_dict(rng):
+    return {"x": rng.normal(size=(3, 4)), "y": rng.normal(size=(3, 6))}
+
+
 def in_dtypes(rng):
     return {"x": rng.normal(size=(3, 6))}
 
@@ -420,6 +435,8 @@ MODELS = {
                              "inputs quantized over the contracted axes (EinsumDense) / last axis (Dense)"],
                             {"quantize": "int4", "quantize_block_size": -1, "quantize_activations": True,
                              "tolerance_hint": "int4 quantized compute"}),
+    "nested_dict": (m_nested_dict, in_nested_dict,
+                    ["nested Functional with dict inputs {z, a} (not in sorted order), called with a dict"], {}),
     "cast_ops": (m_cast_ops, in_cast_ops,
                  ["Keras 3 op Cast to int32 and back (dict nodes; the legacy .h5 drops `module`, so the "
                   "Cast record carries a `dtype` key like a layer)"], {}),
