@@ -457,7 +457,7 @@ class _Differ:
                 self.counts["renamed"] += 1
                 sim -= _P_RENAME
         # config
-        na, nb = normalize_config(la), normalize_config(lb)
+        na, nb = normalize_config(la, self.ga.keras_version), normalize_config(lb, self.gb.keras_version)
         cfg = [
             ConfigChange(
                 key=k,

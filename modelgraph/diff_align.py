@@ -39,7 +39,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from modelgraph.graph import Layer, ModelGraph, TensorRef
+from modelgraph import catalogue
+from modelgraph.catalogue.spec import ConfigSpec
+from modelgraph.graph import Layer, ModelGraph, TensorRef, keras_version_tuple
+
+Version = tuple[int, int, int] | None
 
 # --- config normalisation ---------------------------------------------------------------------
 
@@ -56,8 +60,6 @@ KEY_ALIASES = {"batch_input_shape": "batch_shape", "input_dtype": "dtype"}
 #: Keras 2 activation names -> Keras 3 canonical names.
 ACTIVATION_ALIASES = {"swish": "silu", "hard_swish": "hard_silu"}
 ACTIVATION_KEYS = frozenset({"activation", "recurrent_activation"})
-#: Classes whose ``axis`` tf.keras writes as a one-element list and Keras 3 as an int.
-AXIS_LIST_CLASSES = frozenset({"BatchNormalization", "LayerNormalization", "GroupNormalization"})
 #: Class names that mean the same model class.
 CLASS_ALIASES = {"Model": "Functional"}
 POLICY_CLASSES = frozenset({"DTypePolicy", "Policy", "FloatDTypePolicy"})
@@ -65,24 +67,6 @@ POLICY_CLASSES = frozenset({"DTypePolicy", "Policy", "FloatDTypePolicy"})
 
 def canonical_class(class_name: str) -> str:
     return CLASS_ALIASES.get(class_name, class_name)
-
-
-#: Keras-2-only keys that mean nothing (or the default) to Keras 3: ``{class: {key: no-op value}}``;
-#: ``_ANY`` drops the key whatever its value.
-_ANY = object()
-KERAS2_ONLY_KEYS: dict[str, dict[str, Any]] = {
-    "LSTM": {"implementation": _ANY},
-    "GRU": {"implementation": _ANY},
-    "SimpleRNN": {"implementation": _ANY},
-    "LSTMCell": {"implementation": _ANY},
-    "GRUCell": {"implementation": _ANY},
-    "ConvLSTM1D": {"implementation": _ANY},
-    "ConvLSTM2D": {"implementation": _ANY},
-    "ConvLSTM3D": {"implementation": _ANY},
-    "MultiHeadAttention": {"query_shape": _ANY, "key_shape": _ANY, "value_shape": _ANY},
-    "DepthwiseConv1D": {"groups": 1},
-    "DepthwiseConv2D": {"groups": 1},
-}
 
 
 def _norm_value(value: Any) -> Any:
@@ -125,45 +109,56 @@ def _f32(x: float) -> float:
     return x if math.isinf(y) else y
 
 
+def _as_keras3(class_name: str, config: Mapping[str, Any], keras_version: Version) -> Mapping[str, Any]:
+    """The config as Keras 3 reads it, by the class's catalogue entry (upgrades and defaults)."""
+    spec = catalogue.spec_for(class_name)
+    if spec is None or not isinstance(spec.config, ConfigSpec):
+        return config
+    return spec.config.read(config, keras_version)
+
+
 def _norm_layer_config(
-    class_name: str, config: Mapping[str, Any], *, nested: bool = False, skip: frozenset[str] = frozenset()
+    class_name: str,
+    config: Mapping[str, Any],
+    *,
+    nested: bool = False,
+    skip: frozenset[str] = frozenset(),
+    keras_version: Version = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    k2_only = KERAS2_ONLY_KEYS.get(class_name, {})
-    for key, value in config.items():
+    for key, value in _as_keras3(class_name, config, keras_version).items():
         if key in skip or key in ENVELOPE_KEYS or (key in LAYER_DROP_KEYS and (not nested or key == "name")):
             continue
         key = KEY_ALIASES.get(key, key)
         if key == "batch_shape" and class_name != "InputLayer":
             continue  # Keras 2 repeats the model input shape on the first layer; the InputLayer has it
         v = _norm_value(value)
-        if key in k2_only and (k2_only[key] is _ANY or _same(v, k2_only[key])):
-            continue
         if key in ACTIVATION_KEYS and isinstance(v, str):
             v = ACTIVATION_ALIASES.get(v, v)
-        if key == "axis" and class_name in AXIS_LIST_CLASSES and isinstance(v, list) and len(v) == 1:
-            v = v[0]
         out[key] = v
-    if class_name == "BatchNormalization" and not out.get("renorm"):
-        for key in ("renorm_momentum", "renorm_clipping"):
-            out.pop(key, None)  # Keras 3 writes them even when renorm is off
     return dict(sorted(out.items()))
 
 
-def normalize_config(layer: Layer) -> dict[str, Any]:
+def normalize_config(layer: Layer, keras_version: str | None = None) -> dict[str, Any]:
     """The layer's config in one spelling, for comparing across formats and Keras versions.
 
-    Drops the name (also of nested layers such as Bidirectional's ``layer``), envelope keys
-    (``module``, ``registered_name``, ``build_config``, ``shared_object_id``), Keras-2-only keys
-    with no Keras 3 meaning (RNN ``implementation``, MultiHeadAttention ``query_shape``...,
-    DepthwiseConv ``groups: 1``), a non-InputLayer's ``batch_input_shape``, BatchNormalization's
-    ``renorm_*`` when renorm is off and, for nested models, the layer lists (compared as a
-    sub-graph); sorts keys; reads a DTypePolicy dict as its name; rounds floats through float32;
-    renames ``batch_input_shape`` -> ``batch_shape``; reads normalisation ``axis: [3]`` as ``3``;
-    maps the Keras 2 activation names ``swish``/``hard_swish`` to ``silu``/``hard_silu``.
+    First reads the config as Keras 3 would, by the class's catalogue entry (its ``ConfigSpec``
+    upgrade and defaults: Keras 1 key names, Keras-2-only keys such as RNN ``implementation``,
+    MultiHeadAttention ``query_shape``..., DepthwiseConv ``groups: 1``, normalisation ``axis: [3]``
+    as ``3``, BatchNormalization's ``renorm_*`` when renorm is off; an omitted key with a catalogued
+    default equals the default). Then drops the name (also of nested layers such as Bidirectional's
+    ``layer``), envelope keys (``module``, ``registered_name``, ``build_config``,
+    ``shared_object_id``), a non-InputLayer's ``batch_input_shape`` and, for nested models, the
+    layer lists (compared as a sub-graph); sorts keys; reads a DTypePolicy dict as its name; rounds
+    floats through float32; renames ``batch_input_shape`` -> ``batch_shape``; maps the Keras 2
+    activation names ``swish``/``hard_swish`` to ``silu``/``hard_silu``. ``keras_version`` is the
+    version that wrote the file (None: unknown).
     """
     skip = MODEL_GRAPH_KEYS if layer.subgraph is not None else frozenset()
-    return _norm_layer_config(canonical_class(layer.class_name), layer.config, skip=skip)
+    version = keras_version_tuple(keras_version) if keras_version else None
+    return _norm_layer_config(
+        canonical_class(layer.class_name), layer.config, skip=skip, keras_version=version
+    )
 
 
 #: A key present on one side only is no difference when the other side's value is one of these
@@ -277,7 +272,7 @@ class _Side:
                 seen.add(lyr.name)
                 order.append(lyr.name)
                 first_inputs.setdefault(lyr.name, None)
-        norm = {lyr.name: normalize_config(lyr) for lyr in graph.layers}
+        norm = {lyr.name: normalize_config(lyr, graph.keras_version) for lyr in graph.layers}
         auto = {lyr.name: is_auto_name(lyr.name, lyr.class_name, lyr.config) for lyr in graph.layers}
         return cls(graph, order, {n: i for i, n in enumerate(order)}, first_inputs, consumers, norm, auto)
 

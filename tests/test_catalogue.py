@@ -132,3 +132,33 @@ def test_rms_normalization_params_from_the_config_alone() -> None:
     meta, _ = _golden("k3_rms_norm")
     totals = model_totals(load(SAMPLES / meta["files"]["json"]))
     assert totals.total_params == meta["params"]["total"] == 8 * 8 + 8 + 8 + 5 * 8
+
+
+# --- config upgrades ------------------------------------------------------------------------------
+
+
+def test_gru_reset_after_default_follows_the_keras_version() -> None:
+    gru = catalogue.spec_for("GRU").config
+    assert gru.read({"units": 3}, (2, 2, 4))["reset_after"] is False  # standalone Keras 2.2
+    assert gru.read({"units": 3}, (2, 15, 0))["reset_after"] is True
+    assert gru.read({"units": 3, "reset_after": False}, (3, 15, 1))["reset_after"] is False
+
+
+def test_keras1_and_keras2_only_rnn_keys_upgrade() -> None:
+    lstm = catalogue.spec_for("LSTM").config
+    old = lstm.read({"output_dim": 4, "inner_activation": "hard_sigmoid", "implementation": 2}, (1, 2, 2))
+    assert old["units"] == 4 and old["recurrent_activation"] == "hard_sigmoid"
+    assert "implementation" not in old and "output_dim" not in old
+    assert "time_major" not in lstm.read({"units": 4, "time_major": False}, (2, 15, 0))
+    assert lstm.read({"units": 4, "time_major": True}, (2, 15, 0))["time_major"] is True
+
+
+def test_diff_reads_an_omitted_key_as_its_default() -> None:
+    """What `diff` needs: a config that omits a key equals one that writes Keras's default."""
+    from modelgraph.diff_align import normalize_config
+
+    terse = Layer("rnn", "LSTM", "layer", {"units": 4})
+    full = Layer("rnn", "LSTM", "layer", {"units": 4, "return_sequences": False, "implementation": 2})
+    assert normalize_config(terse, "3.15.1") == normalize_config(full, "2.15.0")
+    other = Layer("rnn", "LSTM", "layer", {"units": 4, "return_sequences": True})
+    assert normalize_config(terse, "3.15.1") != normalize_config(other, "3.15.1")

@@ -1,7 +1,8 @@
 """Attention layers."""
 
 from modelgraph import weight_names as wn
-from modelgraph.catalogue.spec import Masks, layer
+from modelgraph.catalogue import upgrades
+from modelgraph.catalogue.spec import ConfigSpec, Masks, layer
 
 SPECS = (
     layer(
@@ -12,6 +13,7 @@ SPECS = (
     layer("Attention", weight_names=wn.attention, masks=Masks(produces="attention", consumes="list")),
     layer(
         "MultiHeadAttention",
+        config=ConfigSpec(upgrade=upgrades.multi_head_attention),
         weight_names=wn.wrapped,
         masks=Masks(produces="multi_head_attention", consumes="mha"),
     ),

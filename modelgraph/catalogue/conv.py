@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from modelgraph import weight_names as wn
-from modelgraph.catalogue.spec import NO_KERNEL, Alias, layer
+from modelgraph.catalogue import upgrades
+from modelgraph.catalogue.spec import NO_KERNEL, Alias, ConfigSpec, layer
 
 
 def check_groups(groups: Any, in_channels: int | None, filters: int | None) -> int:
@@ -48,8 +49,8 @@ SPECS = (
     ),
     layer("Deconvolution2D", keras_versions=("1",), weight_names=wn.kernel_bias),
     layer("Deconvolution3D", keras_versions=("1",)),
-    layer("DepthwiseConv1D", weight_names=wn.kernel_bias),
-    layer("DepthwiseConv2D", weight_names=wn.kernel_bias),
+    layer("DepthwiseConv1D", config=ConfigSpec(upgrade=upgrades.depthwise), weight_names=wn.kernel_bias),
+    layer("DepthwiseConv2D", config=ConfigSpec(upgrade=upgrades.depthwise), weight_names=wn.kernel_bias),
     layer("SeparableConv1D", aliases=(Alias("SeparableConvolution1D", "2"),), weight_names=wn.separable),
     layer("SeparableConv2D", aliases=(Alias("SeparableConvolution2D", "2"),), weight_names=wn.separable),
 )

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from modelgraph import weight_names as wn
+from modelgraph.catalogue import upgrades
 from modelgraph.catalogue.spec import NO_KERNEL, ConfigSpec, Masks, layer, zero_macs
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ def _rms_weight_names(config: Mapping[str, Any]) -> tuple[str, ...]:
 SPECS = (
     layer(
         "BatchNormalization",
+        config=ConfigSpec(upgrade=upgrades.batch_normalization),
         training_sensitive=True,
         macs=zero_macs,
         weight_names=wn.batch_normalization,
@@ -93,9 +95,16 @@ SPECS = (
     ),
     layer("BatchNormalizationV1", keras_versions=("2",), kernel=NO_KERNEL, macs=zero_macs),
     layer("BatchNormalizationV2", keras_versions=("2",), kernel=NO_KERNEL, macs=zero_macs),
-    layer("GroupNormalization", macs=zero_macs, weight_names=wn.gamma_beta, dtype="float32_variables"),
+    layer(
+        "GroupNormalization",
+        config=ConfigSpec(upgrade=upgrades.normalization_axis),
+        macs=zero_macs,
+        weight_names=wn.gamma_beta,
+        dtype="float32_variables",
+    ),
     layer(
         "LayerNormalization",
+        config=ConfigSpec(upgrade=upgrades.normalization_axis),
         macs=zero_macs,
         weight_names=wn.layer_normalization,
         masks=Masks(produces="propagates"),

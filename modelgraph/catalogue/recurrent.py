@@ -1,19 +1,66 @@
 """Recurrent layers and their wrappers (Bidirectional, TimeDistributed)."""
 
 from modelgraph import weight_names as wn
-from modelgraph.catalogue.spec import NEEDS_SHAPES, NO_KERNEL, NO_SHAPE_RULE, NO_WEIGHT_SHAPES, Masks, layer
+from modelgraph.catalogue import upgrades
+from modelgraph.catalogue.spec import (
+    NEEDS_SHAPES,
+    NO_KERNEL,
+    NO_SHAPE_RULE,
+    NO_WEIGHT_SHAPES,
+    ConfigSpec,
+    Masks,
+    layer,
+)
+
+#: Keras 3 defaults of the keys every recurrent layer reads.
+RNN_DEFAULTS = {
+    "activation": "tanh",
+    "use_bias": True,
+    "dropout": 0.0,
+    "recurrent_dropout": 0.0,
+    "return_sequences": False,
+    "return_state": False,
+    "go_backwards": False,
+    "stateful": False,
+    "unroll": False,
+}
+SIMPLE_RNN_CONFIG = ConfigSpec(RNN_DEFAULTS, upgrades.recurrent)
+LSTM_CONFIG = ConfigSpec(
+    {**RNN_DEFAULTS, "recurrent_activation": "sigmoid", "unit_forget_bias": True}, upgrades.recurrent
+)
+GRU_CONFIG = ConfigSpec(
+    {**RNN_DEFAULTS, "recurrent_activation": "sigmoid", "reset_after": True}, upgrades.gru
+)
+CONV_LSTM_CONFIG = ConfigSpec(upgrade=upgrades.recurrent)
 
 SPECS = (
     layer("Bidirectional", weight_names=wn.wrapped, masks=Masks(produces="bidirectional", consumes="first")),
-    layer("ConvLSTM1D", weight_names=wn.recurrent, masks=Masks(produces="rnn", consumes="first")),
-    layer("ConvLSTM2D", weight_names=wn.recurrent, masks=Masks(produces="rnn", consumes="first")),
-    layer("ConvLSTM3D", weight_names=wn.recurrent, masks=Masks(produces="rnn", consumes="first")),
+    layer(
+        "ConvLSTM1D",
+        config=CONV_LSTM_CONFIG,
+        weight_names=wn.recurrent,
+        masks=Masks(produces="rnn", consumes="first"),
+    ),
+    layer(
+        "ConvLSTM2D",
+        config=CONV_LSTM_CONFIG,
+        weight_names=wn.recurrent,
+        masks=Masks(produces="rnn", consumes="first"),
+    ),
+    layer(
+        "ConvLSTM3D",
+        config=CONV_LSTM_CONFIG,
+        weight_names=wn.recurrent,
+        masks=Masks(produces="rnn", consumes="first"),
+    ),
     layer("CuDNNGRU", keras_versions=("2",), kernel=NO_KERNEL, masks=Masks(produces="rnn", consumes="first")),
     layer(
         "CuDNNLSTM", keras_versions=("2",), kernel=NO_KERNEL, masks=Masks(produces="rnn", consumes="first")
     ),
-    layer("GRU", weight_names=wn.recurrent, masks=Masks(produces="rnn", consumes="first")),
-    layer("LSTM", weight_names=wn.recurrent, masks=Masks(produces="rnn", consumes="first")),
+    layer("GRU", config=GRU_CONFIG, weight_names=wn.recurrent, masks=Masks(produces="rnn", consumes="first")),
+    layer(
+        "LSTM", config=LSTM_CONFIG, weight_names=wn.recurrent, masks=Masks(produces="rnn", consumes="first")
+    ),
     layer(
         "RNN",
         shape=NO_SHAPE_RULE,
@@ -22,7 +69,12 @@ SPECS = (
         weight_shapes=NO_WEIGHT_SHAPES,
         masks=Masks(produces="rnn", consumes="first"),
     ),
-    layer("SimpleRNN", weight_names=wn.recurrent, masks=Masks(produces="rnn", consumes="first")),
+    layer(
+        "SimpleRNN",
+        config=SIMPLE_RNN_CONFIG,
+        weight_names=wn.recurrent,
+        masks=Masks(produces="rnn", consumes="first"),
+    ),
     layer(
         "TimeDistributed", weight_names=wn.wrapped, masks=Masks(produces="time_distributed", consumes="first")
     ),

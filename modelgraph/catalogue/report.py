@@ -47,8 +47,13 @@ def _entry(spec: LayerSpec) -> LayerClass:
         training_sensitive=spec.training_sensitive,
         dtype=spec.dtype,
         masks=spec.masks.produces,
-        config_defaults=dict(spec.config.defaults) if isinstance(spec.config, ConfigSpec) else None,
+        config_defaults=_defaults(spec),
     )
+
+
+def _defaults(spec: LayerSpec) -> dict[str, object] | None:
+    config = spec.config
+    return dict(config.defaults) if isinstance(config, ConfigSpec) and config.defaults is not None else None
 
 
 def _cell(value: bool | str) -> str:

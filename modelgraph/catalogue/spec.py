@@ -76,12 +76,20 @@ DROPS_MASK = Masks()
 class ConfigSpec:
     """The config keys a class reads with Keras 3's defaults, and how an older config upgrades.
 
-    ``upgrade(config, keras_version)`` returns the config as Keras 3 would read it (renamed keys,
-    defaults that changed between versions made explicit, dropped keys removed).
+    ``defaults`` is None when they are not catalogued yet. ``upgrade(config, keras_version)`` returns
+    the config as Keras 3 would read it (renamed keys, defaults that changed between versions made
+    explicit, dropped keys removed); ``keras_version`` is None when the file does not say.
     """
 
-    defaults: Mapping[str, Any]
-    upgrade: Callable[[Mapping[str, Any], tuple[int, int, int]], dict[str, Any]] | None = None
+    defaults: Mapping[str, Any] | None = None
+    upgrade: Callable[[Mapping[str, Any], tuple[int, int, int] | None], dict[str, Any]] | None = None
+
+    def read(self, config: Mapping[str, Any], keras_version: tuple[int, int, int] | None) -> dict[str, Any]:
+        """The config as Keras 3 reads it: upgraded, and every catalogued default made explicit."""
+        out = self.upgrade(config, keras_version) if self.upgrade is not None else dict(config)
+        for key, value in (self.defaults or {}).items():
+            out.setdefault(key, value)
+        return out
 
 
 WeightNames = Callable[[Mapping[str, Any]], "tuple[str, ...] | None"]

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from modelgraph.catalogue.upgrades import gru_reset_after_default
 from modelgraph.errors import UnsupportedConfigError
 from modelgraph.runner.activations import Activation, get_activation
 from modelgraph.runner.registry import KernelSpec, get_kernel, register
@@ -278,9 +279,7 @@ def lstm(spec: KernelSpec):
 def gru(spec: KernelSpec):
     act = _activation(spec, "activation", "tanh")
     rec_act = _recurrent_activation(spec)
-    # tf.keras 2.x and Keras 3 default to reset_after=True and write the key; Keras 1/2.0-2.3 had
-    # reset_after=False (Keras 1 has no such key).
-    reset_after = spec.flag("reset_after", spec.keras_version >= (2, 4, 0))
+    reset_after = spec.flag("reset_after", gru_reset_after_default(spec.keras_version))
 
     def make() -> tuple[Step, Array, Array | None]:
         recurrent = _weight(spec, "recurrent_kernel")
