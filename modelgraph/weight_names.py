@@ -1,6 +1,8 @@
 """Canonical weight names per layer class, and how each file layout spells them.
 
-Every loader hands kernels, validate and diff the same names, whatever the file format:
+Every loader hands kernels, validate and diff the same names, whatever the file format. Each
+class's catalogue entry (:mod:`modelgraph.catalogue`) names the function below that gives its names
+(``weight_names``), the variables quantization adds and the legacy spellings; in short:
 
 =====================================  =======================================================
 class                                   canonical names, in Keras's weight order
@@ -22,7 +24,7 @@ LayerScale                              gamma
 =====================================  =======================================================
 
 Optional weights are simply absent (``use_bias=False`` has no ``bias``, ``scale=False`` no ``gamma``).
-A class this table does not know keeps positional names ``var_0``, ``var_1``, ...
+A class whose catalogue entry names no weights keeps positional names ``var_0``, ``var_1``, ...
 """
 
 from __future__ import annotations
@@ -56,25 +58,6 @@ def quantization_mode(config: Mapping[str, Any]) -> str | None:
     return None
 
 
-# Keras 3 stores quantized variables in this order (``variable_serialization_spec``, Keras 3.15);
-# bias is skipped when absent, so later indices shift. int4 layers quantized per group of
-# ``block_size`` rows (the default) also store a zero point and the row -> group index. Other
-# modes keep positional names.
-_QUANTIZED_EXTRA = {
-    ("int8", "Dense"): ("kernel_scale",),
-    ("int8", "EinsumDense"): ("kernel_scale",),
-    ("int8", "Embedding"): ("embeddings_scale",),
-    ("int4", "Dense"): ("kernel_scale",),
-    ("int4", "EinsumDense"): ("kernel_scale",),
-    ("int4", "Embedding"): ("embeddings_scale",),
-}
-_INT4_GROUPED_EXTRA = {
-    "Dense": ("kernel_zero", "g_idx"),
-    "EinsumDense": ("kernel_zero", "g_idx"),
-    "Embedding": ("embeddings_zero", "g_idx"),
-}
-
-
 def mode_block_size(mode: str) -> int | None:
     """The block size an int4 policy mode names (``"int4/128"``: 128, ``"int4/-1"``: -1 per channel);
     None when it names none."""
@@ -100,11 +83,12 @@ def own_weight_names(class_name: str, config: Mapping[str, Any]) -> tuple[str, .
     mode = quantization_mode(config)
     if names is not None and mode is not None:
         base = mode.split("/")[0]
-        extra = _QUANTIZED_EXTRA.get((base, class_name))
+        quantized = _spec(class_name).quantized_weight_names  # known names: the entry exists
+        extra = quantized.get(base)
         if extra is None:
             return None  # other quantized layouts: positional names
         if base == "int4" and (int4_block_size(config) or -1) > 0:
-            extra = extra + _INT4_GROUPED_EXTRA[class_name]
+            extra = extra + quantized.get("int4_grouped", ())
         return names + extra
     return names
 
@@ -114,10 +98,14 @@ def _float_weight_names(class_name: str, config: Mapping[str, Any]) -> tuple[str
     return None if rule is None else rule(config)
 
 
-def _names_rule(class_name: str) -> Any:
+def _spec(class_name: str) -> Any:
     from modelgraph.catalogue import spec_for
 
-    spec = spec_for(class_name)
+    return spec_for(class_name)
+
+
+def _names_rule(class_name: str) -> Any:
+    spec = _spec(class_name)
     return None if spec is None or isinstance(spec.weight_names, str) else spec.weight_names
 
 
@@ -236,10 +224,6 @@ def _inner(config: Mapping[str, Any], key: str) -> tuple[str, Mapping[str, Any]]
     return record["class_name"], inner_config if isinstance(inner_config, Mapping) else {}
 
 
-_LEGACY_ALIASES = {
-    ("DepthwiseConv1D", "depthwise_kernel"): "kernel",
-    ("DepthwiseConv2D", "depthwise_kernel"): "kernel",
-}
 # Keras 1 wrote "<layer>_W", "<layer>_b", ... (docs/formats.md, "Legacy HDF5 weight names").
 _KERAS1_SUFFIXES = {
     "W": "kernel",
@@ -271,7 +255,8 @@ def canonical_from_path(class_name: str, layer_name: str, stored: str) -> str:
                 return f"backward/{last}"
     if last.startswith(layer_name + "_") and last[len(layer_name) + 1 :] in _KERAS1_SUFFIXES:
         return _KERAS1_SUFFIXES[last[len(layer_name) + 1 :]]
-    return _LEGACY_ALIASES.get((class_name, last), last)
+    spec = _spec(class_name)
+    return last if spec is None else spec.legacy_weight_names.get(last, last)
 
 
 def snake_case(class_name: str) -> str:

@@ -49,8 +49,18 @@ SPECS = (
     ),
     layer("Deconvolution2D", keras_versions=("1",), weight_names=wn.kernel_bias),
     layer("Deconvolution3D", keras_versions=("1",)),
-    layer("DepthwiseConv1D", config=ConfigSpec(upgrade=upgrades.depthwise), weight_names=wn.kernel_bias),
-    layer("DepthwiseConv2D", config=ConfigSpec(upgrade=upgrades.depthwise), weight_names=wn.kernel_bias),
+    layer(
+        "DepthwiseConv1D",
+        config=ConfigSpec(upgrade=upgrades.depthwise),
+        weight_names=wn.kernel_bias,
+        legacy_weight_names={"depthwise_kernel": "kernel"},  # tf.keras's name for it
+    ),
+    layer(
+        "DepthwiseConv2D",
+        config=ConfigSpec(upgrade=upgrades.depthwise),
+        weight_names=wn.kernel_bias,
+        legacy_weight_names={"depthwise_kernel": "kernel"},  # tf.keras's name for it
+    ),
     layer("SeparableConv1D", aliases=(Alias("SeparableConvolution1D", "2"),), weight_names=wn.separable),
     layer("SeparableConv2D", aliases=(Alias("SeparableConvolution2D", "2"),), weight_names=wn.separable),
 )

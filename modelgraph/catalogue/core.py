@@ -3,6 +3,14 @@
 from modelgraph import weight_names as wn
 from modelgraph.catalogue.spec import FED, NEEDS_SHAPES, NO_KERNEL, NO_SHAPE_RULE, Masks, layer, zero_macs
 
+# Keras 3 stores a quantized kernel's variables in this order after the float ones (its
+# variable_serialization_spec, Keras 3.15); bias is skipped when absent, so later indices shift.
+KERNEL_QUANTIZED = {
+    "int8": ("kernel_scale",),
+    "int4": ("kernel_scale",),
+    "int4_grouped": ("kernel_zero", "g_idx"),
+}
+
 SPECS = (
     layer("Activation", macs=zero_macs, weight_names=wn.no_weights, masks=Masks(produces="propagates")),
     layer(
@@ -18,7 +26,12 @@ SPECS = (
         weight_names=wn.no_weights,
         masks=Masks(produces="propagates"),
     ),
-    layer("Dense", weight_names=wn.kernel_bias, masks=Masks(produces="propagates")),
+    layer(
+        "Dense",
+        weight_names=wn.kernel_bias,
+        quantized_weight_names=KERNEL_QUANTIZED,
+        masks=Masks(produces="propagates"),
+    ),
     layer(
         "Dropout",
         training_sensitive=True,
@@ -28,8 +41,18 @@ SPECS = (
         dtype="follows_input",
     ),
     layer("ELU", macs=zero_macs, weight_names=wn.no_weights, masks=Masks(produces="propagates")),
-    layer("EinsumDense", weight_names=wn.einsum_dense),
-    layer("Embedding", macs=zero_macs, weight_names=wn.embeddings, masks=Masks(produces="embedding_zero")),
+    layer("EinsumDense", weight_names=wn.einsum_dense, quantized_weight_names=KERNEL_QUANTIZED),
+    layer(
+        "Embedding",
+        macs=zero_macs,
+        weight_names=wn.embeddings,
+        quantized_weight_names={
+            "int8": ("embeddings_scale",),
+            "int4": ("embeddings_scale",),
+            "int4_grouped": ("embeddings_zero", "g_idx"),
+        },
+        masks=Masks(produces="embedding_zero"),
+    ),
     layer(
         "GaussianDropout",
         training_sensitive=True,

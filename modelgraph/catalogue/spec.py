@@ -11,7 +11,7 @@ imported is half-registered, which :func:`missing_concerns` reports and the comp
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 # Reasons shared by many entries (a concern that is absent says why; one place for the wording).
@@ -114,6 +114,12 @@ class LayerSpec:
     config: ConfigSpec | str = NO_CONFIG
     weight_names: WeightNames | str = NO_WEIGHT_NAMES
     """``(config) -> canonical names in Keras's weight order`` (None: unknown for this config)."""
+    quantized_weight_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Variables ``model.quantize(mode)`` adds after the float ones, by mode (``int8``, ``int4``;
+    ``int4_grouped``: what int4 per group of rows adds to ``int4``'s); a mode it does not name keeps
+    positional names."""
+    legacy_weight_names: Mapping[str, str] = field(default_factory=dict)
+    """Names a legacy (tf.keras) file stores that Keras 3 spells otherwise: ``{stored: canonical}``."""
     weight_shapes: Callable[..., Any] | str | None = None
     shape: Callable[..., Any] | str | None = None
     macs: Callable[..., Any] | str | None = None

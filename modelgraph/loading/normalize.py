@@ -72,7 +72,6 @@ def _report(error: LoadError) -> None:
 
 
 MODEL_CLASSES = frozenset({"Functional", "Model", "Sequential", "Container"})
-_TF_OP_CLASSES = frozenset({"TFOpLambda", "SlicingOpLambda"})
 _MAX_CONSTANT_ELEMENTS = 1 << 22  # a __numpy__ constant larger than 4M elements is refused
 
 
@@ -394,7 +393,7 @@ def _parse_node(raw: Any, layer: _RawLayer, dialect: NodeDialect, path: str) -> 
         raise ConfigError("a Keras 3 node inside a Keras 2 config", path)
     structure, kwargs = _decode_list_structure(raw, path)
     first: Any = structure
-    preserve = layer.class_name in _TF_OP_CLASSES
+    preserve = layer.class_name in catalogue.OP_LAMBDA_CLASSES
     if not preserve and isinstance(structure, list) and len(flatten_structure(structure)) == 1:
         first = flatten_structure(structure)[0]
         if not isinstance(first, TensorRef):
