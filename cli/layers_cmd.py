@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import click
 
+from modelgraph.cli.output import format_option
+
 
 @click.command("layers")
 @click.argument("class_name", metavar="[CLASS]", required=False)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "markdown"]),
-    default="text",
-    show_default=True,
-    help="markdown prints docs/layers.md.",
-)
+@format_option("text", "json", "markdown", help="markdown prints docs/layers.md.")
 def layers_command(class_name: str | None, fmt: str) -> None:
     """List the layer catalogue, or explain one CLASS (a class name, alias, op or TF function).
 

@@ -384,13 +384,7 @@ MacRule = Callable[[Layer, list[TensorSpec], list[Shape | None], Any], int]
 def mac_rule(*names: str) -> Callable[[MacRule], MacRule]:
     """Attach a MAC counter ``(layer, input specs, output shapes, call) -> MACs per sample`` to the
     catalogue entries of these keys."""
-
-    def deco(fn: MacRule) -> MacRule:
-        for n in names:
-            catalogue.attach(n, "macs", fn)
-        return fn
-
-    return deco
+    return catalogue.provides("macs", *names)
 
 
 def _mac_rule(key: str) -> MacRule | None:

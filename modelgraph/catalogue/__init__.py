@@ -19,20 +19,6 @@ from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
-from modelgraph.catalogue import (
-    applications,
-    attention,
-    conv,
-    core,
-    merge,
-    normalization,
-    ops,
-    pooling,
-    preprocessing,
-    recurrent,
-    reshaping,
-    tf_ops,
-)
 from modelgraph.catalogue.spec import CONCERNS, LayerSpec, missing_concerns, support
 
 __all__ = [
@@ -46,19 +32,20 @@ __all__ = [
     "support",
 ]
 
-FAMILIES: tuple[ModuleType, ...] = (
-    applications,
-    attention,
-    conv,
-    core,
-    merge,
-    normalization,
-    ops,
-    pooling,
-    preprocessing,
-    recurrent,
-    reshaping,
-    tf_ops,
+#: The catalogue: every family module, each listing its entries in ``SPECS``.
+FAMILIES: tuple[str, ...] = (
+    "applications",
+    "attention",
+    "conv",
+    "core",
+    "merge",
+    "normalization",
+    "ops",
+    "pooling",
+    "preprocessing",
+    "recurrent",
+    "reshaping",
+    "tf_ops",
 )
 
 # The modules that attach each implementation slot, imported on first use of that slot.
@@ -85,8 +72,8 @@ def _register(module: ModuleType) -> None:
         _ALIASES.update({a.name: spec.key for a in spec.aliases})
 
 
-for _module in FAMILIES:
-    _register(_module)
+for _family in FAMILIES:
+    _register(importlib.import_module(f"modelgraph.catalogue.{_family}"))
 
 
 def _canonical(key: str) -> str:
@@ -135,6 +122,17 @@ def attach(key: str, slot: str, implementation: Callable[..., Any]) -> None:
     if current is not None:
         raise RuntimeError(f"catalogue: {key!r} already has {slot} {current!r}")
     _SPECS[canonical] = replace(spec, **{slot: implementation})
+
+
+def provides(slot: str, *keys: str) -> Callable[[Any], Any]:
+    """A decorator that attaches what it decorates to the ``slot`` of these keys' entries."""
+
+    def decorate(implementation: Any) -> Any:
+        for key in keys:
+            attach(key, slot, implementation)
+        return implementation
+
+    return decorate
 
 
 def is_layer_class(class_name: str) -> bool:

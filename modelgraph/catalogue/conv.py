@@ -6,7 +6,7 @@ from typing import Any
 
 from modelgraph import weight_names as wn
 from modelgraph.catalogue import upgrades
-from modelgraph.catalogue.spec import NO_KERNEL, Alias, ConfigSpec, layer
+from modelgraph.catalogue.spec import NO_KERNEL, Alias, ConfigSpec, layer, layers
 
 
 def check_groups(groups: Any, in_channels: int | None, filters: int | None) -> int:
@@ -25,42 +25,34 @@ def check_groups(groups: Any, in_channels: int | None, filters: int | None) -> i
 
 
 SPECS = (
-    layer("AtrousConvolution1D", keras_versions=("1",), kernel=NO_KERNEL),
-    layer("AtrousConvolution2D", keras_versions=("1",), kernel=NO_KERNEL),
-    layer("Conv1D", aliases=(Alias("Convolution1D", "1"),), weight_names=wn.kernel_bias),
-    layer("Conv1DTranspose", aliases=(Alias("Convolution1DTranspose", "1"),), weight_names=wn.kernel_bias),
-    layer("Conv2D", aliases=(Alias("Convolution2D", "1"),), weight_names=wn.kernel_bias),
-    layer(
-        "Conv2DTranspose",
-        aliases=(
-            Alias("Convolution2DTranspose", "1"),
-            Alias("Deconv2D", "2"),
-        ),
-        weight_names=wn.kernel_bias,
+    *layers(("AtrousConvolution1D", "AtrousConvolution2D"), keras_versions=("1",), kernel=NO_KERNEL),
+    *(
+        layer(f"Conv{n}D", aliases=(Alias(f"Convolution{n}D", "1"),), weight_names=wn.kernel_bias)
+        for n in (1, 2, 3)
     ),
-    layer("Conv3D", aliases=(Alias("Convolution3D", "1"),), weight_names=wn.kernel_bias),
-    layer(
-        "Conv3DTranspose",
-        aliases=(
-            Alias("Convolution3DTranspose", "1"),
-            Alias("Deconv3D", "2"),
-        ),
-        weight_names=wn.kernel_bias,
+    layer("Conv1DTranspose", aliases=(Alias("Convolution1DTranspose", "1"),), weight_names=wn.kernel_bias),
+    *(
+        layer(
+            f"Conv{n}DTranspose",
+            aliases=(Alias(f"Convolution{n}DTranspose", "1"), Alias(f"Deconv{n}D", "2")),
+            weight_names=wn.kernel_bias,
+        )
+        for n in (2, 3)
     ),
     layer("Deconvolution2D", keras_versions=("1",), weight_names=wn.kernel_bias),
     layer("Deconvolution3D", keras_versions=("1",)),
-    layer(
-        "DepthwiseConv1D",
+    *layers(
+        ("DepthwiseConv1D", "DepthwiseConv2D"),
         config=ConfigSpec(upgrade=upgrades.depthwise),
         weight_names=wn.kernel_bias,
         legacy_weight_names={"depthwise_kernel": "kernel"},  # tf.keras's name for it
     ),
-    layer(
-        "DepthwiseConv2D",
-        config=ConfigSpec(upgrade=upgrades.depthwise),
-        weight_names=wn.kernel_bias,
-        legacy_weight_names={"depthwise_kernel": "kernel"},  # tf.keras's name for it
+    *(
+        layer(
+            f"SeparableConv{n}D",
+            aliases=(Alias(f"SeparableConvolution{n}D", "2"),),
+            weight_names=wn.separable,
+        )
+        for n in (1, 2)
     ),
-    layer("SeparableConv1D", aliases=(Alias("SeparableConvolution1D", "2"),), weight_names=wn.separable),
-    layer("SeparableConv2D", aliases=(Alias("SeparableConvolution2D", "2"),), weight_names=wn.separable),
 )

@@ -1,7 +1,18 @@
 """Core layers: Dense, EinsumDense, Embedding, activations, dropout and noise, Lambda, the model input."""
 
 from modelgraph import weight_names as wn
-from modelgraph.catalogue.spec import FED, NEEDS_SHAPES, NO_KERNEL, NO_SHAPE_RULE, Masks, layer, zero_macs
+from modelgraph.catalogue.spec import (
+    FED,
+    NEEDS_SHAPES,
+    NO_KERNEL,
+    NO_SHAPE_RULE,
+    PROPAGATES_MASK,
+    WEIGHTLESS,
+    Masks,
+    layer,
+    layers,
+    zero_macs,
+)
 
 # Keras 3 stores a quantized kernel's variables in this order after the float ones (its
 # variable_serialization_spec, Keras 3.15); bias is skipped when absent, so later indices shift.
@@ -12,35 +23,30 @@ KERNEL_QUANTIZED = {
 }
 
 SPECS = (
-    layer("Activation", macs=zero_macs, weight_names=wn.no_weights, masks=Masks(produces="propagates")),
-    layer(
-        "ActivityRegularization",
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-        masks=Masks(produces="propagates"),
+    *layers(
+        ("Activation", "ActivityRegularization", "ELU", "LeakyReLU", "ReLU", "ThresholdedReLU"),
+        **WEIGHTLESS,
+        masks=PROPAGATES_MASK,
     ),
-    layer(
-        "AlphaDropout",
+    *layers(
+        ("AlphaDropout", "GaussianDropout", "GaussianNoise"),
         training_sensitive=True,
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-        masks=Masks(produces="propagates"),
+        **WEIGHTLESS,
+        masks=PROPAGATES_MASK,
+    ),
+    *layers(
+        ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D"),
+        training_sensitive=True,
+        **WEIGHTLESS,
+        masks=PROPAGATES_MASK,
+        dtype="follows_input",
     ),
     layer(
         "Dense",
         weight_names=wn.kernel_bias,
         quantized_weight_names=KERNEL_QUANTIZED,
-        masks=Masks(produces="propagates"),
+        masks=PROPAGATES_MASK,
     ),
-    layer(
-        "Dropout",
-        training_sensitive=True,
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-        masks=Masks(produces="propagates"),
-        dtype="follows_input",
-    ),
-    layer("ELU", macs=zero_macs, weight_names=wn.no_weights, masks=Masks(produces="propagates")),
     layer("EinsumDense", weight_names=wn.einsum_dense, quantized_weight_names=KERNEL_QUANTIZED),
     layer(
         "Embedding",
@@ -53,56 +59,14 @@ SPECS = (
         },
         masks=Masks(produces="embedding_zero"),
     ),
-    layer(
-        "GaussianDropout",
-        training_sensitive=True,
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-        masks=Masks(produces="propagates"),
-    ),
-    layer(
-        "GaussianNoise",
-        training_sensitive=True,
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-        masks=Masks(produces="propagates"),
-    ),
-    layer("Identity", macs=zero_macs, weight_names=wn.no_weights, dtype="follows_input"),
-    layer("InputLayer", kernel=FED, macs=zero_macs, weight_names=wn.no_weights),
+    layer("Identity", **WEIGHTLESS, dtype="follows_input"),
+    layer("InputLayer", kernel=FED, **WEIGHTLESS),
     layer("Lambda", shape=NO_SHAPE_RULE, kernel=NO_KERNEL, macs=NEEDS_SHAPES, weight_names=wn.no_weights),
-    layer("LeakyReLU", macs=zero_macs, weight_names=wn.no_weights, masks=Masks(produces="propagates")),
-    layer("Masking", macs=zero_macs, weight_names=wn.no_weights, masks=Masks(produces="masking")),
-    layer("PReLU", macs=zero_macs, weight_names=wn.alpha, masks=Masks(produces="propagates")),
-    layer("ReLU", macs=zero_macs, weight_names=wn.no_weights, masks=Masks(produces="propagates")),
+    layer("Masking", **WEIGHTLESS, masks=Masks(produces="masking")),
+    layer("PReLU", macs=zero_macs, weight_names=wn.alpha, masks=PROPAGATES_MASK),
     layer(
         "Softmax",
-        macs=zero_macs,
-        weight_names=wn.no_weights,
+        **WEIGHTLESS,
         masks=Masks(produces="propagates", consumes="first"),
     ),
-    layer(
-        "SpatialDropout1D",
-        training_sensitive=True,
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-        masks=Masks(produces="propagates"),
-        dtype="follows_input",
-    ),
-    layer(
-        "SpatialDropout2D",
-        training_sensitive=True,
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-        masks=Masks(produces="propagates"),
-        dtype="follows_input",
-    ),
-    layer(
-        "SpatialDropout3D",
-        training_sensitive=True,
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-        masks=Masks(produces="propagates"),
-        dtype="follows_input",
-    ),
-    layer("ThresholdedReLU", macs=zero_macs, weight_names=wn.no_weights, masks=Masks(produces="propagates")),
 )

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from modelgraph import weight_names as wn
 from modelgraph.catalogue import upgrades
-from modelgraph.catalogue.spec import NO_KERNEL, ConfigSpec, Masks, layer, zero_macs
+from modelgraph.catalogue.spec import (
+    NO_KERNEL,
+    PROPAGATES_MASK,
+    WEIGHTLESS,
+    ConfigSpec,
+    layer,
+    layers,
+    zero_macs,
+)
 
 if TYPE_CHECKING:
     from modelgraph.runner.registry import KernelSpec
@@ -83,32 +91,32 @@ def _rms_weight_names(config: Mapping[str, Any]) -> tuple[str, ...]:
     return ("scale",)
 
 
+#: Keras keeps these layers' statistics in float32 under mixed precision; they count no MACs.
+_FLOAT32_STATISTICS: dict[str, Any] = {"macs": zero_macs, "dtype": "float32_variables"}
+_AXIS_UPGRADE = ConfigSpec(upgrade=upgrades.normalization_axis)
+
 SPECS = (
+    *layers(
+        ("BatchNormalizationV1", "BatchNormalizationV2", "SyncBatchNormalization"),
+        keras_versions=("2",),
+        kernel=NO_KERNEL,
+        macs=zero_macs,
+    ),
     layer(
         "BatchNormalization",
         config=ConfigSpec(upgrade=upgrades.batch_normalization),
         training_sensitive=True,
-        macs=zero_macs,
         weight_names=wn.batch_normalization,
-        masks=Masks(produces="propagates"),
-        dtype="float32_variables",
+        masks=PROPAGATES_MASK,
+        **_FLOAT32_STATISTICS,
     ),
-    layer("BatchNormalizationV1", keras_versions=("2",), kernel=NO_KERNEL, macs=zero_macs),
-    layer("BatchNormalizationV2", keras_versions=("2",), kernel=NO_KERNEL, macs=zero_macs),
-    layer(
-        "GroupNormalization",
-        config=ConfigSpec(upgrade=upgrades.normalization_axis),
-        macs=zero_macs,
-        weight_names=wn.gamma_beta,
-        dtype="float32_variables",
-    ),
+    layer("GroupNormalization", config=_AXIS_UPGRADE, weight_names=wn.gamma_beta, **_FLOAT32_STATISTICS),
     layer(
         "LayerNormalization",
-        config=ConfigSpec(upgrade=upgrades.normalization_axis),
-        macs=zero_macs,
+        config=_AXIS_UPGRADE,
         weight_names=wn.layer_normalization,
-        masks=Masks(produces="propagates"),
-        dtype="float32_variables",
+        masks=PROPAGATES_MASK,
+        **_FLOAT32_STATISTICS,
     ),
     layer(
         "RMSNormalization",
@@ -120,12 +128,10 @@ SPECS = (
         macs=zero_macs,
         kernel=_rms_kernel,
     ),
-    layer("SyncBatchNormalization", keras_versions=("2",), kernel=NO_KERNEL, macs=zero_macs),
     layer(
         "UnitNormalization",
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-        masks=Masks(produces="propagates"),
+        **WEIGHTLESS,
+        masks=PROPAGATES_MASK,
         dtype="float32_variables",
     ),
 )

@@ -1,56 +1,24 @@
-"""Pooling layers."""
+"""Pooling layers: for each rank 1-3, max and average pooling and their global forms."""
 
-from modelgraph import weight_names as wn
-from modelgraph.catalogue.spec import Alias, Masks, layer, zero_macs
+from modelgraph.catalogue.spec import WEIGHTLESS, Alias, Masks, layer
 
-SPECS = (
+# (class prefix, Keras 2/3 export alias prefix)
+_POOLINGS = (
+    ("MaxPooling", "MaxPool"),
+    ("AveragePooling", "AvgPool"),
+    ("GlobalMaxPooling", "GlobalMaxPool"),
+    ("GlobalAveragePooling", "GlobalAvgPool"),
+)
+#: GlobalAveragePooling1D takes a mask (a masked mean over time); the others drop it.
+_MASKED = {"GlobalAveragePooling1D": Masks(produces="drops", consumes="first")}
+
+SPECS = tuple(
     layer(
-        "AveragePooling1D", aliases=(Alias("AvgPool1D", "2, 3"),), macs=zero_macs, weight_names=wn.no_weights
-    ),
-    layer(
-        "AveragePooling2D", aliases=(Alias("AvgPool2D", "2, 3"),), macs=zero_macs, weight_names=wn.no_weights
-    ),
-    layer(
-        "AveragePooling3D", aliases=(Alias("AvgPool3D", "2, 3"),), macs=zero_macs, weight_names=wn.no_weights
-    ),
-    layer(
-        "GlobalAveragePooling1D",
-        aliases=(Alias("GlobalAvgPool1D", "2, 3"),),
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-        masks=Masks(produces="drops", consumes="first"),
-    ),
-    layer(
-        "GlobalAveragePooling2D",
-        aliases=(Alias("GlobalAvgPool2D", "2, 3"),),
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-    ),
-    layer(
-        "GlobalAveragePooling3D",
-        aliases=(Alias("GlobalAvgPool3D", "2, 3"),),
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-    ),
-    layer(
-        "GlobalMaxPooling1D",
-        aliases=(Alias("GlobalMaxPool1D", "2, 3"),),
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-    ),
-    layer(
-        "GlobalMaxPooling2D",
-        aliases=(Alias("GlobalMaxPool2D", "2, 3"),),
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-    ),
-    layer(
-        "GlobalMaxPooling3D",
-        aliases=(Alias("GlobalMaxPool3D", "2, 3"),),
-        macs=zero_macs,
-        weight_names=wn.no_weights,
-    ),
-    layer("MaxPooling1D", aliases=(Alias("MaxPool1D", "2, 3"),), macs=zero_macs, weight_names=wn.no_weights),
-    layer("MaxPooling2D", aliases=(Alias("MaxPool2D", "2, 3"),), macs=zero_macs, weight_names=wn.no_weights),
-    layer("MaxPooling3D", aliases=(Alias("MaxPool3D", "2, 3"),), macs=zero_macs, weight_names=wn.no_weights),
+        f"{name}{n}D",
+        aliases=(Alias(f"{alias}{n}D", "2, 3"),),
+        **WEIGHTLESS,
+        masks=_MASKED.get(f"{name}{n}D", Masks()),
+    )
+    for name, alias in _POOLINGS
+    for n in (1, 2, 3)
 )

@@ -10,6 +10,7 @@ from modelgraph.catalogue.spec import (
     ConfigSpec,
     Masks,
     layer,
+    layers,
 )
 
 #: Keras 3 defaults of the keys every recurrent layer reads.
@@ -34,29 +35,24 @@ GRU_CONFIG = ConfigSpec(
 CONV_LSTM_CONFIG = ConfigSpec(upgrade=upgrades.recurrent)
 
 SPECS = (
+    *layers(
+        ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"),
+        config=CONV_LSTM_CONFIG,
+        weight_names=wn.recurrent,
+        masks=Masks(produces="rnn", consumes="first"),
+    ),
+    *layers(
+        ("CuDNNGRU", "CuDNNLSTM"),
+        keras_versions=("2",),
+        kernel=NO_KERNEL,
+        masks=Masks(produces="rnn", consumes="first"),
+    ),
+    *layers(
+        ("UnifiedGRU", "UnifiedLSTM"),
+        keras_versions=("2",),
+        kernel=NO_KERNEL,
+    ),
     layer("Bidirectional", weight_names=wn.wrapped, masks=Masks(produces="bidirectional", consumes="first")),
-    layer(
-        "ConvLSTM1D",
-        config=CONV_LSTM_CONFIG,
-        weight_names=wn.recurrent,
-        masks=Masks(produces="rnn", consumes="first"),
-    ),
-    layer(
-        "ConvLSTM2D",
-        config=CONV_LSTM_CONFIG,
-        weight_names=wn.recurrent,
-        masks=Masks(produces="rnn", consumes="first"),
-    ),
-    layer(
-        "ConvLSTM3D",
-        config=CONV_LSTM_CONFIG,
-        weight_names=wn.recurrent,
-        masks=Masks(produces="rnn", consumes="first"),
-    ),
-    layer("CuDNNGRU", keras_versions=("2",), kernel=NO_KERNEL, masks=Masks(produces="rnn", consumes="first")),
-    layer(
-        "CuDNNLSTM", keras_versions=("2",), kernel=NO_KERNEL, masks=Masks(produces="rnn", consumes="first")
-    ),
     layer("GRU", config=GRU_CONFIG, weight_names=wn.recurrent, masks=Masks(produces="rnn", consumes="first")),
     layer(
         "LSTM", config=LSTM_CONFIG, weight_names=wn.recurrent, masks=Masks(produces="rnn", consumes="first")
@@ -78,6 +74,4 @@ SPECS = (
     layer(
         "TimeDistributed", weight_names=wn.wrapped, masks=Masks(produces="time_distributed", consumes="first")
     ),
-    layer("UnifiedGRU", keras_versions=("2",), kernel=NO_KERNEL),
-    layer("UnifiedLSTM", keras_versions=("2",), kernel=NO_KERNEL),
 )

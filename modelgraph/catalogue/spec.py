@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from modelgraph import weight_names as wn
+
 # Reasons shared by many entries (a concern that is absent says why; one place for the wording).
 NO_SHAPE_RULE = "no static shape rule yet"
 NO_KERNEL = "no NumPy kernel yet"
@@ -144,6 +146,11 @@ def zero_macs(*_: Any) -> int:
     return 0
 
 
+#: The fields of a class with no variables and no multiply-accumulates (``**WEIGHTLESS``).
+WEIGHTLESS: Mapping[str, Any] = {"macs": zero_macs, "weight_names": wn.no_weights}
+PROPAGATES_MASK = Masks(produces="propagates")
+
+
 def _slot(value: Any) -> bool | str:
     if value is None:
         return False
@@ -184,7 +191,7 @@ def missing_concerns(spec: LayerSpec) -> list[str]:
 
 def layer(key: str, **fields: Any) -> LayerSpec:
     """A layer class's entry (weights named in ``weight_names``; shapes, MACs, kernel attached)."""
-    if fields.get("weight_names") is not None and getattr(fields["weight_names"], "no_weights", False):
+    if fields.get("weight_names") is wn.no_weights:
         fields.setdefault("weight_shapes", NO_VARIABLES)
     return LayerSpec(key, **fields)
 
@@ -192,21 +199,29 @@ def layer(key: str, **fields: Any) -> LayerSpec:
 def op(class_name: str, **fields: Any) -> LayerSpec:
     """A Keras 3 op's entry (``op:<Class>``): ops have no variables."""
     fields.setdefault("keras_versions", ("3",))
-    fields.setdefault("weight_names", _none)
+    fields.setdefault("weight_names", wn.no_weights)
     fields.setdefault("weight_shapes", NO_VARIABLES)
     return LayerSpec(f"op:{class_name}", **fields)
 
 
 def tf_op(function: str, **fields: Any) -> LayerSpec:
     """A tf.keras ``TFOpLambda`` function's entry (``tf:<function>``): no variables; Keras 2 only."""
-    fields.setdefault("weight_names", _none)
+    fields.setdefault("weight_names", wn.no_weights)
     fields.setdefault("weight_shapes", NO_VARIABLES)
     fields.setdefault("keras_versions", ("2",))
     return LayerSpec(f"tf:{function}", **fields)
 
 
-def _none(config: Mapping[str, Any]) -> tuple[str, ...]:
-    return ()
+def layers(keys: tuple[str, ...], **fields: Any) -> tuple[LayerSpec, ...]:
+    """Entries for several layer classes that share every field but the key."""
+    return tuple(layer(key, **fields) for key in keys)
 
 
-_none.no_weights = True  # type: ignore[attr-defined]
+def ops(class_names: tuple[str, ...], **fields: Any) -> tuple[LayerSpec, ...]:
+    """Entries for several Keras 3 ops that share every field but the key."""
+    return tuple(op(name, **fields) for name in class_names)
+
+
+def tf_ops(functions: tuple[str, ...], **fields: Any) -> tuple[LayerSpec, ...]:
+    """Entries for several TFOpLambda functions that share every field but the key."""
+    return tuple(tf_op(name, **fields) for name in functions)

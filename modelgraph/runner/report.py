@@ -6,10 +6,11 @@ The models are in :mod:`modelgraph.schemas.run_report`; the CLI only formats the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from modelgraph._version import __version__
-from modelgraph.runner.compare import Comparison
+from modelgraph.runner.compare import Comparison, TensorComparison
 from modelgraph.runner.interpreter import Problem, Profile
 from modelgraph.schemas.run_report import (
     CheckProblem,
@@ -87,52 +88,30 @@ def tensor_summary(name: str, x: Any) -> TensorSummary:
 
 
 def _comparison_report(comp: Comparison, reference: str) -> ComparisonReport:
+    same = ("atol", "rtol", "passed", "first_divergence", "missing", "ignored", "not_compared")
     return ComparisonReport(
         reference=reference,
-        atol=comp.atol,
-        rtol=comp.rtol,
-        passed=comp.passed,
-        first_divergence=comp.first_divergence,
-        missing=comp.missing,
-        ignored=comp.ignored,
-        not_compared=comp.not_compared,
-        tensors=[
-            TensorComparisonReport(
-                name=t.name,
-                kind=t.kind,
-                passed=t.passed,
-                shape=list(t.shape),
-                reference_shape=list(t.ref_shape),
-                max_abs=t.max_abs,
-                mean_abs=t.mean_abs,
-                max_rel=t.max_rel,
-                mean_rel=t.mean_rel,
-                mismatches=t.mismatches,
-                size=t.size,
-                nan=t.nan,
-                inf=t.inf,
-                reference_nan=t.ref_nan,
-                reference_inf=t.ref_inf,
-                worst_index=None if t.worst_index is None else list(t.worst_index),
-                histogram=[HistogramBin(low=lo, high=hi, count=c) for lo, hi, c in t.histogram],
-                note=t.note,
-            )
-            for t in comp.tensors
-        ],
+        **{name: getattr(comp, name) for name in same},
+        tensors=[_tensor_comparison(t) for t in comp.tensors],
     )
+
+
+def _tensor_comparison(t: TensorComparison) -> TensorComparisonReport:
+    data = {_RENAMED.get(k, k): v for k, v in asdict(t).items()}
+    data["histogram"] = [HistogramBin(low=lo, high=hi, count=c) for lo, hi, c in t.histogram]
+    return TensorComparisonReport.model_validate(data)
+
+
+#: Fields the report spells out that the comparison abbreviates.
+_RENAMED = {"ref_shape": "reference_shape", "ref_nan": "reference_nan", "ref_inf": "reference_inf"}
+
+
+_STEP_FIELDS = ("class_name", "calls", "seconds", "output_bytes", "live_bytes")
 
 
 def _profile_report(profile: Profile) -> ProfileReport:
     layers = [
-        LayerProfile(
-            node=s.label,
-            layer=s.path,
-            class_name=s.class_name,
-            calls=s.calls,
-            seconds=s.seconds,
-            output_bytes=s.output_bytes,
-            live_bytes=s.live_bytes,
-        )
+        LayerProfile(node=s.label, layer=s.path, **{f: getattr(s, f) for f in _STEP_FIELDS})
         for s in profile.steps
         if s.calls
     ]

@@ -112,24 +112,12 @@ WeightFn = Callable[[Mapping[str, Any], list[Shape | None]], dict[str, Shape]]
 
 def shape_rule(*names: str) -> Callable[[RuleFn], RuleFn]:
     """Attach a shape rule to the catalogue entries of these keys (class names, ``op:X``, ``tf:fn``)."""
-
-    def deco(fn: RuleFn) -> RuleFn:
-        for n in names:
-            catalogue.attach(n, "shape", fn)
-        return fn
-
-    return deco
+    return catalogue.provides("shape", *names)
 
 
 def weight_rule(*names: str) -> Callable[[WeightFn], WeightFn]:
     """Attach an expected-weights rule ``(config, input_shapes) -> {canonical name: shape}``."""
-
-    def deco(fn: WeightFn) -> WeightFn:
-        for n in names:
-            catalogue.attach(n, "weight_shapes", fn)
-        return fn
-
-    return deco
+    return catalogue.provides("weight_shapes", *names)
 
 
 # ------------------------------------------------------------------------------------------------
