@@ -26,8 +26,11 @@ __all__ = [
     "LayerSpec",
     "all_specs",
     "attach",
+    "is_layer_class",
     "key_of",
     "missing_concerns",
+    "names",
+    "provides",
     "spec_for",
     "support",
 ]
@@ -119,6 +122,11 @@ def attach(key: str, slot: str, implementation: Callable[..., Any]) -> None:
     current = getattr(spec, slot)
     if current is implementation:
         return
+    if isinstance(current, str):
+        raise RuntimeError(
+            f"catalogue: {key!r} already has {slot} {current!r} (a reason for having none): "
+            f"drop `{slot}=...` from its entry in modelgraph/catalogue/{spec.family}.py"
+        )
     if current is not None:
         raise RuntimeError(f"catalogue: {key!r} already has {slot} {current!r}")
     _SPECS[canonical] = replace(spec, **{slot: implementation})
