@@ -29,6 +29,7 @@ A class whose catalogue entry names no weights keeps positional names ``var_0``,
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -99,9 +100,15 @@ def _float_weight_names(class_name: str, config: Mapping[str, Any]) -> tuple[str
 
 
 def _spec(class_name: str) -> Any:
-    from modelgraph.catalogue import spec_for
+    return _catalogue().spec_for(class_name)
 
-    return spec_for(class_name)
+
+@functools.cache
+def _catalogue() -> Any:
+    # Imported on first use: the catalogue's entries name this module's functions.
+    import modelgraph.catalogue
+
+    return modelgraph.catalogue
 
 
 def _names_rule(class_name: str) -> Any:

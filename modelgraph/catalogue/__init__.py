@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
@@ -62,7 +61,7 @@ OP_LAMBDA_CLASSES = ("TFOpLambda", "SlicingOpLambda")
 
 _SPECS: dict[str, LayerSpec] = {}
 _ALIASES: dict[str, str] = {}
-_loaded: set[str] = set()
+_unloaded: set[str] = set(PROVIDERS.values())
 
 
 def _register(module: ModuleType) -> None:
@@ -71,7 +70,10 @@ def _register(module: ModuleType) -> None:
         for name in (spec.key, *(a.name for a in spec.aliases)):
             if name in _SPECS or name in _ALIASES:
                 raise RuntimeError(f"catalogue: {name!r} is declared twice")
-        _SPECS[spec.key] = replace(spec, family=family)
+        # The entry is the family module's own new object: set its family in place (replace() would
+        # copy 396 entries at every start-up).
+        object.__setattr__(spec, "family", family)
+        _SPECS[spec.key] = spec
         _ALIASES.update({a.name: spec.key for a in spec.aliases})
 
 
@@ -83,11 +85,11 @@ def _canonical(key: str) -> str:
     return _ALIASES.get(key, key)
 
 
-def _load(*slots: str) -> None:
+def _load(slots: tuple[str, ...]) -> None:
     for slot in slots:
         module = PROVIDERS.get(slot)
-        if module is not None and module not in _loaded:
-            _loaded.add(module)
+        if module is not None and module in _unloaded:
+            _unloaded.discard(module)
             importlib.import_module(module)
 
 
@@ -97,13 +99,14 @@ def spec_for(key: str, *slots: str) -> LayerSpec | None:
     ``slots`` names the implementation slots the caller reads (``"shape"``, ``"kernel"``, ...): their
     provider modules are imported first, so those slots are filled.
     """
-    _load(*slots)
-    return _SPECS.get(_canonical(key))
+    if slots and _unloaded:
+        _load(slots)
+    return _SPECS.get(_ALIASES.get(key, key))
 
 
 def all_specs() -> list[LayerSpec]:
     """Every entry with every slot filled, sorted by key."""
-    _load(*PROVIDERS)
+    _load(tuple(PROVIDERS))
     return [_SPECS[k] for k in sorted(_SPECS)]
 
 
@@ -129,7 +132,9 @@ def attach(key: str, slot: str, implementation: Callable[..., Any]) -> None:
         )
     if current is not None:
         raise RuntimeError(f"catalogue: {key!r} already has {slot} {current!r}")
-    _SPECS[canonical] = replace(spec, **{slot: implementation})
+    # Filled once, while the provider module is imported (frozen for everyone else); in place, as
+    # copying the entry for each of the ~700 attachments would slow every start-up.
+    object.__setattr__(spec, slot, implementation)
 
 
 def provides(slot: str, *keys: str) -> Callable[[Any], Any]:
