@@ -195,32 +195,51 @@ def keras3_groups(class_name: str, config: Mapping[str, Any]) -> list[Keras3Grou
 
     Returns ``[(relative_path, names), ...]`` where ``relative_path`` is ``"vars"`` for the layer's
     own variables or e.g. ``"cell/vars"``; None when the class is unknown (keep positional names).
+    The layout is the class's catalogue entry's ``keras3_weights`` (its own ``vars`` when it has none).
     """
-    if _names_rule(class_name) is recurrent:
-        names = own_weight_names(class_name, config) or ()
-        return [("cell/vars", names)]
-    if class_name == "Bidirectional":
-        inner = _inner(config, "layer")
-        backward = _inner(config, "backward_layer") or inner
-        if inner is None:
-            return None
-        groups: list[Keras3Group] = []
-        for direction, sub in (("forward", inner), ("backward", backward)):
-            assert sub is not None
-            for path, names in keras3_groups(sub[0], sub[1]) or []:
-                groups.append((f"{direction}_layer/{path}", tuple(f"{direction}/{n}" for n in names)))
-        return groups
-    if class_name == "TimeDistributed":
-        inner = _inner(config, "layer")
-        if inner is None:
-            return None
-        sub_groups = keras3_groups(inner[0], inner[1])
-        return None if sub_groups is None else [(f"layer/{path}", names) for path, names in sub_groups]
-    if class_name == "MultiHeadAttention":
-        bias = ("kernel", "bias") if _flag(config, "use_bias") else ("kernel",)
-        return [(f"{attr}/vars", tuple(f"{part}/{n}" for n in bias)) for attr, part in _MHA_PARTS]
+    spec = _spec(class_name)
+    layout = None if spec is None else spec.keras3_weights
+    if layout is not None:
+        return layout(class_name, config)
     names = own_weight_names(class_name, config)
     return None if names is None else [("vars", names)]
+
+
+# --- Keras 3 weight layouts of the classes whose variables are not all their own ``vars`` ----------
+
+
+def in_cell(class_name: str, config: Mapping[str, Any]) -> list[Keras3Group]:
+    """Recurrent layers: the variables belong to the layer's ``cell``."""
+    return [("cell/vars", own_weight_names(class_name, config) or ())]
+
+
+def bidirectional_layers(class_name: str, config: Mapping[str, Any]) -> list[Keras3Group] | None:
+    """Bidirectional: the forward and backward layers' groups, names prefixed by direction."""
+    inner = _inner(config, "layer")
+    backward = _inner(config, "backward_layer") or inner
+    if inner is None:
+        return None
+    groups: list[Keras3Group] = []
+    for direction, sub in (("forward", inner), ("backward", backward)):
+        assert sub is not None
+        for path, names in keras3_groups(sub[0], sub[1]) or []:
+            groups.append((f"{direction}_layer/{path}", tuple(f"{direction}/{n}" for n in names)))
+    return groups
+
+
+def wrapped_layer(class_name: str, config: Mapping[str, Any]) -> list[Keras3Group] | None:
+    """TimeDistributed: the wrapped layer's groups, under ``layer/``."""
+    inner = _inner(config, "layer")
+    if inner is None:
+        return None
+    sub_groups = keras3_groups(inner[0], inner[1])
+    return None if sub_groups is None else [(f"layer/{path}", names) for path, names in sub_groups]
+
+
+def attention_projections(class_name: str, config: Mapping[str, Any]) -> list[Keras3Group]:
+    """MultiHeadAttention: one EinsumDense per projection (query, key, value, output)."""
+    bias = ("kernel", "bias") if _flag(config, "use_bias") else ("kernel",)
+    return [(f"{attr}/vars", tuple(f"{part}/{n}" for n in bias)) for attr, part in _MHA_PARTS]
 
 
 def _inner(config: Mapping[str, Any], key: str) -> tuple[str, Mapping[str, Any]] | None:

@@ -15,6 +15,7 @@ SPECS = (
         "MultiHeadAttention",
         config=ConfigSpec(upgrade=upgrades.multi_head_attention),
         weight_names=wn.wrapped,
+        keras3_weights=wn.attention_projections,
         masks=Masks(produces="multi_head_attention", consumes="mha"),
     ),
 )

@@ -39,6 +39,7 @@ SPECS = (
         ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"),
         config=CONV_LSTM_CONFIG,
         weight_names=wn.recurrent,
+        keras3_weights=wn.in_cell,
         masks=Masks(produces="rnn", consumes="first"),
     ),
     *layers(
@@ -52,10 +53,25 @@ SPECS = (
         keras_versions=("2",),
         kernel=NO_KERNEL,
     ),
-    layer("Bidirectional", weight_names=wn.wrapped, masks=Masks(produces="bidirectional", consumes="first")),
-    layer("GRU", config=GRU_CONFIG, weight_names=wn.recurrent, masks=Masks(produces="rnn", consumes="first")),
     layer(
-        "LSTM", config=LSTM_CONFIG, weight_names=wn.recurrent, masks=Masks(produces="rnn", consumes="first")
+        "Bidirectional",
+        weight_names=wn.wrapped,
+        keras3_weights=wn.bidirectional_layers,
+        masks=Masks(produces="bidirectional", consumes="first"),
+    ),
+    layer(
+        "GRU",
+        config=GRU_CONFIG,
+        weight_names=wn.recurrent,
+        keras3_weights=wn.in_cell,
+        masks=Masks(produces="rnn", consumes="first"),
+    ),
+    layer(
+        "LSTM",
+        config=LSTM_CONFIG,
+        weight_names=wn.recurrent,
+        keras3_weights=wn.in_cell,
+        masks=Masks(produces="rnn", consumes="first"),
     ),
     layer(
         "RNN",
@@ -69,9 +85,13 @@ SPECS = (
         "SimpleRNN",
         config=SIMPLE_RNN_CONFIG,
         weight_names=wn.recurrent,
+        keras3_weights=wn.in_cell,
         masks=Masks(produces="rnn", consumes="first"),
     ),
     layer(
-        "TimeDistributed", weight_names=wn.wrapped, masks=Masks(produces="time_distributed", consumes="first")
+        "TimeDistributed",
+        weight_names=wn.wrapped,
+        keras3_weights=wn.wrapped_layer,
+        masks=Masks(produces="time_distributed", consumes="first"),
     ),
 )

@@ -122,6 +122,9 @@ class LayerSpec:
     positional names."""
     legacy_weight_names: Mapping[str, str] = field(default_factory=dict)
     """Names a legacy (tf.keras) file stores that Keras 3 spells otherwise: ``{stored: canonical}``."""
+    keras3_weights: Callable[[str, Mapping[str, Any]], Any] | None = None
+    """Where the variables sit in a Keras 3 weights tree when not all in the layer's own ``vars``
+    (a :mod:`modelgraph.weight_names` layout: ``in_cell``, ``wrapped_layer``, ...)."""
     weight_shapes: Callable[..., Any] | str | None = None
     shape: Callable[..., Any] | str | None = None
     macs: Callable[..., Any] | str | None = None
