@@ -1,5 +1,7 @@
 """Recurrent layers and their wrappers (Bidirectional, TimeDistributed)."""
 
+from typing import Any
+
 from modelgraph import weight_names as wn
 from modelgraph.catalogue import upgrades
 from modelgraph.catalogue.spec import (
@@ -34,60 +36,32 @@ GRU_CONFIG = ConfigSpec(
 )
 CONV_LSTM_CONFIG = ConfigSpec(upgrade=upgrades.recurrent)
 
+#: tf.keras recurrent layers take the mask and keep it only with return_sequences.
+RNN_MASK = Masks(produces="rnn", consumes="first")
+#: The fields every recurrent layer (SimpleRNN, LSTM, GRU, ConvLSTM*) shares.
+_RECURRENT: dict[str, Any] = {"weight_names": wn.recurrent, "keras3_weights": wn.in_cell, "masks": RNN_MASK}
+
 SPECS = (
-    *layers(
-        ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"),
-        config=CONV_LSTM_CONFIG,
-        weight_names=wn.recurrent,
-        keras3_weights=wn.in_cell,
-        masks=Masks(produces="rnn", consumes="first"),
-    ),
-    *layers(
-        ("CuDNNGRU", "CuDNNLSTM"),
-        keras_versions=("2",),
-        kernel=NO_KERNEL,
-        masks=Masks(produces="rnn", consumes="first"),
-    ),
-    *layers(
-        ("UnifiedGRU", "UnifiedLSTM"),
-        keras_versions=("2",),
-        kernel=NO_KERNEL,
-    ),
+    *layers(("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"), config=CONV_LSTM_CONFIG, **_RECURRENT),
+    *layers(("CuDNNGRU", "CuDNNLSTM"), keras_versions=("2",), kernel=NO_KERNEL, masks=RNN_MASK),
+    *layers(("UnifiedGRU", "UnifiedLSTM"), keras_versions=("2",), kernel=NO_KERNEL),
     layer(
         "Bidirectional",
         weight_names=wn.wrapped,
         keras3_weights=wn.bidirectional_layers,
         masks=Masks(produces="bidirectional", consumes="first"),
     ),
-    layer(
-        "GRU",
-        config=GRU_CONFIG,
-        weight_names=wn.recurrent,
-        keras3_weights=wn.in_cell,
-        masks=Masks(produces="rnn", consumes="first"),
-    ),
-    layer(
-        "LSTM",
-        config=LSTM_CONFIG,
-        weight_names=wn.recurrent,
-        keras3_weights=wn.in_cell,
-        masks=Masks(produces="rnn", consumes="first"),
-    ),
+    layer("GRU", config=GRU_CONFIG, **_RECURRENT),
+    layer("LSTM", config=LSTM_CONFIG, **_RECURRENT),
     layer(
         "RNN",
         shape=NO_SHAPE_RULE,
         kernel=NO_KERNEL,
         macs=NEEDS_SHAPES,
         weight_shapes=NO_WEIGHT_SHAPES,
-        masks=Masks(produces="rnn", consumes="first"),
+        masks=RNN_MASK,
     ),
-    layer(
-        "SimpleRNN",
-        config=SIMPLE_RNN_CONFIG,
-        weight_names=wn.recurrent,
-        keras3_weights=wn.in_cell,
-        masks=Masks(produces="rnn", consumes="first"),
-    ),
+    layer("SimpleRNN", config=SIMPLE_RNN_CONFIG, **_RECURRENT),
     layer(
         "TimeDistributed",
         weight_names=wn.wrapped,
