@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Write the sub-model between named layers as a Keras 3 .keras.",
     ),
     "export": ("modelgraph.cli.export_cmd", "Export a model to ONNX (no TensorFlow needed)."),
+    "layers": ("modelgraph.cli.layers_cmd", "List the Keras classes modelgraph knows and what it supports."),
 }
 
 

@@ -8,6 +8,13 @@ from typing import Any
 import click
 
 
+def format_option(*choices: str, help: str) -> Any:
+    """The ``--format`` option of a command: ``fmt``, one of ``choices`` (the first is the default)."""
+    return click.option(
+        "--format", "fmt", type=click.Choice(list(choices)), default=choices[0], show_default=True, help=help
+    )
+
+
 def stdout_console() -> Any:
     """A Rich console on stdout (plain text when stdout is not a terminal)."""
     from rich.console import Console

@@ -14,38 +14,11 @@ from typing import Any
 
 import click
 
-from modelgraph import __version__
 from modelgraph.cli.output import for_display
 from modelgraph.errors import printable
-from modelgraph.schemas.run_report import (
-    CheckProblem,
-    CheckReport,
-    ComparisonReport,
-    HistogramBin,
-    LayerProfile,
-    ProfileReport,
-    RunReport,
-    TensorComparisonReport,
-    TensorSummary,
-)
+from modelgraph.schemas.run_report import RunReport
 
 # --- helpers ----------------------------------------------------------------------------------------
-
-
-def _summary(name: str, x: Any) -> TensorSummary:
-    import numpy as np
-
-    a = np.asarray(x)
-    s = TensorSummary(name=name, shape=[int(d) for d in a.shape], dtype=str(a.dtype))
-    if a.size and a.dtype.kind in "fiub":
-        f = a.astype(np.float64)
-        finite = np.isfinite(f)
-        s.nan = int(np.isnan(f).sum())
-        s.inf = int(np.isinf(f).sum())
-        if finite.any():
-            v = f[finite]
-            s.min, s.max, s.mean = float(v.min()), float(v.max()), float(v.mean())
-    return s
 
 
 def _fmt_bytes(n: float) -> str:
@@ -66,65 +39,6 @@ def _table(rows: list[list[str]], header: list[str]) -> list[str]:
     for r in rows:
         lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     return lines
-
-
-def _comparison_report(comp: Any, reference: str) -> ComparisonReport:
-    return ComparisonReport(
-        reference=reference,
-        atol=comp.atol,
-        rtol=comp.rtol,
-        passed=comp.passed,
-        first_divergence=comp.first_divergence,
-        missing=comp.missing,
-        ignored=comp.ignored,
-        not_compared=comp.not_compared,
-        tensors=[
-            TensorComparisonReport(
-                name=t.name,
-                kind=t.kind,
-                passed=t.passed,
-                shape=list(t.shape),
-                reference_shape=list(t.ref_shape),
-                max_abs=t.max_abs,
-                mean_abs=t.mean_abs,
-                max_rel=t.max_rel,
-                mean_rel=t.mean_rel,
-                mismatches=t.mismatches,
-                size=t.size,
-                nan=t.nan,
-                inf=t.inf,
-                reference_nan=t.ref_nan,
-                reference_inf=t.ref_inf,
-                worst_index=None if t.worst_index is None else list(t.worst_index),
-                histogram=[HistogramBin(low=lo, high=hi, count=c) for lo, hi, c in t.histogram],
-                note=t.note,
-            )
-            for t in comp.tensors
-        ],
-    )
-
-
-def _profile_report(profile: Any) -> ProfileReport:
-    layers = [
-        LayerProfile(
-            node=s.label,
-            layer=s.path,
-            class_name=s.class_name,
-            calls=s.calls,
-            seconds=s.seconds,
-            output_bytes=s.output_bytes,
-            live_bytes=s.live_bytes,
-        )
-        for s in profile.steps
-        if s.calls
-    ]
-    return ProfileReport(
-        total_seconds=profile.total_seconds,
-        kernel_seconds=sum(s.seconds for s in layers),
-        peak_live_bytes=profile.peak_live_bytes,
-        weight_bytes=profile.weight_bytes,
-        layers=layers,
-    )
 
 
 def _text_report(report: RunReport, failures_only: bool = False) -> str:
@@ -379,37 +293,24 @@ def run_command(
       modelgraph run model.keras --input x.npz --expect ref.npz --all-intermediates --failures-only
       modelgraph run model.keras --check
     """
-    from modelgraph.errors import UnsupportedError, UsageError, WeightsError
+    from modelgraph.errors import UnsupportedError, UsageError
     from modelgraph.loading import load
     from modelgraph.runner.interpreter import Runner
+    from modelgraph.runner.report import check_report, run_report
 
     graph = load(model, weights=weights)
 
     if check_only:
-        runner = Runner(graph, strict=False, fuse=not no_fuse)
-        problems = runner.check()
+        from modelgraph.runner.support import support_problems
+
+        runner, problems = support_problems(graph, fuse=not no_fuse)
         if not graph.has_weights:
-            # A config-only file: missing weights are not a support problem; say what was checked.
-            problems = [p for p in problems if not isinstance(p.error, WeightsError)]
             click.echo(
                 f"note: {model} holds no weights; layers that need weights were checked by class only "
                 "(give --weights FILE for a full check)",
                 err=True,
             )
-        report = CheckReport(
-            tool_version=__version__,
-            model=str(model),
-            supported=not problems,
-            problems=[
-                CheckProblem(
-                    layer=p.path,
-                    class_name=p.class_name,
-                    kind="unsupported" if p.unsupported else "error",
-                    message=str(p.error),
-                )
-                for p in problems
-            ],
-        )
+        report = check_report(str(model), problems)
         if fmt == "json":
             click.echo(report.model_dump_json(indent=2))
         elif not problems:
@@ -528,15 +429,6 @@ def run_command(
         with open(out, "wb") as fh:
             np.savez(fh, **results)
 
-    report = RunReport(
-        tool_version=__version__,
-        model=str(model),
-        inputs=[_summary(k, v) for k, v in feeds.items()],
-        outputs=[_summary(k, results[k]) for k in runner.output_keys],
-        intermediates=[k for k in results if k.startswith("tap/")],
-        saved_to=None if out is None else str(out),
-        backend=runner.backend,
-    )
     comparison = None
     if reference is not None:
         aliases = cmp.output_aliases_for(
@@ -551,9 +443,18 @@ def run_command(
             order=runner.layer_paths(),
             aliases=aliases,
         )
-        report.comparison = _comparison_report(comparison, str(expect))
-    if prof is not None:
-        report.profile = _profile_report(prof)
+    report = run_report(
+        str(model),
+        feeds,
+        results,
+        runner.output_keys,
+        saved_to=None if out is None else str(out),
+        comparison=comparison,
+        reference=str(expect),
+        profile=prof,
+        backend=runner.backend,
+    )
+    if report.profile is not None:
         report.profile.runs = repeat
         report.profile.warmup = 1
 

@@ -7,16 +7,15 @@ import json
 import click
 
 from modelgraph.cli.exit_codes import FINDINGS
+from modelgraph.cli.output import format_option
 
 
 @click.command("validate")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "sarif"]),
-    default="text",
-    show_default=True,
+@format_option(
+    "text",
+    "json",
+    "sarif",
     help="text for people, json (schema-versioned) for scripts, sarif for code scanning.",
 )
 @click.option("--strict", is_flag=True, default=None, help="Warnings fail too (exit 1).")
@@ -135,14 +134,7 @@ def _print_text(results: list, strict: bool) -> None:
 
 
 @click.command("rules")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "markdown"]),
-    default="text",
-    show_default=True,
-    help="markdown prints docs/rules.md.",
-)
+@format_option("text", "json", "markdown", help="markdown prints docs/rules.md.")
 def rules_command(fmt: str) -> None:
     """List every validation rule: id, family, default severity, title and meaning."""
     from modelgraph.validate.registry import RULES, rules_markdown

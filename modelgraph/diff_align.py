@@ -1,7 +1,7 @@
 """Layer alignment for :mod:`modelgraph.diff`, and the config normalisation it compares with.
 
 Auto-generated names (``dense_3``, ``add_17``, ``input_layer_2``) depend on the session that built
-the model (KERAS-FORMATS §7.10), so two files of the same architecture can name the same layer
+the model (docs/formats.md, "Auto-generated names"), so two files of the same architecture can name the same layer
 differently, and the same name can sit in different places. The alignment therefore trusts
 *user-given* names and *structure*, and auto-generated names only as a late tie-breaker.
 
@@ -39,7 +39,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from modelgraph.graph import Layer, ModelGraph, TensorRef
+from modelgraph import catalogue
+from modelgraph.catalogue.spec import ConfigSpec
+from modelgraph.graph import Layer, ModelGraph, TensorRef, keras_version_tuple
+
+Version = tuple[int, int, int] | None
 
 # --- config normalisation ---------------------------------------------------------------------
 
@@ -56,8 +60,6 @@ KEY_ALIASES = {"batch_input_shape": "batch_shape", "input_dtype": "dtype"}
 #: Keras 2 activation names -> Keras 3 canonical names.
 ACTIVATION_ALIASES = {"swish": "silu", "hard_swish": "hard_silu"}
 ACTIVATION_KEYS = frozenset({"activation", "recurrent_activation"})
-#: Classes whose ``axis`` tf.keras writes as a one-element list and Keras 3 as an int.
-AXIS_LIST_CLASSES = frozenset({"BatchNormalization", "LayerNormalization", "GroupNormalization"})
 #: Class names that mean the same model class.
 CLASS_ALIASES = {"Model": "Functional"}
 POLICY_CLASSES = frozenset({"DTypePolicy", "Policy", "FloatDTypePolicy"})
@@ -98,40 +100,31 @@ class ConfigContext:
 DefaultsProvider = Callable[[str, "str | None"], "Mapping[str, Any] | None"]
 """``(class name, Keras version) -> {key: default}`` of that class's constructor, or None if unknown."""
 
-_defaults_provider: DefaultsProvider | None = None
+
+def catalogue_defaults(class_name: str, keras_version: str | None = None) -> Mapping[str, Any] | None:
+    """The Keras 3 defaults the class's catalogue entry states (its ``ConfigSpec.defaults``); the
+    config was upgraded to Keras 3 first, so they hold whatever version wrote the file."""
+    spec = catalogue.spec_for(class_name)
+    return spec.config.defaults if spec is not None and isinstance(spec.config, ConfigSpec) else None
+
+
+_defaults_provider: DefaultsProvider = catalogue_defaults
 
 
 def set_defaults_provider(provider: DefaultsProvider | None) -> None:
-    """Plug in per-class defaults (the layer catalogue): a key that one side leaves out and the
-    other sets to Keras's default for that class and version then compares equal. With no provider
-    only :data:`BASE_LAYER_DEFAULTS` apply."""
+    """Replace where per-class defaults come from (None: the catalogue, :func:`catalogue_defaults`).
+
+    A key that one side leaves out and the other sets to Keras's default for that class and version
+    compares equal; :data:`BASE_LAYER_DEFAULTS` always apply."""
     global _defaults_provider
-    _defaults_provider = provider
+    _defaults_provider = provider or catalogue_defaults
 
 
 def canonical_class(class_name: str) -> str:
     return CLASS_ALIASES.get(class_name, class_name)
 
 
-#: Keras-2-only keys that mean nothing (or the default) to Keras 3: ``{class: {key: no-op value}}``;
-#: ``_ANY`` drops the key whatever its value.
-_ANY = object()
-KERAS2_ONLY_KEYS: dict[str, dict[str, Any]] = {
-    "LSTM": {"implementation": _ANY},
-    "GRU": {"implementation": _ANY},
-    "SimpleRNN": {"implementation": _ANY},
-    "LSTMCell": {"implementation": _ANY},
-    "GRUCell": {"implementation": _ANY},
-    "ConvLSTM1D": {"implementation": _ANY},
-    "ConvLSTM2D": {"implementation": _ANY},
-    "ConvLSTM3D": {"implementation": _ANY},
-    "MultiHeadAttention": {"query_shape": _ANY, "key_shape": _ANY, "value_shape": _ANY},
-    "DepthwiseConv1D": {"groups": 1},
-    "DepthwiseConv2D": {"groups": 1},
-}
-
-
-def _norm_value(value: Any) -> Any:
+def _norm_value(value: Any, keras_version: str | None = None) -> Any:
     if isinstance(value, Mapping):
         cls = value.get("class_name")
         inner = value.get("config")
@@ -148,12 +141,12 @@ def _norm_value(value: Any) -> Any:
                 continue
             if k == "config" and isinstance(cls, str) and isinstance(v, Mapping):
                 # a nested layer (Bidirectional's ``layer``, an RNN ``cell``): its name is auto-made
-                out["config"] = _norm_layer_config(cls, v, nested=True)
+                out["config"] = _norm_layer_config(cls, v, nested=True, keras_version=keras_version)
             else:
-                out[str(k)] = _norm_value(v)
+                out[str(k)] = _norm_value(v, keras_version)
         return out
     if isinstance(value, list | tuple):
-        return [_norm_value(v) for v in value]
+        return [_norm_value(v, keras_version) for v in value]
     if isinstance(value, float) and not isinstance(value, bool):
         if math.isnan(value):
             return "NaN"
@@ -171,65 +164,71 @@ def _f32(x: float) -> float:
     return x if math.isinf(y) else y
 
 
+def _as_keras3(class_name: str, config: Mapping[str, Any], keras_version: Version) -> Mapping[str, Any]:
+    """The config as Keras 3 reads it, by the class's catalogue entry's upgrade (its defaults are
+    applied by :func:`_norm_layer_config`, through the defaults provider)."""
+    spec = catalogue.spec_for(class_name)
+    if spec is None or not isinstance(spec.config, ConfigSpec) or spec.config.upgrade is None:
+        return config
+    return spec.config.upgrade(config, keras_version)
+
+
 def _norm_layer_config(
-    class_name: str, config: Mapping[str, Any], *, nested: bool = False, skip: frozenset[str] = frozenset()
+    class_name: str,
+    config: Mapping[str, Any],
+    *,
+    nested: bool = False,
+    skip: frozenset[str] = frozenset(),
+    keras_version: str | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    k2_only = KERAS2_ONLY_KEYS.get(class_name, {})
-    for key, value in config.items():
+    version = keras_version_tuple(keras_version) if keras_version else None
+    for key, value in _as_keras3(class_name, config, version).items():
         if key in skip or key in ENVELOPE_KEYS or (key in LAYER_DROP_KEYS and (not nested or key == "name")):
             continue
         key = KEY_ALIASES.get(key, key)
         if key == "batch_shape" and class_name != "InputLayer":
             continue  # Keras 2 repeats the model input shape on the first layer; the InputLayer has it
-        v = _norm_value(value)
-        if key in k2_only and (k2_only[key] is _ANY or _same(v, k2_only[key])):
-            continue
+        v = _norm_value(value, keras_version)
         if key in ACTIVATION_KEYS and isinstance(v, str):
             v = ACTIVATION_ALIASES.get(v, v)
-        if key == "axis" and class_name in AXIS_LIST_CLASSES and isinstance(v, list) and len(v) == 1:
-            v = v[0]
         out[key] = v
-    if class_name == "BatchNormalization" and not out.get("renorm"):
-        for key in ("renorm_momentum", "renorm_clipping"):
-            out.pop(key, None)  # Keras 3 writes them even when renorm is off
+    defaults: dict[str, Any] = dict(BASE_LAYER_DEFAULTS)
+    defaults.update(_defaults_provider(class_name, keras_version) or {})
+    for key, default in defaults.items():
+        if key in out and _same(out[key], _norm_value(default)):
+            del out[key]
     return dict(sorted(out.items()))
 
 
 def normalize_config(layer: Layer, context: ConfigContext | None = None) -> dict[str, Any]:
     """The layer's config in one spelling, for comparing across formats and Keras versions.
 
-    Drops the name (also of nested layers such as Bidirectional's ``layer``), envelope keys
-    (``module``, ``registered_name``, ``build_config``, ``shared_object_id``), Keras-2-only keys
-    with no Keras 3 meaning (RNN ``implementation``, MultiHeadAttention ``query_shape``...,
-    DepthwiseConv ``groups: 1``), a non-InputLayer's ``batch_input_shape``, BatchNormalization's
-    ``renorm_*`` when renorm is off and, for nested models, the layer lists (compared as a
-    sub-graph); sorts keys; reads a DTypePolicy dict as its name; rounds floats through float32;
-    renames ``batch_input_shape`` -> ``batch_shape``; reads normalisation ``axis: [3]`` as ``3``;
-    maps the Keras 2 activation names ``swish``/``hard_swish`` to ``silu``/``hard_silu``; with the
-    input rank known (``context``), writes input axes as non-negative numbers (``-1`` of a rank-4
-    input is ``3``); drops keys whose value is the default (:data:`BASE_LAYER_DEFAULTS`, and the
-    class's own defaults once a provider is plugged in with :func:`set_defaults_provider`), so an
-    omitted key and its default compare equal.
-
     This is the one step that makes equivalent configs equal; everything that compares configs goes
-    through it. ``context.strict`` skips it (only the name and, for nested models, the layer lists
-    are left out): ``diff --strict-config``.
+    through it. It reads the config as Keras 3 would, by the class's catalogue entry (its
+    ``ConfigSpec`` upgrade: Keras 1 key names, Keras-2-only keys such as RNN ``implementation``,
+    MultiHeadAttention ``query_shape``..., DepthwiseConv ``groups: 1``, normalisation ``axis: [3]``
+    as ``3``, BatchNormalization's ``renorm_*`` when renorm is off); drops the name (also of nested
+    layers such as Bidirectional's ``layer``), envelope keys (``module``, ``registered_name``,
+    ``build_config``, ``shared_object_id``), a non-InputLayer's ``batch_input_shape`` and, for nested
+    models, the layer lists (compared as a sub-graph); sorts keys; reads a DTypePolicy dict as its
+    name; rounds floats through float32; renames ``batch_input_shape`` -> ``batch_shape``; maps the
+    Keras 2 activation names ``swish``/``hard_swish`` to ``silu``/``hard_silu``; with the input rank
+    known (``context``), writes input axes as non-negative numbers (``-1`` of a rank-4 input is
+    ``3``); drops keys whose value is the default (:data:`BASE_LAYER_DEFAULTS` and the class's
+    catalogued defaults, :func:`catalogue_defaults`), so an omitted key and its default compare equal.
+
+    ``context.strict`` skips it (only the name and, for nested models, the layer lists are left
+    out): ``diff --strict-config``.
     """
     context = context or ConfigContext()
     skip = MODEL_GRAPH_KEYS if layer.subgraph is not None else frozenset()
     class_name = canonical_class(layer.class_name)
     if context.strict:
         return {k: v for k, v in sorted(layer.config.items()) if k != "name" and k not in skip}
-    out = _norm_layer_config(class_name, layer.config, skip=skip)
+    out = _norm_layer_config(class_name, layer.config, skip=skip, keras_version=context.keras_version)
     if context.input_rank is not None and class_name in INPUT_AXIS_CLASSES and "axis" in out:
         out["axis"] = _axis(out["axis"], context.input_rank)
-    defaults: dict[str, Any] = dict(BASE_LAYER_DEFAULTS)
-    if _defaults_provider is not None:
-        defaults.update(_defaults_provider(class_name, context.keras_version) or {})
-    for key, default in defaults.items():
-        if key in out and _same(out[key], _norm_value(default)):
-            del out[key]
     return out
 
 
@@ -353,7 +352,8 @@ class _Side:
                 seen.add(lyr.name)
                 order.append(lyr.name)
                 first_inputs.setdefault(lyr.name, None)
-        norm = {lyr.name: normalize_config(lyr) for lyr in graph.layers}
+        context = ConfigContext(keras_version=graph.keras_version)
+        norm = {lyr.name: normalize_config(lyr, context) for lyr in graph.layers}
         auto = {lyr.name: is_auto_name(lyr.name, lyr.class_name, lyr.config) for lyr in graph.layers}
         return cls(graph, order, {n: i for i, n in enumerate(order)}, first_inputs, consumers, norm, auto)
 

@@ -8,12 +8,14 @@ tensor_index)``. Depths and the topological order are computed once, when the gr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
+
+from modelgraph.catalogue import key_of
 
 LayerKind = Literal["input", "layer", "op", "model"]
 # How a node's keyword arguments are flattened into its inputs (see call_tensor_refs).
@@ -107,8 +109,12 @@ class Layer:
     node_count: int = 0
     depth: int | None = None
     json_path: str = ""
+    key: str = field(init=False, compare=False)
+    """The catalogue key (:func:`modelgraph.catalogue.key_of`), decided once when the layer is made
+    (``dataclasses.replace`` makes a new layer, so a changed class gets its own key)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "key", key_of(self.class_name, self.kind, self.config))
         if self.subgraph is not None:
             # Like Keras's ``model.get_layer("inner").weights``: a nested model's weights are its
             # layers' weights, named by their path inside it (``inner_dense/kernel``).
@@ -315,6 +321,28 @@ def map_refs(value: Any, fn: Callable[[TensorRef], Any]) -> Any:
 def tensor_refs(value: Any) -> list[TensorRef]:
     """Every :class:`TensorRef` in a call structure, in Keras's flatten order."""
     return [v for v in flatten_structure(value) if isinstance(v, TensorRef)]
+
+
+def bind_model_inputs(model: ModelGraph, args: Sequence[Any], leaf: type) -> list[tuple[TensorRef, Any]]:
+    """Pair a nested model's input tensors with the values one call of it passes (``leaf`` values:
+    tensor refs for the runner, symbolic tensors for shape inference).
+
+    A call that passes one mapping to a model whose inputs are a mapping binds them by key, as Keras
+    does; any other call binds the flattened values in order. ValueError (a sentence fragment that
+    follows the call's name) when the call passes no value for an input or a different count.
+    """
+    arg = args[0] if len(args) == 1 else list(args)
+    if isinstance(arg, Mapping) and isinstance(model.input_structure, Mapping):
+        pairs = []
+        for key, ref in model.input_structure.items():
+            if not isinstance(arg.get(key), leaf):
+                raise ValueError(f"gives no tensor for input '{key}'")
+            pairs.append((ref, arg[key]))
+        return pairs
+    flat = [v for v in flatten_structure(list(args)) if isinstance(v, leaf)]
+    if len(flat) != len(model.inputs):
+        raise ValueError(f"passes {len(flat)} tensor(s) to a model with {len(model.inputs)} input(s)")
+    return list(zip(model.inputs, flat, strict=True))
 
 
 def call_tensor_refs(

@@ -32,10 +32,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, map_refs
-from modelgraph.shape_rules import SHAPE_RULES
+from modelgraph import catalogue
+from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, bind_model_inputs, map_refs
 from modelgraph.shape_rules._base import (
-    DTYPE_PASSTHROUGH,
     Call,
     Shape,
     ShapeError,
@@ -60,7 +59,6 @@ __all__ = [
     "TensorSpec",
     "expected_weights",
     "infer_shapes",
-    "rule_key",
     "shape_rule",
     "weight_rule",
 ]
@@ -181,26 +179,6 @@ class ShapeResult:
 # Public API
 
 
-def rule_key(layer: Layer) -> str:
-    """Registry key of a layer: class name, ``op:<Class>`` or ``tf:<function>``.
-
-    A "layer" without ``trainable`` in its config whose class is only known as an op (Keras 3's
-    legacy .h5 drops ``module``, so ``Cast`` with its ``dtype`` key looks like a layer) is an op.
-    """
-    if layer.kind == "op":
-        return f"op:{layer.class_name}"
-    if layer.class_name in ("TFOpLambda", "SlicingOpLambda"):
-        return f"tf:{layer.config.get('function', '')}"
-    if (
-        layer.kind == "layer"
-        and layer.class_name not in SHAPE_RULES
-        and "trainable" not in layer.config
-        and f"op:{layer.class_name}" in SHAPE_RULES
-    ):
-        return f"op:{layer.class_name}"
-    return layer.class_name
-
-
 def _weightless_key(key: str) -> bool:
     return key.startswith(("op:", "tf:"))
 
@@ -232,7 +210,7 @@ def expected_weights(
     their weights belong to their own layers), and None for a class without a rule or when the
     needed input shape is unknown.
     """
-    if layer.kind in ("input", "op", "model") or _weightless_key(rule_key(layer)):
+    if layer.kind in ("input", "op", "model") or _weightless_key(layer.key):
         return {}
     shapes = _normalise_input_shapes(input_shapes)
     if shapes is None:
@@ -375,8 +353,9 @@ class _Inferrer:
             keras_major=self.keras_major,
             weights={w.name: tuple(w.shape) for w in layer.weights},
         )
-        rkey = rule_key(layer)
-        rule = SHAPE_RULES.get(rkey)
+        rkey = layer.key
+        spec = catalogue.spec_for(rkey, "shape")
+        rule = spec.shape if spec is not None and callable(spec.shape) else None
         shapes: list[Shape | None]
         if rule is None:
             what = (
@@ -475,7 +454,9 @@ class _Inferrer:
         in_dtype = result_dtype(t.dtype for t in call.inputs)
         if layer.kind == "op" or _weightless_key(rkey):
             return [in_dtype] * n
-        if rkey in DTYPE_PASSTHROUGH and in_dtype is not None and not is_float(in_dtype):
+        spec = catalogue.spec_for(rkey)
+        passthrough = spec is not None and spec.dtype == "follows_input"
+        if passthrough and in_dtype is not None and not is_float(in_dtype):
             return [in_dtype] * n
         return [compute_dtype(layer.config.get("dtype"))] * n
 
@@ -484,17 +465,14 @@ class _Inferrer:
         key = node.key
         sub = layer.subgraph
         assert sub is not None
-        feeds = [v for v in _flatten_specs(args)]
-        if len(feeds) != len(sub.inputs):
-            self.problem(
-                key,
-                f"nested model '{layer.name}' has {len(sub.inputs)} input(s) but is called with {len(feeds)}",
-                "arity",
-            )
+        try:
+            pairs = bind_model_inputs(sub, args, TensorSpec)
+        except ValueError as exc:
+            self.problem(key, f"nested model '{layer.name}' {exc}", "arity")
             self._set(key, [None] * len(sub.outputs), [None] * len(sub.outputs))
             return
         overrides: dict[str, TensorSpec] = {}
-        for ref, spec in zip(sub.inputs, feeds, strict=True):
+        for ref, spec in pairs:
             declared = input_layer_shape(sub.layer(ref.layer).config) if sub.has_layer(ref.layer) else None
             if (
                 spec.shape is not None
@@ -525,7 +503,7 @@ class _Inferrer:
 
     # --- weights --------------------------------------------------------------------------------
     def _expected(self, node: Node, layer: Layer, call: Call) -> None:
-        if layer.kind == "op" or _weightless_key(rule_key(layer)):
+        if layer.kind == "op" or _weightless_key(layer.key):
             self.result.expected.setdefault(layer.name, {})
             return
         ins = _weight_inputs(layer, call)
@@ -557,12 +535,6 @@ class _Inferrer:
                     f"weight '{name}' has shape {fmt(have)} but {layer.class_name} called on {shown} needs {fmt(want)}",
                     "weight_shape",
                 )
-
-
-def _flatten_specs(value: Any) -> list[TensorSpec]:
-    from modelgraph.shape_rules._base import flatten
-
-    return [v for v in flatten(value) if isinstance(v, TensorSpec)]
 
 
 def _weight_inputs(layer: Layer, call: Call) -> list[Shape | None]:

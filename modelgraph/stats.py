@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph.graph import Layer, ModelGraph
 from modelgraph.shape_rules._base import (
     Shape,
@@ -55,7 +56,7 @@ from modelgraph.shape_rules.spatial import (
     TRANSPOSE_CLASSES,
     conv_geometry,
 )
-from modelgraph.shapes import ShapeResult, infer_shapes, rule_key
+from modelgraph.shapes import ShapeResult, infer_shapes
 from modelgraph.sharing import repeated_objects
 
 __all__ = ["LayerStats", "ModelTotals", "layer_stats", "model_totals"]
@@ -306,7 +307,7 @@ def _layer_row(
     if layer.weights:
         source = "stored"
         entries = [(w.name, w.size, w.dtype) for w in layer.weights]
-    elif layer.kind in ("op", "input") or rule_key(layer).startswith(("op:", "tf:")):
+    elif layer.kind in ("op", "input") or layer.key.startswith(("op:", "tf:")):
         source = "none"
     elif expected is None:
         source = "unknown"
@@ -389,18 +390,17 @@ def _quantized(layer: Layer) -> bool:
 # MACs
 
 MacRule = Callable[[Layer, list[TensorSpec], list[Shape | None], Any], int]
-_MAC_RULES: dict[str, MacRule] = {}
 
 
 def mac_rule(*names: str) -> Callable[[MacRule], MacRule]:
-    """Register a MAC counter ``(layer, input specs, output shapes, call) -> MACs per sample``."""
+    """Attach a MAC counter ``(layer, input specs, output shapes, call) -> MACs per sample`` to the
+    catalogue entries of these keys."""
+    return catalogue.provides("macs", *names)
 
-    def deco(fn: MacRule) -> MacRule:
-        for n in names:
-            _MAC_RULES[n] = fn
-        return fn
 
-    return deco
+def _mac_rule(key: str) -> MacRule | None:
+    spec = catalogue.spec_for(key, "macs")
+    return spec.macs if spec is not None and callable(spec.macs) else None
 
 
 def node_macs(layer: Layer, result: ShapeResult, node_index: int) -> int | None:
@@ -409,12 +409,9 @@ def node_macs(layer: Layer, result: ShapeResult, node_index: int) -> int | None:
     outs = result.outputs.get(key)
     if outs is None:
         return None
-    rkey = rule_key(layer)
-    rule = _MAC_RULES.get(rkey)
+    rule = _mac_rule(layer.key)
     if rule is None:
-        from modelgraph.shape_rules import SHAPE_RULES
-
-        return 0 if rkey in SHAPE_RULES else None
+        return None
     args, kwargs = result.calls.get(key, ((), {}))
     specs = [v for v in flatten(args) if isinstance(v, TensorSpec)]
     try:
@@ -571,7 +568,7 @@ def _time_distributed_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape
     inner = inner_record(layer.config, "layer")
     if shape is None or out is None or inner is None:
         raise Unknown()
-    rule = _MAC_RULES.get(inner[0])
+    rule = _mac_rule(inner[0])
     if rule is None:
         return 0
     fake = Layer(name=layer.name, class_name=inner[0], kind="layer", config=inner[1])

@@ -1,6 +1,8 @@
 """Canonical weight names per layer class, and how each file layout spells them.
 
-Every loader hands kernels, validate and diff the same names, whatever the file format:
+Every loader hands kernels, validate and diff the same names, whatever the file format. Each
+class's catalogue entry (:mod:`modelgraph.catalogue`) names the function below that gives its names
+(``weight_names``), the variables quantization adds and the legacy spellings; in short:
 
 =====================================  =======================================================
 class                                   canonical names, in Keras's weight order
@@ -22,33 +24,16 @@ LayerScale                              gamma
 =====================================  =======================================================
 
 Optional weights are simply absent (``use_bias=False`` has no ``bias``, ``scale=False`` no ``gamma``).
-A class this table does not know keeps positional names ``var_0``, ``var_1``, ...
+A class whose catalogue entry names no weights keeps positional names ``var_0``, ``var_1``, ...
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
 
-RNN_CLASSES = frozenset({"SimpleRNN", "LSTM", "GRU", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"})
-_KERNEL_BIAS = frozenset(
-    {
-        "Dense",
-        "Conv1D",
-        "Conv2D",
-        "Conv3D",
-        "Conv1DTranspose",
-        "Conv2DTranspose",
-        "Conv3DTranspose",
-        "DepthwiseConv1D",
-        "DepthwiseConv2D",
-        "Convolution1D",
-        "Convolution2D",
-        "Convolution3D",
-        "Deconvolution2D",
-    }
-)
 _MHA_PARTS = (
     ("query_dense", "query"),
     ("key_dense", "key"),
@@ -72,25 +57,6 @@ def quantization_mode(config: Mapping[str, Any]) -> str | None:
         mode = policy["config"].get("mode")
         return mode if isinstance(mode, str) else None
     return None
-
-
-# Keras 3 stores quantized variables in this order (``variable_serialization_spec``, Keras 3.15);
-# bias is skipped when absent, so later indices shift. int4 layers quantized per group of
-# ``block_size`` rows (the default) also store a zero point and the row -> group index. Other
-# modes keep positional names.
-_QUANTIZED_EXTRA = {
-    ("int8", "Dense"): ("kernel_scale",),
-    ("int8", "EinsumDense"): ("kernel_scale",),
-    ("int8", "Embedding"): ("embeddings_scale",),
-    ("int4", "Dense"): ("kernel_scale",),
-    ("int4", "EinsumDense"): ("kernel_scale",),
-    ("int4", "Embedding"): ("embeddings_scale",),
-}
-_INT4_GROUPED_EXTRA = {
-    "Dense": ("kernel_zero", "g_idx"),
-    "EinsumDense": ("kernel_zero", "g_idx"),
-    "Embedding": ("embeddings_zero", "g_idx"),
-}
 
 
 def mode_block_size(mode: str) -> int | None:
@@ -118,70 +84,110 @@ def own_weight_names(class_name: str, config: Mapping[str, Any]) -> tuple[str, .
     mode = quantization_mode(config)
     if names is not None and mode is not None:
         base = mode.split("/")[0]
-        extra = _QUANTIZED_EXTRA.get((base, class_name))
+        quantized = _spec(class_name).quantized_weight_names  # known names: the entry exists
+        extra = quantized.get(base)
         if extra is None:
             return None  # other quantized layouts: positional names
         if base == "int4" and (int4_block_size(config) or -1) > 0:
-            extra = extra + _INT4_GROUPED_EXTRA[class_name]
+            extra = extra + quantized.get("int4_grouped", ())
         return names + extra
     return names
 
 
 def _float_weight_names(class_name: str, config: Mapping[str, Any]) -> tuple[str, ...] | None:
-    if class_name in _KERNEL_BIAS:
-        return ("kernel", "bias") if _flag(config, "use_bias") else ("kernel",)
-    if class_name == "EinsumDense":
-        return ("kernel", "bias") if config.get("bias_axes") else ("kernel",)
-    if class_name in ("SeparableConv1D", "SeparableConv2D"):
-        names = ("depthwise_kernel", "pointwise_kernel")
-        return names + ("bias",) if _flag(config, "use_bias") else names
-    if class_name == "BatchNormalization":
-        names = (("gamma",) if _flag(config, "scale") else ()) + (
-            ("beta",) if _flag(config, "center") else ()
-        )
-        return names + ("moving_mean", "moving_variance")
-    if class_name == "LayerNormalization" and _flag(config, "rms_scaling", False):
+    rule = _names_rule(class_name)
+    return None if rule is None else rule(config)
+
+
+def _spec(class_name: str) -> Any:
+    return _catalogue().spec_for(class_name)
+
+
+@functools.cache
+def _catalogue() -> Any:
+    # Imported on first use: the catalogue's entries name this module's functions.
+    import modelgraph.catalogue
+
+    return modelgraph.catalogue
+
+
+def _names_rule(class_name: str) -> Any:
+    spec = _spec(class_name)
+    return None if spec is None or isinstance(spec.weight_names, str) else spec.weight_names
+
+
+# --- the weight names of each kind of layer (the catalogue entries name these) --------------------
+
+
+def kernel_bias(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """Dense, Conv*, Conv*Transpose, DepthwiseConv*: kernel, bias."""
+    return ("kernel", "bias") if _flag(config, "use_bias") else ("kernel",)
+
+
+def einsum_dense(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return ("kernel", "bias") if config.get("bias_axes") else ("kernel",)
+
+
+def separable(config: Mapping[str, Any]) -> tuple[str, ...]:
+    names = ("depthwise_kernel", "pointwise_kernel")
+    return names + ("bias",) if _flag(config, "use_bias") else names
+
+
+def batch_normalization(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return gamma_beta(config) + ("moving_mean", "moving_variance")
+
+
+def layer_normalization(config: Mapping[str, Any]) -> tuple[str, ...]:
+    if _flag(config, "rms_scaling", False):
         return ("gamma",)  # Keras 3: rms_scaling always creates gamma and never beta
-    if class_name in ("LayerNormalization", "GroupNormalization"):
-        return (("gamma",) if _flag(config, "scale") else ()) + (("beta",) if _flag(config, "center") else ())
-    if class_name == "Embedding":
-        return ("embeddings",)
-    if class_name == "PReLU":
-        return ("alpha",)
-    if class_name in RNN_CLASSES:
-        names = ("kernel", "recurrent_kernel")
-        return names + ("bias",) if _flag(config, "use_bias") else names
-    if class_name == "Normalization":
-        return () if config.get("mean") is not None else ("mean", "variance", "count")
-    if class_name == "Attention":
-        names = ("scale",) if _flag(config, "use_scale", False) else ()
-        return names + (("concat_score_weight",) if config.get("score_mode") == "concat" else ())
-    if class_name == "AdditiveAttention":
-        return ("scale",) if _flag(config, "use_scale") else ()
-    if class_name == "LayerScale":
-        return ("gamma",)
-    if class_name in NO_WEIGHT_CLASSES:
-        return ()
+    return gamma_beta(config)
+
+
+def gamma_beta(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return (("gamma",) if _flag(config, "scale") else ()) + (("beta",) if _flag(config, "center") else ())
+
+
+def embeddings(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return ("embeddings",)
+
+
+def alpha(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return ("alpha",)
+
+
+def gamma(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return ("gamma",)
+
+
+def recurrent(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """SimpleRNN, LSTM, GRU, ConvLSTM*: kernel, recurrent_kernel, bias (in a ``cell`` in Keras 3)."""
+    names = ("kernel", "recurrent_kernel")
+    return names + ("bias",) if _flag(config, "use_bias") else names
+
+
+def normalization(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return () if config.get("mean") is not None else ("mean", "variance", "count")
+
+
+def attention(config: Mapping[str, Any]) -> tuple[str, ...]:
+    names = ("scale",) if _flag(config, "use_scale", False) else ()
+    return names + (("concat_score_weight",) if config.get("score_mode") == "concat" else ())
+
+
+def additive_attention(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return ("scale",) if _flag(config, "use_scale") else ()
+
+
+def no_weights(config: Mapping[str, Any]) -> tuple[str, ...]:
+    return ()
+
+
+no_weights.no_weights = True  # type: ignore[attr-defined]
+
+
+def wrapped(config: Mapping[str, Any]) -> None:
+    """Wrappers and MultiHeadAttention: their variables are their sublayers' (see keras3_groups)."""
     return None
-
-
-NO_WEIGHT_CLASSES = frozenset(
-    {
-        "InputLayer", "Activation", "ReLU", "LeakyReLU", "ELU", "Softmax", "ThresholdedReLU",
-        "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
-        "GaussianDropout", "AlphaDropout", "ActivityRegularization", "Flatten", "Reshape", "Permute",
-        "RepeatVector", "ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D", "Cropping1D", "Cropping2D",
-        "Cropping3D", "UpSampling1D", "UpSampling2D", "UpSampling3D", "MaxPooling1D", "MaxPooling2D",
-        "MaxPooling3D", "AveragePooling1D", "AveragePooling2D", "AveragePooling3D", "MaxPool1D",
-        "MaxPool2D", "MaxPool3D", "AvgPool1D", "AvgPool2D", "AvgPool3D", "GlobalMaxPooling1D",
-        "GlobalMaxPooling2D", "GlobalMaxPooling3D", "GlobalAveragePooling1D", "GlobalAveragePooling2D",
-        "GlobalAveragePooling3D", "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPool3D",
-        "GlobalAvgPool1D", "GlobalAvgPool2D", "GlobalAvgPool3D", "Add", "Subtract", "Multiply",
-        "Average", "Maximum", "Minimum", "Concatenate", "Dot", "UnitNormalization", "Rescaling",
-        "Resizing", "CenterCrop", "Masking", "Identity", "CustomScaleLayer", "TFOpLambda",
-        "SlicingOpLambda", "Lambda",
-    }
-)  # fmt: skip
 
 
 def keras3_groups(class_name: str, config: Mapping[str, Any]) -> list[Keras3Group] | None:
@@ -189,40 +195,57 @@ def keras3_groups(class_name: str, config: Mapping[str, Any]) -> list[Keras3Grou
 
     Returns ``[(relative_path, names), ...]`` where ``relative_path`` is ``"vars"`` for the layer's
     own variables or e.g. ``"cell/vars"``; None when the class is unknown (keep positional names).
+    The layout is the class's catalogue entry's ``keras3_weights`` (its own ``vars`` when it has none).
     """
-    if class_name in RNN_CLASSES:
-        names = own_weight_names(class_name, config) or ()
-        return [("cell/vars", names)]
-    if class_name == "RNN":
-        return rnn_cell_groups(config)
-    if class_name == "Bidirectional":
-        inner = _inner(config, "layer")
-        backward = _inner(config, "backward_layer") or inner
-        if inner is None:
-            return None
-        groups: list[Keras3Group] = []
-        for direction, sub in (("forward", inner), ("backward", backward)):
-            assert sub is not None
-            for path, names in keras3_groups(sub[0], sub[1]) or []:
-                groups.append((f"{direction}_layer/{path}", tuple(f"{direction}/{n}" for n in names)))
-        return groups
-    if class_name == "TimeDistributed":
-        inner = _inner(config, "layer")
-        if inner is None:
-            return None
-        sub_groups = keras3_groups(inner[0], inner[1])
-        return None if sub_groups is None else [(f"layer/{path}", names) for path, names in sub_groups]
-    if class_name == "MultiHeadAttention":
-        bias = ("kernel", "bias") if _flag(config, "use_bias") else ("kernel",)
-        return [(f"{attr}/vars", tuple(f"{part}/{n}" for n in bias)) for attr, part in _MHA_PARTS]
+    spec = _spec(class_name)
+    layout = None if spec is None else spec.keras3_weights
+    if layout is not None:
+        return layout(class_name, config)
     names = own_weight_names(class_name, config)
     return None if names is None else [("vars", names)]
+
+
+# --- Keras 3 weight layouts of the classes whose variables are not all their own ``vars`` ----------
+
+
+def in_cell(class_name: str, config: Mapping[str, Any]) -> list[Keras3Group]:
+    """Recurrent layers: the variables belong to the layer's ``cell``."""
+    return [("cell/vars", own_weight_names(class_name, config) or ())]
+
+
+def bidirectional_layers(class_name: str, config: Mapping[str, Any]) -> list[Keras3Group] | None:
+    """Bidirectional: the forward and backward layers' groups, names prefixed by direction."""
+    inner = _inner(config, "layer")
+    backward = _inner(config, "backward_layer") or inner
+    if inner is None:
+        return None
+    groups: list[Keras3Group] = []
+    for direction, sub in (("forward", inner), ("backward", backward)):
+        assert sub is not None
+        for path, names in keras3_groups(sub[0], sub[1]) or []:
+            groups.append((f"{direction}_layer/{path}", tuple(f"{direction}/{n}" for n in names)))
+    return groups
+
+
+def wrapped_layer(class_name: str, config: Mapping[str, Any]) -> list[Keras3Group] | None:
+    """TimeDistributed: the wrapped layer's groups, under ``layer/``."""
+    inner = _inner(config, "layer")
+    if inner is None:
+        return None
+    sub_groups = keras3_groups(inner[0], inner[1])
+    return None if sub_groups is None else [(f"layer/{path}", names) for path, names in sub_groups]
+
+
+def attention_projections(class_name: str, config: Mapping[str, Any]) -> list[Keras3Group]:
+    """MultiHeadAttention: one EinsumDense per projection (query, key, value, output)."""
+    bias = ("kernel", "bias") if _flag(config, "use_bias") else ("kernel",)
+    return [(f"{attr}/vars", tuple(f"{part}/{n}" for n in bias)) for attr, part in _MHA_PARTS]
 
 
 _CELL_LAYERS = {"SimpleRNNCell": "SimpleRNN", "LSTMCell": "LSTM", "GRUCell": "GRU"}
 
 
-def rnn_cell_groups(config: Mapping[str, Any]) -> list[Keras3Group] | None:
+def rnn_cell_groups(class_name: str, config: Mapping[str, Any]) -> list[Keras3Group] | None:
     """The groups of a generic ``RNN(cell)`` layer: ``cell/vars`` for one cell; for StackedRNNCells
     ``cell/cells/<snake_case(class)>[_N]/vars`` per cell, named ``cells/<i>/<weight>``. None when a
     cell is not one this table knows."""
@@ -269,11 +292,7 @@ def _inner(config: Mapping[str, Any], key: str) -> tuple[str, Mapping[str, Any]]
     return record["class_name"], inner_config if isinstance(inner_config, Mapping) else {}
 
 
-_LEGACY_ALIASES = {
-    ("DepthwiseConv1D", "depthwise_kernel"): "kernel",
-    ("DepthwiseConv2D", "depthwise_kernel"): "kernel",
-}
-# Keras 1 wrote "<layer>_W", "<layer>_b", ... (see KERAS-FORMATS.md section 4.3).
+# Keras 1 wrote "<layer>_W", "<layer>_b", ... (docs/formats.md, "Legacy HDF5 weight names").
 _KERAS1_SUFFIXES = {
     "W": "kernel",
     "b": "bias",
@@ -311,7 +330,8 @@ def canonical_from_path(
                 return f"backward/{last}"
     if last.startswith(layer_name + "_") and last[len(layer_name) + 1 :] in _KERAS1_SUFFIXES:
         return _KERAS1_SUFFIXES[last[len(layer_name) + 1 :]]
-    return _LEGACY_ALIASES.get((class_name, last), last)
+    spec = _spec(class_name)
+    return last if spec is None else spec.legacy_weight_names.get(last, last)
 
 
 def snake_case(class_name: str) -> str:

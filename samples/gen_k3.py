@@ -520,6 +520,44 @@ def in_mask_layers(rng):
     return {"tok_a": _tokens(rng, (5, 6), za), "tok_b": _tokens(rng, (5, 6), zb), "feat": feat}
 
 
+def m_cast_ops():
+    x = keras.Input((6,), name="x")
+    t = ops.cast(x * 4.0, "int32")  # op Cast: its config carries the target dtype (no module in .h5)
+    back = ops.cast(t, "float32")
+    return keras.Model(x, layers.Dense(3, name="head")(back), name="cast_ops")
+
+
+def in_cast_ops(rng):
+    return {"x": rng.normal(size=(3, 6))}
+
+
+def m_rms_norm():
+    x = keras.Input((5, 8), name="x")
+    h = layers.Dense(8, name="proj")(x)
+    h = layers.RMSNormalization(epsilon=1e-5, name="rms_last")(h)
+    h = layers.RMSNormalization(axis=[1, 2], name="rms_two_axes")(h)
+    return keras.Model(x, h, name="rms_norm")
+
+
+def in_rms_norm(rng):
+    return {"x": rng.normal(size=(3, 5, 8))}
+
+
+def m_nested_dict():
+    z_in = keras.Input((6,), name="z")
+    a_in = keras.Input((4,), name="a")
+    merged = layers.Concatenate(name="inner_cat")([layers.Dense(3, name="from_z")(z_in), a_in])
+    inner = keras.Model({"z": z_in, "a": a_in}, merged, name="dict_inner")  # keys not in sorted order
+    x = keras.Input((4,), name="x")
+    y = keras.Input((6,), name="y")
+    out = inner({"a": x, "z": y})
+    return keras.Model([x, y], layers.Dense(2, name="head")(out), name="nested_dict")
+
+
+def in_nested_dict(rng):
+    return {"x": rng.normal(size=(3, 4)), "y": rng.normal(size=(3, 6))}
+
+
 def in_dtypes(rng):
     return {"x": rng.normal(size=(3, 6))}
 
@@ -590,6 +628,13 @@ MODELS = {
                              "inputs quantized over the contracted axes (EinsumDense) / last axis (Dense)"],
                             {"quantize": "int4", "quantize_block_size": -1, "quantize_activations": True,
                              "tolerance_hint": "int4 quantized compute"}),
+    "nested_dict": (m_nested_dict, in_nested_dict,
+                    ["nested Functional with dict inputs {z, a} (not in sorted order), called with a dict"], {}),
+    "cast_ops": (m_cast_ops, in_cast_ops,
+                 ["Keras 3 op Cast to int32 and back (dict nodes; the legacy .h5 drops `module`, so the "
+                  "Cast record carries a `dtype` key like a layer)"], {}),
+    "rms_norm": (m_rms_norm, in_rms_norm,
+                 ["RMSNormalization on the last axis (epsilon 1e-5) and on axes [1, 2]"], {}),
     "quant_int8_text": (m_quant_int8_text, in_quant_text,
                         ["model.quantize('int8') on Embedding (int8 table + row scales)",
                          "int8 EinsumDense: bias, gelu, split / merge / flattening equations"],

@@ -2,7 +2,7 @@
 
     python samples/gen_wild.py        # any venv with numpy + h5py; tf_keras is used only to check loading
 
-Follows the legacy layout (KERAS-FORMATS.md §4.3, Keras 2.0.x ``save_model``): root attributes
+Follows the legacy layout (docs/formats.md, "Legacy HDF5 weight names"; Keras 2.0.x ``save_model``): root attributes
 ``keras_version``/``backend``/``model_config`` as utf-8 bytes, ``model_weights`` group with a
 ``layer_names`` bytes array, one group per layer with ``weight_names`` (``dense_1/kernel:0``) and the
 datasets at ``model_weights/<layer>/<weight name>``; the top-level class is ``"Model"``, inputs carry

@@ -30,6 +30,7 @@ REPORTS: dict[str, tuple[str, str, str]] = {
     "run": ("modelgraph.schemas.run_report", "RunReport", "RUN_SCHEMA_VERSION"),
     "run_check": ("modelgraph.schemas.run_report", "CheckReport", "RUN_SCHEMA_VERSION"),
     "export": ("modelgraph.schemas.export_report", "ExportReport", "EXPORT_SCHEMA_VERSION"),
+    "layers": ("modelgraph.schemas.layers_report", "LayersReport", "LAYERS_SCHEMA_VERSION"),
 }
 
 

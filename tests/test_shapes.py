@@ -622,3 +622,23 @@ def test_expected_weights_api() -> None:
     )
     assert expected_weights(g.layer("x"), (None, 5, 12)) is None
     assert expected_weights(g.layer("d")) is None  # no build_config and no shape given
+
+
+def test_conv_groups_are_checked_by_one_rule_in_shapes_and_the_kernel() -> None:
+    """catalogue.conv.check_groups: the shape rule and the conv kernel refuse the same config alike."""
+    from modelgraph.runner.registry import KernelSpec, get_kernel
+
+    g = model(
+        [
+            inp("img", [None, 10, 10, 4]),
+            lyr("Conv2D", "c", [kt("img")], filters=6, kernel_size=[3, 3], groups=4),
+        ],
+        ["img"],
+        [("c", 0, 0)],
+    )
+    message = next(p.message for p in infer_shapes(g).problems if p.layer == "c")
+    assert "filters=6 is not divisible by groups=4" in message
+    kernel = np.zeros((3, 3, 1, 6), np.float32)
+    spec = KernelSpec("c", "Conv2D", {"filters": 6, "kernel_size": [3, 3], "groups": 4}, {"kernel": kernel})
+    with pytest.raises(ValueError, match="filters=6 is not divisible by groups=4"):
+        get_kernel("Conv2D")(spec)

@@ -8,6 +8,7 @@ from typing import Any
 
 from modelgraph.errors import ConfigError
 from modelgraph.graph import ModelGraph
+from modelgraph.loading.envelope import model_envelope
 from modelgraph.loading.files import read_json_file
 from modelgraph.loading.normalize import build_graph
 
@@ -16,15 +17,13 @@ def envelope_of(doc: Any, where: str) -> Mapping[str, Any]:
     """The model envelope of a JSON document: itself, or a bare ``get_config()`` body wrapped."""
     if not isinstance(doc, Mapping):
         raise ConfigError(f"expected a JSON object, found {type(doc).__name__}", where)
-    if "class_name" in doc and "config" in doc:
-        return doc
-    if "layers" in doc and "input_layers" in doc and "output_layers" in doc:
-        return {"class_name": "Functional", "config": doc}
-    if "layers" in doc:
-        return {"class_name": "Sequential", "config": doc}
-    raise ConfigError(
-        "neither a model object ({class_name, config}) nor a get_config() body with 'layers'", where
-    )
+    found = model_envelope(doc, "json_config")
+    envelope = found[0] if found is not None else None
+    if not (isinstance(envelope, Mapping) and "class_name" in envelope and "config" in envelope):
+        raise ConfigError(
+            "neither a model object ({class_name, config}) nor a get_config() body with 'layers'", where
+        )
+    return envelope
 
 
 def load_json_config(path: Path, problems: list | None = None) -> ModelGraph:

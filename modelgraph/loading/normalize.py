@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ValidationError
 
+from modelgraph import catalogue
 from modelgraph.errors import (
     ConfigError,
     CycleError,
@@ -71,7 +72,6 @@ def _report(error: LoadError) -> None:
 
 
 MODEL_CLASSES = frozenset({"Functional", "Model", "Sequential", "Container"})
-_TF_OP_CLASSES = frozenset({"TFOpLambda", "SlicingOpLambda"})
 _MAX_CONSTANT_ELEMENTS = 1 << 22  # a __numpy__ constant larger than 4M elements is refused
 
 
@@ -223,7 +223,14 @@ def _layer_kind(record: LayerRecord, dialect: NodeDialect) -> LayerKind:
         # Keras 3 layer always saves `trainable` and its dtype policy; an op such as ConvertToTensor
         # or Cast may save `dtype: null`).
         return "op"
+    if isinstance(config, Mapping) and "trainable" not in config and _op_only(class_name):
+        # ... and an op whose config has a `dtype` (Cast) only by its class being an op, not a layer.
+        return "op"
     return "layer"
+
+
+def _op_only(class_name: str) -> bool:
+    return not catalogue.is_layer_class(class_name) and catalogue.spec_for(f"op:{class_name}") is not None
 
 
 def _detect_dialect(records: Sequence[LayerRecord], keras_version: str | None) -> NodeDialect:
@@ -398,7 +405,7 @@ def _parse_node(raw: Any, layer: _RawLayer, dialect: NodeDialect, path: str) -> 
         raise ConfigError("a Keras 3 node inside a Keras 2 config", path)
     structure, kwargs = _decode_list_structure(raw, path)
     first: Any = structure
-    preserve = layer.class_name in _TF_OP_CLASSES
+    preserve = layer.class_name in catalogue.OP_LAMBDA_CLASSES
     if not preserve and isinstance(structure, list) and len(flatten_structure(structure)) == 1:
         first = flatten_structure(structure)[0]
         if not isinstance(first, TensorRef):

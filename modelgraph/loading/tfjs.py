@@ -13,6 +13,7 @@ import numpy as np
 
 from modelgraph.errors import ConfigError, FormatError, SecurityError
 from modelgraph.graph import ModelGraph
+from modelgraph.loading.envelope import model_envelope
 from modelgraph.loading.files import read_json_file
 from modelgraph.loading.normalize import build_graph
 from modelgraph.loading.weights import StoredArray, bind_named
@@ -34,15 +35,13 @@ def load_tfjs(path: Path, problems: list | None = None) -> ModelGraph:
     doc = read_json_file(model_json)
     if not isinstance(doc, Mapping) or not isinstance(doc.get("modelTopology"), Mapping):
         raise ConfigError("a TF.js model.json needs a 'modelTopology' object", "$.modelTopology")
-    topology = doc["modelTopology"]
-    config = topology.get("model_config", topology)
-    keras_version = topology.get("keras_version")
+    config, where = model_envelope(doc, "tfjs_layers") or (None, "$.modelTopology")
     graph = build_graph(
         config,
-        keras_version=keras_version,
+        keras_version=doc["modelTopology"].get("keras_version"),
         format="tfjs_layers",
         source=str(model_json),
-        path="$.modelTopology.model_config",
+        path=where,
         problems=problems,
     )
     manifest = doc.get("weightsManifest") or []

@@ -2,7 +2,7 @@
 
 A layer config's ``dtype`` may be a plain string (``"float32"``, ``"mixed_float16"``), a Keras 3
 ``DTypePolicy`` dict, a tf.keras mixed-precision ``Policy`` dict, or a quantized policy
-(``QuantizedDTypePolicy`` & co., see KERAS-FORMATS §2.9 and §7.6).
+(``QuantizedDTypePolicy`` & co., see docs/formats.md, "Quantized dtype policies").
 
 Mixed precision (``mixed_float16``/``mixed_bfloat16``) keeps float32 variables and computes in the
 half type; ``float16``/``bfloat16`` policies do both in the half type. The runner emulates it around
@@ -37,11 +37,6 @@ _QUANTIZED_CLASSES = (
     "DTypePolicyMap",
 )
 _QUANTIZED_PREFIXES = ("int8", "int4", "float8", "gptq", "awq", "ternary")
-
-# Layers whose statistics Keras keeps (and uses) in float32 under mixed precision.
-FLOAT32_WEIGHT_CLASSES = frozenset(
-    {"BatchNormalization", "LayerNormalization", "GroupNormalization", "UnitNormalization", "Normalization"}
-)
 
 
 @dataclass(frozen=True, slots=True)

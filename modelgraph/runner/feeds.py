@@ -17,7 +17,7 @@ import numpy as np
 
 from modelgraph.errors import UsageError
 from modelgraph.graph import ModelGraph, TensorRef
-from modelgraph.runner.interpreter import InputSpec, kernel_key
+from modelgraph.runner.interpreter import InputSpec
 
 GOLDEN_INPUT_PREFIX = "input/"
 # Largest random input drawn (bytes of its float64 / int64 draw): a file may declare any shape, and
@@ -210,7 +210,7 @@ def _embedding_limits(graph: ModelGraph) -> dict[str, int]:
                             for inner, outer in zip(sub.inputs, flat, strict=True)
                             if outer == ref
                         )
-                elif kernel_key(layer) in _ID_KEEPING and node.inputs and node.inputs[0] == ref:
+                elif layer.key in _ID_KEEPING and node.inputs and node.inputs[0] == ref:
                     stack.append((g, TensorRef(node.layer, node.index, 0)))
     return limits
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph.errors import (
     ConfigError,
     KernelError,
@@ -40,10 +41,10 @@ from modelgraph.graph import (
     Node,
     TensorRef,
     Weight,
+    bind_model_inputs,
     keras_version_tuple,
     map_refs,
     map_structure,
-    tensor_refs,
 )
 from modelgraph.runner import dtypes as dt
 from modelgraph.runner import masks as mk
@@ -54,17 +55,12 @@ from modelgraph.runner.quantized import quantized_kernel
 from modelgraph.runner.registry import KernelSpec, get_entry
 from modelgraph.shape_rules._base import is_size_list
 
-OP_LAMBDA_CLASSES = ("TFOpLambda", "SlicingOpLambda")
 _NO_POLICY_KINDS = ("op",)
 
 
-def kernel_key(layer: Layer) -> str:
-    """The registry key of a layer: ``op:<Class>`` for Keras 3 ops, ``tf:<function>`` for TFOpLambda."""
-    if layer.kind == "op":
-        return f"op:{layer.class_name}"
-    if layer.class_name in OP_LAMBDA_CLASSES:
-        return f"tf:{layer.config.get('function')}"
-    return layer.class_name
+def _float32_variables(key: str) -> bool:
+    spec = catalogue.spec_for(key)
+    return spec is not None and spec.dtype == "float32_variables"
 
 
 # --- weights ---------------------------------------------------------------------------------------
@@ -456,29 +452,11 @@ class Runner:
         training = _training_value(node.kwargs)
         forced = forced or training is True
         sub_env: dict[TensorRef, int] = {}
-        # Bind the nested model's inputs to the caller's tensors.
-        arg = node.args[0] if len(node.args) == 1 else list(node.args)
-        if isinstance(arg, Mapping) and isinstance(sub.input_structure, Mapping):
-            pairs = []
-            for key, ref in sub.input_structure.items():
-                if key not in arg or not isinstance(arg[key], TensorRef):
-                    self._problem(
-                        path, layer.class_name, RunError(f"node {node} gives no tensor for input '{key}'")
-                    )
-                    return
-                pairs.append((ref, arg[key]))
-        else:
-            flat = tensor_refs(list(node.args))
-            if len(flat) != len(sub.inputs):
-                self._problem(
-                    path,
-                    layer.class_name,
-                    RunError(
-                        f"node {node} passes {len(flat)} tensors to a model with {len(sub.inputs)} inputs"
-                    ),
-                )
-                return
-            pairs = list(zip(sub.inputs, flat, strict=True))
+        try:
+            pairs = bind_model_inputs(sub, node.args, TensorRef)
+        except ValueError as exc:
+            self._problem(path, layer.class_name, RunError(f"node {node} {exc}"))
+            return
         for inner, outer in pairs:
             sub_env[inner] = env[outer]
         self._compile_graph(sub, scope, sub_env, forced, root=False)
@@ -510,14 +488,14 @@ class Runner:
         if cache_key in self._kernels:
             return self._kernels[cache_key]
         self._kernels[cache_key] = None
-        key = kernel_key(layer)
+        key = layer.key
         try:
             entry = get_entry(key, path)
             policy = dt.FLOAT32
-            if layer.kind not in _NO_POLICY_KINDS and layer.class_name not in OP_LAMBDA_CLASSES:
+            if layer.kind not in _NO_POLICY_KINDS and not key.startswith("tf:"):
                 policy = dt.resolve_policy(layer.config.get("dtype"), layer.class_name, path)
             transform = None
-            if policy.is_half and layer.class_name not in dt.FLOAT32_WEIGHT_CLASSES:
+            if policy.is_half and not _float32_variables(key):
                 half = policy.compute_dtype
 
                 def transform(a: np.ndarray, half: str = half) -> np.ndarray:

@@ -9,9 +9,10 @@ wins over the implicit one), but not for list inputs (Attention, merges), severa
 (MultiHeadAttention(q, v)) or calls with keywords: those get their masks at run time only, so the
 graph must propagate them (docs/masks.md).
 
-:data:`MASK_BEHAVIOUR` states, per class and per Keras version (2: Keras 1/2 and tf.keras, 3: Keras
-3), how a class consumes masks and how it produces its output masks; a class it does not list drops
-masks and takes none. :func:`rule_for` (tf.keras) and :func:`rule_for_node` (any version, one node
+Each class's catalogue entry states in its ``masks`` field, per Keras version (2: Keras 1/2 and
+tf.keras, 3: Keras 3), how the class consumes masks and how it produces its output masks
+(:class:`modelgraph.catalogue.spec.MaskBehaviour`); a class or version without one drops masks and
+takes none. :func:`rule_for` (tf.keras) and :func:`rule_for_node` (any version, one node
 of a graph) turn that into the functions the interpreter calls. Nested models are inlined by the
 interpreter, so a mask crosses a nested model's boundary like any other layer's: in tf.keras its
 ``compute_mask`` runs the inner graph, in Keras 3 the inner layer's output tensor is the model's
@@ -28,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
+from modelgraph.catalogue.spec import K2, K3, MaskBehaviour
 from modelgraph.graph import TensorRef, flatten_structure, map_structure
 from modelgraph.runner.kernels.fused import ADD_ACTIVATION, FUSED_PREFIX
 
@@ -286,143 +289,18 @@ def _concat_mask_k3(axis: int) -> MaskFn:
     return produce
 
 
-# --- the table -------------------------------------------------------------------------------------
+# --- the behaviours: one field of each catalogue entry ----------------------------------------------
 
 
-@dataclass(frozen=True)
-class MaskBehaviour:
-    """What one Keras class does with masks in one Keras version.
-
-    ``consume``: how its call receives the masks of its inputs: ``"first"`` (tf.keras: ``mask=`` the
-    mask of the first argument), ``"list"`` (tf.keras Attention: ``mask=[query, value]``), ``"mha"``
-    (tf.keras MultiHeadAttention reads its tensors' masks itself), ``"call"`` (Keras 3: the layer's
-    ``__call__`` fills ``mask`` from the only tensor argument, or ``<arg>_mask`` for each of several
-    tensor arguments; ``call`` names the parameters of ``call()`` in order), ``"merge"`` (Keras 3
-    Multiply/Maximum/Minimum read their inputs' masks: the kernel gets ``input_masks``), or None.
-    ``produce``: its output masks: ``"drop"``, ``"pass"`` (the mask it was given or the first
-    input's), ``"and"`` / ``"or"`` (merge layers), ``"concat_all"`` / ``"concat_any"``, ``"rnn"``,
-    ``"bidirectional"``, ``"time_distributed"``, ``"query"`` (attention: the query's mask),
-    ``"mha_scores"`` (tf.keras MHA: also the scores' mask), ``"embedding"``, ``"masking"``.
-    """
-
-    consume: str | None
-    produce: str
-    call: tuple[str, ...] = ()
-    note: str = ""
+def _declared_k2(test: Callable[[MaskBehaviour], bool]) -> frozenset[str]:
+    return frozenset(spec.key for spec in catalogue.declared() if K2 in spec.masks and test(spec.masks[K2]))
 
 
-K2, K3 = 2, 3
-"""Keys of the versions: 2 is Keras 1/2 and tf.keras (tf_keras), 3 is Keras 3."""
-
-_RNN_CALL = ("sequences", "initial_state", "mask", "training")
-_PASS2 = MaskBehaviour(None, "pass")
-_PASS3 = MaskBehaviour(None, "pass")
-
-
-def _b(consume: str | None, produce: str, call: tuple[str, ...] = (), note: str = "") -> MaskBehaviour:
-    return MaskBehaviour(consume, produce, call, note)
-
-
-MASK_BEHAVIOUR: dict[str, dict[int, MaskBehaviour]] = {
-    # Mask sources.
-    "Embedding": {K2: _b(None, "embedding"), K3: _b(None, "embedding", note="supports_masking = mask_zero")},
-    "Masking": {K2: _b(None, "masking"), K3: _b(None, "masking")},
-    # Carry the mask over (supports_masking with the default compute_mask).
-    **{
-        c: {K2: _PASS2, K3: _PASS3}
-        for c in (
-            "Activation",
-            "ActivityRegularization",
-            "AlphaDropout",
-            "Dense",
-            "Dropout",
-            "ELU",
-            "GaussianDropout",
-            "GaussianNoise",
-            "LayerNormalization",
-            "LeakyReLU",
-            "PReLU",
-            "ReLU",
-            "SpatialDropout1D",
-            "SpatialDropout2D",
-            "SpatialDropout3D",
-            "UnitNormalization",
-        )
-    },
-    "BatchNormalization": {
-        K2: _PASS2,
-        K3: _b(None, "pass", note="call(inputs, training, mask) uses the mask for batch moments only"),
-    },
-    "ThresholdedReLU": {K2: _PASS2},
-    "Softmax": {K2: _b("first", "pass"), K3: _b("call", "pass", ("inputs", "mask"))},
-    # tf_keras's Identity never sets supports_masking (it drops the mask); Keras 3's keeps it.
-    "Identity": {K3: _PASS3},
-    "GroupNormalization": {K3: _PASS3},
-    "Rescaling": {K3: _PASS3},
-    "Normalization": {K3: _PASS3},
-    # Merges: tf.keras ANDs the masks present, Keras 3 ORs them and has none if one input has none.
-    **{c: {K2: _b(None, "and"), K3: _b(None, "or")} for c in ("Add", "Subtract", "Average")},
-    # Keras 3's Multiply, Maximum and Minimum also read their inputs' masks in call(): a masked
-    # position counts as 1 / takes the other operand's value (kernels/merge.py).
-    **{
-        c: {K2: _b(None, "and"), K3: _b("merge", "or", note="call() reads the inputs' masks")}
-        for c in ("Multiply", "Maximum", "Minimum")
-    },
-    "Concatenate": {K2: _b(None, "concat_all"), K3: _b(None, "concat_any")},
-    # Recurrent layers: the mask skips steps; kept on the sequence output only.
-    **{
-        c: {K2: _b("first", "rnn"), K3: _b("call", "rnn", _RNN_CALL)}
-        for c in ("SimpleRNN", "LSTM", "GRU", "RNN", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D")
-    },
-    **{c: {K2: _b("first", "rnn")} for c in ("CuDNNLSTM", "CuDNNGRU")},
-    "Bidirectional": {K2: _b("first", "bidirectional"), K3: _b("call", "bidirectional", _RNN_CALL)},
-    "TimeDistributed": {
-        K2: _b("first", "time_distributed"),
-        K3: _b("call", "pass", ("inputs", "training", "mask"), note="the default compute_mask"),
-    },
-    # Consume and drop.
-    **{
-        c: {K2: _b("first", "drop"), K3: _b("call", "drop", ("inputs", "mask"))}
-        for c in ("GlobalAveragePooling1D", "GlobalAvgPool1D")
-    },
-    # Attention.
-    **{
-        c: {
-            K2: _b("list", "query"),
-            K3: _b(
-                "call", "query", ("inputs", "mask", "training", "return_attention_scores", "use_causal_mask")
-            ),
-        }
-        for c in ("Attention", "AdditiveAttention")
-    },
-    "MultiHeadAttention": {
-        K2: _b("mha", "mha_scores"),
-        K3: _b(
-            "call",
-            "query",
-            (
-                "query",
-                "value",
-                "key",
-                "query_mask",
-                "value_mask",
-                "key_mask",
-                "attention_mask",
-                "return_attention_scores",
-                "training",
-                "use_causal_mask",
-            ),
-            note="call() also clears the masks of its input tensors",
-        ),
-    },
-}
-"""Mask behaviour per class key and Keras version; a class (or version) not listed drops masks."""
-
-# Derived views of the table (tf.keras), kept for readers and tests.
-PASS_THROUGH = frozenset(c for c, v in MASK_BEHAVIOUR.items() if K2 in v and v[K2].produce == "pass")
-MERGE_AND = frozenset(c for c, v in MASK_BEHAVIOUR.items() if K2 in v and v[K2].produce == "and")
-RNN_CLASSES = frozenset(c for c, v in MASK_BEHAVIOUR.items() if K2 in v and v[K2].produce == "rnn")
-MASK_CONSUMERS = frozenset(c for c, v in MASK_BEHAVIOUR.items() if K2 in v and v[K2].consume is not None)
+# Derived views of the catalogue's tf.keras mask behaviours, for readers (the ONNX exporter).
+PASS_THROUGH = _declared_k2(lambda b: b.produce == "pass")
+MERGE_AND = _declared_k2(lambda b: b.produce == "and")
+RNN_CLASSES = _declared_k2(lambda b: b.produce == "rnn")
+MASK_CONSUMERS = _declared_k2(lambda b: b.consume is not None)
 
 _DROP = MaskBehaviour(None, "drop")
 
@@ -437,7 +315,8 @@ def behaviour(class_name: str, keras_major: int) -> MaskBehaviour:
         if version == K2:
             return MaskBehaviour(None, "and")
         return MaskBehaviour(None, "or") if class_name == ADD_ACTIVATION else _DROP
-    return MASK_BEHAVIOUR.get(class_name, {}).get(version, _DROP)
+    spec = catalogue.spec_for(class_name)
+    return _DROP if spec is None else spec.masks.get(version, _DROP)
 
 
 def _producer(kind: str, config: Mapping[str, Any]) -> MaskFn | None:

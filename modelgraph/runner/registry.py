@@ -2,7 +2,8 @@
 
 The contract every kernel follows (kernels/<family>.py):
 
-* A factory is registered with ``@register("Dense")`` (several names allowed). Keras 3 op nodes
+* A factory attaches to the catalogue entry of its key with ``@register("Dense")`` (several names
+  allowed; the entry must be declared in :mod:`modelgraph.catalogue`). Keras 3 op nodes
   (``keras.src.ops.*``, whose class names clash with layers) are keyed ``"op:<ClassName>"``
   (``"op:Add"``); tf.keras ``TFOpLambda``/``SlicingOpLambda`` are keyed ``"tf:<function>"``
   (``"tf:__operators__.add"``, ``"tf:math.multiply"``).
@@ -13,7 +14,7 @@ The contract every kernel follows (kernels/<family>.py):
   tensors replaced by NumPy arrays, constants as recorded. It returns one array or a tuple of arrays
   (a node's outputs in ``tensor_index`` order).
 * The interpreter drops ``training=False/None`` and ``mask=None`` before the call. A node recorded
-  with ``training=True`` whose kernel is registered ``training_sensitive=True`` (Dropout, BatchNorm,
+  with ``training=True`` whose catalogue entry is ``training_sensitive`` (Dropout, BatchNorm,
   noise layers) is refused centrally with ``UnsupportedConfigError``; for every other kernel
   ``training`` has no effect and is dropped too.
 """
@@ -26,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph.errors import UnsupportedConfigError, UnsupportedLayerError, WeightsError
 
 Kernel = Callable[..., Any]
@@ -86,34 +88,40 @@ class KernelEntry:
     training_sensitive: bool
 
 
-_REGISTRY: dict[str, KernelEntry] = {}
+# Plan-time fused steps (keys under ``modelgraph/``) are not Keras classes: they stay out of the
+# catalogue and are kept here.
+_FUSED: dict[str, KernelFactory] = {}
+_FUSED_PREFIX = "modelgraph/"
 
 
-def register(*class_names: str, training_sensitive: bool = False) -> Callable[[KernelFactory], KernelFactory]:
-    """Register a kernel factory under one or more Keras class names (see the module docstring)."""
+def register(*class_names: str) -> Callable[[KernelFactory], KernelFactory]:
+    """Attach a kernel factory to the catalogue entries of these keys (see the module docstring)."""
 
     def decorate(factory: KernelFactory) -> KernelFactory:
         for class_name in class_names:
-            if class_name in _REGISTRY:
-                raise RuntimeError(f"kernel for {class_name!r} registered twice")
-            _REGISTRY[class_name] = KernelEntry(factory, training_sensitive)
+            if class_name.startswith(_FUSED_PREFIX):
+                if class_name in _FUSED:
+                    raise RuntimeError(f"kernel for {class_name!r} registered twice")
+                _FUSED[class_name] = factory
+            else:
+                catalogue.attach(class_name, "kernel", factory)
         return factory
 
     return decorate
 
 
-def _ensure_loaded() -> None:
-    # Importing the package registers every family (kernels/__init__.py lists them).
-    import modelgraph.runner.kernels  # noqa: F401
-
-
 def get_entry(key: str, layer: str | None = None) -> KernelEntry:
-    """The registry entry for a key, or :class:`UnsupportedLayerError`."""
-    _ensure_loaded()
-    try:
-        return _REGISTRY[key]
-    except KeyError:
-        raise UnsupportedLayerError(key, layer) from None
+    """The kernel of a catalogue key (with its training sensitivity), or :class:`UnsupportedLayerError`."""
+    if key.startswith(_FUSED_PREFIX):
+        import modelgraph.runner.kernels  # noqa: F401  (fused steps register with the kernels)
+
+        if key in _FUSED:
+            return KernelEntry(_FUSED[key], False)
+        raise UnsupportedLayerError(key, layer)
+    spec = catalogue.spec_for(key, "kernel")
+    if spec is None or not callable(spec.kernel):
+        raise UnsupportedLayerError(key, layer)
+    return KernelEntry(spec.kernel, spec.training_sensitive)
 
 
 def get_kernel(key: str, layer: str | None = None) -> KernelFactory:
@@ -122,6 +130,6 @@ def get_kernel(key: str, layer: str | None = None) -> KernelFactory:
 
 
 def supported() -> list[str]:
-    """Every registered key, sorted."""
-    _ensure_loaded()
-    return sorted(_REGISTRY)
+    """Every catalogue key (and alias) with a kernel, sorted."""
+    runnable = {spec.key for spec in catalogue.all_specs() if callable(spec.kernel)}
+    return sorted(name for name in catalogue.names() if catalogue.spec_for(name).key in runnable)

@@ -1,9 +1,16 @@
 """Per-class config upgrades: a layer config saved by Keras 1/2/tf.keras -> the config Keras 3 accepts.
 
-This module is to become the layer catalogue's ``upgrade`` hook: each function below is keyed by
-the class name it upgrades (``UPGRADES``) and only knows about that class. The generic steps that
-apply to every layer (dtype policies, initializer envelopes, activations) are in
-:func:`upgrade_common`. What the writer relies on is described in ``docs/writing.md``.
+A config is first read as Keras 3 would by the class's catalogue entry (its ``ConfigSpec.upgrade``
+in :mod:`modelgraph.catalogue.upgrades`: Keras 1 RNN key names, RNN ``implementation``, GRU
+``reset_after`` by version, ``time_major: false``, MultiHeadAttention build shapes, DepthwiseConv
+``groups: 1``, normalisation ``axis: [3]``, BatchNormalization ``renorm_*`` when renorm is off);
+``diff`` compares configs after the same step. The functions below (``UPGRADES``, keyed by class)
+hold only what the writer needs beyond that: refusing what is left that Keras 3 cannot express,
+and the writer-only rewrites (InputLayer's record, wrapped layers, SeparableConv's base-class
+leftovers, Embedding ``input_length``) and the weight reshapes (``WEIGHT_UPGRADES``), which the
+catalogue has no field for yet. The generic steps that apply to every layer (dtype policies,
+initializer envelopes, activations) are in :func:`upgrade_common`. What the writer relies on is
+described in ``docs/writing.md``.
 
 An upgrade never changes what a layer computes. When the old config means something Keras 3
 cannot express (Keras 2's ``hard_sigmoid``, a ``time_major`` RNN, a GRU whose Keras 1 gate layout
@@ -17,6 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from modelgraph import catalogue
+from modelgraph.catalogue.spec import ConfigSpec
 from modelgraph.graph import keras_version_tuple
 from modelgraph.saving.keras3_names import KERAS3_ALIASES, KERAS3_LAYERS
 
@@ -124,12 +133,20 @@ def upgrade_layer(
     name = KERAS3_ALIASES.get(class_name, KERAS1_CLASSES.get(class_name, class_name))
     if name not in KERAS3_LAYERS:
         raise NotConvertible(f"class '{class_name}' is not a Keras 3 layer")
-    out = upgrade_common(config, ctx)
+    out = upgrade_common(_catalogue_upgrade(name, config, ctx), ctx)
     if name != "InputLayer":
         for key in _INPUT_SHAPE_KEYS:  # the graph has its InputLayer; Keras 3 layers refuse these keys
             out.pop(key, None)
     fn = UPGRADES.get(name)
     return name, fn(out, ctx) if fn is not None else out
+
+
+def _catalogue_upgrade(class_name: str, config: Mapping[str, Any], ctx: UpgradeContext) -> Mapping[str, Any]:
+    """The catalogue's upgrade of the class (the one shared with ``diff``), if it has one."""
+    spec = catalogue.spec_for(class_name)
+    if spec is None or not isinstance(spec.config, ConfigSpec) or spec.config.upgrade is None:
+        return config
+    return spec.config.upgrade(config, ctx.version)
 
 
 def _drop_if(out: dict[str, Any], key: str, allowed: tuple[Any, ...]) -> None:
@@ -139,12 +156,6 @@ def _drop_if(out: dict[str, Any], key: str, allowed: tuple[Any, ...]) -> None:
     if out[key] not in allowed:
         raise NotConvertible(f"{key}={out[key]!r} has no Keras 3 equivalent")
     del out[key]
-
-
-def _single_axis(out: dict[str, Any], key: str = "axis") -> None:
-    value = out.get(key)
-    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], int):
-        out[key] = value[0]
 
 
 # Keras 2 let any first layer declare the model's input; the graph always has an InputLayer.
@@ -199,23 +210,11 @@ def _input_layer(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
     return result
 
 
-def _rnn_common(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
+@upgrade("LSTM", "SimpleRNN", "GRU")
+def _rnn(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
+    # The catalogue dropped ``time_major: false`` and set GRU ``reset_after`` by version; a
+    # time-major layer is left, which Keras 3 cannot express.
     _drop_if(out, "time_major", (False, None))
-    return out
-
-
-@upgrade("LSTM", "SimpleRNN")
-def _lstm(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
-    return _rnn_common(out, ctx)
-
-
-@upgrade("GRU")
-def _gru(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
-    _rnn_common(out, ctx)
-    if "reset_after" not in out:
-        # Keras up to 2.2 computed the reset gate before the recurrent matmul and had no key;
-        # tf.keras 2 and Keras 3 default to reset_after=True.
-        out["reset_after"] = not (ctx.major < 2 or (ctx.major == 2 and ctx.version[1] < 3))
     return out
 
 
@@ -227,7 +226,7 @@ def _depthwise(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
 
 @upgrade("BatchNormalization")
 def _batch_norm(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
-    _single_axis(out)
+    # The catalogue made ``axis`` an int and dropped ``renorm_*`` when renorm is off.
     for key, neutral in (
         ("fused", (None, True, False)),
         ("renorm", (False,)),
@@ -248,12 +247,6 @@ def _separable(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
     return out
 
 
-@upgrade("LayerNormalization")
-def _layer_norm(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
-    _single_axis(out)
-    return out
-
-
 @upgrade("Bidirectional", "TimeDistributed")
 def _wrapper(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
     for key in ("layer", "backward_layer"):
@@ -271,8 +264,7 @@ def _wrapper(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
 
 @upgrade("MultiHeadAttention")
 def _mha(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
-    for key in ("query_shape", "key_shape", "value_shape"):
-        out.pop(key, None)  # tf.keras records the build shapes here; Keras 3 keeps them in build_config
+    # The catalogue dropped tf.keras's build shapes (query_shape, ...).
     _drop_if(out, "softmax_robust_masking", (False, None))
     return out
 

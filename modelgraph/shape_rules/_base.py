@@ -2,7 +2,7 @@
 
 A *shape rule* computes a node's output shapes from its call (config + input tensors); a *weight
 rule* computes the weight shapes Keras would create for a layer built on given input shapes.
-Rules are registered by key:
+Rules attach to the catalogue entry (:mod:`modelgraph.catalogue`) of their key:
 
 * a layer class name (``"Dense"``),
 * ``"op:<ClassName>"`` for Keras 3 raw-op nodes (their class names clash with layers),
@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from modelgraph import catalogue
+from modelgraph.catalogue.spec import NO_VARIABLES
 from modelgraph.graph import flatten_structure, format_shape
 
 Dim = int | None
@@ -107,34 +109,15 @@ class Call:
 RuleFn = Callable[[Call], Any]
 WeightFn = Callable[[Mapping[str, Any], list[Shape | None]], dict[str, Shape]]
 
-SHAPE_RULES: dict[str, RuleFn] = {}
-WEIGHT_RULES: dict[str, WeightFn] = {}
-# Classes whose output dtype follows a non-float input instead of the compute dtype.
-DTYPE_PASSTHROUGH: set[str] = set()
 
-
-def shape_rule(*names: str, passthrough_dtype: bool = False) -> Callable[[RuleFn], RuleFn]:
-    """Register a shape rule under one or more keys (class names, ``op:X``, ``tf:fn``)."""
-
-    def deco(fn: RuleFn) -> RuleFn:
-        for n in names:
-            SHAPE_RULES[n] = fn
-            if passthrough_dtype:
-                DTYPE_PASSTHROUGH.add(n)
-        return fn
-
-    return deco
+def shape_rule(*names: str) -> Callable[[RuleFn], RuleFn]:
+    """Attach a shape rule to the catalogue entries of these keys (class names, ``op:X``, ``tf:fn``)."""
+    return catalogue.provides("shape", *names)
 
 
 def weight_rule(*names: str) -> Callable[[WeightFn], WeightFn]:
-    """Register an expected-weights rule ``(config, input_shapes) -> {canonical name: shape}``."""
-
-    def deco(fn: WeightFn) -> WeightFn:
-        for n in names:
-            WEIGHT_RULES[n] = fn
-        return fn
-
-    return deco
+    """Attach an expected-weights rule ``(config, input_shapes) -> {canonical name: shape}``."""
+    return catalogue.provides("weight_shapes", *names)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -411,7 +394,8 @@ def run_rule(
     parent: Call, class_name: str, config: Mapping[str, Any], inputs: list[TensorSpec]
 ) -> list[Shape | None]:
     """Apply the rule of ``class_name`` to ``inputs`` (notes go to ``parent``); a list of outputs."""
-    rule = SHAPE_RULES.get(class_name)
+    spec = catalogue.spec_for(class_name, "shape")
+    rule = spec.shape if spec is not None and callable(spec.shape) else None
     if rule is None:
         parent.note(f"no shape rule for wrapped class '{class_name}'", "unknown_class", "info")
         raise Unknown()
@@ -444,18 +428,15 @@ def expected_for(
     """Expected weights of ``class_name`` built on ``ins``; None for an unknown class. A malformed
     config that would give anything but sizes and Nones (lists, dicts, negative sizes) raises
     :class:`ShapeError`."""
-    from modelgraph.weight_names import NO_WEIGHT_CLASSES
-
-    rule = WEIGHT_RULES.get(class_name)
-    if rule is not None:
+    spec = catalogue.spec_for(class_name, "weight_shapes")
+    rule = None if spec is None else spec.weight_shapes
+    if callable(rule):
         weights = _quantized(class_name, config, rule(config, ins))
         for name, shape in weights.items():
             if not is_size_list(shape):
                 raise ShapeError(f"{class_name}: weight {name!r} would have shape {shape!r}")
         return weights
-    if class_name in NO_WEIGHT_CLASSES or class_name in NO_WEIGHT_EXTRA:
-        return {}
-    return None
+    return {} if rule == NO_VARIABLES else None
 
 
 def quantization_mode(config: Mapping[str, Any]) -> str | None:
@@ -558,12 +539,3 @@ def einsum_int8_scale_shape(equation: str, kernel_shape: Shape) -> Shape:
     for a in sorted(squeeze, reverse=True):
         shape.pop(a)
     return tuple(shape)
-
-
-NO_WEIGHT_EXTRA = frozenset(
-    {
-        "Merge", "CategoryEncoding", "RandomCrop", "RandomFlip", "RandomRotation", "RandomTranslation",
-        "RandomZoom", "RandomContrast", "RandomBrightness", "RandomGrayscale", "AutoContrast",
-        "Solarization", "Equalization",
-    }
-)  # fmt: skip

@@ -30,22 +30,16 @@ IDENTITY_LAYERS = (
     "GaussianNoise",
     "GaussianDropout", "AlphaDropout", "ActivityRegularization", "Masking", "Identity",
     "UnitNormalization", "Rescaling", "Normalization", "BatchNormalization", "LayerNormalization",
-    "GroupNormalization", "LayerScale", "BatchNormalizationV1", "BatchNormalizationV2",
-    "SyncBatchNormalization", "RMSNormalization", "AutoContrast", "Solarization",
+    "LayerScale", "BatchNormalizationV1", "BatchNormalizationV2",
+    "SyncBatchNormalization", "AutoContrast", "Solarization",
     "RandomFlip", "RandomRotation", "RandomTranslation", "RandomZoom", "RandomContrast",
-    "RandomBrightness", "Equalization", "RandomGrayscale",
+    "RandomBrightness", "Equalization", "RandomGrayscale", "Dropout", "SpatialDropout1D",
+    "SpatialDropout2D", "SpatialDropout3D",
 )  # fmt: skip
 
 
 @shape_rule(*IDENTITY_LAYERS)
 def _identity(call: Call) -> Shape:
-    return call.x()
-
-
-@shape_rule(
-    "Identity", "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", passthrough_dtype=True
-)
-def _identity_passthrough(call: Call) -> Shape:
     return call.x()
 
 
@@ -97,7 +91,7 @@ def _bn_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str,
     return out
 
 
-@weight_rule("LayerNormalization", "RMSNormalization")
+@weight_rule("LayerNormalization")
 def _ln_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape]:
     shape = need(ins[0] if ins else None)
     axis = config.get("axis", -1)

@@ -448,7 +448,7 @@ TF_UNARY = (
     "math.erf", "nn.leaky_relu", "nn.elu", "nn.selu", "math.softplus", "nn.softplus", "math.softsign",
     "identity", "stop_gradient", "math.reciprocal", "math.sign", "math.floor", "math.ceil",
     "math.round", "clip_by_value", "math.log1p", "math.sin", "math.cos", "math.l2_normalize",
-    "nn.l2_normalize", "math.cumsum", "reverse", "image.convert_image_dtype",
+    "nn.l2_normalize", "math.cumsum", "reverse",
 )  # fmt: skip
 TF_REDUCE = (
     "math.reduce_mean", "math.reduce_sum", "math.reduce_max", "math.reduce_min", "math.reduce_prod",

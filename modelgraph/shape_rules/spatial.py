@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from modelgraph.catalogue.conv import check_groups
 from modelgraph.shape_rules._base import (
     Call,
     Dim,
@@ -95,12 +96,10 @@ def _conv(call: Call) -> Shape:
     if g["padding"] == "causal" and n != 1:
         raise ShapeError("padding 'causal' is only valid for 1D convolutions", "config")
     batch, spatial, channels = split_spatial(shape, n, first)
-    groups = call.get("groups", 1)
-    if isinstance(groups, int) and groups > 1:
-        if channels is not None and channels % groups:
-            raise ShapeError(f"{channels} input channels are not divisible by groups={groups}", "config")
-        if filters % groups:
-            raise ShapeError(f"filters={filters} is not divisible by groups={groups}", "config")
+    try:
+        check_groups(call.config.get("groups"), channels, filters)
+    except (TypeError, ValueError) as exc:
+        raise ShapeError(str(exc), "config") from None
     out = [
         conv_length(d, k, s, r, g["padding"])
         for d, k, s, r in zip(spatial, g["kernel"], g["strides"], g["dilation"], strict=True)
@@ -114,8 +113,8 @@ def _conv_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[st
     n = len(shape) - 2
     g = conv_geometry(config, n, "conv")
     _, _, channels = split_spatial(shape, n, channels_first(config))
-    groups = config.get("groups", 1) or 1
     filters = _filters(config, "conv")
+    groups = check_groups(config.get("groups"), channels, filters)
     out: dict[str, Shape] = {
         "kernel": (*g["kernel"], None if channels is None else channels // groups, filters)
     }
@@ -257,7 +256,7 @@ def _global_pool(call: Call) -> Shape:
 # Reshaping
 
 
-@shape_rule("Flatten", passthrough_dtype=True)
+@shape_rule("Flatten")
 def _flatten(call: Call) -> Shape:
     shape = call.x()
     if len(shape) < 1:
@@ -302,7 +301,7 @@ def reshape_to(shape: Shape, target: list[Any], who: str, with_batch: bool) -> S
     return tuple(dims) if with_batch else (shape[0], *dims)
 
 
-@shape_rule("Reshape", passthrough_dtype=True)
+@shape_rule("Reshape")
 def _reshape(call: Call) -> Shape:
     shape = call.x()
     target = call.get("target_shape", None, "dims")
@@ -311,7 +310,7 @@ def _reshape(call: Call) -> Shape:
     return reshape_to(shape, list(target), "Reshape", with_batch=False)
 
 
-@shape_rule("Permute", passthrough_dtype=True)
+@shape_rule("Permute")
 def _permute(call: Call) -> Shape:
     shape = call.x()
     dims = call.get("dims")
@@ -323,7 +322,7 @@ def _permute(call: Call) -> Shape:
     return (shape[0], *(shape[d] for d in dims))
 
 
-@shape_rule("RepeatVector", passthrough_dtype=True)
+@shape_rule("RepeatVector")
 def _repeat_vector(call: Call) -> Shape:
     shape = need_rank(call.x(), 2, "RepeatVector")
     return (shape[0], call.get("n"), shape[1])
@@ -340,17 +339,17 @@ def _pad_crop(call: Call, key: str, sign: int, default: Any) -> Shape:
     return join_spatial(batch, out, channels, first)
 
 
-@shape_rule("ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D", passthrough_dtype=True)
+@shape_rule("ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D")
 def _zero_padding(call: Call) -> Shape:
     return _pad_crop(call, "padding", +1, 1)
 
 
-@shape_rule("Cropping1D", "Cropping2D", "Cropping3D", passthrough_dtype=True)
+@shape_rule("Cropping1D", "Cropping2D", "Cropping3D")
 def _cropping(call: Call) -> Shape:
     return _pad_crop(call, "cropping", -1, 0)
 
 
-@shape_rule("UpSampling1D", "UpSampling2D", "UpSampling3D", passthrough_dtype=True)
+@shape_rule("UpSampling1D", "UpSampling2D", "UpSampling3D")
 def _upsampling(call: Call) -> Shape:
     n = spatial_rank(call.class_name)
     shape, first = _conv_input(call, n)

@@ -43,25 +43,11 @@ MAX_SCHEMA_ERRORS = 200
 
 
 def model_envelopes(value: Any, fmt: str) -> list[tuple[Any, str]]:
-    """The model envelope(s) of a parsed config document, with the JSON path of each.
+    """The model envelope of a parsed config document, with its JSON path (none when it holds none)."""
+    from modelgraph.loading.envelope import model_envelope
 
-    ``fmt`` is the detected format (``keras_zip``, ``legacy_h5``, ``json_config``, ``tfjs_layers``).
-    """
-    if not isinstance(value, Mapping):
-        return [(value, "$")]
-    if fmt == "legacy_h5":
-        return [(value.get("model_config"), "$")] if "model_config" in value else []
-    if fmt == "tfjs_layers":
-        topo = value.get("modelTopology")
-        if isinstance(topo, Mapping):
-            if "model_config" in topo:
-                return [(topo["model_config"], "$.modelTopology.model_config")]
-            return [(topo, "$.modelTopology")]
-        return []
-    if "class_name" not in value and "layers" in value:  # a bare get_config() body
-        kind = "Functional" if "input_layers" in value else "Sequential"
-        return [({"class_name": kind, "config": value}, "$")]
-    return [(value, "$")]
+    found = model_envelope(value, fmt)
+    return [] if found is None else [found]
 
 
 def _loc(parent: str, parts: tuple[Any, ...]) -> str:

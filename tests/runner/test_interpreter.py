@@ -9,7 +9,7 @@ import pytest
 from modelgraph.errors import KernelError, UnsupportedConfigError, UnsupportedLayerError, UsageError
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, Weight
 from modelgraph.runner import dtypes as dt
-from modelgraph.runner.interpreter import Runner, kernel_key, parse_tap_key, unsupported
+from modelgraph.runner.interpreter import Runner, parse_tap_key, unsupported
 
 
 def W(name: str, value) -> Weight:
@@ -69,10 +69,11 @@ def shared_graph():
     return graph(layers, nodes, [R("a"), R("b")], [R("add"), R("d", 1)])
 
 
-def test_kernel_keys():
-    assert kernel_key(Layer("x", "Add", "op", {})) == "op:Add"
-    assert kernel_key(Layer("x", "TFOpLambda", "layer", {"function": "math.multiply"})) == "tf:math.multiply"
-    assert kernel_key(Layer("x", "Dense", "layer", {})) == "Dense"
+def test_layer_keys():
+    assert Layer("x", "Add", "op", {}).key == "op:Add"
+    assert Layer("x", "TFOpLambda", "layer", {"function": "math.multiply"}).key == "tf:math.multiply"
+    assert Layer("x", "Dense", "layer", {}).key == "Dense"
+    assert Layer("x", "Convolution2D", "layer", {}).key == "Conv2D"  # a Keras 1 alias
 
 
 def test_shared_layer_one_kernel_and_outputs():

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from modelgraph import catalogue
 from modelgraph.graph import ModelGraph, TensorRef
 from modelgraph.loading import load
 from modelgraph.runner import masks as mk
@@ -147,10 +148,11 @@ def _x(*shape: int) -> np.ndarray:
     return np.arange(np.prod(shape), dtype=np.float32).reshape(shape) + 1
 
 
-@pytest.mark.parametrize(
-    "class_name",
-    sorted(mk.PASS_THROUGH),
-)
+def _classes_whose_mask(produces: str) -> list[str]:
+    return [spec.key for spec in catalogue.all_specs() if spec.masks.produces == produces]
+
+
+@pytest.mark.parametrize("class_name", _classes_whose_mask("propagates"))
 def test_pass_through_classes_keep_the_first_mask(class_name: str) -> None:
     rule = mk.rule_for(class_name, {})
     assert not rule.source
@@ -160,7 +162,7 @@ def test_pass_through_classes_keep_the_first_mask(class_name: str) -> None:
 
 def test_identity_drops_the_mask() -> None:
     """tf_keras Identity has supports_masking=False (checked against tf_keras in k2_mask_merge)."""
-    assert "Identity" not in mk.PASS_THROUGH
+    assert "Identity" not in _classes_whose_mask("propagates")
     assert mk.rule_for("Identity", {}).produce is None
 
 
@@ -247,7 +249,7 @@ def test_bidirectional_default_merge_mode_is_concat() -> None:
     assert mk.rule_for("Bidirectional", {}).produce([M1], [_x(2, 4, 3)], [_x(2, 6)]) == [None]
 
 
-@pytest.mark.parametrize("class_name", sorted(mk.MERGE_AND))
+@pytest.mark.parametrize("class_name", _classes_whose_mask("merge_and"))
 def test_merge_layers_and_the_present_masks(class_name: str) -> None:
     rule = mk.rule_for(class_name, {})
     x = _x(2, 4, 3)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from modelgraph import catalogue
 from modelgraph.graph import TensorRef
 from modelgraph.loading import load
 from modelgraph.runner import masks as mk
@@ -25,10 +26,10 @@ def _x(*shape: int) -> np.ndarray:
 
 
 def test_every_class_states_both_versions_or_says_why():
-    for class_name, versions in mk.MASK_BEHAVIOUR.items():
-        assert set(versions) <= {mk.K2, mk.K3}, class_name
-        for b in versions.values():
-            assert (b.consume == "call") == bool(b.call), class_name
+    for spec in catalogue.declared():
+        assert set(spec.masks) <= {mk.K2, mk.K3}, spec.key
+        for b in spec.masks.values():
+            assert (b.consume == "call") == bool(b.call), spec.key
 
 
 def test_merges_or_in_keras3_and_in_tf_keras():

@@ -1,6 +1,6 @@
 """Kernels: conv family (see modelgraph/runner/registry.py for the contract).
 
-Semantics (KERAS-FORMATS.md 5.1): TF ``SAME`` padding puts the extra pixel after; ``causal`` pads
+Semantics (docs/formats.md, "Convolution and pooling numerics"): TF ``SAME`` padding puts the extra pixel after; ``causal`` pads
 ``(k-1)*d`` on the left; kernels are ``(k..., in/groups, filters)``, transposed kernels
 ``(k..., filters, in)``, depthwise ``(k..., in, depth_multiplier)`` with output channel ``c*dm + m``.
 
@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph.catalogue.conv import check_groups
 from modelgraph.runner.activations import Activation
 from modelgraph.runner.kernels._conv_utils import (
     DEPTHWISE_WORK,
@@ -256,13 +257,18 @@ def _make_conv(
     strides = int_tuple(spec, "strides", rank, 1)
     dilation = int_tuple(spec, "dilation_rate", rank, 1)
     mode = padding_mode(spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
-    groups = spec.get("groups", 1) or 1
-    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-        raise spec.unsupported("groups", groups)
+    try:
+        groups = check_groups(spec.get("groups"), None, None)
+    except TypeError:
+        raise spec.unsupported("groups", spec.get("groups")) from None
     kernel = _weight(spec, "kernel", dtype)
     _check_kernel(spec, kernel, kernel_size, rank)
     cin_g, filters = kernel.shape[-2:]
-    if spec.get("filters") not in (None, filters) or filters % groups:
+    try:
+        check_groups(groups, None, filters)
+    except ValueError as exc:
+        raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape}: {exc}") from None
+    if spec.get("filters") not in (None, filters):
         raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs filters/groups")
     cin = cin_g * groups
     if pre_pads is not None and (rank > 2 or groups != 1):

@@ -356,7 +356,7 @@ for _names, _keys in (
     (("GaussianDropout",), {"rate", "seed"}),
     (("AlphaDropout",), {"rate", "noise_shape", "seed"}),
 ):
-    register(*_names, training_sensitive=True)(_identity_kernel(_keys))
+    register(*_names)(_identity_kernel(_keys))
 
 register("ActivityRegularization")(_identity_kernel({"l1", "l2"}))
 register("Identity")(_identity_kernel(set()))

@@ -28,7 +28,7 @@ def _work(x: np.ndarray) -> np.ndarray:
     return x if x.dtype.itemsize >= 4 else x.astype(np.float32)
 
 
-@register("BatchNormalization", training_sensitive=True)
+@register("BatchNormalization")
 def batch_normalization(spec: KernelSpec) -> Kernel:
     check_keys(
         spec,

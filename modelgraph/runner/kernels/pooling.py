@@ -1,6 +1,6 @@
 """Kernels: pooling family (see modelgraph/runner/registry.py for the contract).
 
-TF semantics (KERAS-FORMATS.md 5.1): ``same`` padding puts the extra cell after; max pooling pads with
+TF semantics (docs/formats.md, "Convolution and pooling numerics"): ``same`` padding puts the extra cell after; max pooling pads with
 -inf; average pooling with ``same`` divides by the number of valid (unpadded) cells. ``strides``
 defaults to ``pool_size``. Non-overlapping valid pooling is a reshape + reduce; everything else loops
 over the pool taps only.

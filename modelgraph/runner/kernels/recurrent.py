@@ -1,7 +1,7 @@
 """Kernels: recurrent family (see modelgraph/runner/registry.py for the contract).
 
 SimpleRNN, LSTM, GRU, ConvLSTM1D/2D/3D, Bidirectional and TimeDistributed with the semantics of
-KERAS-FORMATS.md section 5.1:
+docs/formats.md, "Recurrent layers":
 
 * The input projection ``x @ kernel + bias`` (or the input convolution) is computed for every time
   step in one call; only the recurrent part loops over time, vectorised over the batch.
@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from modelgraph.catalogue.upgrades import gru_reset_after_default
 from modelgraph.errors import UnsupportedConfigError
 from modelgraph.runner.activations import Activation, get_activation
 from modelgraph.runner.registry import KernelSpec, get_kernel, register
@@ -289,9 +290,7 @@ def lstm(spec: KernelSpec):
 def _gru_cell(spec: KernelSpec) -> tuple[int, CellMaker]:
     act = _activation(spec, "activation", "tanh")
     rec_act = _recurrent_activation(spec)
-    # tf.keras 2.x and Keras 3 default to reset_after=True and write the key; Keras 1/2.0-2.3 had
-    # reset_after=False (Keras 1 has no such key).
-    reset_after = spec.flag("reset_after", spec.keras_version >= (2, 4, 0))
+    reset_after = spec.flag("reset_after", gru_reset_after_default(spec.keras_version))
 
     def make() -> tuple[Step, Array, Array | None]:
         recurrent = _weight(spec, "recurrent_kernel")

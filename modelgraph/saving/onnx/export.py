@@ -35,7 +35,7 @@ from modelgraph.errors import (
 )
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, keras_version_tuple, map_refs, tensor_refs
 from modelgraph.runner import dtypes as dt
-from modelgraph.runner.interpreter import LazyWeights, _output_keys, kernel_key
+from modelgraph.runner.interpreter import LazyWeights, _float32_variables, _output_keys
 from modelgraph.runner.registry import KernelSpec, get_entry
 from modelgraph.saving.onnx import masks as mk
 from modelgraph.saving.onnx._onnx import helper, onnx_dtype, require_onnx
@@ -183,8 +183,8 @@ class _Walk:
             if layer.subgraph is None and any(env[r] is _REFUSED for r in node.inputs):
                 # Downstream of a refused layer: only look for a missing mapping, so that every
                 # unmappable layer is named, not just the first on each path.
-                if get_mapping(kernel_key(layer)) is None and layer.kind != "model":
-                    self.problem(prefix + layer.name, layer.class_name, UnmappedLayerError(kernel_key(layer)))
+                if get_mapping(layer.key) is None and layer.kind != "model":
+                    self.problem(prefix + layer.name, layer.class_name, UnmappedLayerError(layer.key))
                 self._refuse_outputs(layer, node, env, referenced)
                 continue
             if layer.subgraph is not None:
@@ -239,7 +239,7 @@ class _Walk:
         weights = self._weights.get(cache_key)
         if weights is None:
             transform = None
-            if policy.is_half and layer.class_name not in dt.FLOAT32_WEIGHT_CLASSES:
+            if policy.is_half and not _float32_variables(layer.key):
                 half = policy.compute_dtype
 
                 def transform(a: np.ndarray, half: str = half) -> np.ndarray:
@@ -263,7 +263,7 @@ class _Walk:
     def _node(self, graph, shapes, layer: Layer, node: Node, prefix, env, masks) -> bool:
         """Map one node; False (and the problem recorded) when it cannot be mapped."""
         path = prefix + layer.name
-        key = kernel_key(layer)
+        key = layer.key
         try:
             self._map_node(graph, shapes, layer, node, path, key, env, masks)
             return True

@@ -1,7 +1,14 @@
 """The mapping registry: layer key -> ONNX mapping function.
 
-Keys are the runner's (and the catalogue's): the Keras class name (``"Dense"``), ``"op:<Class>"`` for
-Keras 3 ops, ``"tf:<function>"`` for tf.keras TFOpLambda layers. Every family module in
+Keys are the catalogue's (:func:`modelgraph.catalogue.key_of`, stored on ``Layer.key``, which the
+exporter looks up): the Keras class name (``"Dense"``), ``"op:<Class>"`` for Keras 3 ops,
+``"tf:<function>"`` for tf.keras TFOpLambda layers; every key registered here has a catalogue entry
+(``tests/test_onnx_catalogue_keys.py``). Alias names registered here (``Convolution2D``) are never
+looked up, since ``Layer.key`` resolves aliases.
+
+Not yet the catalogue's ``onnx`` slot: that would make :func:`modelgraph.catalogue.all_specs` import
+this package's mappings, which need the optional ``onnx`` dependency; moving the mappings there needs
+a provider that may be absent (left for a follow-up). Every family module in
 ``mappings/`` registers its functions with ``@register(...)``; ``mappings/__init__.py`` imports them
 all, so the supported list is readable in one file.
 

@@ -1,0 +1,81 @@
+"""Core layers: Dense, EinsumDense, Embedding, activations, dropout and noise, Lambda, the model input."""
+
+from modelgraph import weight_names as wn
+from modelgraph.catalogue.spec import (
+    FED,
+    NEEDS_SHAPES,
+    NO_KERNEL,
+    NO_SHAPE_RULE,
+    PASS_MASK,
+    PROPAGATES_MASK,
+    WEIGHTLESS,
+    MaskBehaviour,
+    layer,
+    layers,
+    masks,
+    zero_macs,
+)
+
+# Keras 3 stores a quantized kernel's variables in this order after the float ones (its
+# variable_serialization_spec, Keras 3.15); bias is skipped when absent, so later indices shift.
+KERNEL_QUANTIZED = {
+    "int8": ("kernel_scale",),
+    "int4": ("kernel_scale",),
+    "int4_grouped": ("kernel_zero", "g_idx"),
+}
+
+SPECS = (
+    *layers(
+        ("Activation", "ActivityRegularization", "ELU", "LeakyReLU", "ReLU"),
+        **WEIGHTLESS,
+        masks=PROPAGATES_MASK,
+    ),
+    layer("ThresholdedReLU", **WEIGHTLESS, masks=masks(k2=PASS_MASK)),
+    *layers(
+        ("AlphaDropout", "GaussianDropout", "GaussianNoise"),
+        training_sensitive=True,
+        **WEIGHTLESS,
+        masks=PROPAGATES_MASK,
+    ),
+    *layers(
+        ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D"),
+        training_sensitive=True,
+        **WEIGHTLESS,
+        masks=PROPAGATES_MASK,
+        dtype="follows_input",
+    ),
+    layer(
+        "Dense",
+        weight_names=wn.kernel_bias,
+        quantized_weight_names=KERNEL_QUANTIZED,
+        masks=PROPAGATES_MASK,
+    ),
+    layer("EinsumDense", weight_names=wn.einsum_dense, quantized_weight_names=KERNEL_QUANTIZED),
+    layer(
+        "Embedding",
+        macs=zero_macs,
+        weight_names=wn.embeddings,
+        quantized_weight_names={
+            "int8": ("embeddings_scale",),
+            "int4": ("embeddings_scale",),
+            "int4_grouped": ("embeddings_zero", "g_idx"),
+        },
+        masks=masks(
+            MaskBehaviour(None, "embedding"),
+            MaskBehaviour(None, "embedding", note="supports_masking = mask_zero"),
+        ),
+    ),
+    # tf_keras's Identity never sets supports_masking (it drops the mask); Keras 3's keeps it.
+    layer("Identity", **WEIGHTLESS, dtype="follows_input", masks=masks(k3=PASS_MASK)),
+    layer("InputLayer", kernel=FED, **WEIGHTLESS),
+    layer("Lambda", shape=NO_SHAPE_RULE, kernel=NO_KERNEL, macs=NEEDS_SHAPES, weight_names=wn.no_weights),
+    layer(
+        "Masking", **WEIGHTLESS, masks=masks(MaskBehaviour(None, "masking"), MaskBehaviour(None, "masking"))
+    ),
+    layer("PReLU", macs=zero_macs, weight_names=wn.alpha, masks=PROPAGATES_MASK),
+    layer(
+        "Softmax",
+        **WEIGHTLESS,
+        masks=masks(MaskBehaviour("first", "pass"), MaskBehaviour("call", "pass", ("inputs", "mask"))),
+    ),
+)

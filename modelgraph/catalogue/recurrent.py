@@ -1,0 +1,76 @@
+"""Recurrent layers and their wrappers (Bidirectional, TimeDistributed)."""
+
+from typing import Any
+
+from modelgraph import weight_names as wn
+from modelgraph.catalogue import upgrades
+from modelgraph.catalogue.spec import (
+    NO_KERNEL,
+    ConfigSpec,
+    MaskBehaviour,
+    layer,
+    layers,
+    masks,
+)
+
+#: Keras 3 defaults of the keys every recurrent layer reads.
+RNN_DEFAULTS = {
+    "activation": "tanh",
+    "use_bias": True,
+    "dropout": 0.0,
+    "recurrent_dropout": 0.0,
+    "return_sequences": False,
+    "return_state": False,
+    "go_backwards": False,
+    "stateful": False,
+    "unroll": False,
+}
+SIMPLE_RNN_CONFIG = ConfigSpec(RNN_DEFAULTS, upgrades.recurrent)
+LSTM_CONFIG = ConfigSpec(
+    {**RNN_DEFAULTS, "recurrent_activation": "sigmoid", "unit_forget_bias": True}, upgrades.recurrent
+)
+GRU_CONFIG = ConfigSpec(
+    {**RNN_DEFAULTS, "recurrent_activation": "sigmoid", "reset_after": True}, upgrades.gru
+)
+CONV_LSTM_CONFIG = ConfigSpec(upgrade=upgrades.recurrent)
+
+_RNN_CALL = ("sequences", "initial_state", "mask", "training")
+#: Recurrent layers take the mask (it skips steps) and keep it on the sequence output only.
+RNN_MASK = masks(MaskBehaviour("first", "rnn"), MaskBehaviour("call", "rnn", _RNN_CALL))
+#: The fields every recurrent layer (SimpleRNN, LSTM, GRU, ConvLSTM*) shares.
+_RECURRENT: dict[str, Any] = {"weight_names": wn.recurrent, "keras3_weights": wn.in_cell, "masks": RNN_MASK}
+
+SPECS = (
+    *layers(("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"), config=CONV_LSTM_CONFIG, **_RECURRENT),
+    *layers(
+        ("CuDNNGRU", "CuDNNLSTM"),
+        keras_versions=("2",),
+        kernel=NO_KERNEL,
+        masks=masks(k2=MaskBehaviour("first", "rnn")),
+    ),
+    *layers(("UnifiedGRU", "UnifiedLSTM"), keras_versions=("2",), kernel=NO_KERNEL),
+    layer(
+        "Bidirectional",
+        weight_names=wn.wrapped,
+        keras3_weights=wn.bidirectional_layers,
+        masks=masks(
+            MaskBehaviour("first", "bidirectional"), MaskBehaviour("call", "bidirectional", _RNN_CALL)
+        ),
+    ),
+    layer("GRU", config=GRU_CONFIG, **_RECURRENT),
+    layer("LSTM", config=LSTM_CONFIG, **_RECURRENT),
+    # The generic RNN(cell): kernel, shape, weight and MAC rules attach from the provider modules
+    # (cells SimpleRNNCell, LSTMCell, GRUCell and StackedRNNCells of them); its variables sit in the
+    # cell (per cell under cell/cells/<name> for StackedRNNCells).
+    layer("RNN", keras3_weights=wn.rnn_cell_groups, masks=RNN_MASK),
+    layer("SimpleRNN", config=SIMPLE_RNN_CONFIG, **_RECURRENT),
+    layer(
+        "TimeDistributed",
+        weight_names=wn.wrapped,
+        keras3_weights=wn.wrapped_layer,
+        masks=masks(
+            MaskBehaviour("first", "time_distributed"),
+            MaskBehaviour("call", "pass", ("inputs", "training", "mask"), note="the default compute_mask"),
+        ),
+    ),
+)

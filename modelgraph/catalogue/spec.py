@@ -1,0 +1,236 @@
+"""What the catalogue knows about one Keras class: :class:`LayerSpec`.
+
+Every *concern* of a class (its shape rule, expected weight shapes, MAC count, kernel, ...) is
+either an implementation or a string saying why there is none ("no kernel yet"). An entry whose
+concern is ``None`` waits for the module that implements it to attach it (``@shape_rule``,
+``@weight_rule``, ``@mac_rule``, ``@register`` attach to the entry of the key they name and refuse a
+key the catalogue does not declare); an entry that is still ``None`` once every provider module is
+imported is half-registered, which :func:`missing_concerns` reports and the completeness test fails on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from modelgraph import weight_names as wn
+
+# Reasons shared by many entries (a concern that is absent says why; one place for the wording).
+NO_SHAPE_RULE = "no static shape rule yet"
+NO_KERNEL = "no NumPy kernel yet"
+NO_WEIGHT_SHAPES = "no expected-weight-shape rule yet (weights are read, not checked against the config)"
+NEEDS_SHAPES = "MACs need a shape rule"
+NO_WEIGHT_NAMES = "weight names not catalogued: weights keep positional names (var_0, var_1, ...)"
+NO_CONFIG = "config defaults and upgrades not catalogued yet (kernels read keys with Keras's defaults)"
+NO_ONNX = "no ONNX mapping yet"
+NO_VARIABLES = "no variables"
+FED = "a model input: fed, not computed"
+BY_FUNCTION = "a TFOpLambda layer is looked up by its function (key tf:<function>)"
+
+DtypeBehaviour = Literal["compute", "follows_input", "float32_variables"]
+
+CONCERNS = ("read", "shapes", "weights", "macs", "masks", "run")
+
+
+@dataclass(frozen=True)
+class Alias:
+    """Another class name that real files carry for this class, and the Keras versions that wrote it."""
+
+    name: str
+    keras_versions: str
+
+
+K2, K3 = 2, 3
+"""Keys of the Keras versions in a :attr:`LayerSpec.masks`: 2 is Keras 1/2 and tf.keras, 3 is Keras 3."""
+
+
+@dataclass(frozen=True)
+class MaskBehaviour:
+    """What one Keras class does with the implicit masks of its inputs, in one Keras version.
+
+    ``consume``: how its call receives the masks of its inputs: ``"first"`` (tf.keras: ``mask=`` the
+    mask of the first argument), ``"list"`` (tf.keras Attention: ``mask=[query, value]``), ``"mha"``
+    (tf.keras MultiHeadAttention reads its tensors' masks itself), ``"call"`` (Keras 3: the layer's
+    ``__call__`` fills ``mask`` from the only tensor argument, or ``<arg>_mask`` for each of several
+    tensor arguments; ``call`` names the parameters of ``call()`` in order), ``"merge"`` (Keras 3
+    Multiply/Maximum/Minimum read their inputs' masks: the kernel gets ``input_masks``), or None.
+    ``produce``: its output masks: ``"drop"``, ``"pass"`` (the mask it was given or the first
+    input's), ``"and"`` / ``"or"`` (merge layers), ``"concat_all"`` / ``"concat_any"``, ``"rnn"``,
+    ``"bidirectional"``, ``"time_distributed"``, ``"query"`` (attention: the query's mask),
+    ``"mha_scores"`` (tf.keras MHA: also the scores' mask), ``"embedding"``, ``"masking"``; the
+    functions are in :mod:`modelgraph.runner.masks`.
+    """
+
+    consume: str | None
+    produce: str
+    call: tuple[str, ...] = ()
+    note: str = ""
+
+
+def masks(k2: MaskBehaviour | None = None, k3: MaskBehaviour | None = None) -> Mapping[int, MaskBehaviour]:
+    """An entry's mask behaviour per Keras version (a version left out drops masks and takes none)."""
+    return MappingProxyType({v: b for v, b in ((K2, k2), (K3, k3)) if b is not None})
+
+
+#: Carries the mask over (``supports_masking`` with the default ``compute_mask``).
+PASS_MASK = MaskBehaviour(None, "pass")
+DROPS_MASK = masks()
+
+
+@dataclass(frozen=True)
+class ConfigSpec:
+    """The config keys a class reads with Keras 3's defaults, and how an older config upgrades.
+
+    ``defaults`` is None when they are not catalogued yet. ``upgrade(config, keras_version)`` returns
+    the config as Keras 3 would read it (renamed keys, defaults that changed between versions made
+    explicit, dropped keys removed); ``keras_version`` is None when the file does not say.
+    """
+
+    defaults: Mapping[str, Any] | None = None
+    upgrade: Callable[[Mapping[str, Any], tuple[int, int, int] | None], dict[str, Any]] | None = None
+
+    def read(self, config: Mapping[str, Any], keras_version: tuple[int, int, int] | None) -> dict[str, Any]:
+        """The config as Keras 3 reads it: upgraded, and every catalogued default made explicit."""
+        out = self.upgrade(config, keras_version) if self.upgrade is not None else dict(config)
+        for key, value in (self.defaults or {}).items():
+            out.setdefault(key, value)
+        return out
+
+
+WeightNames = Callable[[Mapping[str, Any]], "tuple[str, ...] | None"]
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """Everything modelgraph knows about one Keras class (a layer, a Keras 3 op, a TFOpLambda function).
+
+    ``key`` is the catalogue key: the Keras 3 class name, ``op:<Class>`` for a Keras 3 op,
+    ``tf:<function>`` for a tf.keras ``TFOpLambda``. Implementation slots (``shape``,
+    ``weight_shapes``, ``macs``, ``kernel``) hold a callable, a string saying why there is none, or
+    None until their provider module attaches one (see the module docstring).
+    """
+
+    key: str
+    family: str = ""
+    """The catalogue module that declares it (set when it is registered)."""
+    keras_versions: tuple[str, ...] = ("2", "3")
+    """Keras major versions whose files carry this class (Keras 1 names are aliases)."""
+    aliases: tuple[Alias, ...] = ()
+    config: ConfigSpec | str = NO_CONFIG
+    weight_names: WeightNames | str = NO_WEIGHT_NAMES
+    """``(config) -> canonical names in Keras's weight order`` (None: unknown for this config)."""
+    quantized_weight_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Variables ``model.quantize(mode)`` adds after the float ones, by mode (``int8``, ``int4``;
+    ``int4_grouped``: what int4 per group of rows adds to ``int4``'s); a mode it does not name keeps
+    positional names."""
+    legacy_weight_names: Mapping[str, str] = field(default_factory=dict)
+    """Names a legacy (tf.keras) file stores that Keras 3 spells otherwise: ``{stored: canonical}``."""
+    keras3_weights: Callable[[str, Mapping[str, Any]], Any] | None = None
+    """Where the variables sit in a Keras 3 weights tree when not all in the layer's own ``vars``
+    (a :mod:`modelgraph.weight_names` layout: ``in_cell``, ``wrapped_layer``, ...)."""
+    weight_shapes: Callable[..., Any] | str | None = None
+    shape: Callable[..., Any] | str | None = None
+    macs: Callable[..., Any] | str | None = None
+    masks: Mapping[int, MaskBehaviour] = field(default_factory=lambda: DROPS_MASK)
+    """Mask behaviour per Keras version (:data:`K2`, :data:`K3`); a version not listed drops masks."""
+    training_sensitive: bool = False
+    """A call recorded with ``training=True`` behaves differently (Dropout, BatchNormalization)."""
+    dtype: DtypeBehaviour = "compute"
+    """``compute``: outputs in the layer's compute dtype; ``follows_input``: a non-float input passes
+    through with its dtype; ``float32_variables``: variables kept in float32 under mixed precision."""
+    kernel: Callable[..., Any] | str | None = None
+    fast_kernels: tuple[Callable[..., Any], ...] = ()
+    onnx: Any = NO_ONNX
+
+    @property
+    def class_name(self) -> str:
+        """The class name a file carries (the key without its ``op:``/``tf:`` prefix)."""
+        return self.key.split(":", 1)[1] if self.key.startswith(("op:", "tf:")) else self.key
+
+
+def zero_macs(*_: Any) -> int:
+    """The MAC rule of a class that does no multiply-accumulate work (element-wise, data movement)."""
+    return 0
+
+
+#: The fields of a class with no variables and no multiply-accumulates (``**WEIGHTLESS``).
+WEIGHTLESS: Mapping[str, Any] = {"macs": zero_macs, "weight_names": wn.no_weights}
+PROPAGATES_MASK = masks(PASS_MASK, PASS_MASK)
+
+
+def _slot(value: Any) -> bool | str:
+    if value is None:
+        return False
+    return value if isinstance(value, str) else True
+
+
+def support(spec: LayerSpec) -> dict[str, bool | str]:
+    """Per concern (:data:`CONCERNS`): True when implemented, else the reason there is none."""
+    weights = _slot(spec.weight_names)
+    if weights is True and spec.weight_shapes != NO_VARIABLES:
+        weights = _slot(spec.weight_shapes)
+    return {
+        "read": True,
+        "shapes": _slot(spec.shape),
+        "weights": weights,
+        "macs": _slot(spec.macs),
+        "masks": True,
+        "run": _slot(spec.kernel),
+    }
+
+
+def missing_concerns(spec: LayerSpec) -> list[str]:
+    """The concerns an entry neither implements nor explains (empty for a complete entry)."""
+    slots = {
+        "shape": spec.shape,
+        "weight_shapes": spec.weight_shapes,
+        "macs": spec.macs,
+        "kernel": spec.kernel,
+        "weight_names": spec.weight_names,
+        "config": spec.config,
+        "onnx": spec.onnx,
+    }
+    missing = [name for name, value in slots.items() if value is None or value == ""]
+    if not spec.family:
+        missing.append("family")
+    return missing
+
+
+def layer(key: str, **fields: Any) -> LayerSpec:
+    """A layer class's entry (weights named in ``weight_names``; shapes, MACs, kernel attached)."""
+    if fields.get("weight_names") is wn.no_weights:
+        fields.setdefault("weight_shapes", NO_VARIABLES)
+    return LayerSpec(key, **fields)
+
+
+def op(class_name: str, **fields: Any) -> LayerSpec:
+    """A Keras 3 op's entry (``op:<Class>``): ops have no variables."""
+    fields.setdefault("keras_versions", ("3",))
+    fields.setdefault("weight_names", wn.no_weights)
+    fields.setdefault("weight_shapes", NO_VARIABLES)
+    return LayerSpec(f"op:{class_name}", **fields)
+
+
+def tf_op(function: str, **fields: Any) -> LayerSpec:
+    """A tf.keras ``TFOpLambda`` function's entry (``tf:<function>``): no variables; Keras 2 only."""
+    fields.setdefault("weight_names", wn.no_weights)
+    fields.setdefault("weight_shapes", NO_VARIABLES)
+    fields.setdefault("keras_versions", ("2",))
+    return LayerSpec(f"tf:{function}", **fields)
+
+
+def layers(keys: tuple[str, ...], **fields: Any) -> tuple[LayerSpec, ...]:
+    """Entries for several layer classes that share every field but the key."""
+    return tuple(layer(key, **fields) for key in keys)
+
+
+def ops(class_names: tuple[str, ...], **fields: Any) -> tuple[LayerSpec, ...]:
+    """Entries for several Keras 3 ops that share every field but the key."""
+    return tuple(op(name, **fields) for name in class_names)
+
+
+def tf_ops(functions: tuple[str, ...], **fields: Any) -> tuple[LayerSpec, ...]:
+    """Entries for several TFOpLambda functions that share every field but the key."""
+    return tuple(tf_op(name, **fields) for name in functions)
