@@ -149,10 +149,15 @@ def _x(*shape: int) -> np.ndarray:
 
 
 def _classes_whose_mask(produces: str) -> list[str]:
-    return [spec.key for spec in catalogue.all_specs() if spec.masks.produces == produces]
+    """The keys whose tf.keras (Keras 2) mask behaviour produces this way."""
+    return [
+        spec.key
+        for spec in catalogue.all_specs()
+        if mk.K2 in spec.masks and spec.masks[mk.K2].produce == produces
+    ]
 
 
-@pytest.mark.parametrize("class_name", _classes_whose_mask("propagates"))
+@pytest.mark.parametrize("class_name", _classes_whose_mask("pass"))
 def test_pass_through_classes_keep_the_first_mask(class_name: str) -> None:
     rule = mk.rule_for(class_name, {})
     assert not rule.source
@@ -162,7 +167,7 @@ def test_pass_through_classes_keep_the_first_mask(class_name: str) -> None:
 
 def test_identity_drops_the_mask() -> None:
     """tf_keras Identity has supports_masking=False (checked against tf_keras in k2_mask_merge)."""
-    assert "Identity" not in _classes_whose_mask("propagates")
+    assert "Identity" not in _classes_whose_mask("pass")
     assert mk.rule_for("Identity", {}).produce is None
 
 
@@ -249,7 +254,7 @@ def test_bidirectional_default_merge_mode_is_concat() -> None:
     assert mk.rule_for("Bidirectional", {}).produce([M1], [_x(2, 4, 3)], [_x(2, 6)]) == [None]
 
 
-@pytest.mark.parametrize("class_name", _classes_whose_mask("merge_and"))
+@pytest.mark.parametrize("class_name", _classes_whose_mask("and"))
 def test_merge_layers_and_the_present_masks(class_name: str) -> None:
     rule = mk.rule_for(class_name, {})
     x = _x(2, 4, 3)
