@@ -101,6 +101,28 @@ def layer_normalization(ctx: MapContext, x: Value) -> Value:
     return Value(e.op("Add", [e.op("Mul", [n, inv]), res], "layer_norm"), rank)
 
 
+@register("RMSNormalization")
+def rms_normalization(ctx: MapContext, x: Value) -> Value:
+    """Keras 3 RMSNormalization: ``x / sqrt(mean(x**2 over axis) + epsilon) * scale``."""
+    check_keys(ctx.spec, {"axis", "epsilon"})
+    axes = axes_list(ctx.spec, "axis", -1)
+    epsilon = number(ctx.spec, "epsilon", 1e-6)
+    scale = ctx.weight("scale")
+    x = as_float(ctx, x)
+    e = ctx.e
+    n = e.logical(x)
+    rank = ctx.rank()
+    pos = sorted(_positive(axes, rank))
+    mean_square = e.reduce("ReduceMean", e.op("Mul", [n, n]), pos, 1)
+    inv = e.op(
+        "Reciprocal", [e.op("Sqrt", [e.op("Add", [mean_square, e.const(np.float32(epsilon), "eps")])])]
+    )
+    y = e.op(
+        "Mul", [e.op("Mul", [n, inv]), ctx.const(param_shape(scale, pos, rank, None), "scale")], "rms_norm"
+    )
+    return Value(y, rank)
+
+
 @register("UnitNormalization")
 def unit_normalization(ctx: MapContext, x: Value) -> Value:
     check_keys(ctx.spec, {"axis"})
