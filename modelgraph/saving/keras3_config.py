@@ -14,6 +14,7 @@ included) so the caller can refuse the model before writing anything.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -226,6 +227,15 @@ class ConfigWriter:
         except NotConvertible as exc:
             self._refuse(where, layer.class_name, str(exc))
             return None
+        extra_axes = _time_distributed_extra_axes(layer, graph, shapes)
+        if extra_axes:
+            self._refuse(
+                where,
+                layer.class_name,
+                f"its {extra_axes} extra leading input axis(es) reach the wrapped convolution, which "
+                "tf.keras folds into the batch and Keras 3 refuses to build",
+            )
+            return None
         config = _keep_name(config, layer.name)
         self.written[where] = WrittenLayer(class_name, config)
         record = {
@@ -424,6 +434,27 @@ def _structure(value: Any, graph: ModelGraph, plus_one: bool) -> Any:
     if isinstance(value, Mapping):
         return {str(k): _structure(v, graph, plus_one) for k, v in value.items()}
     return value
+
+
+def _time_distributed_extra_axes(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> int:
+    """How many input axes a TimeDistributed(conv) gets beyond batch, time and the conv's own input
+    rank (tf.keras runs the conv on them as extra batch axes; Keras 3 cannot build it); 0 if none."""
+    inner = layer.config.get("layer")
+    inner_class = inner.get("class_name") if isinstance(inner, Mapping) else None
+    found = re.search(r"Conv\w*?([123])D", inner_class) if isinstance(inner_class, str) else None
+    if layer.class_name != "TimeDistributed" or found is None or shapes is None:
+        return 0
+    own_rank = int(found.group(1)) + 2  # batch, spatial axes, channels
+    extra = 0
+    for node in graph.nodes_of(layer.name):
+        if not node.inputs:
+            continue
+        ref = node.inputs[0]
+        outs = shapes.outputs.get((ref.layer, ref.node_index)) or []
+        shape = outs[ref.tensor_index] if ref.tensor_index < len(outs) else None
+        if shape is not None:
+            extra = max(extra, len(shape) - 1 - own_rank)
+    return extra
 
 
 def _build_config(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> dict[str, Any] | None:
