@@ -359,6 +359,15 @@ def place_issues(graph: ModelGraph, issues: Iterable[Any]) -> tuple[dict[tuple[s
     return by_path, unplaced
 
 
+def _rule_ids(issues: Sequence[Any]) -> str:
+    """The findings' rule ids, the most severe first (then by id), each once, escaped."""
+    ranked = sorted(
+        issues,
+        key=lambda i: (-_SEVERITY_RANK.get(getattr(i, "severity", "info"), 0), str(getattr(i, "rule", "?"))),
+    )
+    return ", ".join(dict.fromkeys(html_escape(str(getattr(i, "rule", "?"))) for i in ranked))
+
+
 def _worst(issues: Sequence[Any]) -> str | None:
     worst = None
     for issue in issues:
@@ -663,7 +672,7 @@ class _Builder:
                 if facts.params is not None:
                     extra.append(f"params: {facts.params:,}")
             if found:
-                rules = ", ".join(sorted({html_escape(getattr(i, "rule", "?")) for i in found}))
+                rules = _rule_ids(found)
                 extra.append(f"<FONT COLOR='{color}'><B>{html_escape(worst)}: {rules}</B></FONT>")
             label = head + "".join(f"<BR/><FONT POINT-SIZE='9'>{e}</FONT>" for e in extra)
             self.lines.append(f"{indent}subgraph cluster_{self.clusters} {{")
@@ -737,7 +746,7 @@ class _Builder:
         if key in self.output_marks:
             small.append(f"<B>{html_escape(', '.join(self.output_marks[key]))}</B>")
         if found:
-            rules = ", ".join(sorted({html_escape(getattr(i, "rule", "?")) for i in found}))
+            rules = _rule_ids(found)
             small.append(f"<FONT COLOR='{border}'><B>{html_escape(worst)}: {rules}</B></FONT>")
         label = head + "".join(f"<BR/><FONT POINT-SIZE='9'>{s}</FONT>" for s in small)
         attrs = [f"label=<{label}>"]
