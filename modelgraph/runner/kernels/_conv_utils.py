@@ -138,6 +138,34 @@ def fused_activation(spec: KernelSpec) -> Activation | None:
     return None if activation_name(value) == "linear" else act
 
 
+# Activations that normalise or split along the last axis: they do not commute with a change of layout.
+AXIS_ACTIVATIONS = frozenset({"softmax", "log_softmax", "sparsemax", "glu"})
+
+
+def layout_activation(spec: KernelSpec, fmt: str) -> tuple[Any, Activation | None, Activation | None]:
+    """``(value, act, after)``: the activation a conv kernel fuses into its channels-last compute
+    (its config value and function, None for linear) and the one it applies to its output after moving
+    it back to ``fmt`` (None: nothing left). Keras applies a conv's activation to the output as laid out,
+    so a ``channels_first`` conv's ``softmax`` normalises the last, spatial axis: an activation of
+    ``AXIS_ACTIVATIONS`` in ``channels_first`` runs after the move; element-wise ones fuse."""
+    value = spec.get("activation")
+    act = fused_activation(spec)
+    if fmt == "channels_first" and activation_name(value) in AXIS_ACTIVATIONS:
+        return "linear", None, act
+    return value, act, None
+
+
+def then_activate(run: Callable[..., np.ndarray], after: Activation | None) -> Callable[..., np.ndarray]:
+    """``run`` followed by ``after`` (``run`` itself when ``after`` is None)."""
+    if after is None:
+        return run
+
+    def activated(*args: Any) -> np.ndarray:
+        return after(run(*args))
+
+    return activated
+
+
 def same_pads(size: int, kernel: int, stride: int, dilation: int = 1) -> tuple[int, int]:
     """TF ``SAME`` padding for one axis: the extra pixel goes after."""
     effective = (kernel - 1) * dilation + 1

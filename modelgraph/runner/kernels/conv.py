@@ -31,10 +31,10 @@ from modelgraph.runner.kernels._conv_utils import (
     depthwise_weight_name,
     float_dtype,
     from_last,
-    fused_activation,
     im2col,
     in_place_epilogue,
     int_tuple,
+    layout_activation,
     out_sizes,
     pad_spatial,
     padding_mode,
@@ -43,6 +43,7 @@ from modelgraph.runner.kernels._conv_utils import (
     spread_parts,
     tap_reduce,
     taps,
+    then_activate,
     to_last,
     window2d,
     window_pads,
@@ -268,14 +269,14 @@ def _make_conv(
     if pre_pads is not None and (rank > 2 or groups != 1):
         raise spec.unsupported("pads", pre_pads)
     bias = _bias(spec, dtype, filters)
-    act = fused_activation(spec)
+    act_value, act, after = layout_activation(spec, fmt)
     ktot = int(np.prod(kernel_size))
 
     if groups > 1 and cin_g == 1:
         # One input channel per group (ConvNeXt's depthwise-as-groups): a depthwise conv.
         depthwise = np.ascontiguousarray(kernel.reshape(*kernel_size, groups, filters // groups))
         if rank <= 2:
-            epilogue = in_place_epilogue(bias, spec.get("activation"), act)
+            epilogue = in_place_epilogue(bias, act_value, act)
 
             def run_dw(inputs: Any) -> np.ndarray:
                 x = to_last(np.asarray(inputs, dtype=dtype), fmt)
@@ -286,7 +287,7 @@ def _make_conv(
                 pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
                 return from_last(_depthwise_2d(x, depthwise, strides, dilation, pads, epilogue), fmt)
 
-            return run_dw
+            return then_activate(run_dw, after)
 
         def core(x: np.ndarray) -> np.ndarray:
             return _depthwise_core(x, depthwise, strides, dilation)
@@ -341,12 +342,12 @@ def _make_conv(
                 return with_residual(lambda ep: compute(x, ep), bias, act_value, post, residual, shape, dtype)
 
             return run_residual
-        epilogue = in_place_epilogue(bias, spec.get("activation"), act)
+        epilogue = in_place_epilogue(bias, act_value, act)
 
         def run2d(inputs: Any) -> np.ndarray:
             return from_last(compute(to_last(np.asarray(inputs, dtype=dtype), fmt), epilogue), fmt)
 
-        return run2d
+        return then_activate(run2d, after)
 
     elif ktot == 1:
         flat = np.ascontiguousarray(kernel.reshape(cin, filters))
@@ -370,7 +371,7 @@ def _make_conv(
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
         return _finish(core(pad_spatial(x, pads)), bias, act, fmt)
 
-    return run
+    return then_activate(run, after)
 
 
 def padded_conv2d(spec: KernelSpec, pads: Pads) -> Kernel:
@@ -440,8 +441,8 @@ def _make_depthwise(spec: KernelSpec, rank: int, pre_pads: Pads | None = None) -
     if pre_pads is not None and rank > 2:
         raise spec.unsupported("pads", pre_pads)
     bias = _bias(spec, dtype, channels * mult)
-    act = fused_activation(spec)
-    epilogue = in_place_epilogue(bias, spec.get("activation"), act)
+    act_value, act, after = layout_activation(spec, fmt)
+    epilogue = in_place_epilogue(bias, act_value, act)
 
     def run(inputs: Any) -> np.ndarray:
         x = to_last(np.asarray(inputs, dtype=dtype), fmt)
@@ -454,7 +455,7 @@ def _make_depthwise(spec: KernelSpec, rank: int, pre_pads: Pads | None = None) -
             return from_last(_depthwise_2d(x, kernel, strides, dilation, pads, epilogue), fmt)
         return _finish(_depthwise_core(pad_spatial(x, pads), kernel, strides, dilation), bias, act, fmt)
 
-    return run
+    return then_activate(run, after)
 
 
 @register("DepthwiseConv1D")
@@ -489,8 +490,8 @@ def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
         )
     pointwise = np.ascontiguousarray(pointwise.reshape(channels * mult, filters))
     bias = _bias(spec, dtype, filters)
-    act = fused_activation(spec)
-    epilogue = in_place_epilogue(bias, spec.get("activation"), act)
+    act_value, act, after = layout_activation(spec, fmt)
+    epilogue = in_place_epilogue(bias, act_value, act)
 
     def run(inputs: Any) -> np.ndarray:
         x = to_last(np.asarray(inputs, dtype=dtype), fmt)
@@ -508,7 +509,7 @@ def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
         out = (mid.reshape(-1, channels * mult) @ pointwise).reshape(*mid.shape[:-1], filters)
         return _finish(out, bias, act, fmt)
 
-    return run
+    return then_activate(run, after)
 
 
 @register("SeparableConv1D", "SeparableConvolution1D")
@@ -559,7 +560,7 @@ def _make_transpose(spec: KernelSpec, rank: int) -> Kernel:
     # (k..., F, Cin) -> (Cin, k..., F): one matmul gives every tap's contribution at once.
     flat = np.ascontiguousarray(np.moveaxis(kernel, -1, 0).reshape(cin, ktot * filters))
     bias = _bias(spec, dtype, filters)
-    act = fused_activation(spec)
+    _, act, after = layout_activation(spec, fmt)
     ops = output_padding or (None,) * rank
 
     def run(inputs: Any) -> np.ndarray:
@@ -595,7 +596,7 @@ def _make_transpose(spec: KernelSpec, rank: int) -> Kernel:
             out = np.ascontiguousarray(out)
         return _finish(out, None, act, fmt)
 
-    return run
+    return then_activate(run, after)
 
 
 @register("Conv1DTranspose", "Convolution1DTranspose")
