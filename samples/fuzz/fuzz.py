@@ -461,6 +461,7 @@ class Builder:
         if not steps:
             return None
         self.tags |= sub.tags
+        self.lowp |= sub.lowp
         if sequential:
             # The same layers as a Sequential (no InputLayer reuse: rebuild from the layer list).
             model = K.Model(inner_in, cur.value, name=self.name("inner_model"))

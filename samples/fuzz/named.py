@@ -83,6 +83,11 @@ def models(K):
             single((8, 7, 3), lambda: L.Permute((2, 1, 3)), lambda: L.Conv2D(4, 1, strides=2, padding="same")),
             ["strided", "Permute"],
         ),
+        # One channel, channels_first: moved to channels-last, NumPy calls the array C-contiguous with
+        # the last axis's stride a whole image (row_patches refused it).
+        "conv1d_cf_one_channel": (single((1, 9), lambda: L.Conv1D(3, 2, **cf)), ["one_channel"]),
+        "conv2d_cf_one_channel": (single((1, 6, 7), lambda: L.Conv2D(4, 3, strides=2, **cf)), ["one_channel"]),
+        "conv3d_cf_one_channel": (single((1, 5, 4, 3), lambda: L.Conv3D(2, (2, 2, 1), **cf)), ["one_channel"]),
         "separable1d_strided": (
             single((9, 3), lambda: L.SeparableConv1D(4, 3, strides=2, depth_multiplier=2, activation="relu")),
             ["strided"],

@@ -244,6 +244,19 @@ def strided_view(base: np.ndarray, shape: Sequence[int], strides: Sequence[int])
     return np.lib.stride_tricks.as_strided(base, tuple(shape), tuple(strides), writeable=False)
 
 
+def _effective_strides(x: np.ndarray) -> tuple[int, ...]:
+    """``x``'s byte strides, with the stride a C-ordered array would have on every axis of length 1:
+    NumPy leaves those arbitrary (an array moved from channels_first with one channel is C-contiguous
+    with a last-axis stride of a whole image), and they are never stepped along."""
+    canonical = x.itemsize
+    strides = list(x.strides)
+    for axis in range(x.ndim - 1, -1, -1):
+        if x.shape[axis] == 1:
+            strides[axis] = canonical
+        canonical = strides[axis] * x.shape[axis] if x.shape[axis] != 1 else canonical
+    return tuple(strides)
+
+
 def row_patches(
     x: np.ndarray, out: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilation: Sequence[int]
 ) -> np.ndarray:
@@ -253,9 +266,13 @@ def row_patches(
     of ``kernel[-1] * C`` values, and one copy of the view is the whole im2col matrix. (A copy per
     leading tap took 1.3-1.7x as long: more calls, each writing a strided destination.)"""
     rank = len(kernel)
-    st = x.strides
-    if dilation[-1] != 1 or st[-1] != x.itemsize or st[-2] != x.shape[-1] * x.itemsize:
-        raise ValueError("row_patches needs contiguous rows and no dilation along the last axis")
+    if dilation[-1] != 1:
+        raise ValueError("row_patches needs no dilation along the last axis")
+    st = _effective_strides(x)
+    if st[-1] != x.itemsize or st[-2] != x.shape[-1] * x.itemsize:
+        # Rows that are not contiguous (a transposed or sliced array): a C-ordered copy.
+        x = np.array(x, order="C")
+        st = _effective_strides(x)
     return strided_view(
         x,
         (x.shape[0], *out, *kernel[:-1], kernel[-1] * x.shape[-1]),
