@@ -395,3 +395,24 @@ def test_a_npy_file_where_an_npz_is_read_is_a_usage_error(tmp_path):
         np.save(fh, np.ones((1, 5), np.float32))
     res = CliRunner().invoke(cli, ["run", str(SINGLE), "--input", str(fake)])
     assert res.exit_code == 2 and "holds a single .npy array, not an .npz" in res.output, res.output
+
+
+CNN = SAMPLES / "k3" / "cnn.keras"
+CNN_GOLDEN = SAMPLES / "goldens" / "k3_cnn.npz"
+
+
+def test_reference_runs_the_reference_kernels_and_matches_keras():
+    """--reference: every layer's plain reference kernel, no fusion; Keras's outputs all the same."""
+    res = invoke(CNN, "--reference", "--expect", CNN_GOLDEN)
+    assert res.exit_code == 0, res.output
+    assert "PASSED" in res.output
+    from modelgraph.loading import load
+    from modelgraph.runner.interpreter import Runner
+
+    graph = load(CNN)
+    plan, reference = Runner(graph), Runner(graph, reference=True)
+    modules = {step.fn.__module__ for step in reference.steps if step.fn is not None}
+    assert "modelgraph.runner.fast.conv" not in modules
+    assert "modelgraph.runner.kernels.conv" in modules
+    assert "modelgraph.runner.fast.conv" in {step.fn.__module__ for step in plan.steps if step.fn is not None}
+    assert len(reference.steps) > len(plan.steps)  # no fused steps

@@ -21,6 +21,7 @@ def run(
     taps: Sequence[str] | None = None,
     all_intermediates: bool = False,
     batch_size: int | None = None,
+    reference: bool = False,
 ) -> dict[str, np.ndarray]:
     """Run a saved Keras model (path, :class:`ModelGraph` or :class:`Runner`) on ``feeds``.
 
@@ -29,6 +30,8 @@ def run(
     ``layer:node:tensor`` when one layer gives several outputs), plus ``tap/<layer>`` entries for
     the intermediates asked for. ``weights`` (a weights file for a config-only model) applies when
     ``model`` is a path; a graph or runner already holds its weights, so giving one is a UsageError.
+    ``reference`` runs every layer's plain reference kernel (no fast kernels, no fusion) when ``model``
+    is a path or a graph (a :class:`Runner` keeps the plan it was built with).
     """
     if weights is not None and isinstance(model, (Runner, ModelGraph)):
         raise UsageError(
@@ -38,9 +41,9 @@ def run(
     if isinstance(model, Runner):
         runner = model
     elif isinstance(model, ModelGraph):
-        runner = Runner(model)
+        runner = Runner(model, reference=reference)
     else:
         from modelgraph.loading import load
 
-        runner = Runner(load(model, weights=weights))
+        runner = Runner(load(model, weights=weights), reference=reference)
     return runner.run(feeds, taps=taps, all_intermediates=all_intermediates, batch_size=batch_size)

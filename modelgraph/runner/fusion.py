@@ -34,8 +34,8 @@ import numpy as np
 
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, Weight, map_refs
 from modelgraph.runner.activations import activation_name
+from modelgraph.runner.fast.fused import ADD_ACTIVATION, CONV_RESIDUAL, INVERTED_BOTTLENECK, ZERO_PADDED
 from modelgraph.runner.kernels._conv_utils import depthwise_weight_name
-from modelgraph.runner.kernels.fused import ADD_ACTIVATION, CONV_RESIDUAL, INVERTED_BOTTLENECK, ZERO_PADDED
 
 _PRODUCERS = frozenset({"Conv1D", "Conv2D", "Conv3D", "DepthwiseConv1D", "DepthwiseConv2D", "Dense"})
 _DEPTHWISE = frozenset({"DepthwiseConv1D", "DepthwiseConv2D"})
@@ -290,7 +290,7 @@ def _merge_bottlenecks(graph: ModelGraph) -> ModelGraph:
     """Merge every [1x1 expand ->] [pad ->] depthwise -> 1x1 project chain into one fused layer.
 
     The fused layer takes the projection's name, so every reference to the chain's output stays
-    valid; its node reads the chain's input. See :mod:`modelgraph.runner.kernels.fused`.
+    valid; its node reads the chain's input. See :mod:`modelgraph.runner.fast.fused`.
     """
     consumers = _consumers(graph)
     outputs = {ref.node_key for ref in graph.outputs}

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.runner.kernels.fused import FUSED_PREFIX
+from modelgraph.runner.fast.fused import FUSED_PREFIX
 
 Array = np.ndarray
 MaskFn = Callable[[list[Array | None], list[Any], list[Any]], list[Array | None]]

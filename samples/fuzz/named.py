@@ -88,6 +88,13 @@ def models(K):
         "conv1d_cf_one_channel": (single((1, 9), lambda: L.Conv1D(3, 2, **cf)), ["one_channel"]),
         "conv2d_cf_one_channel": (single((1, 6, 7), lambda: L.Conv2D(4, 3, strides=2, **cf)), ["one_channel"]),
         "conv3d_cf_one_channel": (single((1, 5, 4, 3), lambda: L.Conv3D(2, (2, 2, 1), **cf)), ["one_channel"]),
+        # The same moved array into the depthwise slab's strided view ("strides is incompatible with
+        # shape of requested array and size of buffer").
+        "separable1d_cf_one_channel": (
+            single((1, 9), lambda: L.SeparableConv1D(3, 3, depth_multiplier=2, **cf)),
+            ["one_channel"],
+        ),
+        "depthwise1d_cf_one_channel": (single((1, 8), lambda: L.DepthwiseConv1D(3, **cf)), ["one_channel"]),
         "separable1d_strided": (
             single((9, 3), lambda: L.SeparableConv1D(4, 3, strides=2, depth_multiplier=2, activation="relu")),
             ["strided"],

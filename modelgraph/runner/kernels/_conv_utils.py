@@ -244,7 +244,7 @@ def strided_view(base: np.ndarray, shape: Sequence[int], strides: Sequence[int])
     return np.lib.stride_tricks.as_strided(base, tuple(shape), tuple(strides), writeable=False)
 
 
-def _effective_strides(x: np.ndarray) -> tuple[int, ...]:
+def effective_strides(x: np.ndarray) -> tuple[int, ...]:
     """``x``'s byte strides, with the stride a C-ordered array would have on every axis of length 1:
     NumPy leaves those arbitrary (an array moved from channels_first with one channel is C-contiguous
     with a last-axis stride of a whole image), and they are never stepped along."""
@@ -268,11 +268,11 @@ def row_patches(
     rank = len(kernel)
     if dilation[-1] != 1:
         raise ValueError("row_patches needs no dilation along the last axis")
-    st = _effective_strides(x)
+    st = effective_strides(x)
     if st[-1] != x.itemsize or st[-2] != x.shape[-1] * x.itemsize:
         # Rows that are not contiguous (a transposed or sliced array): a C-ordered copy.
         x = np.array(x, order="C")
-        st = _effective_strides(x)
+        st = effective_strides(x)
     return strided_view(
         x,
         (x.shape[0], *out, *kernel[:-1], kernel[-1] * x.shape[-1]),
@@ -716,7 +716,7 @@ def depthwise_slab(
     kh, kw = kernel.shape[:2]
     sh, sw = strides
     if tiled is None or dilation[1] != 1 or (sw > 1 and width >= PHASES_BELOW_CHANNELS):
-        s_n, s_h, s_w, s_c = src.strides
+        s_n, s_h, s_w, s_c = effective_strides(src)
         view = strided_view(
             src,
             (nb, hb, ow, kh, kw, width),
@@ -734,7 +734,7 @@ def depthwise_slab(
             pixels = taps - 1 + ow
             columns = scratch(3, (nb, src.shape[1], pixels, width), src.dtype)
             columns[...] = src[:, :, phase : phase + (pixels - 1) * sw + 1 : sw]
-        s_n, s_h, s_w, s_c = columns.strides
+        s_n, s_h, s_w, s_c = effective_strides(columns)
         view = strided_view(
             columns, (nb, hb, kh, taps, ow * width), (s_n, s_h * sh, s_h * dilation[0], s_w, s_c)
         )
