@@ -50,7 +50,7 @@ def unpacked(tmp_path_factory) -> dict[str, Path]:
 
 
 def test_there_are_cases() -> None:
-    assert len(_cases()) >= 20
+    assert len(_cases()) >= 300
 
 
 @pytest.mark.parametrize(("archive", "case"), _cases())

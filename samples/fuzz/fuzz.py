@@ -7,6 +7,9 @@ Dev-time only (needs TensorFlow), one flavour per process::
         --seeds 0:200 --out /tmp/fuzz/k3 [--budget 600]
     /work/venvs/k2/bin/python samples/fuzz/fuzz.py --flavour k2 --seeds 0:200 --out /tmp/fuzz/k2
 
+``--pack N`` (no TensorFlow needed) packs N of the cases made into ``samples/fuzz/cases_<flavour>.tar.xz``
+(every construct first, then evenly spaced seeds), which is what is committed.
+
 Every seed gives one case directory ``<out>/<flavour>_<seed>/`` holding the model in every format the
 flavour writes (Keras 3: ``.keras``, legacy ``.h5``, ``to_json`` + ``.weights.h5``; tf_keras: ``.h5``,
 ``.keras``, ``to_json`` + ``save_weights`` ``.h5``), ``io.npz`` (inputs by input name, outputs in
@@ -70,6 +73,11 @@ class Tensor:
     @property
     def rank(self) -> int:
         return len(self.shape)
+
+
+def has_mask(t: Tensor) -> bool:
+    """Whether Keras attached a mask to the symbolic tensor (what Keras itself propagated)."""
+    return t.masked or getattr(t.value, "_keras_mask", None) is not None
 
 
 class Builder:
@@ -380,7 +388,7 @@ class Builder:
         if t.rank != 2:
             return None
         L = self.L
-        if t.masked:
+        if has_mask(t):
             self.tag("masked_attention")
         if self.chance(0.5):
             others = [p for p in pool if p.rank == 2 and p.shape[-1] == t.shape[-1]]
@@ -391,7 +399,7 @@ class Builder:
             if t.shape[0] == v.shape[0] and self.chance(0.3):
                 kw["use_causal_mask"] = True
                 self.tag("causal")
-            if v.masked:
+            if has_mask(v):
                 self.tag("masked_attention")
             return self.wrap(cls(name=self.name(cls.__name__))([t.value, v.value], **kw), t.masked)
         heads, key_dim = self.rng.randint(1, 2), self.rng.randint(2, 3)
@@ -476,7 +484,7 @@ class Builder:
         else:
             model = K.Model(inner_in, cur.value, name=self.name("inner_model"))
             self.tag("nested_functional")
-        if t.masked:
+        if has_mask(t):
             self.tag("masked_nested")
         out = self.wrap(model(t.value), t.masked)
         twins = [p for p in pool if p.shape == t.shape and p is not t]
@@ -696,10 +704,11 @@ def twin_check(K, tf, model, feeds, feed) -> None:
     """Every top-level ``channels_first`` layer computes what its ``channels_last`` twin (same config
     and weights, linear, on the transposed input, output transposed back, then the activation) does.
 
-    TensorFlow runs ``channels_first`` convolutions on the CPU through oneDNN or XLA, and some of
-    those kernels compute something else than the layer's definition (grouped NCW convs under XLA,
-    dilated 1-wide NCW convs under oneDNN differ from their NHWC twins by 0.1): a golden from them
-    would test TensorFlow's bug, not Keras's semantics, so such seeds are refused."""
+    Keras 3's TensorFlow backend adds a bias through ``tf.nn.bias_add`` with the layout chosen by
+    shape (``NHWC`` whenever the last axis is as long as the bias), so a ``channels_first`` layer whose
+    last spatial axis has as many elements as it has filters gets its bias along that axis; a golden
+    from it would test that backend's bug, not the layer's definition (docs/runner.md), so such seeds
+    are refused."""
     layers = [lyr for lyr in model.layers if getattr(lyr, "data_format", None) == "channels_first"]
     if not layers:
         return
@@ -735,6 +744,30 @@ def pack(cases: list[Path], archive: Path) -> None:
     with tarfile.open(archive, "w:xz", preset=9) as tar:
         for case in sorted(cases):
             tar.add(case, arcname=case.name)
+
+
+def select(cases: list[Path], count: int, max_bytes: int = 150_000) -> list[Path]:
+    """Up to ``count`` of ``cases`` to commit: first, in seed order, every case that uses a tag no
+    case chosen so far uses, then evenly spaced others; cases over ``max_bytes`` unpacked are skipped."""
+
+    def size(case: Path) -> int:
+        return sum(f.stat().st_size for f in case.iterdir())
+
+    def seed(case: Path) -> int:
+        return int(case.name.rsplit("_", 1)[1])
+
+    pool = sorted((c for c in cases if size(c) <= max_bytes), key=seed)
+    chosen: list[Path] = []
+    seen: set[str] = set()
+    for case in pool:
+        tags = set(json.loads((case / "case.json").read_text(encoding="utf-8"))["tags"])
+        if len(chosen) < count and tags - seen:
+            chosen.append(case)
+            seen |= tags
+    rest = [c for c in pool if c not in chosen]
+    step = max(1, len(rest) // max(1, count - len(chosen)))
+    chosen += rest[::step][: count - len(chosen)]
+    return sorted(chosen, key=seed)
 
 
 def _graph_facts(info: dict) -> dict:
@@ -775,7 +808,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0:20", help="START:STOP")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--budget", type=float, default=0.0, help="stop after this many seconds (0: no limit)")
+    ap.add_argument(
+        "--pack",
+        type=int,
+        default=0,
+        metavar="N",
+        help="make no cases: pack N of the cases in --out into samples/fuzz/cases_<flavour>.tar.xz",
+    )
     args = ap.parse_args(argv)
+    if args.pack:
+        cases = [c for c in args.out.iterdir() if (c / "case.json").is_file()]
+        chosen = select(cases, args.pack)
+        pack(chosen, HERE / f"cases_{args.flavour}.tar.xz")
+        print(f"packed {len(chosen)} of {len(cases)} cases")
+        return 0
     start, stop = (int(v) for v in args.seeds.split(":"))
     gen = Generator(args.flavour)
     import logging

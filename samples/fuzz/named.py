@@ -53,8 +53,8 @@ def models(K):
             ["log_softmax"],
         ),
         "conv3d_cf_softmax": (single((2, 4, 4, 3), lambda: L.Conv3D(3, 2, activation="softmax", **cf)), ["softmax"]),
-        # (Strided: TensorFlow's CPU channels_first SeparableConv1D differs from the layer's definition
-        # and from its channels_last twin by 0.1, see fuzz.twin_check; stride 1 here.)
+        # (Shapes avoid a last spatial axis as long as the filters: there Keras 3's TensorFlow backend
+        # adds the bias along that axis, see fuzz.twin_check and docs/runner.md.)
         "separable1d_cf_softmax": (
             single((3, 9), lambda: L.SeparableConv1D(4, 3, depth_multiplier=2, activation="softmax", **cf)),
             ["softmax"],
