@@ -248,6 +248,8 @@ def effective_strides(x: np.ndarray) -> tuple[int, ...]:
     """``x``'s byte strides, with the stride a C-ordered array would have on every axis of length 1:
     NumPy leaves those arbitrary (an array moved from channels_first with one channel is C-contiguous
     with a last-axis stride of a whole image), and they are never stepped along."""
+    if 1 not in x.shape:
+        return x.strides
     canonical = x.itemsize
     strides = list(x.strides)
     for axis in range(x.ndim - 1, -1, -1):
