@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from modelgraph.graph import TensorRef, flatten_structure, map_structure
-from modelgraph.runner.kernels.fused import ADD_ACTIVATION, FUSED_PREFIX
+from modelgraph.runner.fast.fused import ADD_ACTIVATION, FUSED_PREFIX
 
 Array = np.ndarray
 MaskFn = Callable[[list[Array | None], list[Any], list[Any]], list[Array | None]]
