@@ -20,27 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-# Failure classes that are known and fixed on another branch, by the tags of the case that shows
-# them: (class name, tags that must all be present, failure kinds it explains, texts one of which
-# the failure's detail must contain, or None). ``flavour:k3`` / ``flavour:k2`` count as tags. A case is expected to
+# Failure classes that are known and not fixed yet, by the tags of the case that shows them: (class
+# name, tags that must all be present, failure kinds it explains, texts one of which the failure's
+# detail must contain, or None). ``flavour:k3`` / ``flavour:k2`` count as tags. A case is expected to
 # fail only when known classes explain every one of its failures; any other failure fails the test.
-KNOWN: list[tuple[str, frozenset[str], frozenset[str], tuple[str, ...] | None]] = [
-    # Keras 3 applies the implicit query/value masks of Attention, AdditiveAttention and
-    # MultiHeadAttention (from Embedding(mask_zero) or Masking); the runner ignores them.
-    ("keras3-implicit-attention-masks", frozenset({"masked_attention", "flavour:k3"}), frozenset({"outputs"}), None),
-    # A mask passing through a nested model is dropped; Keras 3 still applies it downstream.
-    ("mask-through-nested-model", frozenset({"masked_nested", "flavour:k3"}), frozenset({"outputs"}), None),
-    # Keras 3's legacy .h5 writer stores op nodes (mask merging, a float16 policy's input cast)
-    # without a module; the runner refuses them by their bare class name.
-    (
-        "op-nodes-without-module-in-legacy-h5",
-        frozenset({"flavour:k3"}),
-        frozenset({"run"}),
-        ("layer class 'ConvertToTensor'", "layer class 'ZerosLike'", "layer class 'Cast'"),
-    ),
-    # LayerNormalization(rms_scaling=True, scale=False) stores gamma; validate says WGT002.
-    ("layernorm-rms-scaling-weight-rule", frozenset({"rms_scaling_noscale"}), frozenset({"validate"}), ("WGT002",)),
-]
+# Empty: the four classes first found here (Keras 3 implicit attention masks, a mask through a nested
+# model, op nodes without a module in Keras 3's legacy .h5, LayerNormalization rms_scaling's gamma)
+# are fixed, and every committed case passes.
+KNOWN: list[tuple[str, frozenset[str], frozenset[str], tuple[str, ...] | None]] = []
 
 
 def cases_in(path: Path) -> Iterator[Path]:
