@@ -92,6 +92,88 @@ class ZipLimits:
 DEFAULT_ZIP_LIMITS = ZipLimits()
 
 
+# --- files on disk --------------------------------------------------------------------------------
+
+
+def open_file(path: str | os.PathLike[str], *, within: str | os.PathLike[str] | None = None) -> BinaryIO:
+    """Open a regular file for reading without blocking and, for a member of a directory-form model
+    (``within`` = the model's folder), without leaving the folder.
+
+    The file is opened with ``O_NONBLOCK`` (a FIFO cannot block) and checked with ``fstat`` on the open
+    descriptor (no check-then-open race): a FIFO, device, socket or directory is a FormatError. With
+    ``within``, the path is resolved first and must stay inside the folder (a symlink to
+    ``/etc/passwd`` or another model is a SecurityError); the resolved path is then opened one
+    component at a time from the folder's descriptor with ``O_NOFOLLOW``, so a component swapped for
+    a symlink after the check makes the open fail instead of leaving the folder.
+    """
+    spath = os.fspath(path)
+    nonblock = getattr(os, "O_NONBLOCK", 0)
+    try:
+        if within is None:
+            fd = os.open(spath, os.O_RDONLY | nonblock)
+        else:
+            fd = _open_within(spath, os.fspath(within), nonblock)
+    except OSError as exc:
+        raise FormatError(f"{spath}: cannot open: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise FormatError(f"{spath}: {_file_kind(mode)}, not a regular file; not read")
+        if nonblock:
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
+
+
+def _open_within(path: str, root: str, extra_flags: int) -> int:
+    """A descriptor for ``path``, which must resolve inside ``root``; every component of the resolved
+    path is opened relative to its parent's descriptor without following symlinks."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        raise SecurityError(f"{path}: a symbolic link to {real!r}, outside the model folder; not followed")
+    parts = [p for p in os.path.relpath(real, real_root).split(os.sep) if p not in ("", ".")]
+    if not parts:
+        raise FormatError(f"{path}: is the model folder itself, not a file")
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    directory = getattr(os, "O_DIRECTORY", 0)
+    fd = os.open(real_root, os.O_RDONLY | directory)
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_RDONLY | directory | nofollow, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return os.open(parts[-1], os.O_RDONLY | nofollow | extra_flags, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def read_file(
+    path: str | os.PathLike[str], *, max_bytes: int, within: str | os.PathLike[str] | None = None
+) -> bytes:
+    """The whole content of a regular file opened with :func:`open_file`, at most ``max_bytes + 1``
+    bytes (a caller tells an over-long file by its length)."""
+    with open_file(path, within=within) as fh:
+        try:
+            return fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise FormatError(f"{os.fspath(path)}: cannot read: {exc.strerror or exc}") from None
+
+
 # --- JSON -----------------------------------------------------------------------------------------
 
 

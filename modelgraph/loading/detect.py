@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -31,7 +32,9 @@ def detect(path: str | Path) -> Format:
         raise FormatError(f"{p}: no such file or directory")
     if p.is_dir():
         return _detect_dir(p)
-    with p.open("rb") as fh:
+    from modelgraph import safe_io
+
+    with safe_io.open_file(p) as fh:
         head = fh.read(8)
         if head.startswith(ZIP_SIGNATURE):
             return "keras_zip"
@@ -65,17 +68,21 @@ def _is_hdf5(fh, head: bytes) -> bool:
 
 
 def _detect_dir(p: Path) -> Format:
-    if (p / "config.json").is_file() and (
-        (p / "model.weights.h5").exists() or (p / "metadata.json").is_file()
-    ):
+    # By name only (lexists): a member that is a FIFO, a directory or a symlink is refused by the
+    # loader, which opens members with safe_io.open_file, instead of making the folder "not a model".
+    if _has(p, "config.json") and (_has(p, "model.weights.h5") or _has(p, "metadata.json")):
         return "keras_dir"
     if (p / "saved_model.pb").exists():
         raise UnsupportedFormatError(
             f"{p}: a TensorFlow SavedModel directory is out of scope (load it in TensorFlow and save as .keras or .h5)"
         )
-    if (p / "model.json").is_file():
+    if _has(p, "model.json"):
         return "tfjs_layers"
     raise FormatError(f"{p}: a directory without config.json (Keras) or model.json (TF.js)")
+
+
+def _has(folder: Path, name: str) -> bool:
+    return os.path.lexists(folder / name)
 
 
 def _detect_h5(p: Path) -> Format:

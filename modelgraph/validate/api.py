@@ -58,17 +58,20 @@ class Options:
 
 
 def _is_model_dir(p: Path) -> bool:
-    return (p / "model.json").is_file() or (
-        (p / "config.json").is_file()
-        and ((p / "model.weights.h5").exists() or (p / "metadata.json").is_file())
-    )
+    def has(name: str) -> bool:  # by name: a member that is not a regular file is a finding later
+        return os.path.lexists(p / name)
+
+    return has("model.json") or (has("config.json") and (has("model.weights.h5") or has("metadata.json")))
 
 
 def _looks_like_model_json(p: Path) -> bool:
+    from modelgraph import safe_io
+    from modelgraph.errors import LoadError
+
     try:
-        with p.open("rb") as fh:
+        with safe_io.open_file(p) as fh:  # a FIFO in the folder must not block the walk
             head = fh.read(1 << 16)
-    except OSError:
+    except (OSError, LoadError):
         return False
     return any(m in head for m in _JSON_MARKERS)
 
@@ -125,9 +128,10 @@ def _index_shards(index: Path) -> set[str]:
     from modelgraph import safe_io
 
     try:
-        if index.stat().st_size > 16 * 1024 * 1024:
+        raw = safe_io.read_file(index, max_bytes=16 * 1024 * 1024)
+        if len(raw) > 16 * 1024 * 1024:
             return set()
-        doc = safe_io.parse_json(index.read_bytes(), where=str(index)).value
+        doc = safe_io.parse_json(raw, where=str(index)).value
     except Exception:  # noqa: BLE001 - not an index: nothing to exclude
         return set()
     wm = doc.get("weight_map") if isinstance(doc, dict) else None
@@ -185,7 +189,10 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
         detect_error = exc
 
     # Security: container and every config it holds (and the attached weights file's container).
-    configs = _scan(p / "model.json" if (fmt == "tfjs_layers" and p.is_dir()) else p, path, issues)
+    if fmt == "tfjs_layers" and p.is_dir():
+        configs = _scan(p / "model.json", path, issues, within=p)
+    else:
+        configs = _scan(p, path, issues)
     if opts.weights is not None:
         _scan(Path(opts.weights), opts.weights, issues)
 
@@ -286,13 +293,14 @@ def _attach(graph: Any, weights: str, issues: list[Issue]) -> Any:
         return graph
 
 
-def _scan(target: Path, path: str, issues: list[Issue]) -> list[tuple[Any, str]]:
-    """Add the security findings of the container ``target`` (attributed to file ``path``) to
-    ``issues``; return the configs it holds (none when the scan itself failed, a finding too)."""
+def _scan(target: Path, path: str, issues: list[Issue], within: Path | None = None) -> list[tuple[Any, str]]:
+    """Add the security findings of the container ``target`` (attributed to file ``path``; a member of
+    the model folder ``within``) to ``issues``; return the configs it holds (none when the scan
+    itself failed, a finding too)."""
     from modelgraph.validate import security
 
     try:
-        found, configs = security.scan_path_with_configs(target)
+        found, configs = security.scan_path_with_configs(target, within)
     except Exception as exc:  # noqa: BLE001
         issues.append(_crash("the security scan", exc, path))
         return []

@@ -1037,8 +1037,9 @@ def _is_hdf5(path: str) -> bool:
 
 
 class _ContainerScanner:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, within: str | None = None) -> None:
         self.path = path
+        self.within = within  # the model folder a member path must stay in (TF.js model.json)
         self.issues: list[Issue] = []
         self.configs: list[tuple[Any, str]] = []  # parsed configs for scan_path: (value, root)
 
@@ -1048,6 +1049,8 @@ class _ContainerScanner:
     def run(self) -> list[Issue]:
         p = self.path
         try:
+            if not os.path.isdir(p):
+                safe_io.open_file(p, within=self.within).close()  # no FIFO, device or escaping symlink
             if os.path.isdir(p):
                 self._dir(p)
             elif zipfile.is_zipfile(p):
@@ -1056,9 +1059,9 @@ class _ContainerScanner:
                 with safe_io.open_h5(p) as f:
                     self._h5(f, "")
             else:
-                with open(p, "rb") as fh:
-                    data = fh.read(safe_io.MAX_JSON_BYTES + 1)
-                self._json(data, "", "$")
+                self._json(
+                    safe_io.read_file(p, max_bytes=safe_io.MAX_JSON_BYTES, within=self.within), "", "$"
+                )
         except (FormatError, SecurityError, OSError, ValueError, zipfile.BadZipFile) as exc:
             self.add("SEC100", f"could not scan: {exc}", "", "the file is corrupt or not a model")
         return self.issues
@@ -1244,13 +1247,29 @@ class _ContainerScanner:
 
     # unzipped .keras directory
 
+    def _dir_member(self, full: str, rel: str, root: str) -> None:
+        """Scan one member of a directory-form model, opened inside ``root`` as a regular file only."""
+        if rel in ("config.json", "metadata.json"):
+            data = safe_io.read_file(full, max_bytes=safe_io.MAX_JSON_BYTES, within=root)
+            self._json(data, rel, "$", keep=rel == "config.json")
+        elif rel == "model.weights.h5":
+            with safe_io.open_file(full, within=root) as fh, safe_io.open_h5(fh) as f:
+                self._h5(f, f"{rel}:")
+        elif rel == "model.weights.npz":
+            with safe_io.open_file(full, within=root) as fh:
+                self._zip(full, f"{rel}:", fileobj=fh)
+        elif not rel.startswith("assets/"):
+            return
+        else:
+            safe_io.open_file(full, within=root).close()
+
     def _dir(self, p: str) -> None:
         for dirpath, dirnames, filenames in os.walk(p, followlinks=False):
             rel_dir = os.path.relpath(dirpath, p)
             for name in sorted(dirnames + filenames):
                 full = os.path.join(dirpath, name)
                 rel = name if rel_dir == "." else f"{rel_dir}/{name}".replace(os.sep, "/")
-                if os.path.islink(full):
+                if os.path.islink(full) and rel not in KERAS_MEMBERS:
                     self.add(
                         "SEC102",
                         f"directory entry {rel!r} is a symbolic link; not followed",
@@ -1266,15 +1285,12 @@ class _ContainerScanner:
                     rule = "SEC105" if name.lower().endswith(CODE_SUFFIXES) else "SEC106"
                     self.add(rule, f"unexpected file {rel!r} in a .keras directory", rel)
                     continue
-                if rel in ("config.json", "metadata.json"):
-                    with open(full, "rb") as fh:
-                        self._json(fh.read(safe_io.MAX_JSON_BYTES + 1), rel, "$", keep=rel == "config.json")
-                elif rel == "model.weights.h5":
-                    with safe_io.open_h5(full) as f:
-                        self._h5(f, f"{rel}:")
-                elif rel == "model.weights.npz":
-                    with open(full, "rb") as fh:
-                        self._zip(full, f"{rel}:", fileobj=fh)
+                try:
+                    self._dir_member(full, rel, p)
+                except (SecurityError, FormatError) as exc:
+                    self.add(
+                        "SEC102", f"directory entry {rel!r}: {exc}", rel, "replace it with a regular file"
+                    )
             dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
 
 
@@ -1297,11 +1313,14 @@ def scan_path(path: str | os.PathLike[str]) -> list[Issue]:
     return issues
 
 
-def scan_path_with_configs(path: str | os.PathLike[str]) -> tuple[list[Issue], list[tuple[Any, str]]]:
+def scan_path_with_configs(
+    path: str | os.PathLike[str], within: str | os.PathLike[str] | None = None
+) -> tuple[list[Issue], list[tuple[Any, str]]]:
     """:func:`scan_path`, plus the parsed configs it scanned as ``(value, JSON root)`` pairs, so that
     other rule families can check them without parsing the file again (HDF5 configs arrive as
-    ``{"model_config": ..., "training_config": ...}``)."""
-    scanner = _ContainerScanner(os.fspath(path))
+    ``{"model_config": ..., "training_config": ...}``). ``within``: ``path`` is a member of that
+    model folder (a TF.js ``model.json``) and must stay inside it."""
+    scanner = _ContainerScanner(os.fspath(path), None if within is None else os.fspath(within))
     issues = scanner.run()
     for value, root in scanner.configs:
         issues.extend(scan_config(value, path=scanner.path, root=root))

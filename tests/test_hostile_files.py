@@ -1,0 +1,105 @@
+"""Hostile model files, round 2: each is built here, in the test, from a committed sample, and every
+command must end with a documented exit code and a one-line message, within the subprocess time
+limit of :func:`tests._cli.run_cli`.
+
+Samples: ``samples/k3/cnn_dir`` (an unzipped ``.keras``: config.json, metadata.json,
+model.weights.h5) and ``samples/k3/cnn.keras`` (its zipped form), both written by Keras 3.15.1.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ._cli import run_cli as cli
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "k3"
+CNN_DIR = SAMPLES / "cnn_dir"
+OTHER_WEIGHTS = SAMPLES / "mha_dir" / "model.weights.h5"
+
+
+def assert_clean(res, code: int, *words: str) -> None:
+    assert res.returncode == code, (res.returncode, res.stdout[-2000:], res.stderr[-2000:])
+    assert "Traceback" not in res.stderr and "internal error" not in res.stderr, res.stderr
+    for word in words:
+        assert word in res.stdout + res.stderr, (word, res.stdout[-2000:], res.stderr)
+
+
+def every_command(model: Path) -> list[tuple[list, int]]:
+    """(arguments, expected exit code) of each command on ``model``, which cannot be loaded."""
+    return [
+        (["inspect", model], 3),
+        (["render", model, "--format", "dot"], 3),
+        (["run", model, "--random"], 3),
+        (["diff", model, CNN_DIR], 3),
+        (["validate", model], 1),
+    ]
+
+
+# --- directory-form members: symlinks out of the model, FIFOs, directories ---------------------------
+
+
+def _dir_model(tmp_path: Path) -> Path:
+    model = tmp_path / "model"
+    shutil.copytree(CNN_DIR, model)
+    return model
+
+
+@pytest.mark.parametrize(
+    ("member", "target"),
+    [
+        ("config.json", "outside.json"),
+        ("metadata.json", "outside.json"),
+        ("model.weights.h5", "outside.h5"),
+    ],
+)
+def test_a_member_symlinked_out_of_the_model_is_never_read(tmp_path: Path, member: str, target: str) -> None:
+    model = _dir_model(tmp_path)
+    outside = tmp_path / target
+    shutil.copy(model / member if target.endswith(".json") else OTHER_WEIGHTS, outside)
+    (model / member).unlink()
+    os.symlink(outside, model / member)
+    for args, code in every_command(model):
+        res = cli(*args)
+        assert_clean(res, code, "outside the model folder")
+
+
+def test_a_symlink_inside_the_model_is_followed(tmp_path: Path) -> None:
+    model = _dir_model(tmp_path)
+    (model / "assets").mkdir()
+    (model / "config.json").rename(model / "assets" / "config.json")
+    os.symlink("assets/config.json", model / "config.json")
+    assert_clean(cli("inspect", model), 0)
+
+
+@pytest.mark.parametrize("member", ["config.json", "metadata.json", "model.weights.h5"])
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_member_that_is_not_a_regular_file_is_refused_without_blocking(
+    tmp_path: Path, member: str, kind: str
+) -> None:
+    model = _dir_model(tmp_path)
+    (model / member).unlink()
+    if kind == "fifo":
+        os.mkfifo(model / member)
+    else:
+        (model / member).mkdir()
+    words = "FIFO" if kind == "fifo" else "directory"
+    for args, code in every_command(model):
+        assert_clean(cli(*args), code, words)
+
+
+def test_a_fifo_given_as_the_model_or_found_in_a_folder_does_not_block(tmp_path: Path) -> None:
+    fifo = tmp_path / "model.h5"
+    os.mkfifo(fifo)
+    for args, code in every_command(fifo):
+        assert_clean(cli(*args), code, "FIFO")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    os.mkfifo(folder / "x.json")
+    os.mkfifo(folder / "y.keras")
+    res = cli("validate", folder)
+    assert res.returncode in (1, 2), res.stderr
+    assert "Traceback" not in res.stderr
