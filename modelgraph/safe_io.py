@@ -33,6 +33,7 @@ import stat
 import struct
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
@@ -447,6 +448,110 @@ def zip_problems(zf: zipfile.ZipFile, limits: ZipLimits = DEFAULT_ZIP_LIMITS) ->
     return problems
 
 
+def _local_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, str]:
+    """``(data offset, name)`` from a member's local header; FormatError when it is unreadable."""
+    fp = zf.fp
+    if fp is None:
+        raise FormatError("zip is closed")
+    fp.seek(info.header_offset)
+    header = fp.read(_LOCAL_HEADER.size)
+    if len(header) != _LOCAL_HEADER.size:
+        raise FormatError(f"zip member {info.filename!r}: truncated local header")
+    fields = _LOCAL_HEADER.unpack(header)
+    if fields[0] != b"PK\x03\x04":
+        raise FormatError(f"zip member {info.filename!r}: bad local header signature")
+    raw_name = fp.read(fields[9])
+    name = raw_name.decode("utf-8" if fields[2] & 0x800 else "cp437", "replace")
+    return info.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10], name
+
+
+def _raw_chunks(zf: zipfile.ZipFile, start: int, size: int) -> Iterator[bytes]:
+    fp = zf.fp
+    assert fp is not None
+    fp.seek(start)
+    left = size
+    while left > 0:
+        chunk = fp.read(min(_CHUNK, left))
+        if not chunk:
+            return
+        left -= len(chunk)
+        yield chunk
+
+
+def _stored_crc(zf: zipfile.ZipFile, start: int, size: int) -> int:
+    crc = 0
+    for chunk in _raw_chunks(zf, start, size):
+        crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def _deflated_crc(zf: zipfile.ZipFile, info: zipfile.ZipInfo, start: int) -> int:
+    """CRC-32 of a deflated member's content, inflated in bounded steps (never more than the declared
+    size; zip_problems has checked that size)."""
+    inflate = zlib.decompressobj(-15)
+    crc = 0
+    produced = 0
+    for chunk in _raw_chunks(zf, start, info.compress_size):
+        data = chunk
+        while data:
+            out = inflate.decompress(data, _CHUNK)
+            produced += len(out)
+            if produced > info.file_size:
+                raise FormatError(f"zip member {info.filename!r} holds more than its declared size")
+            crc = zlib.crc32(out, crc)
+            data = inflate.unconsumed_tail
+    return crc
+
+
+def zip_integrity_problems(zf: zipfile.ZipFile) -> list[ZipProblem]:
+    """Members that Keras's own reader (Python's zipfile) rejects: a local-header name that differs
+    from the central directory's (two tools would read different names), or bytes that do not match
+    the member's CRC-32 (altered after writing). Reads every member once, in chunks; run it after
+    :func:`zip_problems` found nothing about the sizes."""
+    problems: list[ZipProblem] = []
+    for info in zf.infolist():
+        name = info.filename
+        if name.endswith("/"):
+            continue
+        try:
+            start, local = _local_header(zf, info)
+        except FormatError as exc:
+            problems.append(ZipProblem("header", name, str(exc)))
+            continue
+        if local != name:
+            problems.append(
+                ZipProblem(
+                    "header",
+                    name,
+                    f"zip member {name!r} is named {local!r} in its local header; Keras refuses the archive",
+                )
+            )
+            continue
+        try:
+            if info.compress_type == zipfile.ZIP_STORED:
+                crc = _stored_crc(zf, start, info.compress_size)
+            elif info.compress_type == zipfile.ZIP_DEFLATED:
+                crc = _deflated_crc(zf, info, start)
+            else:
+                with zf.open(info) as fh:
+                    while fh.read(_CHUNK):
+                        pass
+                crc = info.CRC
+        except (*ZIP_ERRORS, OSError, zlib.error, FormatError) as exc:
+            problems.append(ZipProblem("crc", name, f"zip member {name!r} is corrupt: {exc}"))
+            continue
+        if crc != info.CRC:
+            problems.append(ZipProblem("crc", name, _crc_message(name, info.CRC, crc)))
+    return problems
+
+
+def _crc_message(name: str, declared: int, actual: int) -> str:
+    return (
+        f"zip member {name!r} fails its CRC-32 check (recorded {declared:08x}, computed {actual:08x}): "
+        "altered or corrupt after writing; Keras refuses it"
+    )
+
+
 def _open_zipfile(path: str | os.PathLike[str]) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(path)
@@ -573,8 +678,8 @@ class SafeZip:
         """A seekable binary file object for a member (for ``h5py.File``). The caller closes it.
 
         Stored members are served straight from the archive's byte range (fast random access);
-        compressed members are first decompressed, capped, into a temporary file.
-        CRCs of stored members are not verified (random access); HDF5's own structure checks apply.
+        compressed members are first decompressed, capped, into a temporary file. Either way the
+        member's local-header name and CRC-32 are checked first (SecurityError naming both CRCs).
         """
         info = self.info(name)
         cap = self.limits.max_member_bytes if max_bytes is None else max_bytes
@@ -601,6 +706,14 @@ class SafeZip:
 
     def _open_raw(self, info: zipfile.ZipInfo) -> IO[bytes]:
         try:
+            _, local = _local_header(self._zf, info)
+        except FormatError as exc:
+            raise FormatError(f"{self.path}: {exc}") from None
+        if local != info.filename:
+            raise SecurityError(
+                f"{self.path}: zip member {info.filename!r} is named {local!r} in its local header"
+            )
+        try:
             return self._zf.open(info)
         except (*ZIP_ERRORS, OSError) as exc:
             raise FormatError(f"{self.path}: cannot read zip member {info.filename!r}: {exc}") from None
@@ -620,6 +733,11 @@ class SafeZip:
                     )
                 dst.write(chunk)
         except (*ZIP_ERRORS, OSError) as exc:
+            if "CRC" in str(exc):  # zipfile checks the CRC when it reaches the end
+                raise SecurityError(
+                    f"{self.path}: zip member {info.filename!r} fails its CRC-32 check (recorded "
+                    f"{info.CRC:08x}): altered or corrupt after writing; Keras refuses it"
+                ) from None
             raise FormatError(
                 f"{self.path}: zip member {info.filename!r} is corrupt or truncated: {exc}"
             ) from None
@@ -629,21 +747,26 @@ class SafeZip:
             )
 
     def _data_offset(self, info: zipfile.ZipInfo) -> int:
-        fp = self._zf.fp
-        if fp is None:
-            raise FormatError(f"{self.path}: zip is closed")
-        fp.seek(info.header_offset)
-        header = fp.read(_LOCAL_HEADER.size)
-        if len(header) != _LOCAL_HEADER.size:
-            raise FormatError(f"{self.path}: zip member {info.filename!r}: truncated local header")
-        fields = _LOCAL_HEADER.unpack(header)
-        if fields[0] != b"PK\x03\x04":
-            raise FormatError(f"{self.path}: zip member {info.filename!r}: bad local header signature")
-        start = info.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10]
+        """Where a stored member's bytes start, after checking its local header names it as the
+        central directory does and its bytes match its CRC-32 (one streamed pass), as zipfile
+        checks for the members it reads itself."""
+        try:
+            start, local = _local_header(self._zf, info)
+        except FormatError as exc:
+            raise FormatError(f"{self.path}: {exc}") from None
+        if local != info.filename:
+            raise SecurityError(
+                f"{self.path}: zip member {info.filename!r} is named {local!r} in its local header"
+            )
         end = start + info.compress_size
+        fp = self._zf.fp
+        assert fp is not None
         archive_size = fp.seek(0, io.SEEK_END)
         if end > archive_size:
             raise FormatError(f"{self.path}: zip member {info.filename!r} runs past the end of the archive")
+        crc = _stored_crc(self._zf, start, info.compress_size)
+        if crc != info.CRC:
+            raise SecurityError(f"{self.path}: {_crc_message(info.filename, info.CRC, crc)}")
         return start
 
 

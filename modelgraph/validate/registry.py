@@ -361,6 +361,7 @@ _SEC_HINTS: dict[str, str] = {
     "SEC011": "Save the model from a call with training=False (or None).",
     "SEC012": "Replace NaN/Infinity in the config with finite values or null.",
     "SEC013": "Check that the value is not read by the loader.",
+    "SEC117": "Re-download or re-save the model: the archive was changed after Keras wrote it.",
 }
 
 

@@ -66,6 +66,11 @@ RULES: dict[str, tuple[Severity, str]] = {
         "warning",
         "npz weights pickled in Keras's own layout (NumPy arrays only); Keras unpickles them",
     ),
+    "SEC117": (
+        "error",
+        "zip member Keras rejects: bytes not matching its CRC-32, or a local-header name that differs "
+        "from the central directory's (altered after writing, or two names for one member)",
+    ),
 }
 
 
@@ -986,6 +991,8 @@ _ZIP_KIND_RULE = {
     "too_large": "SEC103",
     "ratio": "SEC103",
     "total": "SEC103",
+    "crc": "SEC117",
+    "header": "SEC117",
 }
 _H5_KIND_RULE = {"external": "SEC111", "virtual": "SEC112", "bomb": "SEC113", "too_large": "SEC113"}
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -1081,6 +1088,15 @@ class _ContainerScanner:
                 self.add(_ZIP_KIND_RULE[pr.kind], pr.message, f"{prefix}{pr.member}", "refuse this archive")
             if any(pr.kind in ("too_many", "total") for pr in problems):
                 return
+            if not problems:  # sizes are sane: read every member once for its CRC and local name
+                for pr in safe_io.zip_integrity_problems(zf):
+                    bad.add(pr.member)
+                    self.add(
+                        _ZIP_KIND_RULE[pr.kind],
+                        pr.message,
+                        f"{prefix}{pr.member}",
+                        "re-download or re-save the model: the archive changed after Keras wrote it",
+                    )
             is_npz = fileobj is not None
             sz = safe_io.SafeZip(
                 zf, f"{self.path}{':' + prefix.rstrip(':') if prefix else ''}", safe_io.ZipLimits()

@@ -683,3 +683,25 @@ def test_sec116_numpy_only_npz_is_a_warning_and_hostile_one_stays_sec107(tmp_pat
     hostile = H.keras_zip(tmp_path / "bad.keras", CLEAN, npz=H.pickled_npz(tmp_path, canary))
     assert rules(scan_path(hostile)) == ["SEC107"]
     assert not os.path.exists(canary)
+
+
+def test_sec117_crc_mismatch_and_local_name_and_near_miss(tmp_path: Path) -> None:
+    """A stored member's byte flipped (its CRC now wrong) and a local header naming another member
+    than the central directory: Keras (zipfile) refuses both archives; the unaltered one is clean."""
+    import zipfile
+
+    clean = tmp_path / "clean.keras"
+    with zipfile.ZipFile(clean, "w") as zf:  # stored, as Keras writes .keras archives
+        zf.writestr("config.json", json.dumps(H.functional([H.dense("d")])))
+        zf.writestr("metadata.json", json.dumps({"keras_version": "3.15.1"}))
+    assert not only(scan_container(clean), "SEC117")
+    data = clean.read_bytes()
+    flipped = tmp_path / "flipped.keras"
+    at = data.index(b'"class_name"')
+    flipped.write_bytes(data[:at] + b"'" + data[at + 1 :])
+    found = only(scan_container(flipped), "SEC117")
+    assert len(found) == 1 and "config.json" in found[0].message and "CRC-32" in found[0].message
+    renamed = tmp_path / "renamed.keras"
+    renamed.write_bytes(data.replace(b"metadata.json", b"metadataXjson", 1))
+    found = only(scan_container(renamed), "SEC117")
+    assert len(found) == 1 and "metadataXjson" in found[0].message
