@@ -453,14 +453,17 @@ def _local_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, str]
     fp = zf.fp
     if fp is None:
         raise FormatError("zip is closed")
-    fp.seek(info.header_offset)
-    header = fp.read(_LOCAL_HEADER.size)
-    if len(header) != _LOCAL_HEADER.size:
-        raise FormatError(f"zip member {info.filename!r}: truncated local header")
-    fields = _LOCAL_HEADER.unpack(header)
-    if fields[0] != b"PK\x03\x04":
-        raise FormatError(f"zip member {info.filename!r}: bad local header signature")
-    raw_name = fp.read(fields[9])
+    try:
+        fp.seek(info.header_offset)
+        header = fp.read(_LOCAL_HEADER.size)
+        if len(header) != _LOCAL_HEADER.size:
+            raise FormatError(f"zip member {info.filename!r}: truncated local header")
+        fields = _LOCAL_HEADER.unpack(header)
+        if fields[0] != b"PK\x03\x04":
+            raise FormatError(f"zip member {info.filename!r}: bad local header signature")
+        raw_name = fp.read(fields[9])
+    except (OSError, ValueError, OverflowError) as exc:
+        raise FormatError(f"zip member {info.filename!r}: unreadable local header: {exc}") from None
     name = raw_name.decode("utf-8" if fields[2] & 0x800 else "cp437", "replace")
     return info.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10], name
 
@@ -468,7 +471,10 @@ def _local_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, str]
 def _raw_chunks(zf: zipfile.ZipFile, start: int, size: int) -> Iterator[bytes]:
     fp = zf.fp
     assert fp is not None
-    fp.seek(start)
+    try:
+        fp.seek(start)
+    except (OSError, ValueError, OverflowError) as exc:
+        raise FormatError(f"cannot seek to a zip member's data: {exc}") from None
     left = size
     while left > 0:
         chunk = fp.read(min(_CHUNK, left))
