@@ -585,7 +585,8 @@ GADGET_NAMES = frozenset(
         "load_model", "load_weights", "save_model", "save_weights", "enable_unsafe_deserialization",
         "get_file", "load_img", "save_img", "model_from_json", "model_from_yaml", "model_from_config",
         "image_dataset_from_directory", "text_dataset_from_directory", "audio_dataset_from_directory",
-        "deserialize_keras_object", "register_keras_serializable",
+        "deserialize_keras_object", "register_keras_serializable", "serialize_keras_object",
+        "clear_session",
     }
 )  # fmt: skip
 
@@ -650,6 +651,22 @@ def _bytecode_blob(value: Any) -> str | None:
             return _bytecode_blob(cfg.get("value"))
         if isinstance(value.get("code"), str):
             return value["code"]
+    return None
+
+
+def _short_name(name: Any) -> str:
+    """``get_file`` of ``keras.utils.get_file``, ``Custom>get_file`` or ``get_file``."""
+    return name.rsplit(">", 1)[-1].rsplit(".", 1)[-1] if isinstance(name, str) else ""
+
+
+def _gadget_in(cls: str, registered: Any, module: Any) -> str | None:
+    """The safe_mode-bypass gadget a ``{module, class_name, registered_name}`` object names, if any
+    (a function object names its function in ``config``, checked by ``_function_ref``)."""
+    if cls == "function":
+        return None
+    for name in (cls, registered):
+        if _short_name(name) in GADGET_NAMES:
+            return f"{module}.{name}" if isinstance(module, str) and module else str(name)
     return None
 
 
@@ -765,6 +782,8 @@ class _ConfigScanner:
             )
 
     def _string(self, value: str, where: str, layer: str | None, key: str | None) -> None:
+        if where in self.reported:  # already reported by the object that holds it
+            return
         if "enable_unsafe_deserialization" in value:
             self.add(
                 "SEC007",
@@ -799,7 +818,18 @@ class _ConfigScanner:
         if cls == "__lambda__":
             self._code_blob("SEC002", d, where, f"{label} has a serialized Python function (__lambda__)")
             return
-        if cls == "function":
+        gadget = _gadget_in(cls, d.get("registered_name"), module)
+        if gadget:
+            self.add(
+                "SEC007",
+                f"{label}: object {gadget!r} (module {module!r}) is a Keras loading/file API usable as a "
+                "safe_mode-bypass gadget wherever Keras deserialises an object (initializer, regularizer, "
+                "constraint, any nested config)",
+                where,
+                "do not load this file with Keras",
+            )
+            self.reported.update(safe_io.json_path(where, k) for k in ("class_name", "registered_name"))
+        elif cls == "function":
             self._function_ref(d, where, label)
         elif "module" in d:
             self._module(module, cls, d.get("registered_name"), where, label)

@@ -705,3 +705,45 @@ def test_sec117_crc_mismatch_and_local_name_and_near_miss(tmp_path: Path) -> Non
     renamed.write_bytes(data.replace(b"metadata.json", b"metadataXjson", 1))
     found = only(scan_container(renamed), "SEC117")
     assert len(found) == 1 and "metadataXjson" in found[0].message
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {
+            "module": "keras.utils",
+            "class_name": "get_file",
+            "config": {"origin": "https://x"},
+            "registered_name": None,
+        },
+        {"module": "keras.models", "class_name": "load_model", "config": {}, "registered_name": None},
+        {"module": "keras.config", "class_name": "enable_unsafe_deserialization", "config": {}},
+        {
+            "module": None,
+            "class_name": "GlorotUniform",
+            "config": {},
+            "registered_name": "keras.utils>get_file",
+        },
+    ],
+)
+@pytest.mark.parametrize("field", ["kernel_initializer", "kernel_regularizer", "kernel_constraint", "nested"])
+def test_sec007_gadget_objects_anywhere_are_errors(obj: dict, field: str) -> None:
+    """A {module, class_name} / registered_name object naming a gadget is an error in any field Keras
+    deserialises, not only in a function field."""
+    if field == "nested":
+        layer = H.dense(
+            "d", kernel_initializer={"class_name": "VarianceScaling", "config": {"inner": {"x": [obj]}}}
+        )
+    else:
+        layer = H.dense("d", **{field: obj})
+    found = only(scan_config(H.functional([layer])), "SEC007")
+    assert len(found) == 1 and found[0].severity == "error", scan_config(H.functional([layer]))
+
+
+def test_sec007_near_miss_keras_objects_are_not_gadgets() -> None:
+    layer = H.dense(
+        "d",
+        kernel_initializer={"module": "keras.initializers", "class_name": "GlorotUniform", "config": {}},
+        kernel_regularizer={"module": "keras.regularizers", "class_name": "L2", "config": {"l2": 0.01}},
+    )
+    assert not only(scan_config(H.functional([layer])), "SEC007")
