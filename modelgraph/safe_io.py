@@ -267,6 +267,21 @@ def _json_depth_fast(raw: bytes, stop_after: int | None = None) -> tuple[int, in
     return (best, where) if best > 0 else (0, 0)
 
 
+def _long_integer(raw: bytes) -> str:
+    """The message for a number json.loads refused for its length: where it is and how long."""
+    import sys
+
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
+    found = re.search(rb"\d{%d,}" % (limit + 1), raw)
+    if found is None:
+        return f"a number in the JSON is longer than {limit:,} digits; refusing to parse"
+    line, col = _line_col(raw, found.start())
+    return (
+        f"integer of {len(found.group()):,} digits at line {line} column {col}, over the "
+        f"{limit:,}-digit limit; refusing to parse"
+    )
+
+
 def _line_col(raw: bytes, offset: int) -> tuple[int, int]:
     line = raw.count(b"\n", 0, offset) + 1
     col = offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
@@ -352,6 +367,8 @@ def parse_json(
         raise FormatError(
             f"{where}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except ValueError:  # an integer past Python's int-str digit limit (4,300 by default)
+        raise FormatError(f"{where}: {_long_integer(raw)}") from None
     except RecursionError:  # defensive: only reachable with a very low recursion limit
         raise FormatError(f"{where}: JSON nesting too deep to parse") from None
     maybe = b"NaN" in raw or b"Infinity" in raw
@@ -561,6 +578,13 @@ def _crc_message(name: str, declared: int, actual: int) -> str:
 def _open_zipfile(path: str | os.PathLike[str]) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        if "not a zip file" in str(exc):  # starts like a zip, but its central directory is missing
+            raise FormatError(
+                f"{os.fspath(path)}: a truncated or corrupt zip (no end-of-central-directory record; "
+                "an incomplete download or copy?)"
+            ) from None
+        raise FormatError(f"{os.fspath(path)}: not a readable zip file: {exc}") from None
     except ZIP_ERRORS as exc:
         raise FormatError(f"{os.fspath(path)}: not a readable zip file: {exc}") from None
     except OSError as exc:

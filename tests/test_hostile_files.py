@@ -174,3 +174,70 @@ def test_a_local_header_name_differing_from_the_central_directory_is_refused(
         assert_clean(cli(*args), code, "local header")
     res = cli("validate", model)
     assert "SEC117" in res.stdout and res.stdout.count(" error ") == 1, res.stdout
+
+
+# --- numbers: huge integers, non-size input shapes, complex weights, overflowing dequantisation -----
+
+SINGLE = SAMPLES / "single_bare.json"
+SINGLE_WEIGHTS = SAMPLES / "single_bare.weights.h5"
+
+
+def _single_with(tmp_path: Path, old: str, new: str) -> Path:
+    """single_bare.json with one piece of its text replaced (numbers json.dumps cannot write)."""
+    text = SINGLE.read_text()
+    assert text.count(old) == 1, old
+    path = tmp_path / "model.json"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def test_an_integer_past_pythons_digit_limit_is_a_one_line_error_everywhere(tmp_path: Path) -> None:
+    model = _single_with(tmp_path, '"units": 4', '"units": ' + "9" * 5000)
+    for args, code in every_command(model):
+        if args[0] == "diff":
+            args = ["diff", model, SINGLE]
+        assert_clean(cli(*args), code, "5,000 digits")
+    res = cli("validate", model)
+    assert res.stdout.count(" error ") == 1, res.stdout
+
+
+@pytest.mark.parametrize("dim", ["1e400", "-0.0", "2.5"])
+def test_a_batch_shape_run_refuses_is_a_validate_finding(tmp_path: Path, dim: str) -> None:
+    model = _single_with(tmp_path, '"batch_shape": [null, 5]', f'"batch_shape": [null, {dim}]')
+    run = cli("run", model, "--weights", SINGLE_WEIGHTS, "--random")
+    assert_clean(run, 3, "not a list of sizes")
+    assert_clean(cli("validate", model), 1, "SHP004", "not a list of sizes")
+
+
+def test_complex_weights_are_refused_without_a_numpy_warning(tmp_path: Path) -> None:
+    import h5py
+    import numpy as np
+
+    weights = tmp_path / "complex.weights.h5"
+    shutil.copy(SINGLE_WEIGHTS, weights)
+    with h5py.File(weights, "r+") as f:
+        kernel = f["layers/dense/vars/0"][()]
+        del f["layers/dense/vars/0"]
+        f["layers/dense/vars/0"] = kernel.astype(np.complex64) + 1j
+    res = cli("run", SINGLE, "--weights", weights, "--random")
+    assert_clean(res, 3, "complex64", "kernel")
+    assert "Warning" not in res.stderr, res.stderr
+    res = cli("validate", SINGLE, "--weights", weights)
+    assert_clean(res, 1, "complex64")
+    assert "Warning" not in res.stderr
+
+
+def test_overflowing_tfjs_dequantisation_prints_no_numpy_warning(tmp_path: Path) -> None:
+    import json
+
+    model = tmp_path / "q8"
+    shutil.copytree(SAMPLES.parent / "tfjs" / "cnn_q8", model)
+    doc = json.loads((model / "model.json").read_text())
+    for group in doc["weightsManifest"]:
+        for entry in group["weights"]:
+            if "quantization" in entry:
+                entry["quantization"].update(scale=3e38, min=-3e38)
+    (model / "model.json").write_text(json.dumps(doc))
+    run = cli("run", model, "--random")
+    assert run.returncode == 0 and "NaN" in run.stdout + run.stderr, run.stderr
+    assert "RuntimeWarning" not in run.stderr and "encountered" not in run.stderr, run.stderr

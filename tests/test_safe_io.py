@@ -139,7 +139,7 @@ def test_open_zip_reports_how_many_more_problems(tmp_path: Path) -> None:
 def test_open_zip_corrupt_and_truncated_are_format_errors(tmp_path: Path) -> None:
     junk = tmp_path / "junk.keras"
     junk.write_bytes(b"PK\x03\x04 this is not a zip")
-    with pytest.raises(FormatError, match="not a readable zip file"):
+    with pytest.raises(FormatError, match="truncated or corrupt zip"):
         safe_io.open_zip(junk)
     good = H.write_zip(tmp_path / "g.keras", {"config.json": b"{}" * 1000})
     cut = tmp_path / "cut.keras"

@@ -23,6 +23,23 @@ Format = Literal[
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 ZIP_SIGNATURE = b"PK\x03\x04"
 _JSON_PROBE = 1 << 16
+# Files people mistake for models (a renamed download, an image), told by their first bytes.
+_OTHER_FORMATS: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"%PDF-", "a PDF document"),
+    (b"\x1f\x8b", "a gzip file"),
+    (b"BZh", "a bzip2 file"),
+    (b"\xfd7zXZ\x00", "an xz file"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (b"\x7fELF", "an ELF executable"),
+    (b"MZ", "a Windows executable"),
+    (b"\x93NUMPY", "a NumPy .npy array"),
+    (b"\x80", "a Python pickle (never loaded)"),
+    (b"ONNX", "an ONNX model"),
+    (b"<", "an HTML or XML document"),
+)
 
 
 def detect(path: str | Path) -> Format:
@@ -51,6 +68,9 @@ def detect(path: str | Path) -> Format:
         )
     if not head:
         raise FormatError(f"{p}: the file is empty")
+    for magic, what in _OTHER_FORMATS:
+        if head.startswith(magic):
+            raise FormatError(f"{p}: {what}, not a Keras model")
     raise FormatError(f"{p}: not a Keras model (no zip, HDF5 or JSON signature; starts with {head[:8]!r})")
 
 

@@ -112,7 +112,10 @@ def _describe(entry: Any, where: str, shards: list[Path], offset: int) -> tuple[
         raw = _read_span(shards, offset, size)
         values = np.frombuffer(raw, dtype=_DTYPES[stored_dtype]).reshape(shape)
         if quant and stored_dtype in ("uint8", "uint16"):
-            return (values.astype(np.float32) * quant["scale"] + quant["min"]).astype(out_dtype)
+            # An absurd (finite) scale overflows float32 to inf, as TF.js itself would compute it;
+            # validate's value scan reports the infinities, so NumPy's warning is not printed.
+            with np.errstate(over="ignore", invalid="ignore"):
+                return (values.astype(np.float32) * quant["scale"] + quant["min"]).astype(out_dtype)
         if quant and stored_dtype == "float16":
             return values.astype(np.float32)
         return values.copy()

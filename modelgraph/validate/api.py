@@ -197,6 +197,7 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
         _scan(Path(opts.weights), opts.weights, issues)
 
     if detect_error is not None:
+        issues = _without_whole_file_scan_failure(issues, path)
         issues.append(load_error_issue(detect_error, path))
         return _finish(path, fmt, issues, opts)
     if fmt in WEIGHTS_ONLY:
@@ -227,6 +228,7 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
         graph = load(p, problems=problems)
     except Exception as exc:  # noqa: BLE001 - every loader failure becomes a finding
         if not _reported_by_scan(exc, issues, path):
+            issues = _without_whole_file_scan_failure(issues, path)
             issue = load_error_issue(exc, path)
             if not (issue.rule == "STR003" and any(s.where == issue.where for s in schema)):
                 issues.append(issue)
@@ -248,10 +250,11 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
         except Exception as exc:  # noqa: BLE001
             issues.append(_crash("the graph check", exc, path))
 
-        from modelgraph.validate.shapes import infer, shape_issues, weight_shape_flags
+        from modelgraph.validate.shapes import declared_input_issues, infer, shape_issues, weight_shape_flags
 
         result = None
         try:
+            issues.extend(declared_input_issues(graph, path))
             result = infer(graph)
             issues.extend(shape_issues(result, graph, path))
         except Exception as exc:  # noqa: BLE001
@@ -306,6 +309,13 @@ def _scan(target: Path, path: str, issues: list[Issue], within: Path | None = No
         return []
     issues.extend(i.with_path(path) for i in found)
     return configs
+
+
+def _without_whole_file_scan_failure(issues: list[Issue], path: str) -> list[Issue]:
+    """``issues`` without the security scan's "could not scan" finding (SEC100) for the whole file
+    ``path``: when the loader cannot read the file either, its error says what the file is (a PNG,
+    a truncated zip) and the scan's failure would only repeat the cause, often less clearly."""
+    return [i for i in issues if not (i.rule == "SEC100" and i.where in ("", "$") and i.path in ("", path))]
 
 
 def _reported_by_scan(exc: BaseException, issues: list[Issue], path: str) -> bool:
