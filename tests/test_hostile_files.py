@@ -241,3 +241,6 @@ def test_overflowing_tfjs_dequantisation_prints_no_numpy_warning(tmp_path: Path)
     run = cli("run", model, "--random")
     assert run.returncode == 0 and "NaN" in run.stdout + run.stderr, run.stderr
     assert "RuntimeWarning" not in run.stderr and "encountered" not in run.stderr, run.stderr
+    res = cli("validate", model)  # the value scan is on by default
+    assert_clean(res, 1, "WGT006")
+    assert "RuntimeWarning" not in res.stderr

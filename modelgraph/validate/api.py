@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ class FileResult:
 
 @dataclass(frozen=True)
 class Options:
-    check_values: bool = False
+    check_values: bool = True
     require_runnable: bool = False
     strict: bool = False
     config: ValidateConfig = field(default_factory=ValidateConfig)
@@ -76,17 +76,42 @@ def _looks_like_model_json(p: Path) -> bool:
     return any(m in head for m in _JSON_MARKERS)
 
 
+@dataclass(frozen=True)
+class Targets:
+    """What :func:`find_targets` found: the model files and folders to check, and the files of the
+    walked folders (or, with ``models_only``, the given files) that are not models."""
+
+    models: list[str]
+    skipped: list[str]
+
+
 def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     """The model files and model directories to check: files as given; directories that are models
     themselves (an unzipped ``.keras``, a TF.js folder) as one; other directories walked (sorted, no
     symlinks followed, hidden folders skipped) for ``.keras``/``.h5``/``.hdf5`` files and JSON files
     that look like Keras configs. ``UsageError`` for a path that does not exist."""
+    return find_targets(paths).models
+
+
+def _is_model_file(f: Path) -> bool:
+    suffix = f.suffix.lower()
+    return suffix in (".keras", ".h5", ".hdf5") or (suffix == ".json" and _looks_like_model_json(f))
+
+
+def find_targets(paths: Iterable[str | os.PathLike[str]], *, models_only: bool = False) -> Targets:
+    """:func:`expand_paths`, plus the files it skipped as unrecognised (a walked folder's README, an
+    empty ``.json``). ``models_only``: a file given by name that is not a model (a ``package.json``
+    passed by a pre-commit hook) is skipped too, instead of checked and failed."""
     out: list[str] = []
+    skipped: list[str] = []
     for raw in paths:
         p = Path(raw)
         if not p.exists() and not p.is_symlink():
             raise UsageError(f"no such file or directory: {raw}")
         if not p.is_dir() or _is_model_dir(p):
+            if models_only and not p.is_dir() and not _is_model_file(p):
+                skipped.append(str(p))
+                continue
             out.append(str(p))
             continue
         for dirpath, dirnames, filenames in os.walk(p, followlinks=False):
@@ -105,9 +130,10 @@ def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
                 f = d / name
                 if f.is_symlink() or name.startswith("."):
                     continue
-                suffix = f.suffix.lower()
-                if suffix in (".keras", ".h5", ".hdf5") or (suffix == ".json" and _looks_like_model_json(f)):
+                if _is_model_file(f):
                     out.append(str(f))
+                else:
+                    skipped.append(str(f))
     shards: set[str] = set()
     for s in out:
         if s.endswith(".json"):
@@ -120,7 +146,7 @@ def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
         if s not in seen:
             seen.add(s)
             unique.append(s)
-    return unique
+    return Targets(unique, skipped)
 
 
 def _index_shards(index: Path) -> set[str]:
@@ -367,7 +393,7 @@ def _worker(args: tuple[str, Options]) -> FileResult:
 def validate(
     path_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
-    check_values: bool = False,
+    check_values: bool | None = None,
     require_runnable: bool = False,
     select: list[str] | None = None,
     ignore: list[str] | None = None,
@@ -375,14 +401,19 @@ def validate(
     strict: bool = False,
     jobs: int = 1,
     weights: str | os.PathLike[str] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> list[FileResult]:
     """Validate model files (directories are walked) and return one :class:`FileResult` per file.
+
+    ``check_values`` (default: the config file's ``check-values``, else True) scans every float weight
+    for NaN/Inf and all-zero kernels, streamed in chunks.
 
     ``select``/``ignore`` take rule ids, prefixes (``SEC``) or families (``security``); ``config`` is
     a :class:`ValidateConfig`, a path to a ``.modelgraph.toml``/``pyproject.toml``, or None to use the
     one found from the current folder. ``jobs`` > 1 checks files in that many processes. ``weights``
     attaches a weights file to the one model given (a config-only JSON, or a model whose weights it
-    replaces); a :class:`UsageError` when the paths name several models.
+    replaces); a :class:`UsageError` when the paths name several models. ``progress(done, total,
+    path)`` is called after each file.
     """
     if isinstance(path_or_paths, str | os.PathLike):
         paths: list[str | os.PathLike[str]] = [path_or_paths]
@@ -396,7 +427,7 @@ def validate(
         cfg = read_config_file(config)
     cfg = cfg.merged(select=select, ignore=ignore)
     opts = Options(
-        check_values=check_values or bool(cfg.check_values),
+        check_values=_first_set(check_values, cfg.check_values, True),
         require_runnable=require_runnable or bool(cfg.require_runnable),
         strict=strict or bool(cfg.strict),
         config=cfg,
@@ -405,12 +436,27 @@ def validate(
     targets = expand_paths(paths)
     if weights is not None and len(targets) != 1:
         raise UsageError(f"--weights attaches to one model; the paths name {len(targets)}")
+    results: list[FileResult] = []
     if jobs > 1 and len(targets) > 1:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
-            return list(pool.map(_worker, [(t, opts) for t in targets], chunksize=1))
-    return [validate_file(t, opts) for t in targets]
+            for result in pool.map(_worker, [(t, opts) for t in targets], chunksize=1):
+                results.append(result)
+                if progress is not None:
+                    progress(len(results), len(targets), result.path)
+        return results
+    for t in targets:
+        results.append(validate_file(t, opts))
+        if progress is not None:
+            progress(len(results), len(targets), t)
+    return results
+
+
+def _first_set(*values: bool | None) -> bool:
+    """The first of ``values`` that is not None (a command-line flag, then the config file, then the
+    default)."""
+    return next(bool(v) for v in values if v is not None)
 
 
 def with_strict(results: list[FileResult], strict: bool) -> list[FileResult]:

@@ -294,15 +294,16 @@ _OWN: list[Rule] = [
         "WGT006",
         "error",
         "NaN or Inf weights",
-        "A weight contains NaN or infinite values (checked with --check-values).",
+        "A float weight contains NaN or infinite values (the values are scanned by default, in chunks; "
+        "--no-check-values skips the scan).",
         "Retrain or restore the weights from a checkpoint before the divergence.",
     ),
     _r(
         "WGT007",
         "warning",
         "all-zero kernel",
-        "A kernel/embedding matrix is entirely zero, so the layer outputs only its bias (checked with "
-        "--check-values; biases and statistics may legitimately be zero).",
+        "A kernel/embedding matrix is entirely zero, so the layer outputs only its bias (part of the "
+        "value scan; biases and statistics may legitimately be zero).",
         "Check that the weights were actually trained/loaded before saving.",
     ),
     _r(
@@ -320,6 +321,14 @@ _OWN: list[Rule] = [
         "A stored weight could not be read while checking its values (truncated data, unsupported dtype, "
         "refused HDF5 feature).",
         "Re-save the weights; check the container with the SEC rules.",
+    ),
+    _r(
+        "WGT010",
+        "error",
+        "weights member missing",
+        "A .keras archive (or unzipped .keras folder) has no model.weights.h5 (nor .npz) although its "
+        "layers have weights: Keras's load_model fails on it.",
+        "Save the model again with model.save('model.keras'); do not strip members from the archive.",
     ),
     # --- runtime support ---------------------------------------------------------------------------
     _r(
@@ -427,7 +436,7 @@ def rules_markdown() -> str:
         'defaults; change them with `severity = {RULE = "warning"}` under `[tool.modelgraph]` in',
         "`pyproject.toml` or in `.modelgraph.toml`, and silence rules with `ignore` or",
         "`per-file-ignores` (see the README). `RUN` rules are errors with `--require-runnable`;",
-        "`WGT006`/`WGT007` run only with `--check-values`.",
+        "`WGT006`/`WGT007` come from the value scan, on by default (`--no-check-values` skips it).",
         "",
         "Exit codes: 0 no error-severity finding (no warning either with `--strict`), 1 findings, 2 usage error.",
         "",
