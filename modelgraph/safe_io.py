@@ -74,8 +74,12 @@ H5_BOMB_BYTES = 4 * GiB
 """A dataset declaring more than this ..."""
 H5_BOMB_RATIO = 1000
 """... and more than this many times its stored size is a shape bomb."""
-MAX_H5_LINKS = 1_000_000
-"""walk_h5 stops (and reports) after this many links."""
+MAX_H5_LINKS = 250_000
+"""Most links one HDF5 file may hold (NASNetLarge's Keras 3 weights have ~12,000); h5_links and
+walk_h5 stop (and report) past it, so a file of hard links costs bounded time and memory."""
+MAX_H5_DEPTH = 64
+"""Deepest HDF5 path accepted, in components (a Keras 3 tree nests ~6 per nested model level):
+resolving a path costs its depth, so thousands of nested groups would cost quadratic time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -986,22 +990,38 @@ def safe_dataset(parent: Any, path: str, *, required: bool = True, max_bytes: in
     return obj
 
 
-def h5_links(root: Any, *, max_links: int = MAX_H5_LINKS) -> list[tuple[bytes, int]]:
-    """Every link under ``root`` as ``(path relative to root, h5l link type)``, in one C-level pass.
+def h5_links(
+    root: Any, *, max_links: int = MAX_H5_LINKS, max_depth: int = MAX_H5_DEPTH
+) -> list[tuple[bytes, int, int]]:
+    """Every link under ``root`` as ``(path relative to root, h5l link type, object address)``, in one
+    C-level pass. The address identifies the object a hard link points to (-1 for other links): a
+    second hard link to one object has the same address, so callers open each object once.
 
     HDF5's own recursive link iteration follows hard links only and enters each group once; more
-    than ``max_links`` links raise FormatError.
+    than ``max_links`` links, or a path deeper than ``max_depth`` components, raise FormatError.
     """
-    links: list[tuple[bytes, int]] = []
+    import h5py
+
+    links: list[tuple[bytes, int, int]] = []
+    too_deep: list[bytes] = []
+    hard = h5py.h5l.TYPE_HARD
 
     def visit(name: bytes, info: Any) -> int | None:
-        links.append((name, info.type))
+        if name.count(b"/") >= max_depth:
+            too_deep.append(name)
+            return 1
+        links.append((name, info.type, int(info.u) if info.type == hard else -1))
         return 1 if len(links) > max_links else None
 
     try:
         root.id.links.visit(visit, info=True)
     except H5_ERRORS as exc:
         raise FormatError(f"{_h5_name(root)}: cannot list its links: {exc}") from None
+    if too_deep:
+        shown = too_deep[0].decode("utf-8", "surrogateescape")[:120]
+        raise FormatError(
+            f"{_h5_name(root)}: groups nested deeper than {max_depth} levels ({shown}...); refusing to index"
+        )
     if len(links) > max_links:
         raise FormatError(f"{_h5_name(root)}: more than {max_links:,} links; refusing to index")
     return links
@@ -1019,16 +1039,25 @@ def safe_tree(
     import h5py
 
     index: dict[str, dict[str, Any]] = {"": {}}
-    for raw, kind in h5_links(root, max_links=max_links):
+    opened: dict[int, Any] = {}  # object address -> its Dataset (None for a group), opened once
+    for raw, kind, address in h5_links(root, max_links=max_links):
         name = raw.decode("utf-8", "surrogateescape")
         if kind != h5py.h5l.TYPE_HARD:
             what = {h5py.h5l.TYPE_SOFT: "soft link", h5py.h5l.TYPE_EXTERNAL: "external link"}.get(
                 kind, "user-defined link"
             )
             raise SecurityError(f"{_h5_name(root)}: {name} is a {what}; not followed")
+        parent, _, leaf = name.rpartition("/")
+        if address in opened:  # another hard link to an object already indexed
+            if opened[address] is None:
+                index.setdefault(name, {})
+            else:
+                index.setdefault(parent, {})[leaf] = opened[address]
+            continue
         try:
             otype = h5py.h5o.get_info(root.id, raw).type
             if otype == h5py.h5o.TYPE_GROUP:
+                opened[address] = None
                 index.setdefault(name, {})
                 continue
             if otype != h5py.h5o.TYPE_DATASET:
@@ -1037,7 +1066,7 @@ def safe_tree(
         except H5_ERRORS as exc:
             raise FormatError(f"{_h5_name(root)}: cannot open {name}: {exc}") from None
         _refuse_unsafe(dset, _h5_name(root), max_bytes)
-        parent, _, leaf = name.rpartition("/")
+        opened[address] = dset
         index.setdefault(parent, {})[leaf] = dset
     return index
 
@@ -1191,6 +1220,9 @@ def walk_h5(root: Any, *, max_links: int = MAX_H5_LINKS) -> Iterator[H5Entry]:
         visited.add(h5py.h5o.get_info(root.id).addr)
     while stack:
         gpath, group = stack.pop()
+        if gpath.count("/") >= MAX_H5_DEPTH:
+            yield H5Entry(gpath, "limit", detail=f"groups nested deeper than {MAX_H5_DEPTH} levels")
+            return
         try:
             names = sorted(group.keys())
         except Exception as exc:  # noqa: BLE001

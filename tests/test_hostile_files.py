@@ -244,3 +244,109 @@ def test_overflowing_tfjs_dequantisation_prints_no_numpy_warning(tmp_path: Path)
     res = cli("validate", model)  # the value scan is on by default
     assert_clean(res, 1, "WGT006")
     assert "RuntimeWarning" not in res.stderr
+
+
+# --- HDF5 structure: duplicate names, deep nesting, many hard links: bounded time and memory --------
+
+K2_CNN_H5 = SAMPLES.parent / "k2" / "cnn.h5"  # tf_keras 2.21 legacy .h5
+
+
+def timed(*args: object) -> tuple[object, float, int]:
+    """The CLI run under /usr/bin/time: (result, seconds, peak resident KB)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    if not Path("/usr/bin/time").exists():
+        pytest.skip("needs /usr/bin/time")
+    res = subprocess.run(
+        ["/usr/bin/time", "-f", "TIME %e %M", sys.executable, "-m", "modelgraph", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tempfile.gettempdir(),
+    )
+    *rest, last = res.stderr.rstrip("\n").split("\n")
+    _, seconds, kb = last.split()
+    res.stderr = "\n".join(rest)
+    return res, float(seconds), int(kb)
+
+
+def _legacy_with(tmp_path: Path, change) -> Path:
+    import h5py
+
+    path = tmp_path / "model.h5"
+    shutil.copy(K2_CNN_H5, path)
+    with h5py.File(path, "r+") as f:
+        change(f)
+    return path
+
+
+def _chunked_attr(obj, name: str, values: list[bytes], per_chunk: int) -> None:
+    """Keras's form for attributes over 64 KiB: name0, name1, ..."""
+    import numpy as np
+
+    del obj.attrs[name]
+    for i in range(0, len(values), per_chunk):
+        obj.attrs.create(f"{name}{i // per_chunk}", np.array(values[i : i + per_chunk]))
+
+
+@pytest.mark.parametrize(
+    ("what", "change"),
+    [
+        (
+            "layer_names",
+            lambda f: _chunked_attr(f["model_weights"], "layer_names", [b"b1_conv"] * 100_000, 5000),
+        ),
+        (
+            "weight_names",
+            lambda f: _chunked_attr(
+                f["model_weights/b1_conv"], "weight_names", [b"b1_conv/kernel:0"] * 100_000, 3000
+            ),
+        ),
+    ],
+)
+def test_duplicate_legacy_names_are_rejected_early(tmp_path: Path, what: str, change) -> None:
+    model = _legacy_with(tmp_path, change)
+    for args, code in every_command(model):
+        if args[0] == "diff":
+            args = ["diff", model, K2_CNN_H5]
+        res, seconds, kb = timed(*args)
+        assert_clean(res, code, what)
+        assert seconds < 20 and kb < 500_000, (args[0], seconds, kb)
+    res = cli("validate", model)
+    assert "SEC118" in res.stdout and res.stdout.count(" error ") == 1, res.stdout
+
+
+def test_deeply_nested_groups_and_many_hard_links_are_bounded(tmp_path: Path) -> None:
+    """3,000 nested groups and 200,000 hard links to one dataset in a directory-form model's
+    weights (Keras 3 tree): every command ends within seconds, in bounded memory."""
+    import h5py
+
+    deep = _dir_model(tmp_path / "deep")
+    with h5py.File(deep / "model.weights.h5", "r+") as f:
+        group = f["layers"]
+        for _ in range(3000):
+            group = group.create_group("g")
+    links = _dir_model(tmp_path / "links")
+    with h5py.File(links / "model.weights.h5", "r+") as f:
+        target = next(o for o in _datasets(f))
+        group = f.create_group("links")
+        for i in range(200_000):
+            group[f"l{i}"] = target
+    for model, words, code in ((deep, "nested deeper", 3), (links, "", 0)):
+        for args, _ in every_command(model):
+            if args[0] == "run":
+                args = [*args, "--seed", "1"]
+            res, seconds, kb = timed(*args)
+            expected = {"validate": 1 if code else 0}.get(args[0], code)
+            assert_clean(res, expected, words)
+            assert seconds < 20 and kb < 600_000, (args[0], seconds, kb)
+
+
+def _datasets(f):
+    import h5py
+
+    found = []
+    f.visit(lambda name: found.append(f[name]) if isinstance(f[name], h5py.Dataset) else None)
+    return found

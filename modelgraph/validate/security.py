@@ -71,6 +71,11 @@ RULES: dict[str, tuple[Severity, str]] = {
         "zip member Keras rejects: bytes not matching its CRC-32, or a local-header name that differs "
         "from the central directory's (altered after writing, or two names for one member)",
     ),
+    "SEC118": (
+        "error",
+        "HDF5 structure over the bounds: too many links, groups nested too deep, or weight/layer "
+        "names listed more than once",
+    ),
 }
 
 
@@ -1035,12 +1040,16 @@ def _fast_h5_entries(f: Any) -> tuple[list[safe_io.H5Entry], dict[str, Any]]:
     datasets by path. Raises on anything unusual so that the caller falls back to ``walk_h5``."""
     import h5py
 
-    links = [(raw.decode("utf-8", "surrogateescape"), kind) for raw, kind in safe_io.h5_links(f)]
     entries: list[safe_io.H5Entry] = []
     datasets: dict[str, Any] = {}
-    for name, kind in links:
-        path = "/" + name
-        raw = name.encode("utf-8", "surrogateescape")
+    seen: set[int] = set()
+    for raw, kind, address in safe_io.h5_links(f):
+        path = "/" + raw.decode("utf-8", "surrogateescape")
+        if address >= 0:
+            if address in seen:  # another hard link to an object already checked: not opened again
+                entries.append(safe_io.H5Entry(path, "repeat"))
+                continue
+            seen.add(address)
         if kind == h5py.h5l.TYPE_SOFT:
             target = f.id.links.get_val(raw).decode("utf-8", "replace")
             status = safe_io._soft_target_status(f.file, path, target)
@@ -1255,8 +1264,12 @@ class _ContainerScanner:
                     attrs_cfg[attr] = self.configs.pop()[0]
         if attrs_cfg:
             self.configs.append((attrs_cfg, "$"))
+        self._legacy_names(f, prefix)
         try:
             entries, datasets = _fast_h5_entries(f)
+        except FormatError as exc:  # over the link-count or depth bound: the walk would be too
+            self.add("SEC118", str(exc), prefix or "/", "refuse it: Keras files are far smaller")
+            return
         except Exception:  # noqa: BLE001 - anything unusual: the careful walk below decides
             entries, datasets = None, {}
         for entry in entries if entries is not None else safe_io.walk_h5(f):
@@ -1290,6 +1303,19 @@ class _ContainerScanner:
                     continue
                 for kind, message in problems:
                     self.add(_H5_KIND_RULE[kind], message, where, "refuse it; not read")
+
+    def _legacy_names(self, f: Any, prefix: str) -> None:
+        """SEC118 for a legacy layout whose layer_names / weight_names repeat a name."""
+        from modelgraph.loading.legacy_h5 import legacy_layout
+
+        try:
+            root = safe_io.safe_group(f, "model_weights", required=False) or f
+            if "layer_names" in root.attrs or "layer_names0" in root.attrs:
+                legacy_layout(root, self.path)
+        except SecurityError as exc:
+            self.add("SEC118", str(exc), f"{prefix}{root.name}", "refuse it: Keras writes each name once")
+        except (FormatError, *safe_io.H5_ERRORS):
+            pass  # the loader reports a layout it cannot read
 
     # unzipped .keras directory
 

@@ -747,3 +747,29 @@ def test_sec007_near_miss_keras_objects_are_not_gadgets() -> None:
         kernel_regularizer={"module": "keras.regularizers", "class_name": "L2", "config": {"l2": 0.01}},
     )
     assert not only(scan_config(H.functional([layer])), "SEC007")
+
+
+def test_sec118_hdf5_structure_bounds_and_near_miss(tmp_path: Path) -> None:
+    """A legacy layer_names listing one name twice, and groups nested past the depth bound; the
+    tf_keras sample itself is clean."""
+    import shutil
+
+    import h5py
+
+    sample = Path(__file__).resolve().parents[2] / "samples" / "k2" / "cnn.h5"
+    assert not only(scan_container(sample), "SEC118")
+    dup = tmp_path / "dup.h5"
+    shutil.copy(sample, dup)
+    with h5py.File(dup, "r+") as f:
+        names = list(f["model_weights"].attrs["layer_names"])
+        f["model_weights"].attrs["layer_names"] = np.array([*names, names[1]], dtype="S")
+    found = only(scan_container(dup), "SEC118")
+    assert len(found) == 1 and "2 times" in found[0].message
+    deep = tmp_path / "deep.h5"
+    shutil.copy(sample, deep)
+    with h5py.File(deep, "r+") as f:
+        group = f.create_group("x")
+        for _ in range(100):
+            group = group.create_group("g")
+    found = only(scan_container(deep), "SEC118")
+    assert len(found) == 1 and "nested deeper" in found[0].message
