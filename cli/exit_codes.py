@@ -52,6 +52,8 @@ def code_for(error: BaseException) -> int:
         return RUN_FAILED
     if isinstance(error, KeyboardInterrupt):
         return INTERRUPTED
+    if isinstance(error, MemoryError):  # an allocation the checks before it did not foresee
+        return RUN_FAILED
     if isinstance(error, ModelGraphError):
         return CANNOT_LOAD
     return INTERNAL

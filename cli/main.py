@@ -71,6 +71,8 @@ class LazyGroup(click.Group):
             message = printable(str(exc).strip()) or type(exc).__name__
             if code == INTERNAL:
                 message = f"{type(exc).__name__}: {message} (rerun with --traceback and report it)"
+            elif isinstance(exc, MemoryError):
+                message = f"out of memory ({message})"
             click.echo(f"modelgraph: error: {prefix}{message}", err=True)
             ctx.exit(code)
 

@@ -70,10 +70,11 @@ MAX_JSON_BYTES = 64 * MiB
 """Largest JSON document accepted (NASNet's config.json is ~0.8 MB)."""
 MAX_DATASET_BYTES = 16 * GiB
 """Absolute cap on the declared size of one HDF5 dataset."""
-H5_BOMB_BYTES = 4 * GiB
+H5_BOMB_BYTES = 1 * MiB
 """A dataset declaring more than this ..."""
 H5_BOMB_RATIO = 1000
-"""... and more than this many times its stored size is a shape bomb."""
+"""... and more than this many times the bytes it stores is a shape bomb (Keras writes every value,
+uncompressed; an unwritten dataset stores none and reads as its fill value)."""
 MAX_H5_LINKS = 250_000
 """Most links one HDF5 file may hold (NASNetLarge's Keras 3 weights have ~12,000); h5_links and
 walk_h5 stop (and report) past it, so a file of hard links costs bounded time and memory."""
@@ -126,7 +127,9 @@ def open_file(path: str | os.PathLike[str], *, within: str | os.PathLike[str] | 
             raise FormatError(f"{spath}: {_file_kind(mode)}, not a regular file; not read")
         if nonblock:
             os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        raw = io.FileIO(fd, "rb")
+        raw.name = spath  # type: ignore[misc] - messages (and h5py's file name) show the path
+        return io.BufferedReader(raw)
     except BaseException:
         os.close(fd)
         raise
@@ -861,11 +864,16 @@ def _describe_link(link: object) -> str:
     return "user-defined link"
 
 
+_FILE_OBJECT_NAME = re.compile(r"^<_io\.\w+ name='(.*)'>$")
+
+
 def _h5_name(obj: Any) -> str:
     try:
-        return obj.file.filename
+        name = obj.file.filename
     except Exception:  # noqa: BLE001 - only for messages
         return "<hdf5>"
+    found = _FILE_OBJECT_NAME.match(name)  # h5py names a file object by its repr
+    return found.group(1) if found else name
 
 
 def _resolve(parent: Any, path: str) -> Any | None:
@@ -962,6 +970,29 @@ def dataset_problems(
                 ("bomb", f"dataset {name} declares {declared:,} bytes but stores {stored:,}: shape bomb")
             )
     return out
+
+
+def available_memory() -> int | None:
+    """Bytes the kernel says can be allocated without swapping (``MemAvailable`` of /proc/meminfo),
+    or None where that is not known."""
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * KiB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_allocation(nbytes: int, what: str) -> None:
+    """FormatError when ``nbytes`` for ``what`` is more than the memory available now: a one-line
+    refusal before NumPy would raise MemoryError (or the system would start swapping)."""
+    available = available_memory()
+    if available is not None and nbytes > available:
+        raise FormatError(
+            f"{what} needs {nbytes:,} bytes, more than the {available:,} bytes of memory available"
+        )
 
 
 def declared_nbytes(dset: Any) -> int:
@@ -1082,6 +1113,7 @@ def read_dataset(
     ``untagged_v2_is_bfloat16``.
     """
     _refuse_unsafe(dset, _h5_name(dset), max_bytes)
+    check_allocation(declared_nbytes(dset), f"{_h5_name(dset)}: dataset {dset.name}")
     dt = dset.dtype
     try:
         if dt.kind == "V" and dt.itemsize == 2 and dt.fields is None:

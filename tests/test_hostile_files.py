@@ -350,3 +350,42 @@ def _datasets(f):
     found = []
     f.visit(lambda name: found.append(f[name]) if isinstance(f[name], h5py.Dataset) else None)
     return found
+
+
+# --- declared-size bombs under the old 4 GiB floor; allocations checked against available memory ----
+
+
+def test_a_dataset_declaring_gigabytes_and_storing_nothing_is_refused_quickly(tmp_path: Path) -> None:
+    import h5py
+
+    model = _dir_model(tmp_path)
+    with h5py.File(model / "model.weights.h5", "r+") as f:
+        name = "layers/batch_normalization/vars/0"
+        del f[name]
+        f.create_dataset(name, shape=(950_000_000,), dtype="f4")  # 3.8 GB declared, never written
+        assert f[name].id.get_storage_size() == 0
+    for args, code in every_command(model):
+        res, seconds, kb = timed(*args)
+        assert_clean(res, code, "3,800,000,000 bytes", "shape bomb")
+        assert seconds < 20 and kb < 300_000, (args[0], seconds, kb)
+    assert "SEC113" in cli("validate", model).stdout
+
+
+def test_allocations_are_checked_against_available_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A weight or random input larger than the memory available is a one-line error, not a
+    MemoryError (the machine running the suite has plenty, so the amount available is set here)."""
+    from modelgraph import load, safe_io
+    from modelgraph.errors import FormatError, UsageError
+    from modelgraph.runner.feeds import random_feeds
+    from modelgraph.runner.interpreter import Runner
+
+    graph = load(SINGLE, weights=SINGLE_WEIGHTS)
+    runner = Runner(graph)
+    monkeypatch.setattr(safe_io, "available_memory", lambda: 64)
+    with pytest.raises(UsageError, match="more than the 64 bytes of memory available"):
+        random_feeds(runner.inputs, graph, batch=100)
+    kernel = graph.layer("d1").weights[0]  # 5 x 4 float32: 80 bytes
+    with pytest.raises(FormatError, match="80 bytes, more than the 64 bytes of memory available"):
+        kernel.read()
+    monkeypatch.setattr(safe_io, "available_memory", lambda: None)  # unknown: not refused
+    assert kernel.read().shape == (5, 4)
