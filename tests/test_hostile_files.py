@@ -389,3 +389,15 @@ def test_allocations_are_checked_against_available_memory(monkeypatch: pytest.Mo
         kernel.read()
     monkeypatch.setattr(safe_io, "available_memory", lambda: None)  # unknown: not refused
     assert kernel.read().shape == (5, 4)
+
+
+# --- polyglots: one file that is both a zip and an HDF5 file ------------------------------------------
+
+
+def test_an_hdf5_model_followed_by_a_keras_zip_is_refused(tmp_path: Path) -> None:
+    model = tmp_path / "model.h5"
+    model.write_bytes(K2_CNN_H5.read_bytes() + CNN_KERAS.read_bytes())
+    for args, code in every_command(model):
+        assert_clean(cli(*args), code, "polyglot")
+    res = cli("validate", model)
+    assert "SEC119" in res.stdout and res.stdout.count(" error ") == 1, res.stdout

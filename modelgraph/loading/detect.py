@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from modelgraph.errors import FormatError, UnsupportedFormatError
+from modelgraph.errors import FormatError, SecurityError, UnsupportedFormatError
 
 Format = Literal[
     "keras_zip",  # Keras 3 / tf.keras 2.13+ .keras zip
@@ -53,9 +54,16 @@ def detect(path: str | Path) -> Format:
 
     with safe_io.open_file(p) as fh:
         head = fh.read(8)
-        if head.startswith(ZIP_SIGNATURE):
+        is_zip = head.startswith(ZIP_SIGNATURE) or has_zip_directory(fh)
+        is_h5 = is_hdf5(fh, head)
+        if is_zip and is_h5:
+            raise SecurityError(
+                f"{p}: both a zip (.keras) and an HDF5 file: a polyglot Keras reads as one or the "
+                "other depending on its extension; refusing it (validate scans both parts)"
+            )
+        if is_zip:
             return "keras_zip"
-        if _is_hdf5(fh, head):
+        if is_h5:
             return _detect_h5(p)
         fh.seek(0)
         probe = fh.read(_JSON_PROBE)
@@ -74,7 +82,28 @@ def detect(path: str | Path) -> Format:
     raise FormatError(f"{p}: not a Keras model (no zip, HDF5 or JSON signature; starts with {head[:8]!r})")
 
 
-def _is_hdf5(fh, head: bytes) -> bool:
+def has_zip_directory(fh: Any) -> bool:
+    """Whether the file ends with a zip's central directory whose first member's local header is
+    where it says: a zip appended to another file (zipfile and so Keras read such a file as a zip)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(fh) as zf:
+            infos = zf.infolist()
+            if not infos:
+                return False
+            fp = zf.fp
+            assert fp is not None
+            fp.seek(infos[0].header_offset)
+            return fp.read(4) == ZIP_SIGNATURE
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, OverflowError, struct.error, AssertionError):
+        return False
+    finally:
+        fh.seek(0)
+
+
+def is_hdf5(fh: Any, head: bytes) -> bool:
+    """Whether an open file is HDF5: the signature at 0, or after a user block (512, 1024, ... 1 MiB)."""
     if head == HDF5_SIGNATURE:
         return True
     # A user block may precede the superblock: the signature then sits at 512, 1024, 2048, ...

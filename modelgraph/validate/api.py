@@ -223,8 +223,9 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
         _scan(Path(opts.weights), opts.weights, issues)
 
     if detect_error is not None:
-        issues = _without_whole_file_scan_failure(issues, path)
-        issues.append(load_error_issue(detect_error, path))
+        if not _reported_by_scan(detect_error, issues, path):
+            issues = _without_whole_file_scan_failure(issues, path)
+            issues.append(load_error_issue(detect_error, path))
         return _finish(path, fmt, issues, opts)
     if fmt in WEIGHTS_ONLY:
         issues.append(

@@ -76,6 +76,10 @@ RULES: dict[str, tuple[Severity, str]] = {
         "HDF5 structure over the bounds: too many links, groups nested too deep, or weight/layer "
         "names listed more than once",
     ),
+    "SEC119": (
+        "error",
+        "polyglot: the file is both a zip (.keras) and an HDF5 file (Keras reads either part by extension)",
+    ),
 }
 
 
@@ -1030,7 +1034,6 @@ _ZIP_KIND_RULE = {
     "header": "SEC117",
 }
 _H5_KIND_RULE = {"external": "SEC111", "virtual": "SEC112", "bomb": "SEC113", "too_large": "SEC113"}
-_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _UNSAFE_TEXT = b"enable_unsafe_deserialization"
 
 
@@ -1070,16 +1073,25 @@ def _fast_h5_entries(f: Any) -> tuple[list[safe_io.H5Entry], dict[str, Any]]:
     return entries, datasets
 
 
-def _is_hdf5(path: str) -> bool:
+def _is_zip(path: str) -> bool:
+    """A zip by its first bytes or by a central directory at its end (a zip appended to a file)."""
+    from modelgraph.loading.detect import ZIP_SIGNATURE, has_zip_directory
+
     try:
         with open(path, "rb") as fh:
-            for offset in (0, 512, 1024, 2048, 4096, 8192):
-                fh.seek(offset)
-                if fh.read(8) == _HDF5_MAGIC:
-                    return True
+            return fh.read(4) == ZIP_SIGNATURE or has_zip_directory(fh)
     except OSError:
         return False
-    return False
+
+
+def _is_hdf5(path: str) -> bool:
+    from modelgraph.loading.detect import is_hdf5
+
+    try:
+        with open(path, "rb") as fh:
+            return is_hdf5(fh, fh.read(8))
+    except OSError:
+        return False
 
 
 class _ContainerScanner:
@@ -1097,13 +1109,27 @@ class _ContainerScanner:
         try:
             if not os.path.isdir(p):
                 safe_io.open_file(p, within=self.within).close()  # no FIFO, device or escaping symlink
+            is_zip = _is_zip(p) if not os.path.isdir(p) else False
+            is_h5 = _is_hdf5(p) if not os.path.isdir(p) else False
+            if is_zip and is_h5:
+                self.add(
+                    "SEC119",
+                    "the file is both a zip (.keras) and an HDF5 file (a polyglot): Keras reads one part "
+                    "or the other depending on the file's extension; both parts are scanned",
+                    "",
+                    "refuse it: a file Keras writes is one or the other",
+                )
             if os.path.isdir(p):
                 self._dir(p)
-            elif zipfile.is_zipfile(p):
-                self._zip(p)
-            elif _is_hdf5(p):
-                with safe_io.open_h5(p) as f:
-                    self._h5(f, "")
+            elif is_zip or is_h5:
+                if is_zip:
+                    self._zip(p)
+                if is_h5:
+                    try:
+                        with safe_io.open_h5(p) as f:
+                            self._h5(f, "hdf5:" if is_zip else "")
+                    except FormatError as exc:
+                        self.add("SEC100", f"could not scan the HDF5 part: {exc}", "hdf5:")
             else:
                 self._json(
                     safe_io.read_file(p, max_bytes=safe_io.MAX_JSON_BYTES, within=self.within), "", "$"

@@ -773,3 +773,36 @@ def test_sec118_hdf5_structure_bounds_and_near_miss(tmp_path: Path) -> None:
             group = group.create_group("g")
     found = only(scan_container(deep), "SEC118")
     assert len(found) == 1 and "nested deeper" in found[0].message
+
+
+def _lambda_model() -> dict:
+    return H.functional([H.keras3_lambda("evil", H.lambda_code("lambda x: __import__('os').system('id')"))])
+
+
+def test_sec119_polyglots_are_errors_and_both_parts_are_scanned(tmp_path: Path) -> None:
+    """An HDF5 model followed by a .keras zip (zipfile, so Keras with a .keras name, reads the zip)
+    and a .keras zip in an HDF5 user block (h5py reads the HDF5 after it): each is SEC119, and the
+    Lambda hidden in the part the other reader would use is found (SEC001)."""
+    import h5py
+
+    clean_h5 = H.legacy_h5(tmp_path / "clean.h5", {"class_name": "Sequential", "config": {"layers": []}})
+    evil_zip = H.keras_zip(tmp_path / "evil.keras", _lambda_model())
+    appended = tmp_path / "appended.h5"
+    appended.write_bytes(clean_h5.read_bytes() + evil_zip.read_bytes())
+    found = scan_path(appended)
+    assert "SEC119" in rules(found) and "SEC001" in rules(found), rules(found)
+
+    clean_zip = H.keras_zip(tmp_path / "clean.keras", CLEAN)
+    zip_bytes = clean_zip.read_bytes()
+    block = 512
+    while block < len(zip_bytes):
+        block *= 2
+    hidden = tmp_path / "userblock.keras"
+    with h5py.File(hidden, "w", userblock_size=block) as f:
+        f.attrs["model_config"] = json.dumps(_lambda_model())
+    with open(hidden, "r+b") as fh:
+        fh.write(zip_bytes)
+    found = scan_path(hidden)
+    assert "SEC119" in rules(found) and "SEC001" in rules(found), rules(found)
+
+    assert "SEC119" not in rules(scan_path(clean_zip)) and "SEC119" not in rules(scan_path(clean_h5))
