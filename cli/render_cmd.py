@@ -113,6 +113,8 @@ def render_command(
         dpi=dpi,
     )
     drawing = core.to_dot(graph, options, issues=issues)
+    if out_format != "dot":
+        core.check_layout_size(drawing.nodes)
     big = drawing.nodes > PROGRESS_NODES
     if big and out_format != "dot":
         click.echo(

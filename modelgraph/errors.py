@@ -145,6 +145,10 @@ class RunError(ModelGraphError):
     """Execution failed."""
 
 
+class ToolFailedError(RunError):
+    """An external program (Graphviz ``dot``) ran but failed or ran past its time limit (exit 5)."""
+
+
 class KernelError(RunError):
     """A kernel raised; names the node, the layer and the input shapes. ``__cause__`` is the original."""
 

@@ -401,3 +401,52 @@ def test_an_hdf5_model_followed_by_a_keras_zip_is_refused(tmp_path: Path) -> Non
         assert_clean(cli(*args), code, "polyglot")
     res = cli("validate", model)
     assert "SEC119" in res.stdout and res.stdout.count(" error ") == 1, res.stdout
+
+
+# --- render: huge graphs, huge names, dot's own failures ---------------------------------------------
+
+
+def _chain(tmp_path: Path, n: int) -> Path:
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_load", SAMPLES.parents[1] / "bench" / "bench_load.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = tmp_path / f"chain_{n}.json"
+    path.write_text(json.dumps(module.chain_config(n)))
+    return path
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="needs Graphviz dot")
+def test_render_refuses_a_graph_too_big_to_lay_out_and_says_what_to_do(tmp_path: Path) -> None:
+    model = _chain(tmp_path, 12_000)
+    res, seconds, _ = timed("render", model, "-o", tmp_path / "x.svg")
+    assert_clean(res, 2, "12,00", "--format dot")
+    assert seconds < 60 and not (tmp_path / "x.svg").exists()
+    assert cli("render", model, "--format", "dot", "-o", tmp_path / "x.dot").returncode == 0
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="needs Graphviz dot")
+def test_a_megabyte_layer_name_is_cut_in_labels_and_dot_failures_are_not_exit_4(tmp_path: Path) -> None:
+    import json
+
+    name = "n" * 1_000_000
+    model = tmp_path / "model.json"
+    model.write_text(SINGLE.read_text().replace('"d1"', json.dumps(name)))
+    res = cli("render", model, "-o", tmp_path / "x.svg")
+    assert_clean(res, 0)
+    assert "n" * 199 + "…" in (tmp_path / "x.svg").read_text()
+    # dot's own failure (here: a syntax error) and its time limit are ToolFailedError (exit 5)
+    import importlib
+
+    from modelgraph.errors import ToolFailedError
+
+    render_module = importlib.import_module("modelgraph.render")
+
+    with pytest.raises(ToolFailedError, match="Graphviz dot failed"):
+        render_module.run_dot("digraph { a -> }", "svg")
+    with pytest.raises(ToolFailedError, match="limit"):
+        render_module.run_dot("digraph { a -> b }", "svg", timeout=0.000001)
