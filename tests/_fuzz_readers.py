@@ -22,7 +22,6 @@ import signal
 import struct
 import sys
 import time
-import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -134,7 +133,9 @@ def _h5_edit(rng: random.Random, f: Any) -> str:
                 np.float64("nan"),
             ]
         )
-        obj.attrs[rng.choice(["weight_names", "layer_names", "model_config", "keras_version", "dtype"])] = value
+        obj.attrs[rng.choice(["weight_names", "layer_names", "model_config", "keras_version", "dtype"])] = (
+            value
+        )
     elif kind in ("dtype", "bomb", "delete") and datasets:
         name = rng.choice(datasets)
         shape = f[name].shape
@@ -270,7 +271,9 @@ def main(argv: list[str]) -> int:
                 slowest = (seconds, f"seed {seed} {family} {command}")
             if bad:
                 failures.append(f"seed {seed} {family} {command} exit {code}: {bad}")
-    print(f"{args.cases} cases in {time.perf_counter() - started:.0f} s; peak memory {peak_memory() / 2**20:.0f} MiB")
+    print(
+        f"{args.cases} cases in {time.perf_counter() - started:.0f} s; peak memory {peak_memory() / 2**20:.0f} MiB"
+    )
     print(f"slowest command: {slowest[0]:.2f} s ({slowest[1]})")
     for family in sorted(codes):
         print(f"  {family}: " + ", ".join(f"{k} x{v}" for k, v in sorted(codes[family].items())))
