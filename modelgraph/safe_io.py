@@ -876,7 +876,7 @@ def _h5_name(obj: Any) -> str:
     return found.group(1) if found else name
 
 
-def _resolve(parent: Any, path: str) -> Any | None:
+def resolve_hard_links(parent: Any, path: str) -> Any | None:
     """Follow ``path`` one component at a time through hard links only; ``None`` when absent."""
     import h5py
 
@@ -913,8 +913,8 @@ def safe_group(parent: Any, path: str, *, required: bool = True) -> h5py.Group |
 
 
 def _resolve_as(parent: Any, path: str, kind: type, what: str, required: bool) -> Any | None:
-    """:func:`_resolve`, then insist on ``kind``: FormatError if absent (when required) or of another kind."""
-    obj = _resolve(parent, path)
+    """:func:`resolve_hard_links`, then insist on ``kind``: FormatError if absent (when required) or of another kind."""
+    obj = resolve_hard_links(parent, path)
     if obj is None:
         if required:
             raise FormatError(f"{_h5_name(parent)}: no {what} {path!r} under {parent.name}")
@@ -1191,7 +1191,7 @@ class H5Entry:
     detail: str = ""
 
 
-def _soft_target_status(root: Any, link_path: str, target: str, max_hops: int = 40) -> str:
+def soft_link_status(root: Any, link_path: str, target: str, max_hops: int = 40) -> str:
     """``cycle``, ``dangling``, ``external`` or ``ok`` for a soft link, resolved without following it in h5py."""
     import h5py
 
@@ -1278,7 +1278,7 @@ def walk_h5(root: Any, *, max_links: int = MAX_H5_LINKS) -> Iterator[H5Entry]:
                     path,
                     "soft_link",
                     target=link.path,
-                    detail=_soft_target_status(root.file, path, link.path),
+                    detail=soft_link_status(root.file, path, link.path),
                 )
                 continue
             if kind == "external":

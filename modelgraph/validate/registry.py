@@ -356,30 +356,13 @@ _OWN: list[Rule] = [
     ),
 ]
 
-_SEC_HINTS: dict[str, str] = {
-    "SEC001": "Replace the Lambda with a built-in layer or a registered custom layer; never load it with safe_mode=False.",
-    "SEC002": "Replace the serialized function with a registered, named object.",
-    "SEC003": "Refuse the file unless you wrote the module it names.",
-    "SEC004": "Load only with the custom object's code at hand and only if you trust it.",
-    "SEC005": "Refuse the file: loading it unpickles a torch module.",
-    "SEC006": "Refuse the file, or inspect the referenced SavedModel separately.",
-    "SEC007": "Refuse the file: it tries to turn off Keras's safe mode or load other files.",
-    "SEC008": "Embed the vocabulary in the config (a list) instead of a path.",
-    "SEC009": "Replace the legacy Merge layer with Add/Concatenate/... layers.",
-    "SEC010": "Nothing to fix; the op needs TensorFlow to run in Keras.",
-    "SEC011": "Save the model from a call with training=False (or None).",
-    "SEC012": "Replace NaN/Infinity in the config with finite values or null.",
-    "SEC013": "Check that the value is not read by the loader.",
-    "SEC117": "Re-download or re-save the model: the archive was changed after Keras wrote it.",
-}
-
 
 def _sec_rules() -> list[Rule]:
     out = []
-    for rid, (severity, meaning) in security.RULES.items():
-        title = meaning.split(":", 1)[0].split("(", 1)[0].strip()
-        hint = _SEC_HINTS.get(rid, "Refuse the file; do not load it with Keras.")
-        out.append(Rule(rid, "security", severity, title, meaning[:1].upper() + meaning[1:] + ".", hint))
+    for rid, sec in security.SECURITY_RULES.items():
+        title = sec.meaning.split(":", 1)[0].split("(", 1)[0].strip()
+        meaning = sec.meaning[:1].upper() + sec.meaning[1:] + "."
+        out.append(Rule(rid, "security", sec.severity, title, meaning, sec.hint))
     return out
 
 
