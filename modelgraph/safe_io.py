@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import lzma
 import math
 import os
 import re
@@ -55,6 +56,8 @@ GiB = 1024 * MiB
 # only OSError, when its internal structures are damaged); every reader boundary catches these.
 H5_ERRORS: tuple[type[BaseException], ...] = (KeyError, OSError, ValueError, RuntimeError, TypeError)
 ZIP_ERRORS: tuple[type[BaseException], ...] = (
+    zlib.error,  # a member whose method field says deflate/LZMA over bytes that are not
+    lzma.LZMAError,
     zipfile.BadZipFile,
     zipfile.LargeZipFile,
     EOFError,

@@ -450,3 +450,28 @@ def test_a_megabyte_layer_name_is_cut_in_labels_and_dot_failures_are_not_exit_4(
         render_module.run_dot("digraph { a -> }", "svg")
     with pytest.raises(ToolFailedError, match="limit"):
         render_module.run_dot("digraph { a -> b }", "svg", timeout=0.000001)
+
+
+@pytest.mark.parametrize(
+    ("member", "method"), [("model.weights.h5", 8), ("config.json", 8), ("config.json", 14)]
+)
+def test_a_compression_method_that_does_not_match_the_bytes_is_a_load_error(
+    tmp_path: Path, member: str, method: int
+) -> None:
+    """Found by tests/_fuzz_readers.py: a stored member whose headers claim deflate or LZMA made
+    zlib/lzma raise their own errors (exit 70)."""
+
+    def claim(data: bytearray, info) -> None:
+        import struct
+
+        data[info.header_offset + 8 : info.header_offset + 10] = struct.pack("<H", method)
+        at = bytes(data).find(b"PK\x01\x02")
+        while at >= 0:
+            name_len = int.from_bytes(data[at + 28 : at + 30], "little")
+            if bytes(data[at + 46 : at + 46 + name_len]) == member.encode():
+                data[at + 10 : at + 12] = struct.pack("<H", method)
+            at = bytes(data).find(b"PK\x01\x02", at + 4)
+
+    model = _rewritten_zip(tmp_path, member, 0, claim)
+    for args, code in every_command(model):
+        assert_clean(cli(*args), code)
