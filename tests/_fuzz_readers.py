@@ -6,7 +6,7 @@ Each case starts from a sample Keras wrote (``samples/k3/cnn.keras``, ``samples/
 command must end with a documented exit code (never 70, never a traceback) within ``TIME_LIMIT``
 seconds; the process's peak resident memory must stay under ``MEMORY_LIMIT``.
 
-In the suite: ``tests/test_fuzz_readers.py`` runs a few dozen cases (``MODELGRAPH_FUZZ_CASES``
+In the suite: ``tests/test_fuzz_readers.py`` runs 16 cases (``MODELGRAPH_FUZZ_CASES``
 raises the count). A long run: ``python tests/_fuzz_readers.py --cases 3000 [--seed 0]`` prints the
 exit codes seen per mutation family and the slowest case.
 """

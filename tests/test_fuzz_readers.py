@@ -1,6 +1,6 @@
 """Seeded structure-aware fuzzing of the readers (zip headers, HDF5 structure, directory members):
 every command ends with a documented exit code within a time and memory bound. See
-``tests/_fuzz_readers.py``; ``MODELGRAPH_FUZZ_CASES`` sets how many cases run (default 24)."""
+``tests/_fuzz_readers.py``; ``MODELGRAPH_FUZZ_CASES`` sets how many cases run (default 16)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from ._fuzz_readers import MEMORY_LIMIT, TIME_LIMIT, peak_memory, run_case
 
-CASES = int(os.environ.get("MODELGRAPH_FUZZ_CASES", "24"))
+CASES = int(os.environ.get("MODELGRAPH_FUZZ_CASES", "16"))
 
 
 @pytest.mark.parametrize("seed", range(CASES))
