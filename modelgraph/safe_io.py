@@ -16,6 +16,8 @@ HDF5
     and :func:`walk_h5` refuse soft links, external links, external-storage and virtual datasets, and
     datasets whose declared size is a bomb (:func:`dataset_problems`).
 
+The container facts these checks rely on are in ``docs/containers.md``.
+
 Refusals raise :class:`~modelgraph.errors.SecurityError`; unreadable input raises
 :class:`~modelgraph.errors.FormatError`. The ``*_problems`` functions return the same checks as data
 so that ``modelgraph.validate.security`` can report every one of them as a finding.
