@@ -303,6 +303,18 @@ def _training_value(kwargs: Mapping[str, Any]) -> Any:
     return kwargs.get("training")
 
 
+def _refuse_complex_weights(model: ModelGraph) -> None:
+    """WeightsError for a weight stored as complex numbers: Keras variables are real, and casting one
+    to float would silently drop the imaginary part (NumPy's ComplexWarning)."""
+    for path, layer in model.walk():
+        for w in layer.weights:
+            if str(w.dtype).startswith("complex"):
+                raise WeightsError(
+                    f"weight '{w.name}' of layer '{'/'.join(path)}' ({w.location}) is stored as {w.dtype}: "
+                    "Keras variables are real numbers; refusing to drop the imaginary part"
+                )
+
+
 class Runner:
     """A model compiled into a plan; :meth:`run` executes it with NumPy.
 
@@ -334,6 +346,7 @@ class Runner:
         self.graph = model
         self._strict = strict
         self.reference = reference
+        _refuse_complex_weights(model)
         self._plan_graph = fuse_graph(model) if fuse and not reference else model
         # Fusion removes layers (at any nesting level); then some layers have no tensors of their own.
         self._fused = sum(1 for _ in self._plan_graph.walk()) != sum(1 for _ in model.walk())
