@@ -403,6 +403,58 @@ def test_an_hdf5_model_followed_by_a_keras_zip_is_refused(tmp_path: Path) -> Non
     assert "SEC119" in res.stdout and res.stdout.count(" error ") == 1, res.stdout
 
 
+def _keras_with_weights_at(tmp_path: Path, offset: int, model_config: bool) -> Path:
+    """A copy of a real .keras whose stored model.weights.h5 begins exactly at ``offset`` (where an
+    HDF5 reader looks for a superblock), padded with a local-header extra field; optionally with a
+    ``model_config`` attribute on the weights file's root, as a polyglot model would carry."""
+    import struct
+    import zipfile
+
+    import h5py
+
+    members = {}
+    with zipfile.ZipFile(CNN_KERAS) as zf:
+        for info in zf.infolist():
+            members[info.filename] = zf.read(info.filename)
+    weights = tmp_path / "w.h5"
+    weights.write_bytes(members["model.weights.h5"])
+    if model_config:
+        with h5py.File(weights, "r+") as f:
+            f.attrs["model_config"] = "{}"
+    members["model.weights.h5"] = weights.read_bytes()
+    out = tmp_path / "model.keras"
+    name = b"model.weights.h5"
+    pad = offset - 30 - len(name) - 4
+    extra = struct.pack("<HH", 0xCAFE, pad) + b"\0" * pad
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zf:
+        info = zipfile.ZipInfo("model.weights.h5", date_time=(2020, 1, 1, 0, 0, 0))
+        info.extra = extra
+        zf.writestr(info, members["model.weights.h5"])
+        for n in ("config.json", "metadata.json"):
+            zf.writestr(n, members[n])
+    with open(out, "rb") as fh:
+        fh.seek(offset)
+        assert fh.read(8) == b"\x89HDF\r\n\x1a\n"
+    return out
+
+
+def test_a_keras_zip_whose_stored_weights_start_at_a_user_block_offset_is_not_a_polyglot(
+    tmp_path: Path,
+) -> None:
+    """Real tf_keras wrote such a file (fuzz case k2_585): read as HDF5 it is only its weights file."""
+    model = _keras_with_weights_at(tmp_path, 1024, model_config=False)
+    res = cli("inspect", model)
+    assert res.returncode == 0, res.stderr
+    res = cli("validate", model)
+    assert "SEC119" not in res.stdout, res.stdout
+
+
+def test_a_keras_zip_whose_stored_member_reads_as_an_hdf5_model_is_refused(tmp_path: Path) -> None:
+    model = _keras_with_weights_at(tmp_path, 1024, model_config=True)
+    assert_clean(cli("inspect", model), 3, "polyglot")
+    assert "SEC119" in cli("validate", model).stdout
+
+
 # --- render: huge graphs, huge names, dot's own failures ---------------------------------------------
 
 

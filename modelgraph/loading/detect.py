@@ -56,7 +56,7 @@ def detect(path: str | Path) -> Format:
         head = fh.read(8)
         is_zip = head.startswith(ZIP_SIGNATURE) or has_zip_directory(fh)
         is_h5 = is_hdf5(fh, head)
-        if is_zip and is_h5:
+        if is_zip and is_h5 and is_polyglot(fh, head, p):
             raise SecurityError(
                 f"{p}: both a zip (.keras) and an HDF5 file: a polyglot Keras reads as one or the "
                 "other depending on its extension; refusing it (validate scans both parts)"
@@ -104,16 +104,64 @@ def has_zip_directory(fh: Any) -> bool:
 
 def is_hdf5(fh: Any, head: bytes) -> bool:
     """Whether an open file is HDF5: the signature at 0, or after a user block (512, 1024, ... 1 MiB)."""
+    return hdf5_offset(fh, head) is not None
+
+
+def hdf5_offset(fh: Any, head: bytes) -> int | None:
+    """Where the HDF5 library finds a superblock in an open file: 0, or after a user block (512,
+    1024, 2048, ... 1 MiB); None when it finds none."""
     if head == HDF5_SIGNATURE:
-        return True
-    # A user block may precede the superblock: the signature then sits at 512, 1024, 2048, ...
+        return 0
     offset = 512
     while offset <= 1 << 20:
         fh.seek(offset)
         if fh.read(8) == HDF5_SIGNATURE:
-            return True
+            return offset
         offset *= 2
-    return False
+    return None
+
+
+def is_polyglot(fh: Any, head: bytes, path: str | Path) -> bool:
+    """Whether a file that is a zip and has an HDF5 superblock is a polyglot: one that Keras would
+    read as a different model by its extension.
+
+    A genuine ``.keras`` stores ``model.weights.h5`` uncompressed, so its bytes can start at 512,
+    1024, ... where the HDF5 library looks for a superblock: read as HDF5 such a file is that weights
+    file, which holds no model (no ``model_config``). Anything else (a superblock that is not the
+    start of that member, or one whose root names a model) is a polyglot (docs/containers.md).
+    """
+    offset = hdf5_offset(fh, head)
+    try:
+        if offset is None or offset != _stored_member_start(fh, "model.weights.h5"):
+            return True
+        from modelgraph import safe_io
+
+        with safe_io.open_h5(path) as f:
+            return "model_config" in f.attrs
+    except Exception:  # noqa: BLE001 - whatever fails to read as the weights member is suspect
+        return True
+    finally:
+        fh.seek(0)
+
+
+def _stored_member_start(fh: Any, name: str) -> int | None:
+    """The offset of the data of an uncompressed zip member ``name``, or None."""
+    import zipfile
+
+    fh.seek(0)
+    with zipfile.ZipFile(fh) as zf:
+        try:
+            info = zf.getinfo(name)
+        except KeyError:
+            return None
+        if info.compress_type != zipfile.ZIP_STORED:
+            return None
+        fh.seek(info.header_offset)
+        local = fh.read(30)
+        if local[:4] != ZIP_SIGNATURE:
+            return None
+        name_len, extra_len = struct.unpack("<HH", local[26:30])
+        return info.header_offset + 30 + name_len + extra_len
 
 
 def _detect_dir(p: Path) -> Format:

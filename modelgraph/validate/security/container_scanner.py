@@ -93,6 +93,16 @@ def _is_hdf5(path: str) -> bool:
         return False
 
 
+def _is_polyglot(path: str) -> bool:
+    from modelgraph.loading.detect import is_polyglot
+
+    try:
+        with open(path, "rb") as fh:
+            return is_polyglot(fh, fh.read(8), path)
+    except OSError:
+        return True
+
+
 class _ContainerScanner:
     def __init__(self, path: str, within: str | None = None) -> None:
         self.path = path
@@ -110,7 +120,7 @@ class _ContainerScanner:
                 safe_io.open_file(p, within=self.within).close()  # no FIFO, device or escaping symlink
             is_zip = _is_zip(p) if not os.path.isdir(p) else False
             is_h5 = _is_hdf5(p) if not os.path.isdir(p) else False
-            if is_zip and is_h5:
+            if is_zip and is_h5 and _is_polyglot(p):
                 self.add(
                     "SEC119",
                     "the file is both a zip (.keras) and an HDF5 file (a polyglot): Keras reads one part "
@@ -123,7 +133,7 @@ class _ContainerScanner:
             elif is_zip or is_h5:
                 if is_zip:
                     self._zip(p)
-                if is_h5:
+                if is_h5 and not (is_zip and not _is_polyglot(p)):
                     try:
                         with safe_io.open_h5(p) as f:
                             self._h5(f, "hdf5:" if is_zip else "")
