@@ -358,6 +358,57 @@ def bidirectional(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
     return result[0] if len(result) == 1 else tuple(result)
 
 
+_CELL_LAYERS = {"SimpleRNNCell": "SimpleRNN", "LSTMCell": "LSTM", "GRUCell": "GRU"}
+_LOOP_KEYS = ("return_sequences", "return_state", "stateful", "zero_output_for_mask", "time_major")
+
+
+@register("RNN")
+def rnn(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
+    """``keras.layers.RNN(cell)``: each cell mapped as the layer of its class (LSTMCell as LSTM, ...)
+    with the RNN's sequencing settings; a StackedRNNCells is a chain of such layers, every one but the
+    last returning sequences and all given the same mask (a masked step holds each cell's states, and
+    the last cell's output). ``go_backwards`` reverses the input and mask once, before the chain."""
+    from modelgraph.runner.kernels.recurrent import _cell_records
+
+    records = _cell_records(ctx.spec)
+    x, given, mask = _parse_call(ctx, args, kwargs)
+    loop = {k: ctx.get(k) for k in _LOOP_KEYS if ctx.get(k) is not None}
+    time_axis = 0 if ctx.flag("time_major") else 1
+    if ctx.flag("go_backwards"):
+        x = Value(_reverse_time(ctx, ctx.e.logical(x), time_axis), x.rank, None, x.dtype)
+        if mask is not None:
+            mask = Value(_reverse_time(ctx, ctx.e.logical(mask), time_axis), mask.rank, None, mask.dtype)
+    outputs: list[Value] = []
+    finals: list[Value] = []
+    at = 0
+    for i, (cell_class, config, prefix) in enumerate(records):
+        layer_class = _CELL_LAYERS.get(cell_class)
+        if layer_class is None:
+            raise ctx.unsupported("cell", cell_class)
+        last = i == len(records) - 1
+        inner_config = {**config, **loop, "go_backwards": False, "return_state": True}
+        if not last:
+            inner_config["return_sequences"] = True
+        inner = _inner_ctx(ctx, layer_class, inner_config, prefix)
+        n_states = 2 if layer_class == "LSTM" else 1
+        call_kwargs: dict[str, Any] = {}
+        if mask is not None:
+            call_kwargs["mask"] = mask
+        if given:
+            call_kwargs["initial_state"] = list(given[at : at + n_states])
+        at += n_states
+        result = _run_rnn(inner, (x,), call_kwargs)
+        x = result[0]
+        finals.extend(result[1:])
+        if last:
+            outputs = [x]
+    if given and at != len(given):
+        raise ValueError(f"RNN expects {at} initial state(s), got {len(given)}")
+    if not ctx.flag("return_state"):
+        return outputs[0]
+    return (outputs[0], *finals)
+
+
 @register("TimeDistributed")
 def time_distributed(ctx: MapContext, x: Value, mask: Any = None) -> Any:
     inner = _inner_record(ctx, "layer")
