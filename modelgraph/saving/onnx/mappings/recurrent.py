@@ -29,6 +29,7 @@ from modelgraph.runner.activations import activation_name
 from modelgraph.runner.registry import KernelSpec
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.registry import MapContext, get_mapping, register
+from modelgraph.shape_rules._base import extra_batch_axes
 
 _INT64_MAX = np.iinfo(np.int64).max
 _CALL_KWARGS = frozenset({"initial_state", "mask", "constants"})
@@ -421,29 +422,34 @@ def time_distributed(ctx: MapContext, x: Value, mask: Any = None) -> Any:
         raise ctx.unsupported("layer", cls)
     shape = ctx.in_shapes[0] if ctx.in_shapes else None
     out_shape = ctx.out_shapes[0] if ctx.out_shapes else None
-    if shape is None or out_shape is None or any(d is None for d in shape[2:]):
+    if shape is None or out_shape is None:
+        raise ctx.unsupported("input shape", shape)
+    # A tf.keras conv takes the axes before its own input rank as batch too (the runner's rule).
+    extra = extra_batch_axes(cls, len(shape) - 1)
+    lead_axes = 2 + extra
+    if any(d is None for d in shape[lead_axes:]):
         raise ctx.unsupported("input shape", shape)
     e = ctx.e
     n = e.logical(x)
-    folded = e.op("Reshape", [n, e.ints([-1, *shape[2:]], "shape")], "fold")
-    inner_in = [(None, *shape[2:])]
-    inner_out = [(None, *out_shape[2:])]
+    folded = e.op("Reshape", [n, e.ints([-1, *shape[lead_axes:]], "shape")], "fold")
+    inner_in = [(None, *shape[lead_axes:])]
+    inner_out = [(None, *out_shape[lead_axes:])]
     ictx = _inner_ctx(ctx, cls, config, "", inner_in, inner_out)
     inner_kwargs: dict[str, Any] = {}
     if mask is not None and mask.rank is not None and mask.rank > 2:
         # the inner layer's own mask (batch, time, inner...): folded like the input
-        if mask.rank != len(shape) - 1:
+        if mask.rank != len(shape) - 1 or extra:
             raise ctx.unsupported("mask", "<nested mask>")
         m = e.op("Reshape", [e.logical(mask), e.ints([-1, *shape[2:-1]], "shape")], "fold_mask")
         inner_kwargs["mask"] = Value(m, mask.rank - 1, None, mask.dtype)
-    out = mapping(ictx, Value(folded, len(shape) - 1, None, x.dtype), **inner_kwargs)
+    out = mapping(ictx, Value(folded, len(shape) - 1 - extra, None, x.dtype), **inner_kwargs)
     if isinstance(out, tuple):
         raise ctx.unsupported("layer", f"{cls} with several outputs")
     y = e.logical(out) if isinstance(out, Value) else out
-    lead = e.op("Slice", [e.op("Shape", [n]), e.ints([0], "s"), e.ints([2], "e")])
+    lead = e.op("Slice", [e.op("Shape", [n]), e.ints([0], "s"), e.ints([lead_axes], "e")])
     rest = (
-        e.ints(list(out_shape[2:]), "rest")
-        if all(isinstance(d, int) for d in out_shape[2:])
+        e.ints(list(out_shape[lead_axes:]), "rest")
+        if all(isinstance(d, int) for d in out_shape[lead_axes:])
         else e.op("Slice", [e.op("Shape", [y]), e.ints([1], "s"), e.ints([_INT64_MAX], "e")])
     )
     return Value(e.op("Reshape", [y, e.op("Concat", [lead, rest], axis=0)], "unfold"), len(out_shape))
