@@ -222,6 +222,7 @@ class ConfigWriter:
             self.written[where] = WrittenLayer(layer.class_name, record["config"])
             return self._with_build_config(record, layer, graph, shapes)
         try:
+            _check_input_rank(layer, graph, shapes)
             class_name, config = upgrade_layer(layer.class_name, layer.config, self.ctx)
         except NotConvertible as exc:
             self._refuse(where, layer.class_name, str(exc))
@@ -424,6 +425,32 @@ def _structure(value: Any, graph: ModelGraph, plus_one: bool) -> Any:
     if isinstance(value, Mapping):
         return {str(k): _structure(v, graph, plus_one) for k, v in value.items()}
     return value
+
+
+# Layers that tf.keras applied to inputs of higher rank than they are defined for (the extra leading
+# axes treated as batch axes) but Keras 3 builds only for this input rank.
+_EXACT_INPUT_RANK = {"Conv1D": 3, "Conv1DTranspose": 3, "SeparableConv1D": 3, "DepthwiseConv1D": 3}
+
+
+def _check_input_rank(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> None:
+    """Refuse a layer (or a TimeDistributed one) called on a higher rank than Keras 3 builds it for."""
+    if shapes is None:
+        return
+    inner, extra = layer.class_name, 0
+    if inner == "TimeDistributed":
+        record = layer.config.get("layer")
+        inner = record.get("class_name") if isinstance(record, Mapping) else None
+        extra = 1
+    rank = _EXACT_INPUT_RANK.get(inner) if isinstance(inner, str) else None
+    if rank is None:
+        return
+    for node in graph.nodes_of(layer.name):
+        shape = shapes.shape(node.inputs[0]) if node.inputs else None
+        if shape is not None and len(shape) > rank + extra:
+            raise NotConvertible(
+                f"{inner} applied to a rank-{len(shape) - extra} input: tf.keras treated the extra "
+                f"leading axes as batch axes, Keras 3's {inner} accepts only rank {rank}"
+            )
 
 
 def _build_config(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> dict[str, Any] | None:

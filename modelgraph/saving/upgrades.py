@@ -209,6 +209,15 @@ def _lstm(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
     return _rnn_common(out, ctx)
 
 
+@upgrade("RNN")
+def _generic_rnn(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
+    if ctx.major < 3:
+        # time_major, the cells' nested configs and their weights differ from Keras 3's RNN(cell);
+        # rewriting them is not implemented, and a half-upgraded record does not load.
+        raise NotConvertible("a Keras 2 RNN(cell) layer: its cells are not rewritten in Keras 3's form yet")
+    return out
+
+
 @upgrade("GRU")
 def _gru(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
     _rnn_common(out, ctx)
