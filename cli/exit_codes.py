@@ -8,7 +8,7 @@ code  meaning
 2     usage error: bad option, unknown input/layer name
 3     the file cannot be read as a Keras model (corrupt, hostile, out of scope)
 4     unsupported: a layer or option the runner lacks, Graphviz ``dot`` missing
-5     the run failed while executing
+5     the run failed while executing (also: Graphviz ``dot`` failed or timed out)
 70    internal error (a bug in modelgraph: please report it with --traceback)
 130   interrupted
 141   the reader of stdout closed the pipe (``| head``): stopped quietly
@@ -35,7 +35,7 @@ TABLE: list[tuple[int, str]] = [
     (USAGE, "usage error: bad option, unknown input or layer name"),
     (CANNOT_LOAD, "the file cannot be read as a Keras model (corrupt, hostile, out of scope)"),
     (UNSUPPORTED, "unsupported layer or option, or Graphviz dot missing"),
-    (RUN_FAILED, "the run failed while executing"),
+    (RUN_FAILED, "the run failed while executing (or Graphviz dot failed or timed out)"),
     (INTERNAL, "internal error (a bug: rerun with --traceback and report it)"),
 ]
 
@@ -52,6 +52,8 @@ def code_for(error: BaseException) -> int:
         return RUN_FAILED
     if isinstance(error, KeyboardInterrupt):
         return INTERRUPTED
+    if isinstance(error, MemoryError):  # an allocation the checks before it did not foresee
+        return RUN_FAILED
     if isinstance(error, ModelGraphError):
         return CANNOT_LOAD
     return INTERNAL

@@ -121,6 +121,8 @@ class LazyGroup(click.Group):
             message = printable(str(exc).strip()) or type(exc).__name__
             if code == INTERNAL:
                 message = f"{type(exc).__name__}: {message} (rerun with --traceback and report it)"
+            elif isinstance(exc, MemoryError):
+                message = f"out of memory ({message})"
             click.echo(f"modelgraph: error: {prefix}{message}", err=True)
             ctx.exit(code)
 
@@ -143,6 +145,14 @@ def cli(traceback: bool) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    import warnings
+
+    # Non-finite values from a file's weights (an absurd TF.js quantization scale, NaN statistics) are
+    # reported by the commands themselves (run's output summary, validate's WGT006); NumPy's
+    # floating-point warnings would only add unformatted lines naming modelgraph's source files.
+    warnings.filterwarnings(
+        "ignore", message=r"(overflow|invalid value|divide by zero|underflow) encountered"
+    )
     cli.main(prog_name="modelgraph")
 
 

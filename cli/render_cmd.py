@@ -122,6 +122,8 @@ def render_command(
         _write_html(graph, options, issues or [], model, output, started)
         return
     drawing = core.to_dot(graph, options, issues=issues)
+    if out_format != "dot":
+        core.check_layout_size(drawing.nodes)
     big = drawing.nodes > PROGRESS_NODES
     if big and out_format != "dot":
         click.echo(

@@ -146,7 +146,7 @@ def _text_report(report: RunReport, failures_only: bool = False) -> str:
         lines += ["  " + line for line in _table(rows, ["node", "class", "ms", "%", "output", "live"])]
         if len(prof.layers) > len(top):
             lines.append(f"  ... {len(prof.layers) - len(top)} more layers (--format json lists all)")
-        from modelgraph.runner.kernels.fused import FUSED_PREFIX  # loaded already: the model ran
+        from modelgraph.runner.fast.fused import FUSED_PREFIX  # loaded already: the model ran
 
         if any(r.class_name.startswith(FUSED_PREFIX) for r in prof.layers):
             lines.append(
@@ -235,6 +235,12 @@ def _text_report(report: RunReport, failures_only: bool = False) -> str:
     "--profile then times each Keras layer.",
 )
 @click.option(
+    "--reference",
+    is_flag=True,
+    help="Run every layer's plain reference kernel (no fast kernels, no fusion): slow; to tell a "
+    "fast path's fault from a model's.",
+)
+@click.option(
     "--batch-size",
     type=click.IntRange(min=1),
     default=None,
@@ -277,6 +283,7 @@ def run_command(
     repeat: int,
     failures_only: bool,
     no_fuse: bool,
+    reference: bool,
     batch_size: int | None,
     weights: Path | None,
     check_only: bool,
@@ -303,7 +310,7 @@ def run_command(
     if check_only:
         from modelgraph.runner.support import support_problems
 
-        runner, problems = support_problems(graph, fuse=not no_fuse)
+        runner, problems = support_problems(graph, fuse=not no_fuse, reference=reference)
         if not graph.has_weights:
             click.echo(
                 f"note: {model} holds no weights; layers that need weights were checked by class only "
@@ -325,7 +332,7 @@ def run_command(
             raise problems[0].error
         return
 
-    runner = Runner(graph, fuse=not no_fuse, backend=backend)
+    runner = Runner(graph, fuse=not no_fuse, backend=backend, reference=reference)
     import numpy as np
 
     from modelgraph.runner import compare as cmp

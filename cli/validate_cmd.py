@@ -20,7 +20,10 @@ from modelgraph.cli.output import format_option
 )
 @click.option("--strict", is_flag=True, default=None, help="Warnings fail too (exit 1).")
 @click.option(
-    "--check-values", is_flag=True, default=None, help="Read the weights: NaN/Inf and all-zero kernels."
+    "--check-values/--no-check-values",
+    default=None,
+    help="Scan the weights for NaN/Inf and all-zero kernels (on by default, streamed in chunks); "
+    "--no-check-values skips the scan.",
 )
 @click.option(
     "--require-runnable",
@@ -48,6 +51,12 @@ from modelgraph.cli.output import format_option
     help="Attach a weights file to the one model PATH (e.g. a to_json() config and its save_weights file).",
 )
 @click.option(
+    "--models-only",
+    is_flag=True,
+    help="Skip (and list) given files that are not models, as a folder walk does: for pre-commit "
+    "hooks that pass every .json file.",
+)
+@click.option(
     "--jobs",
     "-j",
     type=click.IntRange(min=0),
@@ -65,6 +74,7 @@ def validate_command(
     ignore: tuple[str, ...],
     config_file: str | None,
     weights: str | None,
+    models_only: bool,
     jobs: int,
 ) -> None:
     """Check model files for every problem at once: structure, shapes, weights, security, runtime.
@@ -73,12 +83,15 @@ def validate_command(
     for unzipped .keras and TF.js folders).
 
     \b
-    Exit codes: 0 no error finding (no warning either with --strict), 1 findings, 2 usage error.
+    Exit codes: 0 no error finding (no warning either with --strict), 1 findings, 2 usage error
+    (also: a path that does not exist, or nothing to check).
     Rules: `modelgraph rules`. Settings: [tool.modelgraph] in pyproject.toml or .modelgraph.toml.
     """
     import os
+    import sys
 
-    from modelgraph.validate.api import validate
+    from modelgraph.errors import UsageError, printable
+    from modelgraph.validate.api import find_targets, validate
     from modelgraph.validate.config import find_config, read_config_file
 
     ctx = click.get_current_context()
@@ -86,9 +99,21 @@ def validate_command(
     strict_on = bool(strict if strict is not None else cfg.strict)
     if jobs == 0:
         jobs = os.cpu_count() or 1
+    targets = find_targets(paths, models_only=models_only)
+    if targets.skipped:
+        shown = ", ".join(printable(s) for s in targets.skipped[:10])
+        more = f" (+{len(targets.skipped) - 10} more)" if len(targets.skipped) > 10 else ""
+        click.echo(
+            f"skipped {len(targets.skipped)} file(s) not recognised as models: {shown}{more}", err=True
+        )
+    if not targets.models:
+        if models_only and targets.skipped:  # a hook given only other JSON files: nothing to fail
+            return
+        raise UsageError(f"nothing to check: no model files in {', '.join(printable(p) for p in paths)}")
+    progress = _progress if sys.stderr.isatty() and any(os.path.isdir(p) for p in paths) else None
     results = validate(
-        list(paths),
-        check_values=bool(check_values),
+        targets.models,
+        check_values=check_values,
         require_runnable=bool(require_runnable),
         select=list(select) or None,
         ignore=list(ignore) or None,
@@ -96,7 +121,10 @@ def validate_command(
         strict=strict_on,
         jobs=jobs,
         weights=weights,
+        progress=progress,
     )
+    if progress is not None:
+        click.echo("\r\x1b[K", nl=False, err=True)
     if fmt == "json":
         from modelgraph.validate.api import json_report
 
@@ -114,6 +142,18 @@ def validate_command(
 _COLOURS = {"error": "red", "warning": "yellow", "info": "blue"}
 
 
+def _progress(done: int, total: int, path: str) -> None:
+    """``validate: 3/10 files`` on one stderr line (only shown on a terminal)."""
+    click.echo(f"\rvalidate: {done}/{total} files", nl=False, err=True)
+
+
+def _colour() -> bool | None:
+    """False when NO_COLOR is set (https://no-color.org), else click's default (colour on a TTY)."""
+    import os
+
+    return False if os.environ.get("NO_COLOR") else None
+
+
 def _print_text(results: list, strict: bool) -> None:
     counts = {"error": 0, "warning": 0, "info": 0}
     failed = 0
@@ -123,7 +163,7 @@ def _print_text(results: list, strict: bool) -> None:
             counts[i.severity] += 1
             where = f" [{i.where}]" if i.where else ""
             sev = click.style(f"{i.severity:<7}", fg=_COLOURS[i.severity], bold=i.severity == "error")
-            click.echo(f"{i.path or r.path}: {sev} {i.rule}{where}: {i.message}")
+            click.echo(f"{i.path or r.path}: {sev} {i.rule}{where}: {i.message}", color=_colour())
             if i.hint and i.severity != "info":
                 click.echo(f"    hint: {i.hint}")
     verdict = "ok" if failed == 0 else f"{failed} file(s) failed"

@@ -18,15 +18,17 @@ from typing import Any
 # Lone surrogates U+DC80..U+DCFF: bytes that were not UTF-8, kept by a "surrogateescape" decode (an
 # HDF5 link name, say) so the name can still be used to open the object; and control characters
 # (C0, DEL, C1), which a hostile name could use to move the cursor, rewrite the terminal's title or
-# break a one-line message.
-_UNPRINTABLE = re.compile("[\udc80-\udcff\x00-\x1f\x7f-\x9f]")
+# break a one-line message; and the Unicode bidirectional controls (embeddings, overrides, isolates,
+# LRM/RLM/ALM), which make a terminal show text in another order than it is (a name could appear
+# to be another one, or reorder the rest of the line).
+_UNPRINTABLE = re.compile("[\udc80-\udcff\x00-\x1f\x7f-\x9f\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]")
 
 
 def _escape(char: str) -> str:
     code = ord(char)
     if code >= 0xDC80:
         return f"\\x{code - 0xDC00:02x}"  # the byte itself
-    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"
+    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"  # C1, bidi: \\uNNNN
 
 
 def printable(text: str) -> str:
@@ -170,6 +172,10 @@ class ToolMissingError(UnsupportedError):
 
 class RunError(ModelGraphError):
     """Execution failed."""
+
+
+class ToolFailedError(RunError):
+    """An external program (Graphviz ``dot``) ran but failed or ran past its time limit (exit 5)."""
 
 
 class KernelError(RunError):

@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from modelgraph._callable_module import make_callable
-from modelgraph.errors import ToolMissingError, UnsupportedError, UsageError
+from modelgraph.errors import ToolFailedError, ToolMissingError, UsageError
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
 
 FORMATS = ("svg", "png", "pdf", "dot")
@@ -84,6 +84,18 @@ INSTALL_HINT = (
 
 BIG_GRAPH = 300
 """Above this many drawn nodes the layout switches to cheaper settings (see :func:`_graph_attrs`)."""
+
+MAX_LAYOUT_NODES = 10_000
+"""Most drawn nodes handed to Graphviz ``dot`` (its layout time grows faster than linearly: a
+50,000-node graph runs for minutes). Larger drawings are refused with what to do instead
+(--collapse-repeats, --max-depth, or DOT output, which needs no layout)."""
+
+DOT_TIMEOUT_SECONDS = 120.0
+"""Time limit of one ``dot`` run; past it the run is stopped (ToolFailedError, exit 5)."""
+
+MAX_LABEL_CHARS = 200
+"""Longest text drawn in a label or tooltip; longer names are cut with an ellipsis (a 1 MB layer
+name made ``dot`` fail)."""
 
 MAX_BLOCK = 128
 """Longest block :func:`find_repeats` looks for."""
@@ -220,14 +232,18 @@ def html_escape(text: Any) -> str:
     """Text for a Graphviz HTML-like label: entities for markup characters, backslashes doubled,
     control characters and lone surrogates shown as ``\\xNN``/``\\uNNNN``."""
     out = []
-    for ch in str(text):
+    for ch in _cut(str(text)):
         out.append(_HTML_ENTITIES.get(ch) or _visible(ch).replace("\\", "\\\\"))
     return "".join(out)
 
 
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_LABEL_CHARS else text[: MAX_LABEL_CHARS - 1] + "…"
+
+
 def dot_quote(text: Any) -> str:
     """A double-quoted DOT string that Graphviz shows literally (no ``\\N``/``\\n`` escapes)."""
-    body = "".join(_visible(ch) for ch in str(text)).replace("\\", "\\\\").replace('"', '\\"')
+    body = "".join(_visible(ch) for ch in _cut(str(text))).replace("\\", "\\\\").replace('"', '\\"')
     return f'"{body}"'
 
 
@@ -1102,22 +1118,44 @@ def dot_binary() -> str:
     return found
 
 
-def run_dot(source: str, fmt: str) -> bytes:
-    """Lay out and draw DOT ``source`` with the ``dot`` binary, returning the ``fmt`` bytes."""
+def check_layout_size(nodes: int) -> None:
+    """UsageError (exit 2) for a drawing over :data:`MAX_LAYOUT_NODES` nodes, saying what to do."""
+    if nodes > MAX_LAYOUT_NODES:
+        raise UsageError(
+            f"the drawing has {nodes:,} nodes, over the {MAX_LAYOUT_NODES:,} Graphviz dot can lay out in "
+            "reasonable time; draw less (--collapse-repeats, --max-depth 0) or write DOT (--format dot)"
+        )
+
+
+def run_dot(source: str, fmt: str, timeout: float = DOT_TIMEOUT_SECONDS) -> bytes:
+    """Lay out and draw DOT ``source`` with the ``dot`` binary, returning the ``fmt`` bytes.
+
+    ToolMissingError (exit 4) when ``dot`` is not installed; ToolFailedError (exit 5) with dot's
+    first message lines when it fails or runs past ``timeout`` seconds (it is then stopped).
+    """
     if fmt == "dot":
         return source.encode("utf-8")
     binary = dot_binary()
     try:
         done = subprocess.run(
-            [binary, f"-T{fmt}"], input=source.encode("utf-8"), capture_output=True, check=False
+            [binary, f"-T{fmt}"],
+            input=source.encode("utf-8"),
+            capture_output=True,
+            check=False,
+            timeout=timeout,
         )
     except FileNotFoundError as exc:  # removed between which() and run()
         raise ToolMissingError(f"Graphviz 'dot' could not be started; {INSTALL_HINT}") from exc
+    except subprocess.TimeoutExpired:
+        raise ToolFailedError(
+            f"Graphviz dot ran past its {timeout:g} s limit drawing {fmt} and was stopped; draw less "
+            "(--collapse-repeats, --max-depth 0) or write DOT (--format dot)"
+        ) from None
     if done.returncode != 0 or not done.stdout:
         detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise UnsupportedError(
+        raise ToolFailedError(
             f"Graphviz dot failed to draw {fmt} (exit {done.returncode}): "
-            + ("; ".join(detail[:3]) or "no message")
+            + ("; ".join(line[:200] for line in detail[:3]) or "no message")
         )
     return done.stdout
 
@@ -1141,6 +1179,8 @@ def render(
     if fmt != "dot":
         dot_binary()  # fail before the work
     drawing = to_dot(graph, options, issues=issues, facts=facts, **option_values)
+    if fmt != "dot":
+        check_layout_size(drawing.nodes)
     payload = run_dot(drawing.source, fmt)
     if output is not None and str(output) != "-":
         Path(output).write_bytes(payload)

@@ -16,6 +16,8 @@ HDF5
     and :func:`walk_h5` refuse soft links, external links, external-storage and virtual datasets, and
     datasets whose declared size is a bomb (:func:`dataset_problems`).
 
+The container facts these checks rely on are in ``docs/containers.md``.
+
 Refusals raise :class:`~modelgraph.errors.SecurityError`; unreadable input raises
 :class:`~modelgraph.errors.FormatError`. The ``*_problems`` functions return the same checks as data
 so that ``modelgraph.validate.security`` can report every one of them as a finding.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import lzma
 import math
 import os
 import re
@@ -33,6 +36,7 @@ import stat
 import struct
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
@@ -54,6 +58,8 @@ GiB = 1024 * MiB
 # only OSError, when its internal structures are damaged); every reader boundary catches these.
 H5_ERRORS: tuple[type[BaseException], ...] = (KeyError, OSError, ValueError, RuntimeError, TypeError)
 ZIP_ERRORS: tuple[type[BaseException], ...] = (
+    zlib.error,  # a member whose method field says deflate/LZMA over bytes that are not
+    lzma.LZMAError,
     zipfile.BadZipFile,
     zipfile.LargeZipFile,
     EOFError,
@@ -80,12 +86,17 @@ takes models of about half a million layers; parsing costs roughly ten times the
 ``MODELGRAPH_MAX_JSON_BYTES`` raises (or lowers) it. Nesting stays bounded by MAX_JSON_DEPTH."""
 MAX_DATASET_BYTES = 16 * GiB
 """Absolute cap on the declared size of one HDF5 dataset."""
-H5_BOMB_BYTES = 4 * GiB
+H5_BOMB_BYTES = 1 * MiB
 """A dataset declaring more than this ..."""
 H5_BOMB_RATIO = 1000
-"""... and more than this many times its stored size is a shape bomb."""
-MAX_H5_LINKS = 1_000_000
-"""walk_h5 stops (and reports) after this many links."""
+"""... and more than this many times the bytes it stores is a shape bomb (Keras writes every value,
+uncompressed; an unwritten dataset stores none and reads as its fill value)."""
+MAX_H5_LINKS = 250_000
+"""Most links one HDF5 file may hold (NASNetLarge's Keras 3 weights have ~12,000); h5_links and
+walk_h5 stop (and report) past it, so a file of hard links costs bounded time and memory."""
+MAX_H5_DEPTH = 64
+"""Deepest HDF5 path accepted, in components (a Keras 3 tree nests ~6 per nested model level):
+resolving a path costs its depth, so thousands of nested groups would cost quadratic time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +112,90 @@ class ZipLimits:
 
 
 DEFAULT_ZIP_LIMITS = ZipLimits()
+
+
+# --- files on disk --------------------------------------------------------------------------------
+
+
+def open_file(path: str | os.PathLike[str], *, within: str | os.PathLike[str] | None = None) -> BinaryIO:
+    """Open a regular file for reading without blocking and, for a member of a directory-form model
+    (``within`` = the model's folder), without leaving the folder.
+
+    The file is opened with ``O_NONBLOCK`` (a FIFO cannot block) and checked with ``fstat`` on the open
+    descriptor (no check-then-open race): a FIFO, device, socket or directory is a FormatError. With
+    ``within``, the path is resolved first and must stay inside the folder (a symlink to
+    ``/etc/passwd`` or another model is a SecurityError); the resolved path is then opened one
+    component at a time from the folder's descriptor with ``O_NOFOLLOW``, so a component swapped for
+    a symlink after the check makes the open fail instead of leaving the folder.
+    """
+    spath = os.fspath(path)
+    nonblock = getattr(os, "O_NONBLOCK", 0)
+    try:
+        if within is None:
+            fd = os.open(spath, os.O_RDONLY | nonblock)
+        else:
+            fd = _open_within(spath, os.fspath(within), nonblock)
+    except OSError as exc:
+        raise FormatError(f"{spath}: cannot open: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise FormatError(f"{spath}: {_file_kind(mode)}, not a regular file; not read")
+        if nonblock:
+            os.set_blocking(fd, True)
+        raw = io.FileIO(fd, "rb")
+        raw.name = spath  # type: ignore[misc] - messages (and h5py's file name) show the path
+        return io.BufferedReader(raw)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
+
+
+def _open_within(path: str, root: str, extra_flags: int) -> int:
+    """A descriptor for ``path``, which must resolve inside ``root``; every component of the resolved
+    path is opened relative to its parent's descriptor without following symlinks."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        raise SecurityError(f"{path}: a symbolic link to {real!r}, outside the model folder; not followed")
+    parts = [p for p in os.path.relpath(real, real_root).split(os.sep) if p not in ("", ".")]
+    if not parts:
+        raise FormatError(f"{path}: is the model folder itself, not a file")
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    directory = getattr(os, "O_DIRECTORY", 0)
+    fd = os.open(real_root, os.O_RDONLY | directory)
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_RDONLY | directory | nofollow, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return os.open(parts[-1], os.O_RDONLY | nofollow | extra_flags, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def read_file(
+    path: str | os.PathLike[str], *, max_bytes: int, within: str | os.PathLike[str] | None = None
+) -> bytes:
+    """The whole content of a regular file opened with :func:`open_file`, at most ``max_bytes + 1``
+    bytes (a caller tells an over-long file by its length)."""
+    with open_file(path, within=within) as fh:
+        try:
+            return fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise FormatError(f"{os.fspath(path)}: cannot read: {exc.strerror or exc}") from None
 
 
 # --- JSON -----------------------------------------------------------------------------------------
@@ -195,6 +290,21 @@ def _json_depth_fast(raw: bytes, stop_after: int | None = None) -> tuple[int, in
     return (best, where) if best > 0 else (0, 0)
 
 
+def _long_integer(raw: bytes) -> str:
+    """The message for a number json.loads refused for its length: where it is and how long."""
+    import sys
+
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
+    found = re.search(rb"\d{%d,}" % (limit + 1), raw)
+    if found is None:
+        return f"a number in the JSON is longer than {limit:,} digits; refusing to parse"
+    line, col = _line_col(raw, found.start())
+    return (
+        f"integer of {len(found.group()):,} digits at line {line} column {col}, over the "
+        f"{limit:,}-digit limit; refusing to parse"
+    )
+
+
 def _line_col(raw: bytes, offset: int) -> tuple[int, int]:
     line = raw.count(b"\n", 0, offset) + 1
     col = offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
@@ -280,6 +390,8 @@ def parse_json(
         raise FormatError(
             f"{where}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except ValueError:  # an integer past Python's int-str digit limit (4,300 by default)
+        raise FormatError(f"{where}: {_long_integer(raw)}") from None
     except RecursionError:  # defensive: only reachable with a very low recursion limit
         raise FormatError(f"{where}: JSON nesting too deep to parse") from None
     maybe = b"NaN" in raw or b"Infinity" in raw
@@ -376,9 +488,126 @@ def zip_problems(zf: zipfile.ZipFile, limits: ZipLimits = DEFAULT_ZIP_LIMITS) ->
     return problems
 
 
+def _local_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, str]:
+    """``(data offset, name)`` from a member's local header; FormatError when it is unreadable."""
+    fp = zf.fp
+    if fp is None:
+        raise FormatError("zip is closed")
+    try:
+        fp.seek(info.header_offset)
+        header = fp.read(_LOCAL_HEADER.size)
+        if len(header) != _LOCAL_HEADER.size:
+            raise FormatError(f"zip member {info.filename!r}: truncated local header")
+        fields = _LOCAL_HEADER.unpack(header)
+        if fields[0] != b"PK\x03\x04":
+            raise FormatError(f"zip member {info.filename!r}: bad local header signature")
+        raw_name = fp.read(fields[9])
+    except (OSError, ValueError, OverflowError) as exc:
+        raise FormatError(f"zip member {info.filename!r}: unreadable local header: {exc}") from None
+    name = raw_name.decode("utf-8" if fields[2] & 0x800 else "cp437", "replace")
+    return info.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10], name
+
+
+def _raw_chunks(zf: zipfile.ZipFile, start: int, size: int) -> Iterator[bytes]:
+    fp = zf.fp
+    assert fp is not None
+    try:
+        fp.seek(start)
+    except (OSError, ValueError, OverflowError) as exc:
+        raise FormatError(f"cannot seek to a zip member's data: {exc}") from None
+    left = size
+    while left > 0:
+        chunk = fp.read(min(_CHUNK, left))
+        if not chunk:
+            return
+        left -= len(chunk)
+        yield chunk
+
+
+def _stored_crc(zf: zipfile.ZipFile, start: int, size: int) -> int:
+    crc = 0
+    for chunk in _raw_chunks(zf, start, size):
+        crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def _deflated_crc(zf: zipfile.ZipFile, info: zipfile.ZipInfo, start: int) -> int:
+    """CRC-32 of a deflated member's content, inflated in bounded steps (never more than the declared
+    size; zip_problems has checked that size)."""
+    inflate = zlib.decompressobj(-15)
+    crc = 0
+    produced = 0
+    for chunk in _raw_chunks(zf, start, info.compress_size):
+        data = chunk
+        while data:
+            out = inflate.decompress(data, _CHUNK)
+            produced += len(out)
+            if produced > info.file_size:
+                raise FormatError(f"zip member {info.filename!r} holds more than its declared size")
+            crc = zlib.crc32(out, crc)
+            data = inflate.unconsumed_tail
+    return crc
+
+
+def zip_integrity_problems(zf: zipfile.ZipFile) -> list[ZipProblem]:
+    """Members that Keras's own reader (Python's zipfile) rejects: a local-header name that differs
+    from the central directory's (two tools would read different names), or bytes that do not match
+    the member's CRC-32 (altered after writing). Reads every member once, in chunks; run it after
+    :func:`zip_problems` found nothing about the sizes."""
+    problems: list[ZipProblem] = []
+    for info in zf.infolist():
+        name = info.filename
+        if name.endswith("/"):
+            continue
+        try:
+            start, local = _local_header(zf, info)
+        except FormatError as exc:
+            problems.append(ZipProblem("header", name, str(exc)))
+            continue
+        if local != name:
+            problems.append(
+                ZipProblem(
+                    "header",
+                    name,
+                    f"zip member {name!r} is named {local!r} in its local header; Keras refuses the archive",
+                )
+            )
+            continue
+        try:
+            if info.compress_type == zipfile.ZIP_STORED:
+                crc = _stored_crc(zf, start, info.compress_size)
+            elif info.compress_type == zipfile.ZIP_DEFLATED:
+                crc = _deflated_crc(zf, info, start)
+            else:
+                with zf.open(info) as fh:
+                    while fh.read(_CHUNK):
+                        pass
+                crc = info.CRC
+        except (*ZIP_ERRORS, OSError, zlib.error, FormatError) as exc:
+            problems.append(ZipProblem("crc", name, f"zip member {name!r} is corrupt: {exc}"))
+            continue
+        if crc != info.CRC:
+            problems.append(ZipProblem("crc", name, _crc_message(name, info.CRC, crc)))
+    return problems
+
+
+def _crc_message(name: str, declared: int, actual: int) -> str:
+    return (
+        f"zip member {name!r} fails its CRC-32 check (recorded {declared:08x}, computed {actual:08x}): "
+        "altered or corrupt after writing; Keras refuses it"
+    )
+
+
 def _open_zipfile(path: str | os.PathLike[str]) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        if "not a zip file" in str(exc):  # starts like a zip, but its central directory is missing
+            raise FormatError(
+                f"{os.fspath(path)}: a truncated or corrupt zip (no end-of-central-directory record; "
+                "an incomplete download or copy?)"
+            ) from None
+        raise FormatError(f"{os.fspath(path)}: not a readable zip file: {exc}") from None
     except ZIP_ERRORS as exc:
         raise FormatError(f"{os.fspath(path)}: not a readable zip file: {exc}") from None
     except OSError as exc:
@@ -502,8 +731,8 @@ class SafeZip:
         """A seekable binary file object for a member (for ``h5py.File``). The caller closes it.
 
         Stored members are served straight from the archive's byte range (fast random access);
-        compressed members are first decompressed, capped, into a temporary file.
-        CRCs of stored members are not verified (random access); HDF5's own structure checks apply.
+        compressed members are first decompressed, capped, into a temporary file. Either way the
+        member's local-header name and CRC-32 are checked first (SecurityError naming both CRCs).
         """
         info = self.info(name)
         cap = self.limits.max_member_bytes if max_bytes is None else max_bytes
@@ -530,6 +759,14 @@ class SafeZip:
 
     def _open_raw(self, info: zipfile.ZipInfo) -> IO[bytes]:
         try:
+            _, local = _local_header(self._zf, info)
+        except FormatError as exc:
+            raise FormatError(f"{self.path}: {exc}") from None
+        if local != info.filename:
+            raise SecurityError(
+                f"{self.path}: zip member {info.filename!r} is named {local!r} in its local header"
+            )
+        try:
             return self._zf.open(info)
         except (*ZIP_ERRORS, OSError) as exc:
             raise FormatError(f"{self.path}: cannot read zip member {info.filename!r}: {exc}") from None
@@ -549,6 +786,11 @@ class SafeZip:
                     )
                 dst.write(chunk)
         except (*ZIP_ERRORS, OSError) as exc:
+            if "CRC" in str(exc):  # zipfile checks the CRC when it reaches the end
+                raise SecurityError(
+                    f"{self.path}: zip member {info.filename!r} fails its CRC-32 check (recorded "
+                    f"{info.CRC:08x}): altered or corrupt after writing; Keras refuses it"
+                ) from None
             raise FormatError(
                 f"{self.path}: zip member {info.filename!r} is corrupt or truncated: {exc}"
             ) from None
@@ -558,21 +800,26 @@ class SafeZip:
             )
 
     def _data_offset(self, info: zipfile.ZipInfo) -> int:
-        fp = self._zf.fp
-        if fp is None:
-            raise FormatError(f"{self.path}: zip is closed")
-        fp.seek(info.header_offset)
-        header = fp.read(_LOCAL_HEADER.size)
-        if len(header) != _LOCAL_HEADER.size:
-            raise FormatError(f"{self.path}: zip member {info.filename!r}: truncated local header")
-        fields = _LOCAL_HEADER.unpack(header)
-        if fields[0] != b"PK\x03\x04":
-            raise FormatError(f"{self.path}: zip member {info.filename!r}: bad local header signature")
-        start = info.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10]
+        """Where a stored member's bytes start, after checking its local header names it as the
+        central directory does and its bytes match its CRC-32 (one streamed pass), as zipfile
+        checks for the members it reads itself."""
+        try:
+            start, local = _local_header(self._zf, info)
+        except FormatError as exc:
+            raise FormatError(f"{self.path}: {exc}") from None
+        if local != info.filename:
+            raise SecurityError(
+                f"{self.path}: zip member {info.filename!r} is named {local!r} in its local header"
+            )
         end = start + info.compress_size
+        fp = self._zf.fp
+        assert fp is not None
         archive_size = fp.seek(0, io.SEEK_END)
         if end > archive_size:
             raise FormatError(f"{self.path}: zip member {info.filename!r} runs past the end of the archive")
+        crc = _stored_crc(self._zf, start, info.compress_size)
+        if crc != info.CRC:
+            raise SecurityError(f"{self.path}: {_crc_message(info.filename, info.CRC, crc)}")
         return start
 
 
@@ -633,14 +880,19 @@ def _describe_link(link: object) -> str:
     return "user-defined link"
 
 
+_FILE_OBJECT_NAME = re.compile(r"^<_io\.\w+ name='(.*)'>$")
+
+
 def _h5_name(obj: Any) -> str:
     try:
-        return obj.file.filename
+        name = obj.file.filename
     except Exception:  # noqa: BLE001 - only for messages
         return "<hdf5>"
+    found = _FILE_OBJECT_NAME.match(name)  # h5py names a file object by its repr
+    return found.group(1) if found else name
 
 
-def _resolve(parent: Any, path: str) -> Any | None:
+def resolve_hard_links(parent: Any, path: str) -> Any | None:
     """Follow ``path`` one component at a time through hard links only; ``None`` when absent."""
     import h5py
 
@@ -677,8 +929,8 @@ def safe_group(parent: Any, path: str, *, required: bool = True) -> h5py.Group |
 
 
 def _resolve_as(parent: Any, path: str, kind: type, what: str, required: bool) -> Any | None:
-    """:func:`_resolve`, then insist on ``kind``: FormatError if absent (when required) or of another kind."""
-    obj = _resolve(parent, path)
+    """:func:`resolve_hard_links`, then insist on ``kind``: FormatError if absent (when required) or of another kind."""
+    obj = resolve_hard_links(parent, path)
     if obj is None:
         if required:
             raise FormatError(f"{_h5_name(parent)}: no {what} {path!r} under {parent.name}")
@@ -736,6 +988,29 @@ def dataset_problems(
     return out
 
 
+def available_memory() -> int | None:
+    """Bytes the kernel says can be allocated without swapping (``MemAvailable`` of /proc/meminfo),
+    or None where that is not known."""
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * KiB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_allocation(nbytes: int, what: str) -> None:
+    """FormatError when ``nbytes`` for ``what`` is more than the memory available now: a one-line
+    refusal before NumPy would raise MemoryError (or the system would start swapping)."""
+    available = available_memory()
+    if available is not None and nbytes > available:
+        raise FormatError(
+            f"{what} needs {nbytes:,} bytes, more than the {available:,} bytes of memory available"
+        )
+
+
 def declared_nbytes(dset: Any) -> int:
     """Declared size in bytes (shape product x item size) computed with Python ints (no overflow);
     FormatError when the file's shape or datatype message cannot be decoded (a corrupt float type
@@ -762,22 +1037,38 @@ def safe_dataset(parent: Any, path: str, *, required: bool = True, max_bytes: in
     return obj
 
 
-def h5_links(root: Any, *, max_links: int = MAX_H5_LINKS) -> list[tuple[bytes, int]]:
-    """Every link under ``root`` as ``(path relative to root, h5l link type)``, in one C-level pass.
+def h5_links(
+    root: Any, *, max_links: int = MAX_H5_LINKS, max_depth: int = MAX_H5_DEPTH
+) -> list[tuple[bytes, int, int]]:
+    """Every link under ``root`` as ``(path relative to root, h5l link type, object address)``, in one
+    C-level pass. The address identifies the object a hard link points to (-1 for other links): a
+    second hard link to one object has the same address, so callers open each object once.
 
     HDF5's own recursive link iteration follows hard links only and enters each group once; more
-    than ``max_links`` links raise FormatError.
+    than ``max_links`` links, or a path deeper than ``max_depth`` components, raise FormatError.
     """
-    links: list[tuple[bytes, int]] = []
+    import h5py
+
+    links: list[tuple[bytes, int, int]] = []
+    too_deep: list[bytes] = []
+    hard = h5py.h5l.TYPE_HARD
 
     def visit(name: bytes, info: Any) -> int | None:
-        links.append((name, info.type))
+        if name.count(b"/") >= max_depth:
+            too_deep.append(name)
+            return 1
+        links.append((name, info.type, int(info.u) if info.type == hard else -1))
         return 1 if len(links) > max_links else None
 
     try:
         root.id.links.visit(visit, info=True)
     except H5_ERRORS as exc:
         raise FormatError(f"{_h5_name(root)}: cannot list its links: {exc}") from None
+    if too_deep:
+        shown = too_deep[0].decode("utf-8", "surrogateescape")[:120]
+        raise FormatError(
+            f"{_h5_name(root)}: groups nested deeper than {max_depth} levels ({shown}...); refusing to index"
+        )
     if len(links) > max_links:
         raise FormatError(f"{_h5_name(root)}: more than {max_links:,} links; refusing to index")
     return links
@@ -795,16 +1086,25 @@ def safe_tree(
     import h5py
 
     index: dict[str, dict[str, Any]] = {"": {}}
-    for raw, kind in h5_links(root, max_links=max_links):
+    opened: dict[int, Any] = {}  # object address -> its Dataset (None for a group), opened once
+    for raw, kind, address in h5_links(root, max_links=max_links):
         name = raw.decode("utf-8", "surrogateescape")
         if kind != h5py.h5l.TYPE_HARD:
             what = {h5py.h5l.TYPE_SOFT: "soft link", h5py.h5l.TYPE_EXTERNAL: "external link"}.get(
                 kind, "user-defined link"
             )
             raise SecurityError(f"{_h5_name(root)}: {name} is a {what}; not followed")
+        parent, _, leaf = name.rpartition("/")
+        if address in opened:  # another hard link to an object already indexed
+            if opened[address] is None:
+                index.setdefault(name, {})
+            else:
+                index.setdefault(parent, {})[leaf] = opened[address]
+            continue
         try:
             otype = h5py.h5o.get_info(root.id, raw).type
             if otype == h5py.h5o.TYPE_GROUP:
+                opened[address] = None
                 index.setdefault(name, {})
                 continue
             if otype != h5py.h5o.TYPE_DATASET:
@@ -813,7 +1113,7 @@ def safe_tree(
         except H5_ERRORS as exc:
             raise FormatError(f"{_h5_name(root)}: cannot open {name}: {exc}") from None
         _refuse_unsafe(dset, _h5_name(root), max_bytes)
-        parent, _, leaf = name.rpartition("/")
+        opened[address] = dset
         index.setdefault(parent, {})[leaf] = dset
     return index
 
@@ -829,6 +1129,7 @@ def read_dataset(
     ``untagged_v2_is_bfloat16``.
     """
     _refuse_unsafe(dset, _h5_name(dset), max_bytes)
+    check_allocation(declared_nbytes(dset), f"{_h5_name(dset)}: dataset {dset.name}")
     dt = dset.dtype
     try:
         if dt.kind == "V" and dt.itemsize == 2 and dt.fields is None:
@@ -906,7 +1207,7 @@ class H5Entry:
     detail: str = ""
 
 
-def _soft_target_status(root: Any, link_path: str, target: str, max_hops: int = 40) -> str:
+def soft_link_status(root: Any, link_path: str, target: str, max_hops: int = 40) -> str:
     """``cycle``, ``dangling``, ``external`` or ``ok`` for a soft link, resolved without following it in h5py."""
     import h5py
 
@@ -967,6 +1268,9 @@ def walk_h5(root: Any, *, max_links: int = MAX_H5_LINKS) -> Iterator[H5Entry]:
         visited.add(h5py.h5o.get_info(root.id).addr)
     while stack:
         gpath, group = stack.pop()
+        if gpath.count("/") >= MAX_H5_DEPTH:
+            yield H5Entry(gpath, "limit", detail=f"groups nested deeper than {MAX_H5_DEPTH} levels")
+            return
         try:
             names = sorted(group.keys())
         except Exception as exc:  # noqa: BLE001
@@ -990,7 +1294,7 @@ def walk_h5(root: Any, *, max_links: int = MAX_H5_LINKS) -> Iterator[H5Entry]:
                     path,
                     "soft_link",
                     target=link.path,
-                    detail=_soft_target_status(root.file, path, link.path),
+                    detail=soft_link_status(root.file, path, link.path),
                 )
                 continue
             if kind == "external":

@@ -156,15 +156,18 @@ def loads_in_keras(path: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--modelgraph", default=str(ROOT / ".venv" / "bin" / "modelgraph"))
-    parser.add_argument("--only", default="", help="substring of the case id to run")
+    parser.add_argument(
+        "--only", default="", help="comma-separated substrings of the case ids to run (any one matches)"
+    )
     parser.add_argument("--tf-keras-python", default="/work/venvs/k2/bin/python")
     args = parser.parse_args()
+    only = [part for part in args.only.split(",") if part]
     keras = _keras()
     records = []
     pending_tf_keras: list = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in [*convert_cases(), *extract_cases(), *refusal_cases(), *h5_cases()]:
-            if args.only and args.only not in case.id:
+            if only and not any(part in case.id for part in only):
                 continue
             golden = json.loads((ROOT / case.golden).read_text()) if case.golden else {}
             data = dict(np.load(ROOT / case.golden_npz)) if case.golden else {}

@@ -432,3 +432,23 @@ def test_expect_takes_either_numbering_of_nested_model_outputs(tmp_path, model, 
     np.savez(tmp_path / "bad.npz", **wrong, **{k: v for k, v in ref.items() if k.startswith("input/")})
     bad = CliRunner().invoke(cli, ["run", str(samples / model), "--expect", str(tmp_path / "bad.npz")])
     assert bad.exit_code == 1
+
+
+CNN = SAMPLES / "k3" / "cnn.keras"
+CNN_GOLDEN = SAMPLES / "goldens" / "k3_cnn.npz"
+
+
+def test_reference_runs_the_reference_kernels_and_matches_keras():
+    """--reference: every layer's plain reference kernel, no fusion; Keras's outputs all the same."""
+    res = invoke(CNN, "--reference", "--expect", CNN_GOLDEN)
+    assert "PASSED" in res.output
+    from modelgraph.loading import load
+    from modelgraph.runner.interpreter import Runner
+
+    graph = load(CNN)
+    plan, reference = Runner(graph), Runner(graph, reference=True)
+    modules = {step.fn.__module__ for step in reference.steps if step.fn is not None}
+    assert "modelgraph.runner.fast.conv" not in modules
+    assert "modelgraph.runner.kernels.conv" in modules
+    assert "modelgraph.runner.fast.conv" in {step.fn.__module__ for step in plan.steps if step.fn is not None}
+    assert len(reference.steps) > len(plan.steps)  # no fused steps

@@ -273,3 +273,27 @@ def test_cli_notes_and_strip(tmp_path):
     assert "TF.js quantized weights are written dequantized" in plain.stderr
     assert "training config is dropped (--strip)" in stripped.stderr
     assert (tmp_path / "a.keras").read_bytes() == (tmp_path / "b.keras").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("source", "suffix", "refused", "reason"),
+    [
+        # tf.keras ran Conv1D on rank-4 input (extra leading axes as batch); Keras 3 cannot build it
+        ("k2/td_conv_rank5.h5", ".keras", ["td_conv1d", "td_conv1d_strided"], "accepts only rank 3"),
+        # Keras 2 RNN(cell): the cells' configs and weights are not rewritten in Keras 3's form
+        ("k2/rnn_cells.h5", ".keras", ["rnn_simple", "rnn_stacked"], "RNN(cell) layer"),
+        # tf_keras reads a nested Functional's call as node 1, Keras 3's .h5 loader cannot
+        ("k3/random_ids.keras", ".h5", ["inner"], "feeds another layer"),
+        # tf_keras's LayerNormalization has no RMS form
+        ("k3/ln_rms.keras", ".h5", ["ln_rms", "ln_rms_noscale"], "rms_scaling=True has no tf_keras"),
+    ],
+)
+def test_what_keras_cannot_read_back_is_refused(source, suffix, refused, reason, tmp_path):
+    """Keras 3 (or tf_keras, for .h5) failed to load what these were written as: now refused by name."""
+    proc = run_cli("convert", ROOT / "samples" / source, "-o", tmp_path / f"out{suffix}")
+    assert proc.returncode == 4, proc.stderr
+    for name in refused:
+        assert f"'{name}' (" in proc.stderr
+    assert reason in proc.stderr
+    assert "'td_conv2d'" not in proc.stderr
+    assert not list(tmp_path.iterdir())

@@ -226,10 +226,29 @@ def test_a_link_name_that_is_not_utf8_is_reported_printably(args, code):
     assert "attention_output\\xabkernel:0" in out + err or "attention_output\\\\xabkernel:0" in out
 
 
-def test_a_corrupt_float_datatype_is_a_format_error():
+def test_a_corrupt_float_datatype_is_a_format_error(tmp_path):
     """tests/data/flipped_float_type.keras: samples/k3/nested.keras with random bytes changed, one of
     them in a dataset's float datatype message (h5py raised ValueError on ``dtype``: an internal
     error); now a load error naming the dataset."""
-    res = cli("inspect", FLIPPED.with_name("flipped_float_type.keras"))
+    flipped = FLIPPED.with_name("flipped_float_type.keras")
+    res = cli("inspect", flipped)
+    assert_clean(res, 3, "model.weights.h5", "CRC-32")  # the zip's CRC catches the change first
+    model = tmp_path / "crc_rewritten.keras"
+    _rezip_with_fresh_crcs(flipped, model)
+    res = cli("inspect", model)
     assert_clean(res, 3, "unreadable shape or datatype", "/layers/sequential/layers/dense_1/vars/0")
-    assert cli("validate", FLIPPED.with_name("flipped_float_type.keras")).returncode == 1
+    assert cli("validate", model).returncode == 1
+
+
+def _rezip_with_fresh_crcs(source: Path, target: Path) -> None:
+    """The stored members of ``source`` (their bytes as they are) in a new zip whose CRCs match them."""
+    import zipfile
+
+    data = source.read_bytes()
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(target, "w") as dst:
+        for info in src.infolist():
+            assert info.compress_type == zipfile.ZIP_STORED
+            at = info.header_offset
+            start = at + 30 + int.from_bytes(data[at + 26 : at + 28], "little")
+            start += int.from_bytes(data[at + 28 : at + 30], "little")
+            dst.writestr(info.filename, data[start : start + info.compress_size])

@@ -80,3 +80,21 @@ def test_an_error_naming_the_layer_stays_one_escaped_line(tmp_path: Path, hostil
     assert res.returncode not in (0, 70), res.stderr
     assert res.stderr.count("\n") == 1 and res.stderr.startswith("modelgraph: error: "), res.stderr
     assert_escaped(res.stderr)
+
+
+BIDI = "d1\u202eevil\u202c\u2066x\u2069\u200e\u200f\u061c"
+BIDI_SHOWN = "d1\\u202eevil\\u202c\\u2066x\\u2069\\u200e\\u200f\\u061c"
+
+
+def test_bidi_controls_are_escaped_in_text_and_kept_in_json(tmp_path: Path) -> None:
+    """A right-to-left override (U+202E) and the other bidi controls would show a name reordered."""
+    path = tmp_path / "model.json"
+    path.write_text(SAMPLE.read_text().replace('"d1"', json.dumps(BIDI)))
+    for args in (["inspect"], ["run", "--weights", WEIGHTS, "--random", "--profile"]):
+        command, *rest = args
+        res = cli(command, path, *rest)
+        assert res.returncode == 0, res.stderr
+        assert BIDI_SHOWN in res.stdout, res.stdout
+        assert not any(c in res.stdout for c in "\u202e\u202c\u2066\u2069\u200e\u200f\u061c")
+    res = cli("inspect", path, "--format", "json")
+    assert BIDI in [layer["name"] for layer in json.loads(res.stdout)["layers"]]

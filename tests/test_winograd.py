@@ -11,10 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from modelgraph.runner import fast
 from modelgraph.runner.activations import get_activation
-from modelgraph.runner.kernels import _winograd, conv
+from modelgraph.runner.fast import conv
+from modelgraph.runner.fast import winograd as _winograd
 from modelgraph.runner.kernels._conv_utils import GEMM_BLOCK_BYTES, conv2d_gemm, in_place_epilogue
-from modelgraph.runner.registry import KernelSpec, get_kernel
+from modelgraph.runner.registry import KernelSpec
 
 ATOL, RTOL = 1e-5, 1e-4
 
@@ -179,7 +181,7 @@ def _conv(x, kernel, bias, **config):
     weights = {"kernel": kernel} if bias is None else {"kernel": kernel, "bias": bias}
     dtype = "float64" if x.dtype == np.float64 else "float32"
     spec = KernelSpec("conv", "Conv2D", config, weights, compute_dtype=dtype)
-    return get_kernel("Conv2D")(spec)(x)
+    return fast.kernel_for("Conv2D", spec)(x)
 
 
 @pytest.mark.parametrize("data_format", ["channels_last", "channels_first"])
@@ -203,7 +205,7 @@ def _conv_layer(channels: int, seed: int):
         {"filters": channels, "kernel_size": [3, 3], "padding": "same"},
         {"kernel": kernel, "bias": bias},
     )
-    return get_kernel("Conv2D")(spec), x, kernel, bias
+    return fast.kernel_for("Conv2D", spec), x, kernel, bias
 
 
 def test_layer_transforms_its_kernel_once(monkeypatch):
@@ -266,7 +268,7 @@ def test_conv1d_keeps_gemm(calls):
         {"filters": 64, "kernel_size": 3, "padding": "same", "use_bias": False},
         {"kernel": kernel},
     )
-    get_kernel("Conv1D")(spec)(x)
+    fast.kernel_for("Conv1D", spec)(x)
     assert calls == []
 
 

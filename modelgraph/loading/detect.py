@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import struct
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from modelgraph.errors import FormatError, UnsupportedFormatError
+from modelgraph.errors import FormatError, SecurityError, UnsupportedFormatError
 
 Format = Literal[
     "keras_zip",  # Keras 3 / tf.keras 2.13+ .keras zip
@@ -22,6 +24,23 @@ Format = Literal[
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 ZIP_SIGNATURE = b"PK\x03\x04"
 _JSON_PROBE = 1 << 16
+# Files people mistake for models (a renamed download, an image), told by their first bytes.
+_OTHER_FORMATS: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"%PDF-", "a PDF document"),
+    (b"\x1f\x8b", "a gzip file"),
+    (b"BZh", "a bzip2 file"),
+    (b"\xfd7zXZ\x00", "an xz file"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (b"\x7fELF", "an ELF executable"),
+    (b"MZ", "a Windows executable"),
+    (b"\x93NUMPY", "a NumPy .npy array"),
+    (b"\x80", "a Python pickle (never loaded)"),
+    (b"ONNX", "an ONNX model"),
+    (b"<", "an HTML or XML document"),
+)
 
 
 def detect(path: str | Path) -> Format:
@@ -31,11 +50,20 @@ def detect(path: str | Path) -> Format:
         raise FormatError(f"{p}: no such file or directory")
     if p.is_dir():
         return _detect_dir(p)
-    with p.open("rb") as fh:
+    from modelgraph import safe_io
+
+    with safe_io.open_file(p) as fh:
         head = fh.read(8)
-        if head.startswith(ZIP_SIGNATURE):
+        is_zip = head.startswith(ZIP_SIGNATURE) or has_zip_directory(fh)
+        is_h5 = is_hdf5(fh, head)
+        if is_zip and is_h5 and is_polyglot(fh, head, p):
+            raise SecurityError(
+                f"{p}: both a zip (.keras) and an HDF5 file: a polyglot Keras reads as one or the "
+                "other depending on its extension; refusing it (validate scans both parts)"
+            )
+        if is_zip:
             return "keras_zip"
-        if _is_hdf5(fh, head):
+        if is_h5:
             return _detect_h5(p)
         fh.seek(0)
         probe = fh.read(_JSON_PROBE)
@@ -48,34 +76,110 @@ def detect(path: str | Path) -> Format:
         )
     if not head:
         raise FormatError(f"{p}: the file is empty")
+    for magic, what in _OTHER_FORMATS:
+        if head.startswith(magic):
+            raise FormatError(f"{p}: {what}, not a Keras model")
     raise FormatError(f"{p}: not a Keras model (no zip, HDF5 or JSON signature; starts with {head[:8]!r})")
 
 
-def _is_hdf5(fh, head: bytes) -> bool:
+def has_zip_directory(fh: Any) -> bool:
+    """Whether the file ends with a zip's central directory whose first member's local header is
+    where it says: a zip appended to another file (zipfile and so Keras read such a file as a zip)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(fh) as zf:
+            infos = zf.infolist()
+            if not infos:
+                return False
+            fp = zf.fp
+            assert fp is not None
+            fp.seek(infos[0].header_offset)
+            return fp.read(4) == ZIP_SIGNATURE
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, OverflowError, struct.error, AssertionError):
+        return False
+    finally:
+        fh.seek(0)
+
+
+def is_hdf5(fh: Any, head: bytes) -> bool:
+    """Whether an open file is HDF5: the signature at 0, or after a user block (512, 1024, ... 1 MiB)."""
+    return hdf5_offset(fh, head) is not None
+
+
+def hdf5_offset(fh: Any, head: bytes) -> int | None:
+    """Where the HDF5 library finds a superblock in an open file: 0, or after a user block (512,
+    1024, 2048, ... 1 MiB); None when it finds none."""
     if head == HDF5_SIGNATURE:
-        return True
-    # A user block may precede the superblock: the signature then sits at 512, 1024, 2048, ...
+        return 0
     offset = 512
     while offset <= 1 << 20:
         fh.seek(offset)
         if fh.read(8) == HDF5_SIGNATURE:
-            return True
+            return offset
         offset *= 2
-    return False
+    return None
+
+
+def is_polyglot(fh: Any, head: bytes, path: str | Path) -> bool:
+    """Whether a file that is a zip and has an HDF5 superblock is a polyglot: one that Keras would
+    read as a different model by its extension.
+
+    A genuine ``.keras`` stores ``model.weights.h5`` uncompressed, so its bytes can start at 512,
+    1024, ... where the HDF5 library looks for a superblock: read as HDF5 such a file is that weights
+    file, which holds no model (no ``model_config``). Anything else (a superblock that is not the
+    start of that member, or one whose root names a model) is a polyglot (docs/containers.md).
+    """
+    offset = hdf5_offset(fh, head)
+    try:
+        if offset is None or offset != _stored_member_start(fh, "model.weights.h5"):
+            return True
+        from modelgraph import safe_io
+
+        with safe_io.open_h5(path) as f:
+            return "model_config" in f.attrs
+    except Exception:  # noqa: BLE001 - whatever fails to read as the weights member is suspect
+        return True
+    finally:
+        fh.seek(0)
+
+
+def _stored_member_start(fh: Any, name: str) -> int | None:
+    """The offset of the data of an uncompressed zip member ``name``, or None."""
+    import zipfile
+
+    fh.seek(0)
+    with zipfile.ZipFile(fh) as zf:
+        try:
+            info = zf.getinfo(name)
+        except KeyError:
+            return None
+        if info.compress_type != zipfile.ZIP_STORED:
+            return None
+        fh.seek(info.header_offset)
+        local = fh.read(30)
+        if local[:4] != ZIP_SIGNATURE:
+            return None
+        name_len, extra_len = struct.unpack("<HH", local[26:30])
+        return info.header_offset + 30 + name_len + extra_len
 
 
 def _detect_dir(p: Path) -> Format:
-    if (p / "config.json").is_file() and (
-        (p / "model.weights.h5").exists() or (p / "metadata.json").is_file()
-    ):
+    # By name only (lexists): a member that is a FIFO, a directory or a symlink is refused by the
+    # loader, which opens members with safe_io.open_file, instead of making the folder "not a model".
+    if _has(p, "config.json") and (_has(p, "model.weights.h5") or _has(p, "metadata.json")):
         return "keras_dir"
     if (p / "saved_model.pb").exists():
         raise UnsupportedFormatError(
             f"{p}: a TensorFlow SavedModel directory is out of scope (load it in TensorFlow and save as .keras or .h5)"
         )
-    if (p / "model.json").is_file():
+    if _has(p, "model.json"):
         return "tfjs_layers"
     raise FormatError(f"{p}: a directory without config.json (Keras) or model.json (TF.js)")
+
+
+def _has(folder: Path, name: str) -> bool:
+    return os.path.lexists(folder / name)
 
 
 def _detect_h5(p: Path) -> Format:

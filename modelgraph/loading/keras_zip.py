@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -46,16 +47,18 @@ def load_keras_zip(path: Path, problems: list | None = None) -> ModelGraph:
 
 
 def load_keras_dir(path: Path, problems: list | None = None) -> ModelGraph:
-    """Read the unzipped form: a directory holding config.json, metadata.json, model.weights.h5."""
-    config = read_json_file(path / CONFIG)
-    metadata = read_json_file(path / METADATA) if (path / METADATA).is_file() else {}
+    """Read the unzipped form: a directory holding config.json, metadata.json, model.weights.h5.
+
+    Every member is opened inside the folder only, and only when it is a regular file."""
+    config = read_json_file(path / CONFIG, within=path)
+    metadata = read_json_file(path / METADATA, within=path) if os.path.lexists(path / METADATA) else {}
     weights = path / WEIGHTS_H5
     return _load(
         path,
         config,
         metadata,
-        weights if weights.is_file() else None,
-        (path / WEIGHTS_NPZ).exists(),
+        safe_io.open_file(weights, within=path) if os.path.lexists(weights) else None,
+        os.path.lexists(path / WEIGHTS_NPZ),
         "keras_dir",
         problems=problems,
     )
@@ -86,7 +89,7 @@ def _load(
         graph, notes = bind_keras3(graph, keras3_tree([h5], f"{path}/{WEIGHTS_H5}"))
         info["weights_file"] = WEIGHTS_H5
         info["weight_notes"] = notes
-        info["_handles"] = (keep, h5)
+        info["_handles"] = (keep, h5, weights_file)
     elif has_npz:
         info["weights_unavailable"] = (
             "weights are in model.weights.npz, whose members are pickled objects; modelgraph never unpickles"

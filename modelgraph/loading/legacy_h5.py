@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from modelgraph import safe_io
-from modelgraph.errors import FormatError
+from modelgraph.errors import FormatError, SecurityError
 from modelgraph.graph import ModelGraph
 from modelgraph.loading.h5store import stored_array
 from modelgraph.loading.normalize import build_graph
@@ -40,13 +41,9 @@ def load_legacy_h5(path: Path, problems: list | None = None) -> ModelGraph:
 
 def legacy_groups(root: Any, source: str) -> list[tuple[str, StoredArray]]:
     """``(layer group, array)`` for every weight listed in ``layer_names`` / ``weight_names``."""
-    layer_names = [_text(n) for n in _as_list(safe_io.read_attr(root, "layer_names", []))]
     arrays: list[tuple[str, StoredArray]] = []
-    for layer_name in layer_names:
-        group = safe_io.safe_group(root, layer_name, required=False)
-        if group is None:
-            raise FormatError(f"{source}: layer_names lists '{layer_name}' but the file has no such group")
-        for weight_name in (_text(n) for n in _as_list(safe_io.read_attr(group, "weight_names", []))):
+    for layer_name, group, weight_names in legacy_layout(root, source):
+        for weight_name in weight_names:
             dset = safe_io.safe_dataset(group, weight_name, required=False)
             if dset is None:
                 raise FormatError(f"{source}: weight '{weight_name}' of layer '{layer_name}' is missing")
@@ -57,6 +54,39 @@ def legacy_groups(root: Any, source: str) -> list[tuple[str, StoredArray]]:
                 )
             )
     return arrays
+
+
+def legacy_layout(root: Any, source: str) -> list[tuple[str, Any, list[str]]]:
+    """``(layer name, its group, its weight names)`` for every name in ``layer_names``.
+
+    A name listed twice (in ``layer_names`` or one layer's ``weight_names``) is a SecurityError, found
+    before any group or dataset is opened: Keras writes each once, and 300,000 copies of one name
+    would otherwise cost minutes of lookups. More names than ``safe_io.MAX_H5_LINKS`` likewise.
+    """
+    layer_names = _unique_names(safe_io.read_attr(root, "layer_names", []), "layer_names", source)
+    out: list[tuple[str, Any, list[str]]] = []
+    for layer_name in layer_names:
+        group = safe_io.safe_group(root, layer_name, required=False)
+        if group is None:
+            raise FormatError(f"{source}: layer_names lists '{layer_name}' but the file has no such group")
+        weight_names = _unique_names(
+            safe_io.read_attr(group, "weight_names", []), f"weight_names of '{layer_name}'", source
+        )
+        out.append((layer_name, group, weight_names))
+    return out
+
+
+def _unique_names(value: Any, what: str, source: str) -> list[str]:
+    names = [_text(n) for n in _as_list(value)]
+    if len(names) > safe_io.MAX_H5_LINKS:
+        raise SecurityError(
+            f"{source}: {what} lists {len(names):,} names, over the {safe_io.MAX_H5_LINKS:,} bound"
+        )
+    if len(set(names)) != len(names):
+        counts = Counter(names)
+        name, times = counts.most_common(1)[0]
+        raise SecurityError(f"{source}: {what} lists '{name}' {times:,} times; Keras writes each name once")
+    return names
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph import safe_io
 from modelgraph.errors import ConfigError, FormatError, SecurityError
 from modelgraph.graph import ModelGraph
 from modelgraph.loading.envelope import model_envelope
@@ -32,7 +34,7 @@ _DTYPES = {
 def load_tfjs(path: Path, problems: list | None = None) -> ModelGraph:
     """Read a TF.js layers model (``path`` is model.json or its directory)."""
     model_json = path / "model.json" if path.is_dir() else path
-    doc = read_json_file(model_json)
+    doc = read_json_file(model_json, within=path if path.is_dir() else None)
     if not isinstance(doc, Mapping) or not isinstance(doc.get("modelTopology"), Mapping):
         raise ConfigError("a TF.js model.json needs a 'modelTopology' object", "$.modelTopology")
     config, where = model_envelope(doc, "tfjs_layers") or (None, "$.modelTopology")
@@ -82,8 +84,9 @@ def _manifest_arrays(manifest: Any, folder: Path) -> list[StoredArray]:
             shard = (folder / str(name)).resolve()
             if folder.resolve() not in shard.parents:
                 raise SecurityError(f"{where}.paths: shard '{name}' points outside the model folder")
-            if not shard.is_file():
+            if not os.path.lexists(shard):
                 raise FormatError(f"{where}.paths: shard file '{name}' is missing")
+            safe_io.open_file(shard, within=folder).close()  # a regular file inside the folder
             shard_paths.append(shard)
         total = sum(p.stat().st_size for p in shard_paths)
         offset = 0
@@ -122,7 +125,10 @@ def _describe(entry: Any, where: str, shards: list[Path], offset: int) -> tuple[
         raw = _read_span(shards, offset, size)
         values = np.frombuffer(raw, dtype=_DTYPES[stored_dtype]).reshape(shape)
         if quant and stored_dtype in ("uint8", "uint16"):
-            return (values.astype(np.float32) * quant["scale"] + quant["min"]).astype(out_dtype)
+            # An absurd (finite) scale overflows float32 to inf, as TF.js itself would compute it;
+            # validate's value scan reports the infinities, so NumPy's warning is not printed.
+            with np.errstate(over="ignore", invalid="ignore"):
+                return (values.astype(np.float32) * quant["scale"] + quant["min"]).astype(out_dtype)
         if quant and stored_dtype == "float16":
             return values.astype(np.float32)
         return values.copy()
@@ -168,7 +174,7 @@ def _read_span(shards: list[Path], offset: int, size: int) -> bytes:
         length = shard.stat().st_size
         if offset < position + length and offset + size > position:
             start = max(offset - position, 0)
-            with shard.open("rb") as fh:
+            with safe_io.open_file(shard, within=shard.parent) as fh:
                 fh.seek(start)
                 out += fh.read(min(length - start, offset + size - position - start))
         position += length

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -26,9 +27,13 @@ def attach_weights_file(graph: ModelGraph, path: Path) -> ModelGraph:
     # graph's handles (validate does, when it is done) closes both.
     own_handles = tuple(graph.metadata.get("_handles") or ())
     if fmt in ("keras3_weights_h5", "keras3_sharded_weights"):
-        files = _shards(path) if fmt == "keras3_sharded_weights" else [path]
-        handles = [safe_io.open_h5(f) for f in files]
-        graph, notes = bind_keras3(graph, keras3_tree(handles, str(path)))
+        if fmt == "keras3_sharded_weights":  # shards stay inside the index's folder, regular files only
+            sources: list[Any] = [safe_io.open_file(f, within=path.parent) for f in _shards(path)]
+        else:
+            sources = [path]
+        h5s = [safe_io.open_h5(s) for s in sources]
+        graph, notes = bind_keras3(graph, keras3_tree(h5s, str(path)))
+        handles = [*h5s, *(s for s in sources if not isinstance(s, Path))]  # HDF5 closes first
     elif fmt in ("keras_zip", "keras_dir", "legacy_h5", "tfjs_layers"):
         from modelgraph.loading import load
 
@@ -72,7 +77,7 @@ def _shards(index: Path) -> list[Path]:
         shard = (index.parent / name).resolve()
         if index.parent.resolve() not in shard.parents:
             raise SecurityError(f"{index}: shard '{name}' points outside its folder")
-        if not shard.is_file():
+        if not os.path.lexists(shard):
             raise FormatError(f"{index}: shard '{name}' is missing")
         files.append(shard)
     return files

@@ -22,6 +22,7 @@ def run(
     all_intermediates: bool = False,
     batch_size: int | None = None,
     backend: str = "numpy",
+    reference: bool = False,
 ) -> dict[str, np.ndarray]:
     """Run a saved Keras model (path, :class:`ModelGraph` or :class:`Runner`) on ``feeds``.
 
@@ -32,6 +33,8 @@ def run(
     ``model`` is a path; a graph or runner already holds its weights, so giving one is a UsageError.
     ``backend``: ``"numpy"`` (the reference), ``"onnxruntime"`` or ``"auto"`` (see :class:`Runner`);
     a given Runner keeps its own.
+    ``reference`` runs every layer's plain reference kernel (no fast kernels, no fusion) when ``model``
+    is a path or a graph (a :class:`Runner` keeps the plan it was built with).
     """
     if weights is not None and isinstance(model, (Runner, ModelGraph)):
         raise UsageError(
@@ -41,9 +44,9 @@ def run(
     if isinstance(model, Runner):
         runner = model
     elif isinstance(model, ModelGraph):
-        runner = Runner(model, backend=backend)
+        runner = Runner(model, backend=backend, reference=reference)
     else:
         from modelgraph.loading import load
 
-        runner = Runner(load(model, weights=weights), backend=backend)
+        runner = Runner(load(model, weights=weights), backend=backend, reference=reference)
     return runner.run(feeds, taps=taps, all_intermediates=all_intermediates, batch_size=batch_size)

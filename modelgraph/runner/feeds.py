@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.errors import UsageError
+from modelgraph.errors import FormatError, UsageError
 from modelgraph.graph import ModelGraph, TensorRef
 from modelgraph.runner.interpreter import InputSpec
+from modelgraph.safe_io import check_allocation
 
 GOLDEN_INPUT_PREFIX = "input/"
 # Largest random input drawn (bytes of its float64 / int64 draw): a file may declare any shape, and
@@ -285,6 +286,10 @@ def random_feeds(
                 f"input '{spec.name}' has shape {tuple(shape)}: a random draw would take {size / 2**30:.3g} GiB "
                 f"(at most {RANDOM_INPUT_MAX_BYTES / 2**30:g} GiB); give it with --input"
             )
+        try:
+            check_allocation(size, f"a random draw for input '{spec.name}' of shape {tuple(shape)}")
+        except FormatError as exc:
+            raise UsageError(f"{exc}; give it with --input") from None
         dtype = "float32" if spec.dtype == "bfloat16" else spec.dtype
         try:
             kind = np.dtype(dtype).kind

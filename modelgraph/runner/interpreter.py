@@ -47,10 +47,11 @@ from modelgraph.graph import (
     map_structure,
 )
 from modelgraph.runner import dtypes as dt
+from modelgraph.runner import fast
 from modelgraph.runner import masks as mk
+from modelgraph.runner.fast.fused import FUSED_PREFIX
 from modelgraph.runner.fusion import fuse as fuse_graph
 from modelgraph.runner.heap import keep_freed_memory
-from modelgraph.runner.kernels.fused import FUSED_PREFIX
 from modelgraph.runner.quantized import quantized_kernel
 from modelgraph.runner.registry import KernelSpec, get_entry
 from modelgraph.shape_rules._base import is_size_list
@@ -298,6 +299,18 @@ def _training_value(kwargs: Mapping[str, Any]) -> Any:
     return kwargs.get("training")
 
 
+def _refuse_complex_weights(model: ModelGraph) -> None:
+    """WeightsError for a weight stored as complex numbers: Keras variables are real, and casting one
+    to float would silently drop the imaginary part (NumPy's ComplexWarning)."""
+    for path, layer in model.walk():
+        for w in layer.weights:
+            if str(w.dtype).startswith("complex"):
+                raise WeightsError(
+                    f"weight '{w.name}' of layer '{'/'.join(path)}' ({w.location}) is stored as {w.dtype}: "
+                    "Keras variables are real numbers; refusing to drop the imaginary part"
+                )
+
+
 class Runner:
     """A model compiled into a plan; :meth:`run` executes it with NumPy.
 
@@ -307,7 +320,9 @@ class Runner:
     (:mod:`modelgraph.runner.fusion`); a run that asks for intermediates uses the unfused plan.
     ``backend="onnxruntime"`` runs the model exported to ONNX in memory on onnxruntime instead of the
     plan (the same feeds, casts, outputs and batching; no intermediates or profile); ``"auto"`` does
-    so when onnxruntime is installed and the model exports (:mod:`modelgraph.runner.backends`).
+    so when onnxruntime is installed and the model exports (:mod:`modelgraph.runner.backends`). With
+    ``reference`` every layer runs its plain reference kernel (no fast kernel, no fusion), see
+    :mod:`modelgraph.runner.fast`.
     """
 
     def __init__(
@@ -318,6 +333,7 @@ class Runner:
         strict: bool = True,
         fuse: bool = True,
         backend: str = "numpy",
+        reference: bool = False,
     ) -> None:
         if not isinstance(model, ModelGraph):
             from modelgraph.loading import load
@@ -325,7 +341,9 @@ class Runner:
             model = load(model, weights=weights)
         self.graph = model
         self._strict = strict
-        self._plan_graph = fuse_graph(model) if fuse else model
+        self.reference = reference
+        _refuse_complex_weights(model)
+        self._plan_graph = fuse_graph(model) if fuse and not reference else model
         # Fusion removes layers (at any nesting level); then some layers have no tensors of their own.
         self._fused = sum(1 for _ in self._plan_graph.walk()) != sum(1 for _ in model.walk())
         self._unfused_runner: Runner | None = None
@@ -512,8 +530,10 @@ class Runner:
             )
             if policy.quantization is not None:
                 fn = quantized_kernel(spec, policy.quantization)
-            else:
+            elif self.reference:
                 fn = entry.factory(spec)
+            else:
+                fn = fast.build(entry.factory, spec)
             weights.release()
             self._weight_bytes += weights.nbytes
         except ModelGraphError as exc:
@@ -681,7 +701,9 @@ class Runner:
     def _unfused(self) -> Runner:
         """The plain plan (no fusion), built on first need: every layer keeps its own tensor."""
         if self._unfused_runner is None:
-            self._unfused_runner = Runner(self.graph, strict=self._strict, fuse=False)
+            self._unfused_runner = Runner(
+                self.graph, strict=self._strict, fuse=False, reference=self.reference
+            )
         return self._unfused_runner
 
     def layer_paths(self) -> list[str]:

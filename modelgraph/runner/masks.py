@@ -32,7 +32,7 @@ import numpy as np
 from modelgraph import catalogue
 from modelgraph.catalogue.spec import K2, K3, MaskBehaviour
 from modelgraph.graph import TensorRef, flatten_structure, map_structure
-from modelgraph.runner.kernels.fused import ADD_ACTIVATION, FUSED_PREFIX
+from modelgraph.runner.fast.fused import ADD_ACTIVATION, FUSED_PREFIX
 
 Array = np.ndarray
 MaskFn = Callable[[list[Array | None], list[Any], list[Any]], list[Array | None]]

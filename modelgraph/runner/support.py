@@ -17,9 +17,12 @@ from modelgraph.graph import ModelGraph, Weight
 from modelgraph.runner.interpreter import Problem, Runner
 
 
-def support_problems(graph: ModelGraph, *, fuse: bool = True) -> tuple[Runner, list[Problem]]:
-    """The planner (for its step count) and every problem that stops the graph from running."""
-    runner = Runner(_zero_weights(graph), strict=False, fuse=fuse)
+def support_problems(
+    graph: ModelGraph, *, fuse: bool = True, reference: bool = False
+) -> tuple[Runner, list[Problem]]:
+    """The planner (for its step count) and every problem that stops the graph from running
+    (``reference``: as planned with the reference kernels only)."""
+    runner = Runner(_zero_weights(graph), strict=False, fuse=fuse, reference=reference)
     problems = runner.check()
     if not graph.has_weights:
         problems = [p for p in problems if not isinstance(p.error, WeightsError)]

@@ -14,7 +14,6 @@ included) so the caller can refuse the model before writing anything.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -223,18 +222,10 @@ class ConfigWriter:
             self.written[where] = WrittenLayer(layer.class_name, record["config"])
             return self._with_build_config(record, layer, graph, shapes)
         try:
+            _check_input_rank(layer, graph, shapes)
             class_name, config = upgrade_layer(layer.class_name, layer.config, self.ctx)
         except NotConvertible as exc:
             self._refuse(where, layer.class_name, str(exc))
-            return None
-        extra_axes = _time_distributed_extra_axes(layer, graph, shapes)
-        if extra_axes:
-            self._refuse(
-                where,
-                layer.class_name,
-                f"its {extra_axes} extra leading input axis(es) reach the wrapped convolution, which "
-                "tf.keras folds into the batch and Keras 3 refuses to build",
-            )
             return None
         config = _keep_name(config, layer.name)
         self.written[where] = WrittenLayer(class_name, config)
@@ -436,25 +427,30 @@ def _structure(value: Any, graph: ModelGraph, plus_one: bool) -> Any:
     return value
 
 
-def _time_distributed_extra_axes(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> int:
-    """How many input axes a TimeDistributed(conv) gets beyond batch, time and the conv's own input
-    rank (tf.keras runs the conv on them as extra batch axes; Keras 3 cannot build it); 0 if none."""
-    inner = layer.config.get("layer")
-    inner_class = inner.get("class_name") if isinstance(inner, Mapping) else None
-    found = re.search(r"Conv\w*?([123])D", inner_class) if isinstance(inner_class, str) else None
-    if layer.class_name != "TimeDistributed" or found is None or shapes is None:
-        return 0
-    own_rank = int(found.group(1)) + 2  # batch, spatial axes, channels
-    extra = 0
+# Layers that tf.keras applied to inputs of higher rank than they are defined for (the extra leading
+# axes treated as batch axes) but Keras 3 builds only for this input rank.
+_EXACT_INPUT_RANK = {"Conv1D": 3, "Conv1DTranspose": 3, "SeparableConv1D": 3, "DepthwiseConv1D": 3}
+
+
+def _check_input_rank(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> None:
+    """Refuse a layer (or a TimeDistributed one) called on a higher rank than Keras 3 builds it for."""
+    if shapes is None:
+        return
+    inner, extra = layer.class_name, 0
+    if inner == "TimeDistributed":
+        record = layer.config.get("layer")
+        inner = record.get("class_name") if isinstance(record, Mapping) else None
+        extra = 1
+    rank = _EXACT_INPUT_RANK.get(inner) if isinstance(inner, str) else None
+    if rank is None:
+        return
     for node in graph.nodes_of(layer.name):
-        if not node.inputs:
-            continue
-        ref = node.inputs[0]
-        outs = shapes.outputs.get((ref.layer, ref.node_index)) or []
-        shape = outs[ref.tensor_index] if ref.tensor_index < len(outs) else None
-        if shape is not None:
-            extra = max(extra, len(shape) - 1 - own_rank)
-    return extra
+        shape = shapes.shape(node.inputs[0]) if node.inputs else None
+        if shape is not None and len(shape) > rank + extra:
+            raise NotConvertible(
+                f"{inner} applied to a rank-{len(shape) - extra} input: tf.keras treated the extra "
+                f"leading axes as batch axes, Keras 3's {inner} accepts only rank {rank}"
+            )
 
 
 def _build_config(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> dict[str, Any] | None:

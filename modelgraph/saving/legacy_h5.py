@@ -43,6 +43,7 @@ _KERAS3_ONLY_KEYS: dict[str, tuple[Any, ...]] = {
     "output_axes": (None,),
     "lora_rank": (None,),
     "lora_alpha": (None,),
+    "rms_scaling": (False,),  # LayerNormalization's RMS form: tf_keras has no such option
 }
 _NON_TRAINABLE = {
     "BatchNormalization": ("moving_mean", "moving_variance"),
@@ -174,6 +175,8 @@ def _legacy_layer(
                     f"a nested model called {calls} times: tf_keras and Keras 3 number its calls differently in .h5",
                 )
             )
+        elif record["class_name"] == "Functional" and _feeds_a_layer(graph, _original_name(graph, name)):
+            refusals.append(Refusal(where, record["class_name"], _NESTED_FEEDS_A_LAYER))
         out = _legacy_model(record, sub, refusals, (*path, str(name)))
     else:
         if record["class_name"] in _NOT_IN_BOTH:
@@ -279,6 +282,20 @@ def _ref_of(tensor: Mapping[str, Any], graph: ModelGraph) -> list[Any]:
     if graph.has_layer(original) and _owns_construction_node(graph.layer(original)):
         node += 1
     return [name, node, index]
+
+
+# tf_keras reads a call of a nested Functional as node 1 (its construction is node 0); Keras 3's
+# legacy loader looks that node up one lower but first waits for the model to have 2 calls, so a
+# layer fed by a once-called nested Functional is never built (Keras 3.15 rejects the graph).
+_NESTED_FEEDS_A_LAYER = (
+    "a nested Functional model whose output feeds another layer: tf_keras and Keras 3 read its node "
+    "index differently in .h5"
+)
+
+
+def _feeds_a_layer(graph: ModelGraph, layer_name: str) -> bool:
+    """Whether any node of ``graph`` takes an output of ``layer_name`` as input."""
+    return any(ref.layer == layer_name for node in graph.nodes for ref in node.inputs)
 
 
 def _owns_construction_node(layer: Layer) -> bool:

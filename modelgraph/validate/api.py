@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,7 @@ class ValidationReport(list[FileResult]):
 
 @dataclass(frozen=True)
 class Options:
-    check_values: bool = False
+    check_values: bool = True
     require_runnable: bool = False
     strict: bool = False
     config: ValidateConfig = field(default_factory=ValidateConfig)
@@ -79,19 +79,31 @@ class Options:
 
 
 def _is_model_dir(p: Path) -> bool:
-    return (p / "model.json").is_file() or (
-        (p / "config.json").is_file()
-        and ((p / "model.weights.h5").exists() or (p / "metadata.json").is_file())
-    )
+    def has(name: str) -> bool:  # by name: a member that is not a regular file is a finding later
+        return os.path.lexists(p / name)
+
+    return has("model.json") or (has("config.json") and (has("model.weights.h5") or has("metadata.json")))
 
 
 def _looks_like_model_json(p: Path) -> bool:
+    from modelgraph import safe_io
+    from modelgraph.errors import LoadError
+
     try:
-        with p.open("rb") as fh:
+        with safe_io.open_file(p) as fh:  # a FIFO in the folder must not block the walk
             head = fh.read(1 << 16)
-    except OSError:
+    except (OSError, LoadError):
         return False
     return any(m in head for m in _JSON_MARKERS)
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What :func:`find_targets` found: the model files and folders to check, and the files of the
+    walked folders (or, with ``models_only``, the given files) that are not models."""
+
+    models: list[str]
+    skipped: list[str]
 
 
 def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
@@ -99,12 +111,28 @@ def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     themselves (an unzipped ``.keras``, a TF.js folder) as one; other directories walked (sorted, no
     symlinks followed, hidden folders skipped) for ``.keras``/``.h5``/``.hdf5`` files and JSON files
     that look like Keras configs. ``UsageError`` for a path that does not exist."""
+    return find_targets(paths).models
+
+
+def _is_model_file(f: Path) -> bool:
+    suffix = f.suffix.lower()
+    return suffix in (".keras", ".h5", ".hdf5") or (suffix == ".json" and _looks_like_model_json(f))
+
+
+def find_targets(paths: Iterable[str | os.PathLike[str]], *, models_only: bool = False) -> Targets:
+    """:func:`expand_paths`, plus the files it skipped as unrecognised (a walked folder's README, an
+    empty ``.json``). ``models_only``: a file given by name that is not a model (a ``package.json``
+    passed by a pre-commit hook) is skipped too, instead of checked and failed."""
     out: list[str] = []
+    skipped: list[str] = []
     for raw in paths:
         p = Path(raw)
         if not p.exists() and not p.is_symlink():
             raise UsageError(f"no such file or directory: {raw}")
         if not p.is_dir() or _is_model_dir(p):
+            if models_only and not p.is_dir() and not _is_model_file(p):
+                skipped.append(str(p))
+                continue
             out.append(str(p))
             continue
         for dirpath, dirnames, filenames in os.walk(p, followlinks=False):
@@ -123,9 +151,10 @@ def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
                 f = d / name
                 if f.is_symlink() or name.startswith("."):
                     continue
-                suffix = f.suffix.lower()
-                if suffix in (".keras", ".h5", ".hdf5") or (suffix == ".json" and _looks_like_model_json(f)):
+                if _is_model_file(f):
                     out.append(str(f))
+                else:
+                    skipped.append(str(f))
     shards: set[str] = set()
     for s in out:
         if s.endswith(".json"):
@@ -138,7 +167,7 @@ def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
         if s not in seen:
             seen.add(s)
             unique.append(s)
-    return unique
+    return Targets(unique, skipped)
 
 
 def _index_shards(index: Path) -> set[str]:
@@ -146,9 +175,10 @@ def _index_shards(index: Path) -> set[str]:
     from modelgraph import safe_io
 
     try:
-        if index.stat().st_size > 16 * 1024 * 1024:
+        raw = safe_io.read_file(index, max_bytes=16 * 1024 * 1024)
+        if len(raw) > 16 * 1024 * 1024:
             return set()
-        doc = safe_io.parse_json(index.read_bytes(), where=str(index)).value
+        doc = safe_io.parse_json(raw, where=str(index)).value
     except Exception:  # noqa: BLE001 - not an index: nothing to exclude
         return set()
     wm = doc.get("weight_map") if isinstance(doc, dict) else None
@@ -206,12 +236,17 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
         detect_error = exc
 
     # Security: container and every config it holds (and the attached weights file's container).
-    configs = _scan(p / "model.json" if (fmt == "tfjs_layers" and p.is_dir()) else p, path, issues)
+    if fmt == "tfjs_layers" and p.is_dir():
+        configs = _scan(p / "model.json", path, issues, within=p)
+    else:
+        configs = _scan(p, path, issues)
     if opts.weights is not None:
         _scan(Path(opts.weights), opts.weights, issues)
 
     if detect_error is not None:
-        issues.append(load_error_issue(detect_error, path))
+        if not _reported_by_scan(detect_error, issues, path):
+            issues = _without_whole_file_scan_failure(issues, path)
+            issues.append(load_error_issue(detect_error, path))
         return _finish(path, fmt, issues, opts)
     if fmt in WEIGHTS_ONLY:
         issues.append(
@@ -241,6 +276,7 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
         graph = load(p, problems=problems)
     except Exception as exc:  # noqa: BLE001 - every loader failure becomes a finding
         if not _reported_by_scan(exc, issues, path):
+            issues = _without_whole_file_scan_failure(issues, path)
             issue = load_error_issue(exc, path)
             if not (issue.rule == "STR003" and any(s.where == issue.where for s in schema)):
                 issues.append(issue)
@@ -262,10 +298,11 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
         except Exception as exc:  # noqa: BLE001
             issues.append(_crash("the graph check", exc, path))
 
-        from modelgraph.validate.shapes import infer, shape_issues, weight_shape_flags
+        from modelgraph.validate.shapes import declared_input_issues, infer, shape_issues, weight_shape_flags
 
         result = None
         try:
+            issues.extend(declared_input_issues(graph, path))
             result = infer(graph)
             issues.extend(shape_issues(result, graph, path))
         except Exception as exc:  # noqa: BLE001
@@ -307,18 +344,26 @@ def _attach(graph: Any, weights: str, issues: list[Issue]) -> Any:
         return graph
 
 
-def _scan(target: Path, path: str, issues: list[Issue]) -> list[tuple[Any, str]]:
-    """Add the security findings of the container ``target`` (attributed to file ``path``) to
-    ``issues``; return the configs it holds (none when the scan itself failed, a finding too)."""
+def _scan(target: Path, path: str, issues: list[Issue], within: Path | None = None) -> list[tuple[Any, str]]:
+    """Add the security findings of the container ``target`` (attributed to file ``path``; a member of
+    the model folder ``within``) to ``issues``; return the configs it holds (none when the scan
+    itself failed, a finding too)."""
     from modelgraph.validate import security
 
     try:
-        found, configs = security.scan_path_with_configs(target)
+        found, configs = security.scan_path_with_configs(target, within)
     except Exception as exc:  # noqa: BLE001
         issues.append(_crash("the security scan", exc, path))
         return []
     issues.extend(i.with_path(path) for i in found)
     return configs
+
+
+def _without_whole_file_scan_failure(issues: list[Issue], path: str) -> list[Issue]:
+    """``issues`` without the security scan's "could not scan" finding (SEC100) for the whole file
+    ``path``: when the loader cannot read the file either, its error says what the file is (a PNG,
+    a truncated zip) and the scan's failure would only repeat the cause, often less clearly."""
+    return [i for i in issues if not (i.rule == "SEC100" and i.where in ("", "$") and i.path in ("", path))]
 
 
 def _reported_by_scan(exc: BaseException, issues: list[Issue], path: str) -> bool:
@@ -370,7 +415,7 @@ def _worker(args: tuple[str, Options]) -> FileResult:
 def validate(
     path_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
-    check_values: bool = False,
+    check_values: bool | None = None,
     require_runnable: bool = False,
     select: list[str] | None = None,
     ignore: list[str] | None = None,
@@ -378,15 +423,20 @@ def validate(
     strict: bool = False,
     jobs: int = 1,
     weights: str | os.PathLike[str] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> ValidationReport:
     """Validate model files (directories are walked) and return one :class:`FileResult` per file
     (a :class:`ValidationReport`: a list that is falsy when there is no finding at all).
+
+    ``check_values`` (default: the config file's ``check-values``, else True) scans every float weight
+    for NaN/Inf and all-zero kernels, streamed in chunks.
 
     ``select``/``ignore`` take rule ids, prefixes (``SEC``) or families (``security``); ``config`` is
     a :class:`ValidateConfig`, a path to a ``.modelgraph.toml``/``pyproject.toml``, or None to use the
     one found from the current folder. ``jobs`` > 1 checks files in that many processes. ``weights``
     attaches a weights file to the one model given (a config-only JSON, or a model whose weights it
-    replaces); a :class:`UsageError` when the paths name several models.
+    replaces); a :class:`UsageError` when the paths name several models. ``progress(done, total,
+    path)`` is called after each file.
     """
     if isinstance(path_or_paths, str | os.PathLike):
         paths: list[str | os.PathLike[str]] = [path_or_paths]
@@ -400,7 +450,7 @@ def validate(
         cfg = read_config_file(config)
     cfg = cfg.merged(select=select, ignore=ignore)
     opts = Options(
-        check_values=check_values or bool(cfg.check_values),
+        check_values=_first_set(check_values, cfg.check_values, True),
         require_runnable=require_runnable or bool(cfg.require_runnable),
         strict=strict or bool(cfg.strict),
         config=cfg,
@@ -409,12 +459,27 @@ def validate(
     targets = expand_paths(paths)
     if weights is not None and len(targets) != 1:
         raise UsageError(f"--weights attaches to one model; the paths name {len(targets)}")
+    results: list[FileResult] = []
     if jobs > 1 and len(targets) > 1:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
-            return ValidationReport(pool.map(_worker, [(t, opts) for t in targets], chunksize=1))
-    return ValidationReport(validate_file(t, opts) for t in targets)
+            for result in pool.map(_worker, [(t, opts) for t in targets], chunksize=1):
+                results.append(result)
+                if progress is not None:
+                    progress(len(results), len(targets), result.path)
+        return ValidationReport(results)
+    for t in targets:
+        results.append(validate_file(t, opts))
+        if progress is not None:
+            progress(len(results), len(targets), t)
+    return ValidationReport(results)
+
+
+def _first_set(*values: bool | None) -> bool:
+    """The first of ``values`` that is not None (a command-line flag, then the config file, then the
+    default)."""
+    return next(bool(v) for v in values if v is not None)
 
 
 def with_strict(results: list[FileResult], strict: bool) -> list[FileResult]:

@@ -7,7 +7,7 @@
     ignore = ["WGT005"]
     severity = { SEC004 = "error", STR009 = "info" }
     strict = false                    # defaults for --strict / --check-values / --require-runnable
-    check-values = false
+    check-values = true
     require-runnable = false
 
     [tool.modelgraph.per-file-ignores]

@@ -294,15 +294,16 @@ _OWN: list[Rule] = [
         "WGT006",
         "error",
         "NaN or Inf weights",
-        "A weight contains NaN or infinite values (checked with --check-values).",
+        "A float weight contains NaN or infinite values (the values are scanned by default, in chunks; "
+        "--no-check-values skips the scan).",
         "Retrain or restore the weights from a checkpoint before the divergence.",
     ),
     _r(
         "WGT007",
         "warning",
         "all-zero kernel",
-        "A kernel/embedding matrix is entirely zero, so the layer outputs only its bias (checked with "
-        "--check-values; biases and statistics may legitimately be zero).",
+        "A kernel/embedding matrix is entirely zero, so the layer outputs only its bias (part of the "
+        "value scan; biases and statistics may legitimately be zero).",
         "Check that the weights were actually trained/loaded before saving.",
     ),
     _r(
@@ -320,6 +321,14 @@ _OWN: list[Rule] = [
         "A stored weight could not be read while checking its values (truncated data, unsupported dtype, "
         "refused HDF5 feature).",
         "Re-save the weights; check the container with the SEC rules.",
+    ),
+    _r(
+        "WGT010",
+        "error",
+        "weights member missing",
+        "A .keras archive (or unzipped .keras folder) has no model.weights.h5 (nor .npz) although its "
+        "layers have weights: Keras's load_model fails on it.",
+        "Save the model again with model.save('model.keras'); do not strip members from the archive.",
     ),
     # --- runtime support ---------------------------------------------------------------------------
     _r(
@@ -347,29 +356,13 @@ _OWN: list[Rule] = [
     ),
 ]
 
-_SEC_HINTS: dict[str, str] = {
-    "SEC001": "Replace the Lambda with a built-in layer or a registered custom layer; never load it with safe_mode=False.",
-    "SEC002": "Replace the serialized function with a registered, named object.",
-    "SEC003": "Refuse the file unless you wrote the module it names.",
-    "SEC004": "Load only with the custom object's code at hand and only if you trust it.",
-    "SEC005": "Refuse the file: loading it unpickles a torch module.",
-    "SEC006": "Refuse the file, or inspect the referenced SavedModel separately.",
-    "SEC007": "Refuse the file: it tries to turn off Keras's safe mode or load other files.",
-    "SEC008": "Embed the vocabulary in the config (a list) instead of a path.",
-    "SEC009": "Replace the legacy Merge layer with Add/Concatenate/... layers.",
-    "SEC010": "Nothing to fix; the op needs TensorFlow to run in Keras.",
-    "SEC011": "Save the model from a call with training=False (or None).",
-    "SEC012": "Replace NaN/Infinity in the config with finite values or null.",
-    "SEC013": "Check that the value is not read by the loader.",
-}
-
 
 def _sec_rules() -> list[Rule]:
     out = []
-    for rid, (severity, meaning) in security.RULES.items():
-        title = meaning.split(":", 1)[0].split("(", 1)[0].strip()
-        hint = _SEC_HINTS.get(rid, "Refuse the file; do not load it with Keras.")
-        out.append(Rule(rid, "security", severity, title, meaning[:1].upper() + meaning[1:] + ".", hint))
+    for rid, sec in security.SECURITY_RULES.items():
+        title = sec.meaning.split(":", 1)[0].split("(", 1)[0].strip()
+        meaning = sec.meaning[:1].upper() + sec.meaning[1:] + "."
+        out.append(Rule(rid, "security", sec.severity, title, meaning, sec.hint))
     return out
 
 
@@ -426,7 +419,7 @@ def rules_markdown() -> str:
         'defaults; change them with `severity = {RULE = "warning"}` under `[tool.modelgraph]` in',
         "`pyproject.toml` or in `.modelgraph.toml`, and silence rules with `ignore` or",
         "`per-file-ignores` (see the README). `RUN` rules are errors with `--require-runnable`;",
-        "`WGT006`/`WGT007` run only with `--check-values`.",
+        "`WGT006`/`WGT007` come from the value scan, on by default (`--no-check-values` skips it).",
         "",
         "Exit codes: 0 no error-severity finding (no warning either with `--strict`), 1 findings, 2 usage error.",
         "",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,8 @@ def _uri(path: str) -> tuple[str, str | None]:
         rel = os.path.relpath(p.resolve(), Path.cwd().resolve())
     except ValueError:
         rel = ""
-    if rel and not rel.startswith(".."):
-        return Path(rel).as_posix(), "%SRCROOT%"
+    if rel and not rel.startswith(".."):  # a relative URI reference: percent-encoded like as_uri()
+        return urllib.parse.quote(Path(rel).as_posix(), safe="/"), "%SRCROOT%"
     return p.resolve().as_uri(), None
 
 

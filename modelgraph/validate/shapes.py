@@ -78,3 +78,30 @@ def weight_shape_flags(result: Any) -> set[tuple[tuple[str, ...], str]]:
                 name = text[len("weight '") :].split("'", 1)[0]
                 out.add(((*p.path, p.layer), name))
     return out
+
+
+def declared_input_issues(graph: ModelGraph, path: str = "") -> list[Issue]:
+    """SHP004 for a model input whose declared ``batch_shape`` (``batch_input_shape``) is not a list
+    of non-negative integer sizes and nulls (``1e400`` parses as infinity, ``-0.0`` and ``2.5`` are
+    floats): the same check ``run`` applies before it plans the model, which refuses such an input."""
+    from modelgraph.shape_rules._base import is_size_list
+
+    issues: list[Issue] = []
+    for ref in graph.inputs:
+        if not graph.has_layer(ref.layer):
+            continue
+        layer = graph.layer(ref.layer)
+        shape = layer.config.get("batch_shape", layer.config.get("batch_input_shape"))
+        if shape is None or is_size_list(shape):
+            continue
+        where = f"layer '{layer.name}'" + (f" ({layer.json_path})" if layer.json_path else "")
+        issues.append(
+            make_issue(
+                "SHP004",
+                f"input layer '{layer.name}' declares shape {shape!r}: not a list of sizes and nulls "
+                "(run refuses it)",
+                where,
+                path=path,
+            )
+        )
+    return issues

@@ -142,7 +142,18 @@ def weight_issues(
                 exp = expected_weights(layer)
             if exp:
                 wanted.append("/".join(lpath))
-        if wanted or unavailable:
+        if wanted and not unavailable and graph.format in ("keras_zip", "keras_dir"):
+            issues.append(
+                make_issue(
+                    "WGT010",
+                    f"the .keras {'archive' if graph.format == 'keras_zip' else 'folder'} has no "
+                    f"model.weights.h5 while {len(wanted)} layer(s) have weights (e.g. '{wanted[0]}'); "
+                    "Keras cannot load it",
+                    "",
+                    path=path,
+                )
+            )
+        elif wanted or unavailable:
             issues.append(
                 make_issue(
                     "WGT008",

@@ -16,10 +16,10 @@ import pytest
 from modelgraph.errors import UnsupportedConfigError
 from modelgraph.loading import load
 from modelgraph.runner import parallel
+from modelgraph.runner.fast import fused
+from modelgraph.runner.fast.fused import ADD_ACTIVATION, CONV_RESIDUAL, INVERTED_BOTTLENECK, ZERO_PADDED
 from modelgraph.runner.fusion import fuse
 from modelgraph.runner.interpreter import Runner
-from modelgraph.runner.kernels import fused
-from modelgraph.runner.kernels.fused import ADD_ACTIVATION, CONV_RESIDUAL, INVERTED_BOTTLENECK, ZERO_PADDED
 from modelgraph.runner.registry import KernelSpec, get_kernel
 
 from .test_kernels_conv_perf_paths import ref_conv, ref_depthwise
@@ -241,9 +241,9 @@ def test_conv_residual_kernel(shape, k, residual_shape, act, bands, monkeypatch)
     monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.GEMM_BLOCK_BYTES", 1 << 12)
     monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.GEMM_MIN_ROWS", 8)
     if shape[0] == 8:
-        monkeypatch.setattr("modelgraph.runner.kernels._winograd.MIN_WORK", 0)
-        monkeypatch.setattr("modelgraph.runner.kernels._winograd.KERNEL_TILES", 0)
-        monkeypatch.setattr("modelgraph.runner.kernels._winograd.GEMM_BLOCK_BYTES", 1 << 14)
+        monkeypatch.setattr("modelgraph.runner.fast.winograd.MIN_WORK", 0)
+        monkeypatch.setattr("modelgraph.runner.fast.winograd.KERNEL_TILES", 0)
+        monkeypatch.setattr("modelgraph.runner.fast.winograd.GEMM_BLOCK_BYTES", 1 << 14)
     rng = np.random.default_rng(sum(shape) + k)
     x = rng.standard_normal(shape).astype(np.float32)
     filters = 8 if residual_shape else shape[-1]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from modelgraph.errors import UnsupportedConfigError
+from modelgraph.runner import fast
 from modelgraph.runner.registry import KernelSpec, get_kernel
 
 GOLDEN_DIR = Path(__file__).resolve().parents[2] / "samples" / "kernels" / "conv"
@@ -48,8 +49,11 @@ def spec_of(
     )
 
 
-def run(golden: dict, **overrides) -> np.ndarray:
-    fn = get_kernel(overrides.get("class_name") or golden["class_name"])(spec_of(golden, **overrides))
+def run(golden: dict, reference: bool = False, **overrides) -> np.ndarray:
+    """The golden's layer run by the plan's kernel (the fast one where there is one), or by its
+    reference kernel."""
+    key = overrides.get("class_name") or golden["class_name"]
+    fn = fast.kernel_for(key, spec_of(golden, **overrides), reference=reference)
     return fn(*golden["inputs"], **golden["kwargs"])
 
 
@@ -73,10 +77,12 @@ def test_goldens_present():
     assert expected <= classes, expected - classes
 
 
+@pytest.mark.parametrize("reference", [False, True], ids=["plan", "reference"])
 @pytest.mark.parametrize("path", GOLDENS, ids=[p.stem for p in GOLDENS])
-def test_golden(path: Path):
+def test_golden(path: Path, reference: bool):
+    """Keras's output, from the plan's kernel and from the reference kernel."""
     golden = load_golden(path)
-    out = run(golden)
+    out = run(golden, reference=reference)
     expected = golden["outputs"][0]
     assert out.shape == expected.shape
     assert out.dtype == expected.dtype

@@ -14,9 +14,11 @@ import itertools
 import numpy as np
 import pytest
 
-from modelgraph.runner.kernels import _conv_utils, conv
+from modelgraph.runner import fast
+from modelgraph.runner.fast import conv
+from modelgraph.runner.kernels import _conv_utils
 from modelgraph.runner.kernels._conv_utils import same_pads
-from modelgraph.runner.registry import KernelSpec, get_kernel
+from modelgraph.runner.registry import KernelSpec
 
 ATOL, RTOL = 1e-5, 1e-4
 
@@ -93,7 +95,7 @@ def _act(out, act):
 
 def _run(class_name, config, weights, x):
     spec = KernelSpec(name="layer", class_name=class_name, config=config, weights=weights)
-    return get_kernel(class_name)(spec)(x)
+    return fast.kernel_for(class_name, spec)(x)
 
 
 def _check(actual, expected):
@@ -273,7 +275,7 @@ def test_scratch_is_reused_and_reported():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 8, 8, 4), dtype=np.float32)
     kernel = rng.standard_normal((3, 3, 4, 4), dtype=np.float32)
-    fn = get_kernel("Conv2D")(KernelSpec("c", "Conv2D", {"filters": 4, "kernel_size": 3, "padding": "same",
+    fn = fast.kernel_for("Conv2D", KernelSpec("c", "Conv2D", {"filters": 4, "kernel_size": 3, "padding": "same",
                                                          "use_bias": False}, {"kernel": kernel}))  # fmt: skip
     first = fn(x)
     kept = first.copy()

@@ -24,15 +24,9 @@ pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 
-#: Samples the fidelity branch added whose features the ONNX exporter does not map yet (they failed
-#: the same way on branch `integrate` before the catalogue merge): strict, so a fix shows up.
-ONNX_GAPS = {
-    "k2_rnn_cells": "no ONNX mapping for the generic RNN(cell) layer yet",
-    "k3_rnn_cells": "no ONNX mapping for the generic RNN(cell) layer yet",
-    "k2_td_conv_rank5": "the ONNX TimeDistributed mapping does not fold rank-5 conv inputs yet",
-    "k3_mask_implicit": "ONNX export applies the tf.keras mask rules; the Keras 3 ones (masks[K3]) not yet",
-    "k3_mask_layers": "ONNX export applies the tf.keras mask rules; the Keras 3 ones (masks[K3]) not yet",
-}
+#: Samples whose features the ONNX exporter does not map yet, by stem, with the reason (strict, so a
+#: fix shows up). Empty: RNN(cell), rank-5 TimeDistributed and Keras 3's mask rules are mapped.
+ONNX_GAPS: dict[str, str] = {}
 
 
 def _marks(stem: str) -> list:

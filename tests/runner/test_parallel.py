@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelgraph.runner import parallel
+from modelgraph.runner import fast, parallel
 from modelgraph.runner.kernels._conv_utils import conv2d_gemm, in_place_epilogue, row_blocks
 
 needs_blas_control = pytest.mark.skipif(
@@ -178,7 +178,7 @@ def test_conv_blocks_give_the_same_numbers_on_any_thread_count(shape, kernel, st
 
 def test_winograd_blocks_give_the_same_numbers_on_any_thread_count(monkeypatch):
     """Winograd's tile blocks spread over threads, each in its own arena, reading one kernel transform."""
-    from modelgraph.runner.kernels._winograd import conv2d_winograd
+    from modelgraph.runner.fast.winograd import conv2d_winograd
 
     rng = np.random.default_rng(4)
     x = rng.standard_normal((4, 13, 12, 16), dtype=np.float32)
@@ -209,7 +209,7 @@ def test_winograd_blocks_give_the_same_numbers_on_any_thread_count(monkeypatch):
     ],
 )
 def test_window_blocks_give_the_same_numbers_on_any_thread_count(class_name, config, monkeypatch):
-    from modelgraph.runner.registry import KernelSpec, get_kernel
+    from modelgraph.runner.registry import KernelSpec
 
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3, 19, 17, 70), dtype=np.float32)
@@ -218,14 +218,14 @@ def test_window_blocks_give_the_same_numbers_on_any_thread_count(class_name, con
         weights = {"kernel": rng.standard_normal((*config["kernel_size"], 70, 1), dtype=np.float32)}
         config = {**config, "use_bias": False}
     monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.DW_BLOCK_BYTES", 1 << 12)
-    monkeypatch.setattr("modelgraph.runner.kernels.conv.DW_BLOCK_BYTES", 1 << 12)
+    monkeypatch.setattr("modelgraph.runner.fast.conv.DW_BLOCK_BYTES", 1 << 12)
     monkeypatch.setattr("modelgraph.runner.kernels.pooling.EW_BLOCK_BYTES", 1 << 12)
     monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
     results = []
     for threads in ("1", "2"):
         monkeypatch.setenv("MODELGRAPH_NUM_THREADS", threads)
         spec = KernelSpec(name="w", class_name=class_name, config=config, weights=weights)
-        results.append(get_kernel(class_name)(spec)(x))
+        results.append(fast.kernel_for(class_name, spec)(x))
     np.testing.assert_array_equal(results[0], results[1])
 
 

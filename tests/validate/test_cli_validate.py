@@ -247,3 +247,70 @@ def test_a_mis_shaped_weight_in_the_attached_file_is_reported(tmp_path: Path) ->
 def test_weights_with_several_models_is_a_usage_error() -> None:
     res = run(str(K2 / "cnn.json"), str(K2 / "mha.json"), "--weights", str(K2 / "mha_weights.h5"))
     assert res.exit_code == 2 and "--weights attaches to one model; the paths name 2" in res.output
+
+
+# --- validate for CI: defaults and exit codes --------------------------------------------------------
+
+
+def test_nan_weights_fail_by_default_and_no_check_values_skips_the_scan(tmp_path: Path) -> None:
+    k, b = M.dense_weights()
+    k[0, 0] = float("nan")
+    bad = M.write_keras(tmp_path / "nan.keras", M.simple(), {"dense": [k, b]})
+    res = run(str(bad))
+    assert res.exit_code == 1 and "WGT006" in res.output, res.output
+    assert run(str(bad), "--check-values").exit_code == 1  # still accepted
+    skipped = run(str(bad), "--no-check-values")
+    assert skipped.exit_code == 0 and "WGT006" not in skipped.output, skipped.output
+
+
+def test_a_keras_archive_without_weights_fails(tmp_path: Path) -> None:
+    stripped = M.write_keras(tmp_path / "stripped.keras", M.simple())
+    res = run(str(stripped))
+    assert res.exit_code == 1 and "WGT010" in res.output, res.output
+
+
+def test_a_folder_lists_what_it_skipped_and_nothing_to_check_is_a_usage_error(tmp_path: Path) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "empty.json").write_text("")
+    (folder / "notes.txt").write_text("hi")
+    res = CliRunner().invoke(cli, ["validate", str(folder)])
+    assert res.exit_code == 2, res.output
+    assert "nothing to check" in res.output and "skipped 2 file(s)" in res.output
+    assert "empty.json" in res.output and "notes.txt" in res.output
+    missing = run(str(tmp_path / "missing.keras"))
+    assert missing.exit_code == 2 and "no such file" in missing.output
+    M.valid_keras(folder / "good.keras")
+    ok = run(str(folder))
+    assert ok.exit_code == 0 and "skipped 2 file(s)" in ok.output and "1 file(s) checked" in ok.output
+
+
+def test_models_only_skips_given_files_that_are_not_models(tmp_path: Path) -> None:
+    package = tmp_path / "package.json"
+    package.write_text('{"name": "web", "version": "1.0.0"}')
+    assert run(str(package)).exit_code == 1  # given by name: checked, and not a model
+    res = run(str(package), "--models-only")
+    assert res.exit_code == 0 and "skipped 1 file(s)" in res.output, res.output
+    model = M.valid_keras(tmp_path / "good.keras")
+    both = run(str(package), str(model), "--models-only")
+    assert both.exit_code == 0 and "1 file(s) checked" in both.output
+
+
+def test_no_color_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = M.write_keras(tmp_path / "stripped.keras", M.simple())
+    coloured = CliRunner().invoke(cli, ["validate", str(bad)], color=True)
+    assert "\x1b[" in coloured.output
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = CliRunner().invoke(cli, ["validate", str(bad)], color=True)
+    assert "\x1b[" not in plain.output and "WGT010" in plain.output
+
+
+def test_pre_commit_hooks_match_json_models_and_tfjs() -> None:
+    text = (REPO / ".pre-commit-hooks.yaml").read_text()
+    patterns = re.findall(r"^  files: (.+)$", text, re.M)
+    entries = re.findall(r"^  entry: (.+)$", text, re.M)
+    assert len(patterns) == len(entries) == 2
+    for pattern, entry in zip(patterns, entries, strict=True):
+        for name in ("m.keras", "w.h5", "m.hdf5", "model.json", "tfjs/model.json", "arch.json"):
+            assert re.search(pattern, name), (pattern, name)
+        assert "--models-only" in entry

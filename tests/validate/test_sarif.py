@@ -85,3 +85,14 @@ def test_cli_sarif_output_parses_and_validates(tmp_path: Path, monkeypatch: pyte
     log = json.loads(clean.stdout)
     jsonschema.validate(log, SCHEMA, cls=jsonschema.Draft4Validator)
     assert log["runs"][0]["results"] == []
+
+
+def test_sarif_uris_are_percent_encoded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A space, '#' or '%' in a path is not a valid URI character: SARIF viewers would misread it."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "my models #1 100%"
+    folder.mkdir()
+    M.write_json(folder / "arch one.json", M.simple())
+    log = sarif_report(validate([folder]))
+    uris = {a["location"]["uri"] for a in log["runs"][0]["artifacts"]}
+    assert uris == {"my%20models%20%231%20100%25/arch%20one.json"}, uris

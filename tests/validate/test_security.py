@@ -683,3 +683,126 @@ def test_sec116_numpy_only_npz_is_a_warning_and_hostile_one_stays_sec107(tmp_pat
     hostile = H.keras_zip(tmp_path / "bad.keras", CLEAN, npz=H.pickled_npz(tmp_path, canary))
     assert rules(scan_path(hostile)) == ["SEC107"]
     assert not os.path.exists(canary)
+
+
+def test_sec117_crc_mismatch_and_local_name_and_near_miss(tmp_path: Path) -> None:
+    """A stored member's byte flipped (its CRC now wrong) and a local header naming another member
+    than the central directory: Keras (zipfile) refuses both archives; the unaltered one is clean."""
+    import zipfile
+
+    clean = tmp_path / "clean.keras"
+    with zipfile.ZipFile(clean, "w") as zf:  # stored, as Keras writes .keras archives
+        zf.writestr("config.json", json.dumps(H.functional([H.dense("d")])))
+        zf.writestr("metadata.json", json.dumps({"keras_version": "3.15.1"}))
+    assert not only(scan_container(clean), "SEC117")
+    data = clean.read_bytes()
+    flipped = tmp_path / "flipped.keras"
+    at = data.index(b'"class_name"')
+    flipped.write_bytes(data[:at] + b"'" + data[at + 1 :])
+    found = only(scan_container(flipped), "SEC117")
+    assert len(found) == 1 and "config.json" in found[0].message and "CRC-32" in found[0].message
+    renamed = tmp_path / "renamed.keras"
+    renamed.write_bytes(data.replace(b"metadata.json", b"metadataXjson", 1))
+    found = only(scan_container(renamed), "SEC117")
+    assert len(found) == 1 and "metadataXjson" in found[0].message
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {
+            "module": "keras.utils",
+            "class_name": "get_file",
+            "config": {"origin": "https://x"},
+            "registered_name": None,
+        },
+        {"module": "keras.models", "class_name": "load_model", "config": {}, "registered_name": None},
+        {"module": "keras.config", "class_name": "enable_unsafe_deserialization", "config": {}},
+        {
+            "module": None,
+            "class_name": "GlorotUniform",
+            "config": {},
+            "registered_name": "keras.utils>get_file",
+        },
+    ],
+)
+@pytest.mark.parametrize("field", ["kernel_initializer", "kernel_regularizer", "kernel_constraint", "nested"])
+def test_sec007_gadget_objects_anywhere_are_errors(obj: dict, field: str) -> None:
+    """A {module, class_name} / registered_name object naming a gadget is an error in any field Keras
+    deserialises, not only in a function field."""
+    if field == "nested":
+        layer = H.dense(
+            "d", kernel_initializer={"class_name": "VarianceScaling", "config": {"inner": {"x": [obj]}}}
+        )
+    else:
+        layer = H.dense("d", **{field: obj})
+    found = only(scan_config(H.functional([layer])), "SEC007")
+    assert len(found) == 1 and found[0].severity == "error", scan_config(H.functional([layer]))
+
+
+def test_sec007_near_miss_keras_objects_are_not_gadgets() -> None:
+    layer = H.dense(
+        "d",
+        kernel_initializer={"module": "keras.initializers", "class_name": "GlorotUniform", "config": {}},
+        kernel_regularizer={"module": "keras.regularizers", "class_name": "L2", "config": {"l2": 0.01}},
+    )
+    assert not only(scan_config(H.functional([layer])), "SEC007")
+
+
+def test_sec118_hdf5_structure_bounds_and_near_miss(tmp_path: Path) -> None:
+    """A legacy layer_names listing one name twice, and groups nested past the depth bound; the
+    tf_keras sample itself is clean."""
+    import shutil
+
+    import h5py
+
+    sample = Path(__file__).resolve().parents[2] / "samples" / "k2" / "cnn.h5"
+    assert not only(scan_container(sample), "SEC118")
+    dup = tmp_path / "dup.h5"
+    shutil.copy(sample, dup)
+    with h5py.File(dup, "r+") as f:
+        names = list(f["model_weights"].attrs["layer_names"])
+        f["model_weights"].attrs["layer_names"] = np.array([*names, names[1]], dtype="S")
+    found = only(scan_container(dup), "SEC118")
+    assert len(found) == 1 and "2 times" in found[0].message
+    deep = tmp_path / "deep.h5"
+    shutil.copy(sample, deep)
+    with h5py.File(deep, "r+") as f:
+        group = f.create_group("x")
+        for _ in range(100):
+            group = group.create_group("g")
+    found = only(scan_container(deep), "SEC118")
+    assert len(found) == 1 and "nested deeper" in found[0].message
+
+
+def _lambda_model() -> dict:
+    return H.functional([H.keras3_lambda("evil", H.lambda_code("lambda x: __import__('os').system('id')"))])
+
+
+def test_sec119_polyglots_are_errors_and_both_parts_are_scanned(tmp_path: Path) -> None:
+    """An HDF5 model followed by a .keras zip (zipfile, so Keras with a .keras name, reads the zip)
+    and a .keras zip in an HDF5 user block (h5py reads the HDF5 after it): each is SEC119, and the
+    Lambda hidden in the part the other reader would use is found (SEC001)."""
+    import h5py
+
+    clean_h5 = H.legacy_h5(tmp_path / "clean.h5", {"class_name": "Sequential", "config": {"layers": []}})
+    evil_zip = H.keras_zip(tmp_path / "evil.keras", _lambda_model())
+    appended = tmp_path / "appended.h5"
+    appended.write_bytes(clean_h5.read_bytes() + evil_zip.read_bytes())
+    found = scan_path(appended)
+    assert "SEC119" in rules(found) and "SEC001" in rules(found), rules(found)
+
+    clean_zip = H.keras_zip(tmp_path / "clean.keras", CLEAN)
+    zip_bytes = clean_zip.read_bytes()
+    block = 512
+    while block < len(zip_bytes):
+        block *= 2
+    hidden = tmp_path / "userblock.keras"
+    with h5py.File(hidden, "w", userblock_size=block) as f:
+        f.attrs["model_config"] = json.dumps(_lambda_model())
+    with open(hidden, "r+b") as fh:
+        fh.write(zip_bytes)
+    found = scan_path(hidden)
+    assert "SEC119" in rules(found) and "SEC001" in rules(found), rules(found)
+
+    assert "SEC119" not in rules(scan_path(clean_zip)) and "SEC119" not in rules(scan_path(clean_h5))

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _models as M  # noqa: E402
 
 from modelgraph.validate import weights as W  # noqa: E402
-from modelgraph.validate.api import Options, validate_file  # noqa: E402
+from modelgraph.validate.api import Options, validate, validate_file  # noqa: E402
 
 
 def _issues(path: Path, **opts: Any) -> list[Any]:
@@ -90,21 +90,32 @@ def test_quantized_layers_are_not_dtype_errors(tmp_path: Path) -> None:
     assert "WGT004" not in _rules(_keras(tmp_path, "q", [k.astype("int8"), b], cfg))
 
 
-def test_wgt006_nan_inf_only_with_check_values(tmp_path: Path) -> None:
+def test_wgt006_nan_inf_by_default_and_skipped_with_no_check_values(tmp_path: Path) -> None:
     k, b = M.dense_weights()
     k[0, 0] = np.nan
     k[1, 1] = np.inf
     bad = _keras(tmp_path, "bad", [k, b])
-    assert "WGT006" not in _rules(bad)
-    hits = [i for i in _issues(bad, check_values=True) if i.rule == "WGT006"]
-    assert hits and "1 NaN, 1 Inf" in hits[0].message
-    assert "WGT006" not in _rules(M.valid_keras(tmp_path / "good.keras"), check_values=True)
+    assert "WGT006" not in _rules(bad, check_values=False)
+    hits = [i for i in _issues(bad) if i.rule == "WGT006"]
+    assert hits and "1 NaN, 1 Inf" in hits[0].message and hits[0].severity == "error"
+    assert "WGT006" not in _rules(M.valid_keras(tmp_path / "good.keras"))
+    results = validate(str(bad))  # the public entry point scans values by default too
+    assert not results[0].ok and "WGT006" in [i.rule for i in results[0].issues]
 
 
 def test_wgt007_all_zero_kernel_but_not_zero_bias(tmp_path: Path) -> None:
     k, b = M.dense_weights()
     assert "WGT007" in _rules(_keras(tmp_path, "bad", [np.zeros_like(k), b]), check_values=True)
     assert "WGT007" not in _rules(_keras(tmp_path, "good", [k, np.zeros_like(b)]), check_values=True)
+
+
+def test_wgt010_keras_archive_without_weights_is_an_error(tmp_path: Path) -> None:
+    """Keras's load_model fails on a .keras without model.weights.h5 when layers have weights; a
+    to_json() file without weights stays WGT008 (info)."""
+    stripped = M.write_keras(tmp_path / "stripped.keras", M.simple())
+    result = validate_file(str(stripped), Options())
+    assert [i.rule for i in result.issues] == ["WGT010"] and not result.ok
+    assert "WGT010" not in _rules(M.valid_keras(tmp_path / "good.keras"))
 
 
 def test_wgt008_architecture_only_is_info(tmp_path: Path) -> None:

@@ -138,6 +138,34 @@ def fused_activation(spec: KernelSpec) -> Activation | None:
     return None if activation_name(value) == "linear" else act
 
 
+# Activations that normalise or split along the last axis: they do not commute with a change of layout.
+AXIS_ACTIVATIONS = frozenset({"softmax", "log_softmax", "sparsemax", "glu"})
+
+
+def layout_activation(spec: KernelSpec, fmt: str) -> tuple[Any, Activation | None, Activation | None]:
+    """``(value, act, after)``: the activation a conv kernel fuses into its channels-last compute
+    (its config value and function, None for linear) and the one it applies to its output after moving
+    it back to ``fmt`` (None: nothing left). Keras applies a conv's activation to the output as laid out,
+    so a ``channels_first`` conv's ``softmax`` normalises the last, spatial axis: an activation of
+    ``AXIS_ACTIVATIONS`` in ``channels_first`` runs after the move; element-wise ones fuse."""
+    value = spec.get("activation")
+    act = fused_activation(spec)
+    if fmt == "channels_first" and activation_name(value) in AXIS_ACTIVATIONS:
+        return "linear", None, act
+    return value, act, None
+
+
+def then_activate(run: Callable[..., np.ndarray], after: Activation | None) -> Callable[..., np.ndarray]:
+    """``run`` followed by ``after`` (``run`` itself when ``after`` is None)."""
+    if after is None:
+        return run
+
+    def activated(*args: Any) -> np.ndarray:
+        return after(run(*args))
+
+    return activated
+
+
 def same_pads(size: int, kernel: int, stride: int, dilation: int = 1) -> tuple[int, int]:
     """TF ``SAME`` padding for one axis: the extra pixel goes after."""
     effective = (kernel - 1) * dilation + 1
@@ -216,6 +244,21 @@ def strided_view(base: np.ndarray, shape: Sequence[int], strides: Sequence[int])
     return np.lib.stride_tricks.as_strided(base, tuple(shape), tuple(strides), writeable=False)
 
 
+def effective_strides(x: np.ndarray) -> tuple[int, ...]:
+    """``x``'s byte strides, with the stride a C-ordered array would have on every axis of length 1:
+    NumPy leaves those arbitrary (an array moved from channels_first with one channel is C-contiguous
+    with a last-axis stride of a whole image), and they are never stepped along."""
+    if 1 not in x.shape:
+        return x.strides
+    canonical = x.itemsize
+    strides = list(x.strides)
+    for axis in range(x.ndim - 1, -1, -1):
+        if x.shape[axis] == 1:
+            strides[axis] = canonical
+        canonical = strides[axis] * x.shape[axis] if x.shape[axis] != 1 else canonical
+    return tuple(strides)
+
+
 def row_patches(
     x: np.ndarray, out: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilation: Sequence[int]
 ) -> np.ndarray:
@@ -225,9 +268,13 @@ def row_patches(
     of ``kernel[-1] * C`` values, and one copy of the view is the whole im2col matrix. (A copy per
     leading tap took 1.3-1.7x as long: more calls, each writing a strided destination.)"""
     rank = len(kernel)
-    st = x.strides
-    if dilation[-1] != 1 or st[-1] != x.itemsize or st[-2] != x.shape[-1] * x.itemsize:
-        raise ValueError("row_patches needs contiguous rows and no dilation along the last axis")
+    if dilation[-1] != 1:
+        raise ValueError("row_patches needs no dilation along the last axis")
+    st = effective_strides(x)
+    if st[-1] != x.itemsize or st[-2] != x.shape[-1] * x.itemsize:
+        # Rows that are not contiguous (a transposed or sliced array): a C-ordered copy.
+        x = np.array(x, order="C")
+        st = effective_strides(x)
     return strided_view(
         x,
         (x.shape[0], *out, *kernel[:-1], kernel[-1] * x.shape[-1]),
@@ -671,7 +718,7 @@ def depthwise_slab(
     kh, kw = kernel.shape[:2]
     sh, sw = strides
     if tiled is None or dilation[1] != 1 or (sw > 1 and width >= PHASES_BELOW_CHANNELS):
-        s_n, s_h, s_w, s_c = src.strides
+        s_n, s_h, s_w, s_c = effective_strides(src)
         view = strided_view(
             src,
             (nb, hb, ow, kh, kw, width),
@@ -689,7 +736,7 @@ def depthwise_slab(
             pixels = taps - 1 + ow
             columns = scratch(3, (nb, src.shape[1], pixels, width), src.dtype)
             columns[...] = src[:, :, phase : phase + (pixels - 1) * sw + 1 : sw]
-        s_n, s_h, s_w, s_c = columns.strides
+        s_n, s_h, s_w, s_c = effective_strides(columns)
         view = strided_view(
             columns, (nb, hb, kh, taps, ow * width), (s_n, s_h * sh, s_h * dilation[0], s_w, s_c)
         )

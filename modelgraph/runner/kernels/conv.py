@@ -1,12 +1,15 @@
-"""Kernels: conv family (see modelgraph/runner/registry.py for the contract).
+"""Reference kernels: conv family (see modelgraph/runner/registry.py for the contract).
 
-Semantics (docs/formats.md, "Convolution and pooling numerics"): TF ``SAME`` padding puts the extra pixel after; ``causal`` pads
-``(k-1)*d`` on the left; kernels are ``(k..., in/groups, filters)``, transposed kernels
-``(k..., filters, in)``, depthwise ``(k..., in, depth_multiplier)`` with output channel ``c*dm + m``.
+Plain NumPy that states Keras's semantics; the speed paths (im2col/GEMM blocking, Winograd, fused
+bottlenecks, threading) live in ``modelgraph/runner/fast/conv.py`` and are chosen at plan time in
+place of these (``modelgraph run --reference``, ``Runner(graph, reference=True)`` runs these only).
 
-Speed: weights are reshaped once in the factory; a dense conv is one im2col copy plus one matmul
-(1x1 convs are a plain matmul), depthwise convs (and grouped convs with one input channel per group)
-loop over kernel taps only, transposed convs are one matmul plus a scatter-add per tap.
+Semantics (docs/runner.md, "Convolutions"): TF ``SAME`` padding puts the extra pixel after;
+``causal`` pads ``(k-1)*d`` on the left; kernels are ``(k..., in/groups, filters)`` with the
+filters of group g at ``g*filters/groups ...``, transposed kernels ``(k..., filters, in)``, depthwise
+``(k..., in, depth_multiplier)`` with output channel ``c*dm + m``; a separable conv is a depthwise
+conv (no bias) then a 1x1 conv. The bias is added, then the activation applied, to the output as
+laid out (a ``channels_first`` conv's ``softmax`` normalises its last, spatial axis).
 """
 
 from __future__ import annotations
@@ -17,50 +20,24 @@ from typing import Any
 import numpy as np
 
 from modelgraph.catalogue.conv import check_groups
-from modelgraph.runner.activations import Activation
+from modelgraph.runner.activations import activation_name, get_activation
 from modelgraph.runner.kernels._conv_utils import (
-    DEPTHWISE_WORK,
-    DW_BLOCK_BYTES,
-    Epilogue,
-    Pads,
-    Region,
     check_keys,
-    conv2d_gemm,
     data_format,
-    depthwise_slab,
-    depthwise_tiled,
     depthwise_weight_name,
     float_dtype,
     from_last,
-    fused_activation,
-    im2col,
-    in_place_epilogue,
     int_tuple,
     out_sizes,
     pad_spatial,
     padding_mode,
-    row_blocks,
-    slab,
-    spread_parts,
-    tap_reduce,
     taps,
     to_last,
-    window2d,
     window_pads,
-    window_rows,
-    with_residual,
 )
-from modelgraph.runner.kernels._winograd import (
-    conv2d_winograd,
-    use_winograd,
-    winograd_eligible,
-    winograd_kernel,
-    worth_keeping,
-)
-from modelgraph.runner.parallel import for_each
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
-_CONV_KEYS = (
+CONV_KEYS = (
     "filters",
     "kernel_size",
     "strides",
@@ -71,19 +48,34 @@ _CONV_KEYS = (
     "activation",
     "use_bias",
 )
+# tf.keras DepthwiseConv* configs also carry Conv's "filters" (None) and "groups" (1).
+DEPTHWISE_KEYS = (
+    "kernel_size",
+    "strides",
+    "padding",
+    "data_format",
+    "dilation_rate",
+    "depth_multiplier",
+    "activation",
+    "use_bias",
+    "filters",
+    "groups",
+)
 
 
-def _weight(spec: KernelSpec, name: str, dtype: np.dtype) -> np.ndarray:
+def weight(spec: KernelSpec, name: str, dtype: np.dtype) -> np.ndarray:
+    """A float weight in the kernel's compute dtype."""
     return np.asarray(spec.weight(name), dtype=dtype)
 
 
-def _bias(spec: KernelSpec, dtype: np.dtype, size: int) -> np.ndarray | None:
+def bias_of(spec: KernelSpec, dtype: np.dtype, size: int) -> np.ndarray | None:
+    """The layer's bias (None with ``use_bias=False``), checked to hold ``size`` values."""
     use_bias = spec.get("use_bias", True)
     if use_bias not in (True, False, None):
         raise spec.unsupported("use_bias", use_bias)
     if use_bias is False:
         return None
-    bias = _weight(spec, "bias", dtype).reshape(-1)
+    bias = weight(spec, "bias", dtype).reshape(-1)
     if bias.shape != (size,):
         raise ValueError(
             f"{spec.class_name} layer '{spec.name}': bias shape {bias.shape}, expected ({size},)"
@@ -91,7 +83,8 @@ def _bias(spec: KernelSpec, dtype: np.dtype, size: int) -> np.ndarray | None:
     return bias
 
 
-def _check_kernel(spec: KernelSpec, kernel: np.ndarray, kernel_size: tuple[int, ...], rank: int) -> None:
+def check_kernel(spec: KernelSpec, kernel: np.ndarray, kernel_size: tuple[int, ...], rank: int) -> None:
+    """A kernel of rank ``rank + 2`` whose leading axes are ``kernel_size``."""
     if kernel.ndim != rank + 2 or tuple(kernel.shape[:rank]) != kernel_size:
         raise ValueError(
             f"{spec.class_name} layer '{spec.name}': kernel shape {kernel.shape} does not match "
@@ -99,301 +92,136 @@ def _check_kernel(spec: KernelSpec, kernel: np.ndarray, kernel_size: tuple[int, 
         )
 
 
-def _finish(
-    out: np.ndarray, bias: np.ndarray | None, act: Callable[[np.ndarray], np.ndarray] | None, fmt: str
-) -> np.ndarray:
-    if bias is not None:
-        out += bias
-    if act is not None:
-        out = act(out)
-    return from_last(out, fmt)
+def groups_of(spec: KernelSpec, filters: int | None = None) -> int:
+    """The ``groups`` option (1 when absent), checked by the one rule shape inference uses
+    (:func:`modelgraph.catalogue.conv.check_groups`), with the kernel's ``filters`` when given."""
+    try:
+        groups = check_groups(spec.get("groups"), None, None)
+    except TypeError:
+        raise spec.unsupported("groups", spec.get("groups")) from None
+    try:
+        return check_groups(groups, None, filters)
+    except ValueError as exc:
+        raise ValueError(f"{spec.class_name} layer '{spec.name}': {exc}") from None
 
 
-def _as_2d(
-    x: np.ndarray, pads: Pads, kernel: tuple[int, ...], strides: tuple[int, ...], dilation: tuple[int, ...]
-) -> tuple[np.ndarray, Pads, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    """A C-ordered ``(B, H, W, C)`` view of a rank-1 or rank-2 channels-last problem."""
-    x = np.ascontiguousarray(x)
-    if x.ndim == 3:
-        return x[:, None], [(0, 0), *pads], (1, *kernel), (1, *strides), (1, *dilation)
-    return x, pads, kernel, strides, dilation
-
-
-# From this many (output) channels on, one einsum per block beats a multiply and an add per tap:
-# its inner loop runs over the channels, fusing the multiply-adds of all taps without temporaries.
-EINSUM_MIN_CHANNELS = 64
-
-
-def _depthwise_2d(
-    x: np.ndarray,
-    kernel: np.ndarray,
-    strides: tuple[int, ...],
-    dilation: tuple[int, ...],
-    pads: Pads,
-    epilogue: Epilogue,
-) -> np.ndarray:
-    """Depthwise conv of an unpadded rank-1/2 channels-last array, kernel ``(k..., C, M)``, one block of
-    output rows at a time (padded rows in a scratch slab, ``epilogue`` while the block is in cache).
-
-    Without column dilation: one einsum per block (per column phase when strided) whose inner loop
-    runs over whole output rows. With it, wide layers: one ``einsum`` over a strided (pixels, taps,
-    channels) view of the slab; narrow ones (where einsum's channel inner loop is too short): one
-    multiply and one add per tap.
-    """
-    x2, pads2, ks, st, dil = _as_2d(x, pads, kernel.shape[:-2], strides, dilation)
-    channels, mult = kernel.shape[-2:]
-    width = channels * mult
-    flat = kernel.reshape(*ks, width)
-    if dil[1] == 1:
-        # Each tap's window of one output row is a contiguous run of out_width * width values (of one
-        # column phase when strided): the kernel tiled along the row lets one einsum cover it.
-        padded = [n + b + a for n, (b, a) in zip(x2.shape[1:3], pads2, strict=True)]
-        tiled = depthwise_tiled(flat, out_sizes(padded, ks, st, dil)[1])
-        out = _depthwise_blocks(x2, flat, tiled, st, dil, pads2, epilogue, mult)
-    elif width < EINSUM_MIN_CHANNELS:
-        by_tap = kernel.reshape(-1, width)
-
-        def first(dst: np.ndarray, src: np.ndarray, tap: int) -> None:
-            np.multiply(src, by_tap[tap], out=dst)
-
-        def step(dst: np.ndarray, src: np.ndarray, tmp: np.ndarray, tap: int) -> None:
-            np.multiply(src, by_tap[tap], out=tmp)
-            np.add(dst, tmp, out=dst)
-
-        def finish(dst: np.ndarray, h0: int, h1: int) -> None:
-            epilogue(dst, None)
-
-        out = window2d(x2, ks, st, dil, pads2, 0.0, first, step, finish, repeat=mult)
-    else:
-        out = _depthwise_blocks(x2, flat, None, st, dil, pads2, epilogue, mult)
-    return out[:, 0] if x.ndim == 3 else out
-
-
-def _depthwise_blocks(
-    x: np.ndarray,
-    kernel: np.ndarray,
-    tiled: np.ndarray | None,
-    strides: tuple[int, ...],
-    dilation: tuple[int, ...],
-    pads: Pads,
-    epilogue: Epilogue,
-    mult: int,
-) -> np.ndarray:
-    """Depthwise conv a block of output rows at a time: padded input rows to a scratch slab, then
-    :func:`depthwise_slab`, then ``epilogue`` while the block is in cache."""
-    batch, width = x.shape[0], kernel.shape[-1]
-    kh = kernel.shape[0]
-    padded = [n + b + a for n, (b, a) in zip(x.shape[1:3], pads, strict=True)]
-    oh, ow = out_sizes(padded, kernel.shape[:2], strides, dilation)
-    out = np.empty((batch, oh, ow, width), dtype=x.dtype)
-    target = max(1, DW_BLOCK_BYTES // (width * x.itemsize))
-
-    def block(rows: tuple[int, int, int, int]) -> None:
-        n0, n1, h0, h1 = rows
-        r0, r1 = window_rows(h0, h1, kh, strides[0], dilation[0])
-        src = slab(x, n0, n1, r0, r1, pads, 0.0, 0)
-        if mult > 1:
-            src = np.repeat(src, mult, axis=-1)
-        dst = out[n0:n1, h0:h1]
-        depthwise_slab(src, kernel, tiled, strides, dilation, dst)
-        epilogue(dst, (slice(n0, n1), slice(h0, h1)))
-
-    # Blocks write disjoint output rows (scratch slabs are per thread): spread them when big enough.
-    work = batch * oh * ow * width * kernel.shape[0] * kernel.shape[1] * DEPTHWISE_WORK
-    for_each(block, row_blocks(batch, oh, ow, target, spread_parts(work)), work)
-    return out
-
-
-def _depthwise_core(
-    x: np.ndarray,
-    kernel: np.ndarray,
-    strides: tuple[int, ...],
-    dilation: tuple[int, ...],
-) -> np.ndarray:
-    """Depthwise conv of a padded channels-last array; kernel ``(k..., C, M)`` -> ``(B, *out, C*M)``.
-
-    Output channel ``c*M + m`` reads input channel ``c``: for M > 1 the input channels are repeated
-    M times so every tap is one element-wise multiply-add over contiguous channels.
-    """
-    ks = kernel.shape[:-2]
-    channels, mult = kernel.shape[-2:]
-    if mult > 1:
-        x = np.repeat(x, mult, axis=-1)
-    flat = kernel.reshape(*ks, channels * mult)
-    scratch = np.empty(0, dtype=x.dtype)
-
-    def first(dst: np.ndarray, src: np.ndarray, tap: tuple[int, ...]) -> None:
-        np.multiply(src, flat[tap], out=dst)
-
-    def step(dst: np.ndarray, src: np.ndarray, tap: tuple[int, ...]) -> None:
-        nonlocal scratch
-        if scratch.size < dst.size:
-            scratch = np.empty(dst.size, dtype=x.dtype)
-        tmp = scratch[: dst.size].reshape(dst.shape)
-        np.multiply(src, flat[tap], out=tmp)
-        np.add(dst, tmp, out=dst)
-
-    return tap_reduce(x, ks, strides, dilation, channels * mult, first, step)
-
-
-def _no_epilogue(block: np.ndarray, region: Region | None) -> None:
-    return None
-
-
-def _make_conv(
-    spec: KernelSpec,
-    rank: int,
-    residual_activation: tuple[Any, Activation | None] | None = None,
-    pre_pads: Pads | None = None,
-) -> Kernel:
-    """A conv kernel ``run(x)``; with ``residual_activation`` (the name and function of the activation
-    after a merged sum; a linear channels-last Conv2D only), a kernel ``run(x, residual)``, see
-    :func:`conv2d_with_residual`;
-    with ``pre_pads`` (a rank-1/2 conv with groups 1), the input zero-padded by them first."""
-    check_keys(spec, _CONV_KEYS)
-    dtype = float_dtype(spec)
+def depthwise_params(spec: KernelSpec, rank: int) -> tuple[Any, ...]:
+    """``(data_format, kernel_size, strides, dilation, padding mode, depth_multiplier)``."""
     fmt = data_format(spec)
     kernel_size = int_tuple(spec, "kernel_size", rank, None)
     strides = int_tuple(spec, "strides", rank, 1)
     dilation = int_tuple(spec, "dilation_rate", rank, 1)
     mode = padding_mode(spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
-    try:
-        groups = check_groups(spec.get("groups"), None, None)
-    except TypeError:
-        raise spec.unsupported("groups", spec.get("groups")) from None
-    kernel = _weight(spec, "kernel", dtype)
-    _check_kernel(spec, kernel, kernel_size, rank)
+    mult = spec.get("depth_multiplier", 1)
+    if not isinstance(mult, int) or isinstance(mult, bool) or mult < 1:
+        raise spec.unsupported("depth_multiplier", mult)
+    return fmt, kernel_size, strides, dilation, mode, mult
+
+
+# --- the reference computations (channels-last, already padded) --------------------------------
+
+
+def reference_conv(
+    x: np.ndarray, kernel: np.ndarray, strides: tuple[int, ...], dilation: tuple[int, ...], groups: int
+) -> np.ndarray:
+    """``y[b, o..., f] = sum over taps t and the channels c of f's group of
+    x[b, o*s + t*d, c] * kernel[t, c, f]`` for a padded channels-last ``x``."""
+    ks = kernel.shape[:-2]
     cin_g, filters = kernel.shape[-2:]
-    try:
-        check_groups(groups, None, filters)
-    except ValueError as exc:
-        raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape}: {exc}") from None
-    if spec.get("filters") not in (None, filters):
-        raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs filters/groups")
-    cin = cin_g * groups
-    if pre_pads is not None and (rank > 2 or groups != 1):
-        raise spec.unsupported("pads", pre_pads)
-    bias = _bias(spec, dtype, filters)
-    act = fused_activation(spec)
-    ktot = int(np.prod(kernel_size))
+    f_g = filters // groups
+    out = out_sizes(x.shape[1:-1], ks, strides, dilation)
+    y = np.zeros((x.shape[0], *out, filters), dtype=x.dtype)
+    for tap, window in taps(ks, strides, dilation, out):
+        patch = x[(slice(None), *window)]
+        for g in range(groups):
+            y[..., g * f_g : (g + 1) * f_g] += (
+                patch[..., g * cin_g : (g + 1) * cin_g] @ kernel[tap][:, g * f_g : (g + 1) * f_g]
+            )
+    return y
 
-    if groups > 1 and cin_g == 1:
-        # One input channel per group (ConvNeXt's depthwise-as-groups): a depthwise conv.
-        depthwise = np.ascontiguousarray(kernel.reshape(*kernel_size, groups, filters // groups))
-        if rank <= 2:
-            epilogue = in_place_epilogue(bias, spec.get("activation"), act)
 
-            def run_dw(inputs: Any) -> np.ndarray:
-                x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-                if x.ndim != rank + 2 or x.shape[-1] != cin:
-                    raise ValueError(
-                        f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}"
-                    )
-                pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
-                return from_last(_depthwise_2d(x, depthwise, strides, dilation, pads, epilogue), fmt)
+def reference_depthwise(
+    x: np.ndarray, kernel: np.ndarray, strides: tuple[int, ...], dilation: tuple[int, ...]
+) -> np.ndarray:
+    """``y[b, o..., c*M + m] = sum over taps t of x[b, o*s + t*d, c] * kernel[t, c, m]``."""
+    ks = kernel.shape[:-2]
+    channels, mult = kernel.shape[-2:]
+    out = out_sizes(x.shape[1:-1], ks, strides, dilation)
+    y = np.zeros((x.shape[0], *out, channels, mult), dtype=x.dtype)
+    for tap, window in taps(ks, strides, dilation, out):
+        y += x[(slice(None), *window)][..., None] * kernel[tap]
+    return y.reshape(*y.shape[:-2], channels * mult)
 
-            return run_dw
 
-        def core(x: np.ndarray) -> np.ndarray:
-            return _depthwise_core(x, depthwise, strides, dilation)
+def transpose_length(
+    size: int, kernel: int, stride: int, dilation: int, mode: str, output_padding: int | None
+) -> int:
+    """Output length of a transposed conv (Keras ``compute_conv_transpose_output_shape``)."""
+    effective = (kernel - 1) * dilation + 1
+    if mode == "valid":
+        extra = max(effective, stride) - effective if output_padding is None else output_padding
+        return (size - 1) * stride + effective + extra
+    if output_padding is None:
+        return size * stride
+    return (size - 1) * stride + effective % 2 + output_padding
 
-    elif groups > 1:
-        fg = filters // groups
-        # (k..., cg, G*fg) -> (G, k*cg, fg), matching im2col's (taps..., channel) column order.
-        grouped = np.ascontiguousarray(kernel.reshape(ktot * cin_g, groups, fg).transpose(1, 0, 2))
 
-        def core(x: np.ndarray) -> np.ndarray:
-            out = out_sizes(x.shape[1:-1], kernel_size, strides, dilation)
-            cols = im2col(x, kernel_size, strides, dilation, groups)
-            y = np.matmul(cols, grouped)  # (G, N, fg)
-            return y.transpose(1, 0, 2).reshape(x.shape[0], *out, filters)
+# --- kernels ------------------------------------------------------------------------------------
 
-    elif rank <= 2:
-        flat = np.ascontiguousarray(kernel.reshape(ktot * cin, filters))
-        # 3x3 stride-1 float32 Conv2D: Winograd F(2x2, 3x3) when the call is big enough to gain.
-        winograd = rank == 2 and winograd_eligible(kernel_size, strides, dilation, dtype)
-        # Its transformed kernel, when worth keeping, is made by the first call that runs Winograd and
-        # kept (16/9 of the kernel): layers that never run it (small inputs) never hold one.
-        keep = winograd and worth_keeping(cin, filters)
-        transformed: list[np.ndarray] = []
 
-        def compute(x: np.ndarray, epilogue: Epilogue) -> np.ndarray:
-            """The conv of a channels-last input, ``epilogue`` run on every output block."""
-            if x.ndim != rank + 2 or x.shape[-1] != cin:
-                raise ValueError(f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}")
-            pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
-            x2, pads2, ks, st, dil = _as_2d(x, pads, kernel_size, strides, dilation)
-            if winograd and use_winograd(x2.shape, pads2, filters):
-                if keep and not transformed:
-                    transformed.append(winograd_kernel(flat))
-                out = conv2d_winograd(x2, flat, pads2, epilogue, kernel=transformed[0] if keep else None)
-            else:
-                out = conv2d_gemm(x2, flat, ks, st, dil, pads2, epilogue)
-            return out[:, 0] if rank == 1 else out
-
-        if residual_activation is not None:
-            if rank != 2 or act is not None or fmt != "channels_last":
-                raise spec.unsupported("activation", spec.get("activation"))
-
-            act_value, post = residual_activation
-
-            def run_residual(inputs: Any, residual: Any) -> np.ndarray:
-                x = np.asarray(inputs, dtype=dtype)
-                shape = None
-                if x.ndim == 4:
-                    pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
-                    padded = [n + a + b for n, (a, b) in zip(x.shape[1:-1], pads, strict=True)]
-                    shape = (x.shape[0], *out_sizes(padded, kernel_size, strides, dilation), filters)
-                return with_residual(lambda ep: compute(x, ep), bias, act_value, post, residual, shape, dtype)
-
-            return run_residual
-        epilogue = in_place_epilogue(bias, spec.get("activation"), act)
-
-        def run2d(inputs: Any) -> np.ndarray:
-            return from_last(compute(to_last(np.asarray(inputs, dtype=dtype), fmt), epilogue), fmt)
-
-        return run2d
-
-    elif ktot == 1:
-        flat = np.ascontiguousarray(kernel.reshape(cin, filters))
-
-        def core(x: np.ndarray) -> np.ndarray:
-            if any(s != 1 for s in strides):
-                x = x[(slice(None), *(slice(None, None, s) for s in strides))]
-            return (x.reshape(-1, cin) @ flat).reshape(*x.shape[:-1], filters)
-
-    else:
-        flat = np.ascontiguousarray(kernel.reshape(ktot * cin, filters))
-
-        def core(x: np.ndarray) -> np.ndarray:
-            out = out_sizes(x.shape[1:-1], kernel_size, strides, dilation)
-            return (im2col(x, kernel_size, strides, dilation) @ flat).reshape(x.shape[0], *out, filters)
+def _laid_out(
+    spec: KernelSpec,
+    rank: int,
+    channels: int,
+    bias: np.ndarray | None,
+    compute: Callable[[np.ndarray], np.ndarray],
+) -> Kernel:
+    """``run(x)``: ``x`` moved to channels-last, ``compute`` (unpadded channels-last in and out), the
+    bias, the output moved back to the layer's layout, then the activation on it as laid out."""
+    dtype = float_dtype(spec)
+    fmt = data_format(spec)
+    value = spec.get("activation")
+    act = (
+        None
+        if activation_name(value) == "linear"
+        else get_activation(value, spec.keras_version, spec.class_name)
+    )
 
     def run(inputs: Any) -> np.ndarray:
         x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-        if x.ndim != rank + 2 or x.shape[-1] != cin:
-            raise ValueError(f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}")
-        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
-        return _finish(core(pad_spatial(x, pads)), bias, act, fmt)
+        if x.ndim != rank + 2 or x.shape[-1] != channels:
+            raise ValueError(
+                f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
+            )
+        y = compute(x)
+        if bias is not None:
+            y = y + bias
+        y = from_last(y, fmt)
+        return y if act is None else act(y)
 
     return run
 
 
-def padded_conv2d(spec: KernelSpec, pads: Pads) -> Kernel:
-    """A Conv2D kernel whose input is first zero-padded by ``pads`` (a merged ZeroPadding2D): the
-    padding goes into the conv's padded row slabs, never into a padded copy of the whole input."""
-    return _make_conv(spec, 2, pre_pads=pads)
+def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
+    check_keys(spec, CONV_KEYS)
+    dtype = float_dtype(spec)
+    kernel_size = int_tuple(spec, "kernel_size", rank, None)
+    strides = int_tuple(spec, "strides", rank, 1)
+    dilation = int_tuple(spec, "dilation_rate", rank, 1)
+    mode = padding_mode(spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
+    groups = groups_of(spec)
+    kernel = weight(spec, "kernel", dtype)
+    check_kernel(spec, kernel, kernel_size, rank)
+    cin_g, filters = kernel.shape[-2:]
+    groups_of(spec, filters)
+    if spec.get("filters") not in (None, filters):
+        raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs filters")
 
+    def compute(x: np.ndarray) -> np.ndarray:
+        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+        return reference_conv(pad_spatial(x, pads), kernel, strides, dilation, groups)
 
-def padded_depthwise_conv2d(spec: KernelSpec, pads: Pads) -> Kernel:
-    """A DepthwiseConv2D kernel whose input is first zero-padded by ``pads``, as :func:`padded_conv2d`."""
-    return _make_depthwise(spec, 2, pre_pads=pads)
-
-
-def conv2d_with_residual(spec: KernelSpec, activation: Any, act: Activation | None) -> Kernel:
-    """``run(x, residual) = act(conv2d(x) + residual)`` for a linear channels-last Conv2D, ``act``
-    the function of the activation named ``activation`` (None: linear), see :func:`with_residual`."""
-    return _make_conv(spec, 2, residual_activation=(activation, act))
+    return _laid_out(spec, rank, cin_g * groups, bias_of(spec, dtype, filters), compute)
 
 
 @register("Conv1D", "Convolution1D")
@@ -411,56 +239,25 @@ def conv3d(spec: KernelSpec) -> Kernel:
     return _make_conv(spec, 3)
 
 
-# --- depthwise and separable -----------------------------------------------------------------
-
-
-def _depthwise_params(spec: KernelSpec, rank: int) -> tuple[Any, ...]:
-    fmt = data_format(spec)
-    kernel_size = int_tuple(spec, "kernel_size", rank, None)
-    strides = int_tuple(spec, "strides", rank, 1)
-    dilation = int_tuple(spec, "dilation_rate", rank, 1)
-    mode = padding_mode(spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
-    mult = spec.get("depth_multiplier", 1)
-    if not isinstance(mult, int) or isinstance(mult, bool) or mult < 1:
-        raise spec.unsupported("depth_multiplier", mult)
-    return fmt, kernel_size, strides, dilation, mode, mult
-
-
-def _make_depthwise(spec: KernelSpec, rank: int, pre_pads: Pads | None = None) -> Kernel:
-    """A depthwise conv kernel; with ``pre_pads`` (rank 1/2), the input zero-padded by them first."""
-    # tf.keras DepthwiseConv* configs also carry Conv's "filters" (None) and "groups" (1).
-    check_keys(spec, ("kernel_size", "strides", "padding", "data_format", "dilation_rate", "depth_multiplier",
-                      "activation", "use_bias", "filters", "groups"))  # fmt: skip
+def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
+    check_keys(spec, DEPTHWISE_KEYS)
     if spec.get("filters") is not None:
         raise spec.unsupported("filters", spec.get("filters"))
     if spec.get("groups", 1) not in (1, None):
         raise spec.unsupported("groups", spec.get("groups"))
     dtype = float_dtype(spec)
-    fmt, kernel_size, strides, dilation, mode, mult = _depthwise_params(spec, rank)
-    name = depthwise_weight_name(spec.weights)
-    kernel = np.ascontiguousarray(_weight(spec, name, dtype))
-    _check_kernel(spec, kernel, kernel_size, rank)
+    _, kernel_size, strides, dilation, mode, mult = depthwise_params(spec, rank)
+    kernel = weight(spec, depthwise_weight_name(spec.weights), dtype)
+    check_kernel(spec, kernel, kernel_size, rank)
     if kernel.shape[-1] != mult:
         raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs depth_multiplier")
     channels = kernel.shape[-2]
-    if pre_pads is not None and rank > 2:
-        raise spec.unsupported("pads", pre_pads)
-    bias = _bias(spec, dtype, channels * mult)
-    act = fused_activation(spec)
-    epilogue = in_place_epilogue(bias, spec.get("activation"), act)
 
-    def run(inputs: Any) -> np.ndarray:
-        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-        if x.ndim != rank + 2 or x.shape[-1] != channels:
-            raise ValueError(
-                f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
-            )
-        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
-        if rank <= 2:
-            return from_last(_depthwise_2d(x, kernel, strides, dilation, pads, epilogue), fmt)
-        return _finish(_depthwise_core(pad_spatial(x, pads), kernel, strides, dilation), bias, act, fmt)
+    def compute(x: np.ndarray) -> np.ndarray:
+        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+        return reference_depthwise(pad_spatial(x, pads), kernel, strides, dilation)
 
-    return run
+    return _laid_out(spec, rank, channels, bias_of(spec, dtype, channels * mult), compute)
 
 
 @register("DepthwiseConv1D")
@@ -474,16 +271,15 @@ def depthwise_conv2d(spec: KernelSpec) -> Kernel:
 
 
 def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
-    check_keys(spec, ("kernel_size", "strides", "padding", "data_format", "dilation_rate", "depth_multiplier",
-                      "activation", "use_bias", "filters", "groups"))  # fmt: skip
+    check_keys(spec, DEPTHWISE_KEYS)
     if spec.get("groups", 1) not in (1, None):
         raise spec.unsupported("groups", spec.get("groups"))
     dtype = float_dtype(spec)
-    fmt, kernel_size, strides, dilation, mode, mult = _depthwise_params(spec, rank)
-    depthwise = np.ascontiguousarray(_weight(spec, "depthwise_kernel", dtype))
-    _check_kernel(spec, depthwise, kernel_size, rank)
+    _, kernel_size, strides, dilation, mode, mult = depthwise_params(spec, rank)
+    depthwise = weight(spec, "depthwise_kernel", dtype)
+    check_kernel(spec, depthwise, kernel_size, rank)
     channels = depthwise.shape[-2]
-    pointwise = _weight(spec, "pointwise_kernel", dtype)
+    pointwise = weight(spec, "pointwise_kernel", dtype)
     filters = pointwise.shape[-1]
     if depthwise.shape[-1] != mult or pointwise.size != channels * mult * filters:
         raise ValueError(
@@ -493,28 +289,13 @@ def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
         raise ValueError(
             f"{spec.class_name} layer '{spec.name}': filters vs pointwise kernel {pointwise.shape}"
         )
-    pointwise = np.ascontiguousarray(pointwise.reshape(channels * mult, filters))
-    bias = _bias(spec, dtype, filters)
-    act = fused_activation(spec)
-    epilogue = in_place_epilogue(bias, spec.get("activation"), act)
+    pointwise = pointwise.reshape(channels * mult, filters)
 
-    def run(inputs: Any) -> np.ndarray:
-        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-        if x.ndim != rank + 2 or x.shape[-1] != channels:
-            raise ValueError(
-                f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
-            )
+    def compute(x: np.ndarray) -> np.ndarray:
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
-        if rank <= 2:
-            mid = _depthwise_2d(x, depthwise, strides, dilation, pads, _no_epilogue)
-            mid2 = mid[:, None] if rank == 1 else mid
-            out = conv2d_gemm(mid2, pointwise, (1, 1), (1, 1), (1, 1), [(0, 0), (0, 0)], epilogue)
-            return from_last(out[:, 0] if rank == 1 else out, fmt)
-        mid = _depthwise_core(pad_spatial(x, pads), depthwise, strides, dilation)
-        out = (mid.reshape(-1, channels * mult) @ pointwise).reshape(*mid.shape[:-1], filters)
-        return _finish(out, bias, act, fmt)
+        return reference_depthwise(pad_spatial(x, pads), depthwise, strides, dilation) @ pointwise
 
-    return run
+    return _laid_out(spec, rank, channels, bias_of(spec, dtype, filters), compute)
 
 
 @register("SeparableConv1D", "SeparableConvolution1D")
@@ -527,28 +308,14 @@ def separable_conv2d(spec: KernelSpec) -> Kernel:
     return _make_separable(spec, 2)
 
 
-# --- transposed convolutions -----------------------------------------------------------------
-
-
-def transpose_length(
-    size: int, kernel: int, stride: int, dilation: int, mode: str, output_padding: int | None
-) -> int:
-    """Output length of a transposed conv (Keras ``compute_conv_transpose_output_shape``)."""
-    effective = (kernel - 1) * dilation + 1
-    if mode == "valid":
-        extra = max(effective, stride) - effective if output_padding is None else output_padding
-        return (size - 1) * stride + effective + extra
-    if output_padding is None:
-        return size * stride
-    return (size - 1) * stride + effective % 2 + output_padding
-
-
 def _make_transpose(spec: KernelSpec, rank: int) -> Kernel:
-    check_keys(spec, (*_CONV_KEYS, "output_padding"))
+    """``y[b, i*s + t*d - crop, f] += x[b, i, c] * kernel[t, f, c]``: every input pixel scatters one
+    tap-weighted copy per kernel tap, then the result is cropped to Keras's output length (TF derives
+    the crop from the forward conv of the output size back to the input size)."""
+    check_keys(spec, (*CONV_KEYS, "output_padding"))
     if spec.get("groups", 1) not in (1, None):
         raise spec.unsupported("groups", spec.get("groups"))
     dtype = float_dtype(spec)
-    fmt = data_format(spec)
     kernel_size = int_tuple(spec, "kernel_size", rank, None)
     strides = int_tuple(spec, "strides", rank, 1)
     dilation = int_tuple(spec, "dilation_rate", rank, 1)
@@ -556,22 +323,17 @@ def _make_transpose(spec: KernelSpec, rank: int) -> Kernel:
     output_padding = (
         None if spec.get("output_padding") is None else int_tuple(spec, "output_padding", rank, 0)
     )
-    kernel = _weight(spec, "kernel", dtype)
-    _check_kernel(spec, kernel, kernel_size, rank)
+    kernel = weight(spec, "kernel", dtype)
+    check_kernel(spec, kernel, kernel_size, rank)
     filters, cin = kernel.shape[-2:]
     if spec.get("filters") not in (None, filters):
         raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs filters")
     ktot = int(np.prod(kernel_size))
     # (k..., F, Cin) -> (Cin, k..., F): one matmul gives every tap's contribution at once.
     flat = np.ascontiguousarray(np.moveaxis(kernel, -1, 0).reshape(cin, ktot * filters))
-    bias = _bias(spec, dtype, filters)
-    act = fused_activation(spec)
     ops = output_padding or (None,) * rank
 
-    def run(inputs: Any) -> np.ndarray:
-        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-        if x.ndim != rank + 2 or x.shape[-1] != cin:
-            raise ValueError(f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}")
+    def compute(x: np.ndarray) -> np.ndarray:
         batch, sizes = x.shape[0], x.shape[1:-1]
         lengths = [
             transpose_length(n, k, s, d, mode, op)
@@ -580,7 +342,6 @@ def _make_transpose(spec: KernelSpec, rank: int) -> Kernel:
         starts = []
         for n, k, s, d, length in zip(sizes, kernel_size, strides, dilation, lengths, strict=True):
             full = (n - 1) * s + (k - 1) * d + 1
-            # TF derives the crop from the forward conv of the output size back to the input size.
             starts.append(max(full - length, 0) // 2 if mode == "same" else 0)
         spans = [
             max((n - 1) * s + (k - 1) * d + 1, b + length)
@@ -594,14 +355,9 @@ def _make_transpose(spec: KernelSpec, rank: int) -> Kernel:
         for tap, sl in taps(kernel_size, strides, dilation, sizes):
             buf[(slice(None), *sl)] += contrib[(*lead, *tap)]
         crop = tuple(slice(b, b + length) for b, length in zip(starts, lengths, strict=True))
-        out = buf[(slice(None), *crop)]
-        if bias is not None:
-            out = out + bias
-        elif act is None:
-            out = np.ascontiguousarray(out)
-        return _finish(out, None, act, fmt)
+        return buf[(slice(None), *crop)]
 
-    return run
+    return _laid_out(spec, rank, cin, bias_of(spec, dtype, filters), compute)
 
 
 @register("Conv1DTranspose", "Convolution1DTranspose")

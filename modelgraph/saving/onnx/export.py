@@ -35,6 +35,7 @@ from modelgraph.errors import (
 )
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, keras_version_tuple, map_refs, tensor_refs
 from modelgraph.runner import dtypes as dt
+from modelgraph.runner import masks as runner_masks
 from modelgraph.runner.interpreter import LazyWeights, _float32_variables, _output_keys
 from modelgraph.runner.registry import KernelSpec, get_entry
 from modelgraph.saving.onnx import masks as mk
@@ -93,7 +94,8 @@ class _Walk:
         self.graph = graph
         self.batch = batch
         self.keras_version = keras_version_tuple(graph.keras_version)
-        self.implicit_masks = graph.keras_major < 3
+        self.keras_major = graph.keras_major
+        self._cleared: dict[int, tuple[dict[TensorRef, int], dict[Any, int]]] = {}
         self.output_keys = _output_keys(graph.outputs)
         self.e = Emitter(reserved=set(graph.input_names) | set(self.output_keys), opset=opset)
         self.problems: list[tuple[str, str, str]] = []
@@ -304,6 +306,11 @@ class _Walk:
         kwargs = {k: v for k, v in node.kwargs.items() if k != "training"}
         if "mask" in kwargs and _is_none(kwargs["mask"]):
             del kwargs["mask"]
+        rule = (
+            mk.rule_for_node(layer.class_name, layer.config, self.keras_major, node.args, kwargs, node.inputs)
+            if layer.kind == "layer"
+            else None
+        )
         args = tuple(map_refs(a, lambda r: env[r]) for a in node.args)
         kwargs = {k: map_refs(v, lambda r: env[r]) for k, v in kwargs.items()}
         in_shapes = list(shapes.inputs.get(node.key, [])) if shapes is not None else []
@@ -317,16 +324,13 @@ class _Walk:
             args = _map_values(args, lambda v: self._round(v, half))
             kwargs = _map_values(kwargs, lambda v: self._round(v, half))
         flat_in = [env[r] for r in node.inputs]
-        in_masks = [masks.get(r) for r in node.inputs]
-        rule = (
-            mk.rule_for(layer.class_name, layer.config)
-            if self.implicit_masks and layer.kind == "layer"
-            else None
-        )
+        hidden = self._hidden_masks(graph, node)
+        in_masks = [None if r in hidden else masks.get(r) for r in node.inputs]
+        explicit = "mask" in kwargs and self.keras_major < 3  # Keras 3's rule leaves a given mask alone
         if (
             rule is not None
             and rule.consume is not None
-            and "mask" not in kwargs
+            and not explicit
             and any(m is not None for m in in_masks)
         ):
             kwargs = {**kwargs, **rule.consume(in_masks)}
@@ -362,6 +366,17 @@ class _Walk:
                 if m is not None:
                     masks[TensorRef(layer.name, node.index, t)] = m
         self.e.scope = ""
+
+    def _hidden_masks(self, graph: ModelGraph, node: Node) -> set[TensorRef]:
+        """Inputs of ``node`` whose masks a Keras 3 MultiHeadAttention run before it cleared
+        (the runner's :func:`~modelgraph.runner.masks.cleared_masks`)."""
+        if self.keras_major < 3:
+            return set()
+        if id(graph) not in self._cleared:
+            self._cleared[id(graph)] = runner_masks.cleared_masks(graph)
+        cleared, position = self._cleared[id(graph)]
+        here = position.get(node.key, -1)
+        return {r for r in node.inputs if r in cleared and cleared[r] < here}
 
     def _value_info(self, value: Value, shape: Any) -> None:
         """Record a layer output's static shape (in its stored layout) for viewers and checkers."""

@@ -1,11 +1,13 @@
-"""tf.keras's implicit masks, carried beside the tensors of the exported graph (Keras 1/2 files).
+"""Implicit masks, carried beside the tensors of the exported graph (every Keras version).
 
-The rules are the runner's (``modelgraph/runner/masks.py``, checked against the masks tf_keras
-attached): Embedding(mask_zero) and Masking create a mask, mask-preserving layers carry it, RNNs keep
-it only with ``return_sequences``, merges AND their inputs' masks, everything else drops it; a layer
-whose ``call`` takes ``mask`` receives it. Here a mask is a bool ONNX tensor in Keras's layout, and
-each rule emits the nodes that compute it. Keras 3 files record masks as explicit graph nodes and
-need none of this.
+The rules are the runner's: ``modelgraph/runner/masks.py`` ``MASK_BEHAVIOUR`` says, per class and
+Keras version, how a layer consumes masks and which kind of output mask it produces (docs/masks.md).
+tf.keras: Embedding(mask_zero) and Masking create a mask, mask-preserving layers carry it, RNNs keep
+it only with ``return_sequences``, merges AND their inputs' masks. Keras 3: merges OR them,
+Concatenate takes any() over the last axis, a layer's ``__call__`` fills ``mask`` / ``<arg>_mask``
+from its tensor arguments (the runner's :func:`~modelgraph.runner.masks.rule_for_node` binding is
+reused as is), and MultiHeadAttention clears its inputs' masks. Here a mask is a bool ONNX tensor in
+Keras's layout, and each kind of rule emits the nodes that compute it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from modelgraph.errors import UnsupportedConfigError
+from modelgraph.graph import TensorRef, flatten_structure, map_structure
+from modelgraph.runner import masks as runner_masks
 from modelgraph.runner.masks import MASK_CONSUMERS, MERGE_AND, PASS_THROUGH, RNN_CLASSES
 from modelgraph.saving.onnx.emitter import Emitter, Value
 
@@ -191,3 +195,120 @@ def _consume_mha_masks(masks: Masks) -> dict[str, Any]:
     if rest:
         out["value_mask"] = rest if len(rest) > 1 else rest[0]
     return out
+
+
+# --- Keras 3: one node, the runner's table and call binding ----------------------------------------
+
+
+def _merge_or(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Value]) -> Masks:
+    """Keras 3 Merge.compute_mask: none when an input has none, else the OR of all of them."""
+    if not masks or any(m is None for m in masks):
+        return [None]
+    out = masks[0]
+    for m in masks[1:]:
+        out = Value(e.op("Or", [out.name, m.name], "mask_or"), out.rank, None, "bool")  # type: ignore[union-attr]
+    return [out]
+
+
+def _concat_any(axis: int) -> Produce:
+    """Keras 3 Concatenate.compute_mask: each mask expanded to its input's shape (all True for an
+    unmasked input), concatenated along the layer's axis, then any() over the last axis."""
+
+    def produce(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Value]) -> Masks:
+        if all(m is None for m in masks):
+            return [None]
+        parts = []
+        rank = None
+        for m, x in zip(masks, inputs, strict=False):
+            shape = e.op("Shape", [e.logical(x)], "mask_shape")
+            rank = x.rank
+            if m is None:
+                ones = e.const(np.ones((1,), dtype=bool), "true")
+                parts.append(e.op("Expand", [ones, shape], "mask_ones"))
+                continue
+            n = m.name
+            if m.rank is not None and x.rank is not None and m.rank < x.rank:
+                n = e.op("Unsqueeze", [n, e.ints([-1], "axes")])
+            parts.append(e.op("Expand", [n, shape], "mask_full"))
+        joined = e.cast(e.op("Concat", parts, "mask_concat", axis=axis), "float32")
+        out_rank = None if rank is None else rank - 1
+        return [Value(e.cast(e.reduce("ReduceMax", joined, [-1], 0), "bool"), out_rank, None, "bool")]
+
+    return produce
+
+
+def _k3_producer(kind: str, config: Mapping[str, Any]) -> Produce | None:
+    """The ONNX producer of one ``MASK_BEHAVIOUR`` produce kind (Keras 3 kinds)."""
+    if kind in ("pass", "query"):
+        return _pass_first
+    if kind == "or":
+        return _merge_or
+    if kind == "concat_any":
+        axis = config.get("axis", -1)
+        return _concat_any(int(axis) if isinstance(axis, int) else -1)
+    if kind == "rnn":
+        return _rnn(bool(config.get("return_sequences", False)))
+    if kind == "bidirectional":
+        inner = config.get("layer")
+        inner_config = inner.get("config", {}) if isinstance(inner, Mapping) else {}
+        n_seq = 2 if config.get("merge_mode", "concat") is None else 1
+        return _rnn(bool(inner_config.get("return_sequences", False)), n_seq)
+    if kind == "embedding":
+        return _embedding if config.get("mask_zero") else None
+    if kind == "masking":
+        return _masking(float(config.get("mask_value", 0.0)))
+    if kind == "drop":
+        return None
+    raise UnsupportedConfigError("mask rule", "produce", kind)
+
+
+def rule_for_node(
+    class_name: str,
+    config: Mapping[str, Any],
+    keras_major: int,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    inputs: tuple[TensorRef, ...],
+) -> MaskRule:
+    """The mask rule of one node (tf.keras: :func:`rule_for`), as the runner's ``rule_for_node``.
+
+    Keras 3: ``consume`` is the runner's own (it only picks masks by position, so it works on ONNX
+    values); ``produce`` sees the mask the call was given, else the one ``consume`` filled in, else
+    the first argument's, as ``compute_mask`` does, and emits the kind of mask the table names.
+    """
+    if keras_major < 3:
+        return rule_for(class_name, config)
+    b = runner_masks.behaviour(class_name, runner_masks.K3)
+    runner_rule = runner_masks.rule_for_node(class_name, config, keras_major, args, kwargs, inputs)
+    produce = _k3_producer(b.produce, config)
+    if produce is None:
+        return MaskRule(runner_rule.consume, None)
+    position = {ref: i for i, ref in reversed(list(enumerate(inputs)))}
+
+    def indices(value: Any) -> list[int]:
+        flat = flatten_structure(map_structure(value, lambda r: position.get(r, -1), _is_ref))
+        return [i for i in flat if isinstance(i, int)]
+
+    given = kwargs.get("mask")
+    given_at = indices(given) if given is not None else None
+    first_at = indices(args[0]) if args else []
+    consume = runner_rule.consume
+
+    def produce_k3(e: Emitter, masks: Masks, values: list[Value], outputs: list[Value]) -> Masks:
+        if given_at is not None:
+            previous: Masks = [values[i] if i >= 0 else None for i in given_at]
+        else:
+            filled = consume(masks).get("mask") if consume is not None else None
+            if filled is not None:
+                previous = list(flatten_structure(filled, lambda v: v is None or isinstance(v, Value)))
+            else:
+                previous = [masks[i] if i >= 0 else None for i in first_at]
+        first_values = [values[i] for i in first_at if i >= 0]
+        return produce(e, previous, first_values, outputs)
+
+    source = b.produce in ("embedding", "masking")
+    return MaskRule(consume, produce_k3, source=source or given_at is not None)
+
+
+def _is_ref(value: Any) -> bool:
+    return isinstance(value, TensorRef)

@@ -47,11 +47,13 @@ def common_layout(ctx: MapContext, xs: list[Value]) -> tuple[list[str], tuple[in
 
 
 def _elementwise(op: str, exactly: int | None = None, average: bool = False):
-    def fn(ctx: MapContext, *args: Any) -> Value:
+    def fn(ctx: MapContext, *args: Any, input_masks: list[Value | None] | None = None) -> Value:
         check_keys(ctx.spec, set())
         xs = [as_float(ctx, x) if x.dtype == "bool" else x for x in as_list(args)]
         if exactly is not None and len(xs) != exactly:
             raise ValueError(f"A {ctx.class_name} layer takes exactly {exactly} inputs; got {len(xs)}")
+        if input_masks is not None and any(m is not None for m in input_masks):
+            return _masked_merge(ctx, op, xs, list(input_masks))
         names, perm = common_layout(ctx, xs)
         e = ctx.e
         out = names[0]
@@ -63,6 +65,48 @@ def _elementwise(op: str, exactly: int | None = None, average: bool = False):
         return Value(out, rank, perm, xs[0].dtype)
 
     return fn
+
+
+def _masked_merge(ctx: MapContext, op: str, xs: list[Value], masks: list[Value | None]) -> Value:
+    """Keras 3 Multiply / Maximum / Minimum reading their inputs' masks (``Merge`` with masks; the
+    runner's kernels/merge.py): Multiply counts a masked position as 1 (0 where every input is masked
+    and none keeps it), Maximum / Minimum give a masked position the other operand's value."""
+    if len(masks) != len(xs):
+        raise ValueError(f"{ctx.class_name}: {len(masks)} input masks for {len(xs)} inputs")
+    e = ctx.e
+    names, _ = common_layout(ctx, [Value(e.logical(x), x.rank, None, x.dtype) for x in xs])
+
+    def full(m: Value | None, like: str) -> str | None:
+        if m is None:
+            return None
+        n = m.name if m.dtype == "bool" else e.cast(m.name, "bool")
+        n = e.op("Unsqueeze", [n, e.ints([-1], "axes")], "mask")
+        return e.op("Expand", [n, e.op("Shape", [like])], "mask")
+
+    full_masks = [full(m, n) for m, n in zip(masks, names, strict=True)]
+    if op == "Mul":
+        one = e.const(np.float32(1.0), "one")
+        every = all(m is not None for m in full_masks)
+        out = keep = None
+        for n, m in zip(names, full_masks, strict=True):
+            if m is not None:
+                n = e.op("Where", [m, n, one], "masked")
+                if every:
+                    keep = m if keep is None else e.op("Or", [keep, m])
+            out = n if out is None else e.op("Mul", [out, n], "multiply")
+        if every and keep is not None:
+            out = e.op("Where", [keep, out, e.const(np.float32(0.0), "zero")], "multiply")
+    else:
+        out, out_mask = names[0], full_masks[0]
+        for n, m in zip(names[1:], full_masks[1:], strict=True):
+            if m is not None:
+                n = e.op("Where", [m, n, out], "masked")
+            if out_mask is not None:
+                out = e.op("Where", [out_mask, out, n], "masked")
+            out_mask = None if m is None or out_mask is None else e.op("Or", [out_mask, m])
+            out = e.op(op, [out, n], ctx.class_name.lower())
+    rank = max((x.rank or 0) for x in xs) or None
+    return Value(out, rank, None, xs[0].dtype)  # type: ignore[arg-type]
 
 
 register("Add")(_elementwise("Add"))

@@ -29,6 +29,7 @@ from modelgraph.runner.activations import activation_name
 from modelgraph.runner.registry import KernelSpec
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.registry import MapContext, get_mapping, register
+from modelgraph.shape_rules._base import extra_batch_axes
 
 _INT64_MAX = np.iinfo(np.int64).max
 _CALL_KWARGS = frozenset({"initial_state", "mask", "constants"})
@@ -358,6 +359,57 @@ def bidirectional(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
     return result[0] if len(result) == 1 else tuple(result)
 
 
+_CELL_LAYERS = {"SimpleRNNCell": "SimpleRNN", "LSTMCell": "LSTM", "GRUCell": "GRU"}
+_LOOP_KEYS = ("return_sequences", "return_state", "stateful", "zero_output_for_mask", "time_major")
+
+
+@register("RNN")
+def rnn(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
+    """``keras.layers.RNN(cell)``: each cell mapped as the layer of its class (LSTMCell as LSTM, ...)
+    with the RNN's sequencing settings; a StackedRNNCells is a chain of such layers, every one but the
+    last returning sequences and all given the same mask (a masked step holds each cell's states, and
+    the last cell's output). ``go_backwards`` reverses the input and mask once, before the chain."""
+    from modelgraph.runner.kernels.recurrent import _cell_records
+
+    records = _cell_records(ctx.spec)
+    x, given, mask = _parse_call(ctx, args, kwargs)
+    loop = {k: ctx.get(k) for k in _LOOP_KEYS if ctx.get(k) is not None}
+    time_axis = 0 if ctx.flag("time_major") else 1
+    if ctx.flag("go_backwards"):
+        x = Value(_reverse_time(ctx, ctx.e.logical(x), time_axis), x.rank, None, x.dtype)
+        if mask is not None:
+            mask = Value(_reverse_time(ctx, ctx.e.logical(mask), time_axis), mask.rank, None, mask.dtype)
+    outputs: list[Value] = []
+    finals: list[Value] = []
+    at = 0
+    for i, (cell_class, config, prefix) in enumerate(records):
+        layer_class = _CELL_LAYERS.get(cell_class)
+        if layer_class is None:
+            raise ctx.unsupported("cell", cell_class)
+        last = i == len(records) - 1
+        inner_config = {**config, **loop, "go_backwards": False, "return_state": True}
+        if not last:
+            inner_config["return_sequences"] = True
+        inner = _inner_ctx(ctx, layer_class, inner_config, prefix)
+        n_states = 2 if layer_class == "LSTM" else 1
+        call_kwargs: dict[str, Any] = {}
+        if mask is not None:
+            call_kwargs["mask"] = mask
+        if given:
+            call_kwargs["initial_state"] = list(given[at : at + n_states])
+        at += n_states
+        result = _run_rnn(inner, (x,), call_kwargs)
+        x = result[0]
+        finals.extend(result[1:])
+        if last:
+            outputs = [x]
+    if given and at != len(given):
+        raise ValueError(f"RNN expects {at} initial state(s), got {len(given)}")
+    if not ctx.flag("return_state"):
+        return outputs[0]
+    return (outputs[0], *finals)
+
+
 @register("TimeDistributed")
 def time_distributed(ctx: MapContext, x: Value, mask: Any = None) -> Any:
     inner = _inner_record(ctx, "layer")
@@ -370,29 +422,34 @@ def time_distributed(ctx: MapContext, x: Value, mask: Any = None) -> Any:
         raise ctx.unsupported("layer", cls)
     shape = ctx.in_shapes[0] if ctx.in_shapes else None
     out_shape = ctx.out_shapes[0] if ctx.out_shapes else None
-    if shape is None or out_shape is None or any(d is None for d in shape[2:]):
+    if shape is None or out_shape is None:
+        raise ctx.unsupported("input shape", shape)
+    # A tf.keras conv takes the axes before its own input rank as batch too (the runner's rule).
+    extra = extra_batch_axes(cls, len(shape) - 1)
+    lead_axes = 2 + extra
+    if any(d is None for d in shape[lead_axes:]):
         raise ctx.unsupported("input shape", shape)
     e = ctx.e
     n = e.logical(x)
-    folded = e.op("Reshape", [n, e.ints([-1, *shape[2:]], "shape")], "fold")
-    inner_in = [(None, *shape[2:])]
-    inner_out = [(None, *out_shape[2:])]
+    folded = e.op("Reshape", [n, e.ints([-1, *shape[lead_axes:]], "shape")], "fold")
+    inner_in = [(None, *shape[lead_axes:])]
+    inner_out = [(None, *out_shape[lead_axes:])]
     ictx = _inner_ctx(ctx, cls, config, "", inner_in, inner_out)
     inner_kwargs: dict[str, Any] = {}
     if mask is not None and mask.rank is not None and mask.rank > 2:
         # the inner layer's own mask (batch, time, inner...): folded like the input
-        if mask.rank != len(shape) - 1:
+        if mask.rank != len(shape) - 1 or extra:
             raise ctx.unsupported("mask", "<nested mask>")
         m = e.op("Reshape", [e.logical(mask), e.ints([-1, *shape[2:-1]], "shape")], "fold_mask")
         inner_kwargs["mask"] = Value(m, mask.rank - 1, None, mask.dtype)
-    out = mapping(ictx, Value(folded, len(shape) - 1, None, x.dtype), **inner_kwargs)
+    out = mapping(ictx, Value(folded, len(shape) - 1 - extra, None, x.dtype), **inner_kwargs)
     if isinstance(out, tuple):
         raise ctx.unsupported("layer", f"{cls} with several outputs")
     y = e.logical(out) if isinstance(out, Value) else out
-    lead = e.op("Slice", [e.op("Shape", [n]), e.ints([0], "s"), e.ints([2], "e")])
+    lead = e.op("Slice", [e.op("Shape", [n]), e.ints([0], "s"), e.ints([lead_axes], "e")])
     rest = (
-        e.ints(list(out_shape[2:]), "rest")
-        if all(isinstance(d, int) for d in out_shape[2:])
+        e.ints(list(out_shape[lead_axes:]), "rest")
+        if all(isinstance(d, int) for d in out_shape[lead_axes:])
         else e.op("Slice", [e.op("Shape", [y]), e.ints([1], "s"), e.ints([_INT64_MAX], "e")])
     )
     return Value(e.op("Reshape", [y, e.op("Concat", [lead, rest], axis=0)], "unfold"), len(out_shape))

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from modelgraph.runner.activations import Activation, get_activation
+from modelgraph.runner.fast.conv import conv2d_with_residual, padded_conv2d, padded_depthwise_conv2d
 from modelgraph.runner.kernels._conv_utils import (
     DEPTHWISE_WORK,
     CopyingEpilogue,
@@ -54,7 +55,6 @@ from modelgraph.runner.kernels._conv_utils import (
     window_rows,
     with_residual,
 )
-from modelgraph.runner.kernels.conv import conv2d_with_residual, padded_conv2d, padded_depthwise_conv2d
 from modelgraph.runner.kernels.merge import _as_list, _same_rank, _sum
 from modelgraph.runner.kernels.pooling import padded_max_pool2d
 from modelgraph.runner.parallel import for_each, thread_count, threads_for

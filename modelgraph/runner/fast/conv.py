@@ -1,0 +1,471 @@
+"""Fast kernels of the conv family, chosen at plan time in place of the reference kernels of
+``modelgraph/runner/kernels/conv.py`` (see ``modelgraph/runner/fast/__init__.py``). They compute what
+the reference kernels compute; ``tests/runner/test_fast_vs_reference.py`` checks that over random
+shapes, strides, dilations, paddings, groups, dtypes, both data formats and non-contiguous inputs.
+
+Speed: weights are reshaped once in the factory; a 2-D (and 1-D, as 2-D) dense conv runs block by
+block (padded row slabs, im2col into scratch, one GEMM, the epilogue in cache; Winograd F(2x2, 3x3)
+for big 3x3 layers), spread over threads; a 3-D conv is one im2col copy plus one matmul (1x1 convs a
+plain matmul); depthwise convs (and grouped convs with one input channel per group) loop over kernel
+taps only. Activations that do not commute with a change of layout run after the output is moved
+back (``layout_activation``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from modelgraph.runner.activations import Activation
+from modelgraph.runner.fast.winograd import (
+    conv2d_winograd,
+    use_winograd,
+    winograd_eligible,
+    winograd_kernel,
+    worth_keeping,
+)
+from modelgraph.runner.kernels._conv_utils import (
+    DEPTHWISE_WORK,
+    DW_BLOCK_BYTES,
+    Epilogue,
+    Pads,
+    Region,
+    check_keys,
+    conv2d_gemm,
+    data_format,
+    depthwise_slab,
+    depthwise_tiled,
+    depthwise_weight_name,
+    float_dtype,
+    from_last,
+    im2col,
+    in_place_epilogue,
+    int_tuple,
+    layout_activation,
+    out_sizes,
+    pad_spatial,
+    padding_mode,
+    row_blocks,
+    slab,
+    spread_parts,
+    tap_reduce,
+    then_activate,
+    to_last,
+    window2d,
+    window_pads,
+    window_rows,
+    with_residual,
+)
+from modelgraph.runner.kernels.conv import (
+    CONV_KEYS,
+    DEPTHWISE_KEYS,
+    bias_of,
+    check_kernel,
+    depthwise_params,
+    groups_of,
+    weight,
+)
+from modelgraph.runner.parallel import for_each
+from modelgraph.runner.registry import Kernel, KernelSpec
+
+
+def _finish(
+    out: np.ndarray, bias: np.ndarray | None, act: Callable[[np.ndarray], np.ndarray] | None, fmt: str
+) -> np.ndarray:
+    if bias is not None:
+        out += bias
+    if act is not None:
+        out = act(out)
+    return from_last(out, fmt)
+
+
+def _as_2d(
+    x: np.ndarray, pads: Pads, kernel: tuple[int, ...], strides: tuple[int, ...], dilation: tuple[int, ...]
+) -> tuple[np.ndarray, Pads, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """A C-ordered ``(B, H, W, C)`` view of a rank-1 or rank-2 channels-last problem."""
+    x = np.ascontiguousarray(x)
+    if x.ndim == 3:
+        return x[:, None], [(0, 0), *pads], (1, *kernel), (1, *strides), (1, *dilation)
+    return x, pads, kernel, strides, dilation
+
+
+# From this many (output) channels on, one einsum per block beats a multiply and an add per tap:
+# its inner loop runs over the channels, fusing the multiply-adds of all taps without temporaries.
+EINSUM_MIN_CHANNELS = 64
+
+
+def _depthwise_2d(
+    x: np.ndarray,
+    kernel: np.ndarray,
+    strides: tuple[int, ...],
+    dilation: tuple[int, ...],
+    pads: Pads,
+    epilogue: Epilogue,
+) -> np.ndarray:
+    """Depthwise conv of an unpadded rank-1/2 channels-last array, kernel ``(k..., C, M)``, one block of
+    output rows at a time (padded rows in a scratch slab, ``epilogue`` while the block is in cache).
+
+    Without column dilation: one einsum per block (per column phase when strided) whose inner loop
+    runs over whole output rows. With it, wide layers: one ``einsum`` over a strided (pixels, taps,
+    channels) view of the slab; narrow ones (where einsum's channel inner loop is too short): one
+    multiply and one add per tap.
+    """
+    x2, pads2, ks, st, dil = _as_2d(x, pads, kernel.shape[:-2], strides, dilation)
+    channels, mult = kernel.shape[-2:]
+    width = channels * mult
+    flat = kernel.reshape(*ks, width)
+    if dil[1] == 1:
+        # Each tap's window of one output row is a contiguous run of out_width * width values (of one
+        # column phase when strided): the kernel tiled along the row lets one einsum cover it.
+        padded = [n + b + a for n, (b, a) in zip(x2.shape[1:3], pads2, strict=True)]
+        tiled = depthwise_tiled(flat, out_sizes(padded, ks, st, dil)[1])
+        out = _depthwise_blocks(x2, flat, tiled, st, dil, pads2, epilogue, mult)
+    elif width < EINSUM_MIN_CHANNELS:
+        by_tap = kernel.reshape(-1, width)
+
+        def first(dst: np.ndarray, src: np.ndarray, tap: int) -> None:
+            np.multiply(src, by_tap[tap], out=dst)
+
+        def step(dst: np.ndarray, src: np.ndarray, tmp: np.ndarray, tap: int) -> None:
+            np.multiply(src, by_tap[tap], out=tmp)
+            np.add(dst, tmp, out=dst)
+
+        def finish(dst: np.ndarray, h0: int, h1: int) -> None:
+            epilogue(dst, None)
+
+        out = window2d(x2, ks, st, dil, pads2, 0.0, first, step, finish, repeat=mult)
+    else:
+        out = _depthwise_blocks(x2, flat, None, st, dil, pads2, epilogue, mult)
+    return out[:, 0] if x.ndim == 3 else out
+
+
+def _depthwise_blocks(
+    x: np.ndarray,
+    kernel: np.ndarray,
+    tiled: np.ndarray | None,
+    strides: tuple[int, ...],
+    dilation: tuple[int, ...],
+    pads: Pads,
+    epilogue: Epilogue,
+    mult: int,
+) -> np.ndarray:
+    """Depthwise conv a block of output rows at a time: padded input rows to a scratch slab, then
+    :func:`depthwise_slab`, then ``epilogue`` while the block is in cache."""
+    batch, width = x.shape[0], kernel.shape[-1]
+    kh = kernel.shape[0]
+    padded = [n + b + a for n, (b, a) in zip(x.shape[1:3], pads, strict=True)]
+    oh, ow = out_sizes(padded, kernel.shape[:2], strides, dilation)
+    out = np.empty((batch, oh, ow, width), dtype=x.dtype)
+    target = max(1, DW_BLOCK_BYTES // (width * x.itemsize))
+
+    def block(rows: tuple[int, int, int, int]) -> None:
+        n0, n1, h0, h1 = rows
+        r0, r1 = window_rows(h0, h1, kh, strides[0], dilation[0])
+        src = slab(x, n0, n1, r0, r1, pads, 0.0, 0)
+        if mult > 1:
+            src = np.repeat(src, mult, axis=-1)
+        dst = out[n0:n1, h0:h1]
+        depthwise_slab(src, kernel, tiled, strides, dilation, dst)
+        epilogue(dst, (slice(n0, n1), slice(h0, h1)))
+
+    # Blocks write disjoint output rows (scratch slabs are per thread): spread them when big enough.
+    work = batch * oh * ow * width * kernel.shape[0] * kernel.shape[1] * DEPTHWISE_WORK
+    for_each(block, row_blocks(batch, oh, ow, target, spread_parts(work)), work)
+    return out
+
+
+def _depthwise_core(
+    x: np.ndarray,
+    kernel: np.ndarray,
+    strides: tuple[int, ...],
+    dilation: tuple[int, ...],
+) -> np.ndarray:
+    """Depthwise conv of a padded channels-last array; kernel ``(k..., C, M)`` -> ``(B, *out, C*M)``.
+
+    Output channel ``c*M + m`` reads input channel ``c``: for M > 1 the input channels are repeated
+    M times so every tap is one element-wise multiply-add over contiguous channels.
+    """
+    ks = kernel.shape[:-2]
+    channels, mult = kernel.shape[-2:]
+    if mult > 1:
+        x = np.repeat(x, mult, axis=-1)
+    flat = kernel.reshape(*ks, channels * mult)
+    scratch = np.empty(0, dtype=x.dtype)
+
+    def first(dst: np.ndarray, src: np.ndarray, tap: tuple[int, ...]) -> None:
+        np.multiply(src, flat[tap], out=dst)
+
+    def step(dst: np.ndarray, src: np.ndarray, tap: tuple[int, ...]) -> None:
+        nonlocal scratch
+        if scratch.size < dst.size:
+            scratch = np.empty(dst.size, dtype=x.dtype)
+        tmp = scratch[: dst.size].reshape(dst.shape)
+        np.multiply(src, flat[tap], out=tmp)
+        np.add(dst, tmp, out=dst)
+
+    return tap_reduce(x, ks, strides, dilation, channels * mult, first, step)
+
+
+def _no_epilogue(block: np.ndarray, region: Region | None) -> None:
+    return None
+
+
+def _make_conv(
+    spec: KernelSpec,
+    rank: int,
+    residual_activation: tuple[Any, Activation | None] | None = None,
+    pre_pads: Pads | None = None,
+) -> Kernel:
+    """A conv kernel ``run(x)``; with ``residual_activation`` (the name and function of the activation
+    after a merged sum; a linear channels-last Conv2D only), a kernel ``run(x, residual)``, see
+    :func:`conv2d_with_residual`;
+    with ``pre_pads`` (a rank-1/2 conv with groups 1), the input zero-padded by them first."""
+    check_keys(spec, CONV_KEYS)
+    dtype = float_dtype(spec)
+    fmt = data_format(spec)
+    kernel_size = int_tuple(spec, "kernel_size", rank, None)
+    strides = int_tuple(spec, "strides", rank, 1)
+    dilation = int_tuple(spec, "dilation_rate", rank, 1)
+    mode = padding_mode(spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
+    groups = groups_of(spec)
+    kernel = weight(spec, "kernel", dtype)
+    check_kernel(spec, kernel, kernel_size, rank)
+    cin_g, filters = kernel.shape[-2:]
+    groups_of(spec, filters)
+    if spec.get("filters") not in (None, filters):
+        raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs filters")
+    cin = cin_g * groups
+    if pre_pads is not None and (rank > 2 or groups != 1):
+        raise spec.unsupported("pads", pre_pads)
+    bias = bias_of(spec, dtype, filters)
+    act_value, act, after = layout_activation(spec, fmt)
+    ktot = int(np.prod(kernel_size))
+
+    if groups > 1 and cin_g == 1:
+        # One input channel per group (ConvNeXt's depthwise-as-groups): a depthwise conv.
+        depthwise = np.ascontiguousarray(kernel.reshape(*kernel_size, groups, filters // groups))
+        if rank <= 2:
+            epilogue = in_place_epilogue(bias, act_value, act)
+
+            def run_dw(inputs: Any) -> np.ndarray:
+                x = to_last(np.asarray(inputs, dtype=dtype), fmt)
+                if x.ndim != rank + 2 or x.shape[-1] != cin:
+                    raise ValueError(
+                        f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}"
+                    )
+                pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+                return from_last(_depthwise_2d(x, depthwise, strides, dilation, pads, epilogue), fmt)
+
+            return then_activate(run_dw, after)
+
+        def core(x: np.ndarray) -> np.ndarray:
+            return _depthwise_core(x, depthwise, strides, dilation)
+
+    elif groups > 1:
+        fg = filters // groups
+        # (k..., cg, G*fg) -> (G, k*cg, fg), matching im2col's (taps..., channel) column order.
+        grouped = np.ascontiguousarray(kernel.reshape(ktot * cin_g, groups, fg).transpose(1, 0, 2))
+
+        def core(x: np.ndarray) -> np.ndarray:
+            out = out_sizes(x.shape[1:-1], kernel_size, strides, dilation)
+            cols = im2col(x, kernel_size, strides, dilation, groups)
+            y = np.matmul(cols, grouped)  # (G, N, fg)
+            return y.transpose(1, 0, 2).reshape(x.shape[0], *out, filters)
+
+    elif rank <= 2:
+        flat = np.ascontiguousarray(kernel.reshape(ktot * cin, filters))
+        # 3x3 stride-1 float32 Conv2D: Winograd F(2x2, 3x3) when the call is big enough to gain.
+        winograd = rank == 2 and winograd_eligible(kernel_size, strides, dilation, dtype)
+        # Its transformed kernel, when worth keeping, is made by the first call that runs Winograd and
+        # kept (16/9 of the kernel): layers that never run it (small inputs) never hold one.
+        keep = winograd and worth_keeping(cin, filters)
+        transformed: list[np.ndarray] = []
+
+        def compute(x: np.ndarray, epilogue: Epilogue) -> np.ndarray:
+            """The conv of a channels-last input, ``epilogue`` run on every output block."""
+            if x.ndim != rank + 2 or x.shape[-1] != cin:
+                raise ValueError(f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}")
+            pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
+            x2, pads2, ks, st, dil = _as_2d(x, pads, kernel_size, strides, dilation)
+            if winograd and use_winograd(x2.shape, pads2, filters):
+                if keep and not transformed:
+                    transformed.append(winograd_kernel(flat))
+                out = conv2d_winograd(x2, flat, pads2, epilogue, kernel=transformed[0] if keep else None)
+            else:
+                out = conv2d_gemm(x2, flat, ks, st, dil, pads2, epilogue)
+            return out[:, 0] if rank == 1 else out
+
+        if residual_activation is not None:
+            if rank != 2 or act is not None or fmt != "channels_last":
+                raise spec.unsupported("activation", spec.get("activation"))
+
+            act_value, post = residual_activation
+
+            def run_residual(inputs: Any, residual: Any) -> np.ndarray:
+                x = np.asarray(inputs, dtype=dtype)
+                shape = None
+                if x.ndim == 4:
+                    pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
+                    padded = [n + a + b for n, (a, b) in zip(x.shape[1:-1], pads, strict=True)]
+                    shape = (x.shape[0], *out_sizes(padded, kernel_size, strides, dilation), filters)
+                return with_residual(lambda ep: compute(x, ep), bias, act_value, post, residual, shape, dtype)
+
+            return run_residual
+        epilogue = in_place_epilogue(bias, act_value, act)
+
+        def run2d(inputs: Any) -> np.ndarray:
+            return from_last(compute(to_last(np.asarray(inputs, dtype=dtype), fmt), epilogue), fmt)
+
+        return then_activate(run2d, after)
+
+    elif ktot == 1:
+        flat = np.ascontiguousarray(kernel.reshape(cin, filters))
+
+        def core(x: np.ndarray) -> np.ndarray:
+            if any(s != 1 for s in strides):
+                x = x[(slice(None), *(slice(None, None, s) for s in strides))]
+            return (x.reshape(-1, cin) @ flat).reshape(*x.shape[:-1], filters)
+
+    else:
+        flat = np.ascontiguousarray(kernel.reshape(ktot * cin, filters))
+
+        def core(x: np.ndarray) -> np.ndarray:
+            out = out_sizes(x.shape[1:-1], kernel_size, strides, dilation)
+            return (im2col(x, kernel_size, strides, dilation) @ flat).reshape(x.shape[0], *out, filters)
+
+    def run(inputs: Any) -> np.ndarray:
+        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
+        if x.ndim != rank + 2 or x.shape[-1] != cin:
+            raise ValueError(f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}")
+        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+        return _finish(core(pad_spatial(x, pads)), bias, act, fmt)
+
+    return then_activate(run, after)
+
+
+def padded_conv2d(spec: KernelSpec, pads: Pads) -> Kernel:
+    """A Conv2D kernel whose input is first zero-padded by ``pads`` (a merged ZeroPadding2D): the
+    padding goes into the conv's padded row slabs, never into a padded copy of the whole input."""
+    return _make_conv(spec, 2, pre_pads=pads)
+
+
+def padded_depthwise_conv2d(spec: KernelSpec, pads: Pads) -> Kernel:
+    """A DepthwiseConv2D kernel whose input is first zero-padded by ``pads``, as :func:`padded_conv2d`."""
+    return _make_depthwise(spec, 2, pre_pads=pads)
+
+
+def conv2d_with_residual(spec: KernelSpec, activation: Any, act: Activation | None) -> Kernel:
+    """``run(x, residual) = act(conv2d(x) + residual)`` for a linear channels-last Conv2D, ``act``
+    the function of the activation named ``activation`` (None: linear), see :func:`with_residual`."""
+    return _make_conv(spec, 2, residual_activation=(activation, act))
+
+
+def conv1d(spec: KernelSpec) -> Kernel:
+    return _make_conv(spec, 1)
+
+
+def conv2d(spec: KernelSpec) -> Kernel:
+    return _make_conv(spec, 2)
+
+
+def conv3d(spec: KernelSpec) -> Kernel:
+    return _make_conv(spec, 3)
+
+
+# --- depthwise and separable -----------------------------------------------------------------
+
+
+def _make_depthwise(spec: KernelSpec, rank: int, pre_pads: Pads | None = None) -> Kernel:
+    """A depthwise conv kernel; with ``pre_pads`` (rank 1/2), the input zero-padded by them first."""
+    check_keys(spec, DEPTHWISE_KEYS)
+    if spec.get("filters") is not None:
+        raise spec.unsupported("filters", spec.get("filters"))
+    if spec.get("groups", 1) not in (1, None):
+        raise spec.unsupported("groups", spec.get("groups"))
+    dtype = float_dtype(spec)
+    fmt, kernel_size, strides, dilation, mode, mult = depthwise_params(spec, rank)
+    name = depthwise_weight_name(spec.weights)
+    kernel = np.ascontiguousarray(weight(spec, name, dtype))
+    check_kernel(spec, kernel, kernel_size, rank)
+    if kernel.shape[-1] != mult:
+        raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs depth_multiplier")
+    channels = kernel.shape[-2]
+    if pre_pads is not None and rank > 2:
+        raise spec.unsupported("pads", pre_pads)
+    bias = bias_of(spec, dtype, channels * mult)
+    act_value, act, after = layout_activation(spec, fmt)
+    epilogue = in_place_epilogue(bias, act_value, act)
+
+    def run(inputs: Any) -> np.ndarray:
+        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
+        if x.ndim != rank + 2 or x.shape[-1] != channels:
+            raise ValueError(
+                f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
+            )
+        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
+        if rank <= 2:
+            return from_last(_depthwise_2d(x, kernel, strides, dilation, pads, epilogue), fmt)
+        return _finish(_depthwise_core(pad_spatial(x, pads), kernel, strides, dilation), bias, act, fmt)
+
+    return then_activate(run, after)
+
+
+def depthwise_conv1d(spec: KernelSpec) -> Kernel:
+    return _make_depthwise(spec, 1)
+
+
+def depthwise_conv2d(spec: KernelSpec) -> Kernel:
+    return _make_depthwise(spec, 2)
+
+
+def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
+    check_keys(spec, DEPTHWISE_KEYS)
+    if spec.get("groups", 1) not in (1, None):
+        raise spec.unsupported("groups", spec.get("groups"))
+    dtype = float_dtype(spec)
+    fmt, kernel_size, strides, dilation, mode, mult = depthwise_params(spec, rank)
+    depthwise = np.ascontiguousarray(weight(spec, "depthwise_kernel", dtype))
+    check_kernel(spec, depthwise, kernel_size, rank)
+    channels = depthwise.shape[-2]
+    pointwise = weight(spec, "pointwise_kernel", dtype)
+    filters = pointwise.shape[-1]
+    if depthwise.shape[-1] != mult or pointwise.size != channels * mult * filters:
+        raise ValueError(
+            f"{spec.class_name} layer '{spec.name}': kernels {depthwise.shape}, {pointwise.shape}"
+        )
+    if spec.get("filters") not in (None, filters):
+        raise ValueError(
+            f"{spec.class_name} layer '{spec.name}': filters vs pointwise kernel {pointwise.shape}"
+        )
+    pointwise = np.ascontiguousarray(pointwise.reshape(channels * mult, filters))
+    bias = bias_of(spec, dtype, filters)
+    act_value, act, after = layout_activation(spec, fmt)
+    epilogue = in_place_epilogue(bias, act_value, act)
+
+    def run(inputs: Any) -> np.ndarray:
+        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
+        if x.ndim != rank + 2 or x.shape[-1] != channels:
+            raise ValueError(
+                f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
+            )
+        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+        if rank <= 2:
+            mid = _depthwise_2d(x, depthwise, strides, dilation, pads, _no_epilogue)
+            mid2 = mid[:, None] if rank == 1 else mid
+            out = conv2d_gemm(mid2, pointwise, (1, 1), (1, 1), (1, 1), [(0, 0), (0, 0)], epilogue)
+            return from_last(out[:, 0] if rank == 1 else out, fmt)
+        mid = _depthwise_core(pad_spatial(x, pads), depthwise, strides, dilation)
+        out = (mid.reshape(-1, channels * mult) @ pointwise).reshape(*mid.shape[:-1], filters)
+        return _finish(out, bias, act, fmt)
+
+    return then_activate(run, after)
+
+
+def separable_conv1d(spec: KernelSpec) -> Kernel:
+    return _make_separable(spec, 1)
+
+
+def separable_conv2d(spec: KernelSpec) -> Kernel:
+    return _make_separable(spec, 2)

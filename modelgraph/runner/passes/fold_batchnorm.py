@@ -1,0 +1,152 @@
+"""Fusion pass: fold BatchNormalization and ReLU into the conv or Dense before them.
+
+Matches ``Conv1D/2D/3D | DepthwiseConv1D/2D | Dense`` (linear, channels-last, float32, one plain call)
+``-> BatchNormalization`` (inference, on the channel axis) ``-> ReLU / Activation(relu|relu6)``, each link
+read by nothing else. Produces the producer layer with weights ``kernel * s`` and ``(bias - mean) * s +
+beta`` (``s = gamma / sqrt(moving_variance + epsilon)``, computed in float64, rounded once to float32)
+and the ReLU as its fused activation; the BatchNormalization and ReLU layers are dropped. This is what
+Keras's backends do at inference; it saves two passes over each activation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import MappingProxyType
+
+import numpy as np
+
+from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, Weight
+from modelgraph.runner.activations import activation_name
+from modelgraph.runner.passes._graph import (
+    DEPTHWISE,
+    PRODUCERS,
+    consumers_of,
+    drop,
+    is_float32,
+    number,
+    plain_call,
+    relu_name,
+    single_call_float32,
+    single_consumer,
+)
+
+
+def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
+    """``graph`` with every fusable Conv/Dense -> BatchNormalization -> ReLU chain folded (this level)."""
+    layers = {lyr.name: lyr for lyr in graph.layers}
+    consumers = consumers_of(graph)
+    outputs = {ref.node_key for ref in graph.outputs}
+    removed: dict[str, TensorRef] = {}  # fused-away layer -> the tensor that now stands for its output
+
+    for node in graph.nodes:
+        producer = layers.get(node.layer)
+        if producer is None or not _can_produce(producer, node):
+            continue
+        current = producer
+        tail = node.key
+        follower = single_consumer(graph, consumers, outputs, tail)
+        if follower is not None and layers[follower.layer].class_name == "BatchNormalization":
+            bn = layers[follower.layer]
+            folded = _fold_batchnorm(current, bn, _rank(current))
+            if folded is not None and plain_call(follower):
+                current = folded
+                removed[bn.name] = TensorRef(producer.name, node.index, 0)
+                tail = follower.key
+                follower = single_consumer(graph, consumers, outputs, tail)
+        if follower is not None:
+            name = relu_name(layers[follower.layer]) if plain_call(follower) else None
+            if name is not None and activation_name(current.config.get("activation")) == "linear":
+                config = dict(current.config)
+                config["activation"] = name
+                current = replace(current, config=MappingProxyType(config))
+                removed[follower.layer] = TensorRef(producer.name, node.index, 0)
+        if current is not producer:
+            layers[producer.name] = current
+    if not removed:
+        return replace(graph, layers=tuple(layers[lyr.name] for lyr in graph.layers))
+    return drop(graph, layers, removed)
+
+
+def _can_produce(layer: Layer, node: Node) -> bool:
+    return (
+        layer.class_name in PRODUCERS
+        and single_call_float32(layer)
+        and layer.config.get("data_format", "channels_last") == "channels_last"
+        and activation_name(layer.config.get("activation")) == "linear"
+        and {w.name for w in layer.weights} >= {"kernel"}
+        and plain_call(node)
+    )
+
+
+def _rank(layer: Layer) -> int | None:
+    return None if not layer.weights else len(layer.weight("kernel").shape)
+
+
+def _fold_batchnorm(producer: Layer, bn: Layer, kernel_rank: int | None) -> Layer | None:
+    """The producer with the BatchNormalization folded into its weights, or None when it cannot be."""
+    if bn.node_count != 1 or not is_float32(bn) or kernel_rank is None:
+        return None
+    axis = bn.config.get("axis", -1)
+    if isinstance(axis, list | tuple):
+        if len(axis) != 1:
+            return None
+        axis = axis[0]
+    if not isinstance(axis, int) or axis not in (-1, _output_rank(producer)):
+        return None
+    names = {w.name for w in bn.weights}
+    if not {"moving_mean", "moving_variance"} <= names:
+        return None
+    eps = number(bn.config.get("epsilon", 1e-3))
+    if eps is None:
+        return None  # a malformed epsilon: left to the BatchNormalization kernel, which refuses it
+    weights = {w.name: w for w in producer.weights}
+    kernel_w = weights["kernel"]
+    if not str(kernel_w.dtype).startswith(("float", "bfloat")):
+        return None  # a quantized kernel: its own kernel refuses it, folding must not hide that
+    out_channels = _out_channels(producer, kernel_w.shape)
+    if bn.weight("moving_mean").shape != (out_channels,):
+        return None
+
+    def folded() -> tuple[np.ndarray, np.ndarray]:
+        mean = bn.weight("moving_mean").read().astype(np.float64)
+        var = bn.weight("moving_variance").read().astype(np.float64)
+        gamma = bn.weight("gamma").read().astype(np.float64) if "gamma" in names else np.ones_like(mean)
+        beta = bn.weight("beta").read().astype(np.float64) if "beta" in names else np.zeros_like(mean)
+        scale = gamma / np.sqrt(var + eps)
+        kernel = kernel_w.read().astype(np.float64)
+        if producer.class_name in DEPTHWISE:
+            kernel = kernel * scale.reshape(kernel.shape[-2], kernel.shape[-1])
+        else:
+            kernel = kernel * scale
+        bias = weights["bias"].read().astype(np.float64) if "bias" in weights else np.zeros_like(mean)
+        return kernel.astype(np.float32), ((bias - mean) * scale + beta).astype(np.float32)
+
+    cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def part(index: int) -> np.ndarray:
+        if "value" not in cache:
+            cache["value"] = folded()
+        return cache["value"][index]
+
+    location = f"{kernel_w.location} (BatchNormalization '{bn.name}' folded in)"
+    new_weights = (
+        Weight("kernel", kernel_w.shape, "float32", location, lambda: part(0)),
+        Weight("bias", (out_channels,), "float32", location, lambda: part(1)),
+    )
+    config = dict(producer.config)
+    config["use_bias"] = True
+    if producer.class_name == "Dense":
+        config.setdefault("units", out_channels)
+    return replace(producer, config=MappingProxyType(config), weights=new_weights)
+
+
+def _output_rank(producer: Layer) -> int:
+    if producer.class_name == "Dense":
+        return 1
+    return {"1D": 2, "2D": 3, "3D": 4}[producer.class_name[-2:]]
+
+
+def _out_channels(producer: Layer, kernel_shape: tuple[int, ...]) -> int:
+    if producer.class_name in DEPTHWISE:
+        return int(kernel_shape[-2] * kernel_shape[-1])
+    return int(kernel_shape[-1])

@@ -1,0 +1,95 @@
+"""Fusion pass: merge a residual sum into the step producing one of its terms.
+
+Matches ``Add(a, b) [-> ReLU / relu6]`` where ``a`` comes from a linear channels-last float32 Conv2D
+(groups 1) or an inverted bottleneck without a residual yet, read by nothing else. Produces, under the
+Add's name and at its place, ``modelgraph/ConvResidual`` (or the bottleneck with ``residual`` set)
+reading the producer's input and ``b``: the sum and activation run in its epilogue, block by block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import MappingProxyType
+
+from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
+from modelgraph.runner.activations import activation_name
+from modelgraph.runner.fast.fused import CONV_RESIDUAL, INVERTED_BOTTLENECK
+from modelgraph.runner.passes._graph import (
+    consumers_of,
+    drop,
+    plain_add,
+    plain_call,
+    relu_name,
+    single_call_float32,
+    single_consumer,
+)
+
+
+def merge_residual_sums(graph: ModelGraph) -> ModelGraph:
+    """Merge ``Add(a, b)`` [-> ReLU / relu6] into the step producing ``a`` when that is a linear
+    channels-last Conv2D or an inverted bottleneck whose output nothing else reads: the sum (and the
+    activation) then run in its epilogue, block by block (see ``fused.conv_residual``).
+
+    The merged step takes the Add's name and place in the graph (after both of its inputs, whatever
+    the node order), reads the producer's input and ``b``, and carries the producer's weights."""
+    consumers = consumers_of(graph)
+    outputs = {ref.node_key for ref in graph.outputs}
+    layers = {lyr.name: lyr for lyr in graph.layers}
+    producers = {node.layer: node for node in graph.nodes}
+    removed: dict[str, TensorRef | None] = {}
+    calls: dict[str, Node] = {}
+    for node in graph.nodes:
+        add = layers[node.layer]
+        if not plain_add(add, node) or len(node.args[0]) != 2:
+            continue
+        refs = list(node.args[0])
+        for i, ref in enumerate(refs):
+            producer, source = layers.get(ref.layer), producers.get(ref.layer)
+            other = refs[1 - i]
+            if producer is None or source is None or other == ref or ref.layer in removed:
+                continue
+            if not _residual_producer(producer, source) or ref.node_key in outputs:
+                continue
+            if [n.key for n in consumers.get(ref.node_key, [])] != [node.key]:
+                continue
+            follower = single_consumer(graph, consumers, outputs, node.key)
+            relu = relu_name(layers[follower.layer]) if follower and plain_call(follower) else None
+            merged = _merged_residual(producer, relu or "linear")
+            inputs = (source.args[0], other)
+            layers[add.name] = replace(
+                add, class_name=merged.class_name, config=merged.config, weights=merged.weights
+            )
+            calls[add.name] = replace(node, args=inputs, kwargs=MappingProxyType({}), inputs=inputs)
+            removed[producer.name] = None
+            if relu is not None and follower is not None:
+                removed[follower.layer] = TensorRef(add.name, node.index, 0)
+            break
+    if not removed:
+        return graph
+    return drop(graph, layers, removed, calls)
+
+
+def _residual_producer(layer: Layer, node: Node) -> bool:
+    """A step whose epilogue can take a residual sum: a linear channels-last float32 Conv2D (groups
+    1) or an inverted bottleneck without one yet, called once, plainly."""
+    if not (single_call_float32(layer) and plain_call(node)):
+        return False
+    if layer.class_name == INVERTED_BOTTLENECK:
+        return layer.config.get("residual") is None
+    return (
+        layer.class_name == "Conv2D"
+        and layer.config.get("data_format", "channels_last") in (None, "channels_last")
+        and activation_name(layer.config.get("activation")) == "linear"
+        and (layer.config.get("groups") or 1) == 1
+        and {w.name for w in layer.weights} >= {"kernel"}
+    )
+
+
+def _merged_residual(producer: Layer, activation: str) -> Layer:
+    """The producer as a step that also adds a residual and applies ``activation``."""
+    if producer.class_name == INVERTED_BOTTLENECK:
+        config = {**producer.config, "residual": activation}
+        return replace(producer, config=MappingProxyType(config))
+    weights = tuple(replace(w, name=f"conv/{w.name}") for w in producer.weights)
+    config = {"conv": producer.config, "activation": activation}
+    return replace(producer, class_name=CONV_RESIDUAL, config=MappingProxyType(config), weights=weights)

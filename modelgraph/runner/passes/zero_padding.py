@@ -1,0 +1,74 @@
+"""Fusion pass: read zero padding as part of the op that follows it.
+
+Matches ``ZeroPadding2D -> Conv2D (groups 1) | DepthwiseConv2D | MaxPooling2D (valid, pads narrower
+than the pool)``, channels-last float32, the padded tensor read by nothing else. Produces
+``modelgraph/ZeroPadded`` under the op's name, reading the padding's input: the padded copy of the
+tensor is never made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import MappingProxyType
+
+from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
+from modelgraph.runner.fast.fused import ZERO_PADDED
+from modelgraph.runner.passes._graph import (
+    consumers_of,
+    drop,
+    ints,
+    is_zero_padding_2d,
+    pads_2d,
+    plain_call,
+    single_call_float32,
+    single_consumer,
+)
+
+
+def fold_zero_paddings(graph: ModelGraph) -> ModelGraph:
+    """Merge ``ZeroPadding2D`` into the one Conv2D (groups 1), DepthwiseConv2D or valid MaxPooling2D
+    (pads narrower than its pool) reading it: that op pads as it reads (``fused.zero_padded``), and
+    the padded copy of the tensor is never made. The merged step keeps the op's name and place."""
+    consumers = consumers_of(graph)
+    outputs = {ref.node_key for ref in graph.outputs}
+    layers = {lyr.name: lyr for lyr in graph.layers}
+    removed: dict[str, TensorRef | None] = {}
+    calls: dict[str, Node] = {}
+    for node in graph.nodes:
+        pad = layers[node.layer]
+        if not (is_zero_padding_2d(pad) and plain_call(node)):
+            continue
+        pads = pads_2d(pad.config.get("padding", 1))
+        reader = single_consumer(graph, consumers, outputs, node.key)
+        if pads is None or reader is None or not plain_call(reader):
+            continue
+        op = layers[reader.layer]
+        if not (single_call_float32(op) and _pads_into(op, pads)):
+            continue
+        config = {"pads": pads, "class_name": op.class_name, "layer": op.config}
+        weights = tuple(replace(w, name=f"layer/{w.name}") for w in op.weights)
+        layers[op.name] = replace(
+            op, class_name=ZERO_PADDED, config=MappingProxyType(config), weights=weights
+        )
+        calls[op.name] = replace(reader, args=node.args, inputs=node.inputs)
+        removed[pad.name] = None
+    if not removed:
+        return graph
+    return drop(graph, layers, removed, calls)
+
+
+def _pads_into(layer: Layer, pads: list[list[int]]) -> bool:
+    """Whether ``layer`` can take explicit zero padding ``pads`` into its own reading of the input."""
+    if layer.config.get("data_format", "channels_last") not in (None, "channels_last"):
+        return False
+    if layer.class_name == "Conv2D":
+        return (layer.config.get("groups") or 1) == 1
+    if layer.class_name == "DepthwiseConv2D":
+        return True
+    if layer.class_name == "MaxPooling2D":
+        pool = ints(layer.config.get("pool_size", 2))
+        if pool is None or layer.config.get("padding", "valid") != "valid":
+            return False
+        pool = pool * 2 if len(pool) == 1 else pool
+        return len(pool) == 2 and all(max(p) < k for p, k in zip(pads, pool, strict=True))
+    return False

@@ -1,0 +1,163 @@
+"""Every fast kernel computes what its reference kernel computes (modelgraph/runner/fast/).
+
+Property tests over random shapes, kernel sizes, strides, dilations, paddings, groups, depth
+multipliers, activations (element-wise and along the last axis), float32 and float64, both data
+formats, and inputs that are not C-contiguous (transposed views, strided slices, one channel moved
+from channels_first): a fast path that needs contiguous rows must copy or fall back, never fail.
+The reference kernels themselves are checked against Keras by the goldens (test_kernels_conv.py,
+tests/test_fuzz_cases.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from modelgraph.runner import fast
+from modelgraph.runner.fast import conv as fast_conv
+from modelgraph.runner.registry import KernelSpec
+
+ACTIVATIONS = ["linear", "relu", "relu6", "tanh", "softmax", "log_softmax", "gelu"]
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _layout(data: st.DataObject, x: np.ndarray) -> np.ndarray:
+    """``x`` as a C-ordered array, a transposed view or a strided slice of a bigger array."""
+    how = data.draw(st.sampled_from(["contiguous", "transposed", "sliced"]))
+    if how == "transposed":
+        # The same values, laid out with the batch axis last in memory.
+        return np.moveaxis(np.ascontiguousarray(np.moveaxis(x, 0, -1)), -1, 0)
+    if how == "sliced":
+        big = np.zeros((x.shape[0] * 2, *x.shape[1:-1], x.shape[-1] + 1), dtype=x.dtype)
+        big[::2, ..., : x.shape[-1]] = x
+        return big[::2, ..., : x.shape[-1]]
+    return x
+
+
+@st.composite
+def conv_cases(draw, classes=("Conv", "Depthwise", "Separable")):
+    kind = draw(st.sampled_from(classes))
+    rank = draw(st.integers(1, 3 if kind == "Conv" else 2))
+    fmt = draw(st.sampled_from(["channels_last", "channels_first"]))
+    dtype = draw(st.sampled_from(["float32", "float64"]))
+    channels = draw(st.integers(1, 6))
+    kernel_size = tuple(draw(st.integers(1, 3)) for _ in range(rank))
+    strided = draw(st.booleans())
+    strides = tuple(draw(st.integers(1, 3)) for _ in range(rank)) if strided else (1,) * rank
+    dilation = (1,) * rank if strided else tuple(draw(st.integers(1, 2)) for _ in range(rank))
+    modes = ["valid", "same"] + (["causal"] if rank == 1 and kind == "Conv" else [])
+    padding = draw(st.sampled_from(modes))
+    spatial = tuple(
+        draw(st.integers((k - 1) * d + 1, (k - 1) * d + 7))
+        for k, d in zip(kernel_size, dilation, strict=True)
+    )
+    batch = draw(st.integers(1, 3))
+    config = {
+        "kernel_size": list(kernel_size),
+        "strides": list(strides),
+        "dilation_rate": list(dilation),
+        "padding": padding,
+        "data_format": fmt,
+        "activation": draw(st.sampled_from(ACTIVATIONS)),
+        "use_bias": draw(st.booleans()),
+    }
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    weights: dict[str, np.ndarray] = {}
+    if kind == "Conv":
+        groups = draw(st.sampled_from([g for g in range(1, channels + 1) if channels % g == 0]))
+        filters = groups * draw(st.integers(1, 3))
+        config.update(filters=filters, groups=groups)
+        weights["kernel"] = rng.normal(size=(*kernel_size, channels // groups, filters))
+        out_channels = filters
+    else:
+        mult = draw(st.integers(1, 2))
+        config["depth_multiplier"] = mult
+        if kind == "Depthwise":
+            weights["kernel"] = rng.normal(size=(*kernel_size, channels, mult))
+            out_channels = channels * mult
+        else:
+            filters = draw(st.integers(1, 4))
+            config["filters"] = filters
+            weights["depthwise_kernel"] = rng.normal(size=(*kernel_size, channels, mult))
+            weights["pointwise_kernel"] = rng.normal(size=(*([1] * rank), channels * mult, filters))
+            out_channels = filters
+    if config["use_bias"]:
+        weights["bias"] = rng.normal(size=(out_channels,))
+    class_name = f"{kind}Conv{rank}D" if kind != "Conv" else f"Conv{rank}D"
+    shape = (batch, channels, *spatial) if fmt == "channels_first" else (batch, *spatial, channels)
+    x = rng.normal(size=shape).astype(dtype)
+    spec = KernelSpec(
+        "layer", class_name, config, {k: v.astype(dtype) for k, v in weights.items()}, compute_dtype=dtype
+    )
+    return spec, x
+
+
+def _check(spec: KernelSpec, x: np.ndarray) -> None:
+    want = fast.kernel_for(spec.class_name, spec, reference=True)(np.ascontiguousarray(x))
+    got = fast.kernel_for(spec.class_name, spec)(x)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    tol = 1e-4 if x.dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(got, want, atol=tol, rtol=tol)
+
+
+@SETTINGS
+@given(conv_cases(), st.data())
+def test_fast_conv_kernels_match_reference(case, data):
+    spec, x = case
+    _check(spec, _layout(data, x))
+
+
+@SETTINGS
+@given(conv_cases(), st.data())
+def test_fast_conv_kernels_match_reference_on_channels_first_moves(case, data):
+    """The input a channels_first model hands a channels-last kernel: a moved axis (C-contiguous
+    when there is one channel, with an arbitrary stride on that axis)."""
+    spec, x = case
+    moved = np.moveaxis(np.ascontiguousarray(np.moveaxis(x, -1, 1)), 1, -1)
+    _check(spec, moved)
+
+
+def test_every_fast_kernel_is_covered():
+    """The property tests draw every class that has a fast kernel."""
+    covered = {f"{k}Conv{r}D" for k in ("", "Depthwise", "Separable") for r in (1, 2, 3)}
+    names = {factory.__name__ for factory in fast.FAST_KERNELS}
+    expected = {"conv1d", "conv2d", "conv3d", "depthwise_conv1d", "depthwise_conv2d"}
+    assert names == expected | {"separable_conv1d", "separable_conv2d"}
+    assert {"Conv1D", "Conv3D", "DepthwiseConv2D", "SeparableConv1D"} <= covered
+
+
+@SETTINGS
+@given(conv_cases(classes=("Conv",)), st.integers(0, 2), st.integers(0, 2), st.data())
+def test_padded_conv2d_matches_reference_of_padded_input(case, top, left, data):
+    """The merged ZeroPadding2D -> Conv2D step (fast/fused.py) reads the padding as it goes."""
+    spec, x = case
+    if (
+        spec.class_name != "Conv2D"
+        or spec.config["groups"] != 1
+        or spec.config["data_format"] != "channels_last"
+    ):
+        return
+    pads = [(top, 1), (left, 0)]
+    want = fast.kernel_for("Conv2D", spec, reference=True)(np.pad(x, [(0, 0), *pads, (0, 0)]))
+    got = fast_conv.padded_conv2d(spec, pads)(_layout(data, x))
+    tol = 1e-4 if x.dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(got, want, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("fmt", ["channels_last", "channels_first"])
+def test_reference_applies_softmax_to_the_output_as_laid_out(fmt):
+    """Keras applies a conv's activation to its output as laid out: a channels_first conv's softmax
+    normalises the last (spatial) axis, a channels_last one's the channels."""
+    rng = np.random.default_rng(0)
+    spec = KernelSpec(
+        "c",
+        "Conv1D",
+        {"filters": 3, "kernel_size": 2, "data_format": fmt, "activation": "softmax"},
+        {"kernel": rng.normal(size=(2, 4, 3)).astype("float32"), "bias": np.zeros(3, "float32")},
+    )
+    x = rng.normal(size=(2, 4, 7) if fmt == "channels_first" else (2, 7, 4)).astype("float32")
+    for reference_only in (True, False):
+        y = fast.kernel_for("Conv1D", spec, reference=reference_only)(x)
+        np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=1e-5)
