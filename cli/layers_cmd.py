@@ -53,9 +53,8 @@ def _details(report) -> None:  # noqa: ANN001 - a LayersReport
             click.echo(f"  aliases: {', '.join(e.aliases)}")
         for concern, value in e.support.model_dump().items():
             click.echo(f"  {concern:<8} {'yes' if value is True else 'no: ' + str(value)}")
-        click.echo(
-            f"  masks    {e.masks}; dtype {e.dtype}; training-sensitive {'yes' if e.training_sensitive else 'no'}"
-        )
+        sensitive = "yes" if e.training_sensitive else "no"
+        click.echo(f"  behaviour: masks {e.masks}; dtype {e.dtype}; training-sensitive {sensitive}")
         if e.config_defaults is not None:
             defaults = ", ".join(f"{k}={v!r}" for k, v in e.config_defaults.items())
-            click.echo(f"  config   {defaults}")
+            click.echo(f"  defaults: {defaults}")

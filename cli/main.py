@@ -20,7 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("modelgraph.cli.inspect_cmd", "Summary table of a model: layers, shapes, params, depths."),
     "validate": ("modelgraph.cli.validate_cmd", "Check model files for every problem at once (CI-friendly)."),
     "rules": ("modelgraph.cli.validate_cmd", "List every validation rule with its id and severity."),
-    "render": ("modelgraph.cli.render_cmd", "Draw a model graph with Graphviz (DOT, SVG, PNG, PDF)."),
+    "render": (
+        "modelgraph.cli.render_cmd",
+        "Draw a model graph (DOT, SVG, PNG, PDF, or an interactive HTML page).",
+    ),
     "diff": ("modelgraph.cli.diff_cmd", "Compare two models: structure, config, wiring, weights."),
     "run": ("modelgraph.cli.run_cmd", "Run a model with the NumPy runner; compare with expected outputs."),
     "convert": (
