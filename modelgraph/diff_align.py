@@ -165,12 +165,17 @@ def _f32(x: float) -> float:
 
 
 def _as_keras3(class_name: str, config: Mapping[str, Any], keras_version: Version) -> Mapping[str, Any]:
-    """The config as Keras 3 reads it, by the class's catalogue entry's upgrade (its defaults are
-    applied by :func:`_norm_layer_config`, through the defaults provider)."""
+    """The config as Keras 3 reads it, by the class's catalogue entry's upgrade, then its settings
+    equal in effect written one way (its ``equivalent`` hook); its defaults are applied by
+    :func:`_norm_layer_config`, through the defaults provider."""
     spec = catalogue.spec_for(class_name)
-    if spec is None or not isinstance(spec.config, ConfigSpec) or spec.config.upgrade is None:
+    if spec is None or not isinstance(spec.config, ConfigSpec):
         return config
-    return spec.config.upgrade(config, keras_version)
+    if spec.config.upgrade is not None:
+        config = spec.config.upgrade(config, keras_version)
+    if spec.config.equivalent is not None:
+        config = spec.config.equivalent(config, keras_version)
+    return config
 
 
 def _norm_layer_config(

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from modelgraph.cli.main import cli
 from modelgraph.diff import diff
-from modelgraph.diff_align import ConfigContext, normalize_config, set_defaults_provider
+from modelgraph.diff_align import ConfigContext, config_changes, normalize_config, set_defaults_provider
 from modelgraph.graph import Layer
 from modelgraph.loading import load
 
@@ -27,14 +27,11 @@ TWINS = ["cnn", "mha", "nested", "dtypes", "multi_io_list", "multi_io_dict", "rn
 # (seq_noin is left out: a Sequential built by calling it records the batch size it was called with,
 # [1, 5] in the Keras 3 file and [None, 5] in the tf_keras one; a real difference, not noise.)
 
-#: What stays after normalisation, and why: each needs Keras's per-class defaults (the layer
-#: catalogue), which plug in through set_defaults_provider.
-NEEDS_CLASS_DEFAULTS = {
-    ("SeparableConv2D", "groups"),  # Keras 3 writes groups: 1; tf_keras's SeparableConv2D has none
-    ("SeparableConv2D", "kernel_initializer"),  # Keras 3 writes its (unused) base-class initializer
-    ("Bidirectional", "backward_layer"),  # Keras 3 always writes the backward copy
-    ("Bidirectional", "layer.config.zero_output_for_mask"),  # Keras 3 RNN default True written out
-}
+#: What stays after normalisation: nothing. What used to stay needed per-class knowledge, now in the
+#: catalogue entries' ConfigSpec (see the tests below): tf_keras's SeparableConv2D writes its base
+#: Conv's unused groups: 1 and kernel_initializer; Keras 3's Bidirectional always writes the backward
+#: copy and its wrapped RNN's zero_output_for_mask as the wrapper forces it.
+NEEDS_CLASS_DEFAULTS: set[tuple[str, str]] = set()
 
 
 def config_noise(name: str, **options: bool) -> set[tuple[str, str]]:
@@ -69,6 +66,51 @@ def test_strict_config_shows_raw_differences() -> None:
     assert "axis: [-1] -> [2]" in raw.output and "dtype:" in raw.output
 
 
+def test_strict_config_still_shows_what_the_catalogue_normalises() -> None:
+    assert {
+        ("SeparableConv2D", "groups"),
+        ("SeparableConv2D", "kernel_initializer"),
+    } <= config_noise("cnn", strict_config=True)
+    raw = config_noise("rnn_state", strict_config=True)
+    assert {
+        ("Bidirectional", "backward_layer"),
+        ("Bidirectional", "layer.config.zero_output_for_mask"),
+    } <= raw
+
+
+def _bidirectional(name: str) -> Layer:
+    return next(lyr for lyr in load(SAMPLES / name).layers if lyr.class_name == "Bidirectional")
+
+
+def test_a_backward_layer_that_differs_is_still_reported() -> None:
+    k3, k2 = _bidirectional("k3/rnn_state.keras"), _bidirectional("k2/rnn_state.h5")
+    assert config_changes(normalize_config(k3), normalize_config(k2)) == []
+    assert "backward_layer" not in normalize_config(k3)  # the one Keras makes anyway
+    backward = k3.config["backward_layer"]
+    changed = {**k3.config, "backward_layer": {**backward, "config": {**backward["config"], "units": 7}}}
+    k3_changed = Layer(name=k3.name, class_name=k3.class_name, kind=k3.kind, config=changed)
+    assert normalize_config(k3_changed)["backward_layer"]["config"]["units"] == 7
+    # a wrapped RNN's zero_output_for_mask is forced to its return_sequences by the wrapper
+    assert normalize_config(k3)["layer"]["config"].get("zero_output_for_mask") is True
+    assert normalize_config(k2)["layer"]["config"].get("zero_output_for_mask") is True
+
+
+def test_separable_conv_differences_that_matter_are_still_reported() -> None:
+    k3 = next(lyr for lyr in load(SAMPLES / "k3/cnn.keras").layers if lyr.class_name == "SeparableConv2D")
+    k2 = next(lyr for lyr in load(SAMPLES / "k2/cnn.h5").layers if lyr.class_name == "SeparableConv2D")
+    assert "groups" in k2.config and "kernel_initializer" in k2.config  # tf_keras's unused base-Conv keys
+    assert config_changes(normalize_config(k3), normalize_config(k2)) == []
+    changed = {**k2.config, "depthwise_initializer": {"class_name": "Zeros", "config": {}}}
+    other = Layer(name=k2.name, class_name=k2.class_name, kind=k2.kind, config=changed)
+    assert normalize_config(other)["depthwise_initializer"] != normalize_config(k3)["depthwise_initializer"]
+    assert (
+        normalize_config(Layer(name="x", class_name="SeparableConv2D", kind="layer", config={"groups": 2}))[
+            "groups"
+        ]
+        == 2
+    )
+
+
 def _layer(class_name: str, **config: object) -> Layer:
     return Layer(name="x", class_name=class_name, kind="layer", config={"name": "x", **config})
 
@@ -96,20 +138,17 @@ def test_class_defaults_plug_in_through_one_hook() -> None:
 
     def provider(class_name: str, version: str | None) -> dict | None:
         seen.append((class_name, version))
-        if class_name == "SeparableConv2D":
-            return {
-                "groups": 1,
-                "kernel_initializer": {"class_name": "GlorotUniform", "config": {"seed": None}},
-            }
-        return None
+        return {"units": 4} if class_name == "Dense" else None
 
+    dense = _layer("Dense", units=4)
     set_defaults_provider(provider)
     try:
+        assert "units" not in normalize_config(dense)
         assert config_noise("cnn") == set()
     finally:
         set_defaults_provider(None)
+    assert normalize_config(dense)["units"] == 4
     assert ("SeparableConv2D", "3.15.1") in seen and ("SeparableConv2D", "2.21.0") in seen
-    assert config_noise("cnn") == {("SeparableConv2D", "groups"), ("SeparableConv2D", "kernel_initializer")}
 
 
 def test_no_change_prints_the_same_on_both_sides(tmp_path: Path) -> None:

@@ -51,6 +51,7 @@ SPECS = (
         layer(
             f"SeparableConv{n}D",
             aliases=(Alias(f"SeparableConvolution{n}D", "2"),),
+            config=ConfigSpec(upgrade=upgrades.separable),
             weight_names=wn.separable,
         )
         for n in (1, 2)

@@ -24,6 +24,7 @@ RNN_DEFAULTS = {
     "go_backwards": False,
     "stateful": False,
     "unroll": False,
+    "zero_output_for_mask": False,
 }
 SIMPLE_RNN_CONFIG = ConfigSpec(RNN_DEFAULTS, upgrades.recurrent)
 LSTM_CONFIG = ConfigSpec(
@@ -51,6 +52,7 @@ SPECS = (
     *layers(("UnifiedGRU", "UnifiedLSTM"), keras_versions=("2",), kernel=NO_KERNEL),
     layer(
         "Bidirectional",
+        config=ConfigSpec(equivalent=upgrades.bidirectional_equivalent),
         weight_names=wn.wrapped,
         keras3_weights=wn.bidirectional_layers,
         masks=masks(

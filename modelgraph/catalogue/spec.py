@@ -86,10 +86,14 @@ class ConfigSpec:
     ``defaults`` is None when they are not catalogued yet. ``upgrade(config, keras_version)`` returns
     the config as Keras 3 would read it (renamed keys, defaults that changed between versions made
     explicit, dropped keys removed); ``keras_version`` is None when the file does not say.
+    ``equivalent(config, keras_version)``, applied after it, writes settings that are equal in effect
+    one way for comparing (``diff``); unlike ``upgrade`` it may drop what a writer must keep (a
+    Bidirectional ``backward_layer`` equal to the one Keras would make).
     """
 
     defaults: Mapping[str, Any] | None = None
     upgrade: Callable[[Mapping[str, Any], tuple[int, int, int] | None], dict[str, Any]] | None = None
+    equivalent: Callable[[Mapping[str, Any], tuple[int, int, int] | None], dict[str, Any]] | None = None
 
     def read(self, config: Mapping[str, Any], keras_version: tuple[int, int, int] | None) -> dict[str, Any]:
         """The config as Keras 3 reads it: upgraded, and every catalogued default made explicit."""

@@ -3,7 +3,8 @@
 Each function is an ``upgrade(config, keras_version)`` hook of a :class:`ConfigSpec`
 (``keras_version`` is None when the file does not say). They rename keys, drop keys Keras 3 has no
 meaning for, and make defaults that changed between versions explicit; ``diff`` compares configs
-after them, and a writer will save what they return.
+after them, and a writer will save what they return. A few are ``equivalent`` hooks instead (named
+``*_equivalent``): for comparing only, they write settings equal in effect one way.
 """
 
 from __future__ import annotations
@@ -77,4 +78,73 @@ def batch_normalization(config: Mapping[str, Any], keras_version: Version) -> di
     if not out.get("renorm"):
         out.pop("renorm_momentum", None)
         out.pop("renorm_clipping", None)
+    return out
+
+
+#: Keys tf.keras's SeparableConv inherits from its base Conv and never reads (its kernels are the
+#: depthwise and pointwise ones); Keras 3's SeparableConv neither has nor writes them.
+SEPARABLE_UNUSED_CONV_KEYS = ("kernel_initializer", "kernel_regularizer", "kernel_constraint")
+
+
+def separable(config: Mapping[str, Any], keras_version: Version) -> dict[str, Any]:
+    """tf.keras SeparableConv writes the base Conv's ``groups: 1`` and its unused ``kernel_*`` keys."""
+    return {
+        k: v
+        for k, v in config.items()
+        if k not in SEPARABLE_UNUSED_CONV_KEYS and not (k == "groups" and v == 1)
+    }
+
+
+#: Serialisation bookkeeping that says nothing about what a layer computes.
+_ENVELOPE = frozenset({"module", "registered_name", "build_config", "shared_object_id"})
+
+
+def _in_effect(value: Any) -> Any:
+    """``value`` without serialisation bookkeeping, at every depth (for comparing two layer configs)."""
+    if isinstance(value, Mapping):
+        return {k: _in_effect(v) for k, v in value.items() if k not in _ENVELOPE}
+    if isinstance(value, list | tuple):
+        return [_in_effect(v) for v in value]
+    return value
+
+
+def _wrapped_with_masked_output(wrapped: Any) -> Any:
+    """A wrapped RNN's serialised form with ``zero_output_for_mask`` as Bidirectional sets it: equal to
+    its ``return_sequences`` (both Keras versions force it when they build the wrapper, whatever the
+    config says; Keras 3 writes the forced value, tf.keras writes the layer as it was given)."""
+    if not isinstance(wrapped, Mapping) or not isinstance(wrapped.get("config"), Mapping):
+        return wrapped
+    inner = dict(wrapped["config"])
+    inner["zero_output_for_mask"] = bool(inner.get("return_sequences", False))
+    return {**wrapped, "config": inner}
+
+
+def _default_backward(forward: Mapping[str, Any]) -> Any:
+    """The backward layer Bidirectional makes when none is given: the forward layer with
+    ``go_backwards`` flipped (its name aside), compared without bookkeeping."""
+    inner = {k: v for k, v in forward["config"].items() if k != "name"}
+    inner["go_backwards"] = not inner.get("go_backwards", False)
+    return _in_effect({**forward, "config": inner})
+
+
+def bidirectional_equivalent(config: Mapping[str, Any], keras_version: Version) -> dict[str, Any]:
+    """Bidirectional, for comparing (a ``ConfigSpec.equivalent`` hook, not an upgrade: a writer keeps
+    the file's own ``backward_layer``): the wrapped layers' ``zero_output_for_mask`` as the wrapper forces it, and a
+    ``backward_layer`` dropped when it is the one Keras would make anyway (Keras 3 always writes it,
+    tf.keras only when one was given), so an omitted and a written default compare equal."""
+    out = dict(config)
+    for key in ("layer", "backward_layer"):
+        if key in out:
+            out[key] = _wrapped_with_masked_output(out[key])
+    forward, backward = out.get("layer"), out.get("backward_layer")
+    if (
+        isinstance(forward, Mapping)
+        and isinstance(forward.get("config"), Mapping)
+        and isinstance(backward, Mapping)
+    ):
+        inner = backward.get("config")
+        if isinstance(inner, Mapping):
+            mine = _in_effect({**backward, "config": {k: v for k, v in inner.items() if k != "name"}})
+            if mine == _default_backward(forward):
+                del out["backward_layer"]
     return out
