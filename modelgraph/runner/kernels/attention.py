@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph.catalogue.attention import ATTENTION_CALL, MHA_CALL
 from modelgraph.runner.activations import softmax
 from modelgraph.runner.registry import KernelSpec, register
 
@@ -116,18 +117,7 @@ def mha_layout(rank: int, axes_config: Any) -> MhaLayout:
     )
 
 
-_MHA_ARGS_K3 = (
-    "query",
-    "value",
-    "key",
-    "query_mask",
-    "value_mask",
-    "key_mask",
-    "attention_mask",
-    "return_attention_scores",
-    "training",
-    "use_causal_mask",
-)
+_MHA_ARGS_K3 = MHA_CALL
 # tf.keras: call(query, value, key, attention_mask, return_attention_scores, training, use_causal_mask);
 # the Keras masks of query/value/key are implicit there, accepted here as keyword arguments.
 _MHA_ARGS_K2 = (
@@ -258,7 +248,7 @@ def multi_head_attention(spec: KernelSpec):
 
 # --- Attention / AdditiveAttention ------------------------------------------------------------
 
-_ATTENTION_ARGS = ("inputs", "mask", "training", "return_attention_scores", "use_causal_mask")
+_ATTENTION_ARGS = ATTENTION_CALL
 
 
 def _dense_attention(spec: KernelSpec, score_fn):
