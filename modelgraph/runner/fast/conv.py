@@ -52,7 +52,12 @@ from modelgraph.runner.kernels._conv_utils import (
     window_rows,
     with_residual,
 )
-from modelgraph.runner.kernels.conv import conv_params, depthwise_conv_params, separable_params
+from modelgraph.runner.kernels.conv import (
+    channels_last_input,
+    conv_params,
+    depthwise_conv_params,
+    separable_params,
+)
 from modelgraph.runner.parallel import for_each
 from modelgraph.runner.registry import Kernel, KernelSpec
 
@@ -224,11 +229,7 @@ def _make_conv(
             epilogue = in_place_epilogue(bias, act_value, act)
 
             def run_dw(inputs: Any) -> np.ndarray:
-                x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-                if x.ndim != rank + 2 or x.shape[-1] != cin:
-                    raise ValueError(
-                        f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}"
-                    )
+                x = channels_last_input(inputs, dtype, fmt, rank, cin)
                 pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
                 return from_last(_depthwise_2d(x, depthwise, strides, dilation, pads, epilogue), fmt)
 
@@ -310,9 +311,7 @@ def _make_conv(
             return (im2col(x, kernel_size, strides, dilation) @ flat).reshape(x.shape[0], *out, filters)
 
     def run(inputs: Any) -> np.ndarray:
-        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-        if x.ndim != rank + 2 or x.shape[-1] != cin:
-            raise ValueError(f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}")
+        x = channels_last_input(inputs, dtype, fmt, rank, cin)
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
         return _finish(core(pad_spatial(x, pads)), bias, act, fmt)
 
@@ -363,11 +362,7 @@ def _make_depthwise(spec: KernelSpec, rank: int, pre_pads: Pads | None = None) -
     epilogue = in_place_epilogue(bias, act_value, act)
 
     def run(inputs: Any) -> np.ndarray:
-        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-        if x.ndim != rank + 2 or x.shape[-1] != channels:
-            raise ValueError(
-                f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
-            )
+        x = channels_last_input(inputs, dtype, fmt, rank, channels)
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
         if rank <= 2:
             return from_last(_depthwise_2d(x, kernel, strides, dilation, pads, epilogue), fmt)
@@ -394,11 +389,7 @@ def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
     epilogue = in_place_epilogue(bias, act_value, act)
 
     def run(inputs: Any) -> np.ndarray:
-        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-        if x.ndim != rank + 2 or x.shape[-1] != channels:
-            raise ValueError(
-                f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
-            )
+        x = channels_last_input(inputs, dtype, fmt, rank, channels)
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
         if rank <= 2:
             mid = _depthwise_2d(x, depthwise, strides, dilation, pads, _no_epilogue)

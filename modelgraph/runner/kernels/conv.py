@@ -170,6 +170,15 @@ def transpose_length(
 # --- kernels ------------------------------------------------------------------------------------
 
 
+def channels_last_input(inputs: Any, dtype: np.dtype, fmt: str, rank: int, channels: int) -> np.ndarray:
+    """A conv's input as a channels-last array of ``dtype``, checked to be of rank ``rank + 2`` with
+    ``channels`` channels."""
+    x = to_last(np.asarray(inputs, dtype=dtype), fmt)
+    if x.ndim != rank + 2 or x.shape[-1] != channels:
+        raise ValueError(f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}")
+    return x
+
+
 def _laid_out(
     spec: KernelSpec,
     rank: int,
@@ -189,11 +198,7 @@ def _laid_out(
     )
 
     def run(inputs: Any) -> np.ndarray:
-        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-        if x.ndim != rank + 2 or x.shape[-1] != channels:
-            raise ValueError(
-                f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
-            )
+        x = channels_last_input(inputs, dtype, fmt, rank, channels)
         y = compute(x)
         if bias is not None:
             y = y + bias
