@@ -23,6 +23,7 @@ import numpy as np
 from modelgraph.catalogue.conv import check_groups
 from modelgraph.runner.activations import activation_name, get_activation
 from modelgraph.runner.kernels._conv_utils import (
+    Pads,
     check_keys,
     data_format,
     depthwise_weight_name,
@@ -209,9 +210,9 @@ def _laid_out(
 
 
 @dataclass(frozen=True)
-class ConvParams:
-    """A Conv layer's options and weights, read and checked once (the reference and fast kernels
-    both build from this)."""
+class WindowParams:
+    """What every conv layer's window reads: compute dtype, data format, kernel size, strides,
+    dilation and padding mode."""
 
     dtype: np.dtype
     fmt: str
@@ -219,6 +220,17 @@ class ConvParams:
     strides: tuple[int, ...]
     dilation: tuple[int, ...]
     mode: str
+
+    def pads(self, x: np.ndarray) -> Pads:
+        """The ``(before, after)`` padding of each spatial axis of the channels-last input ``x``."""
+        return window_pads(self.mode, x.shape[1:-1], self.kernel_size, self.strides, self.dilation)
+
+
+@dataclass(frozen=True)
+class ConvParams(WindowParams):
+    """A Conv layer's options and weights, read and checked once (the reference and fast kernels
+    both build from this)."""
+
     groups: int
     kernel: np.ndarray
     cin_g: int
@@ -248,15 +260,9 @@ def conv_params(spec: KernelSpec, rank: int) -> ConvParams:
 
 
 @dataclass(frozen=True)
-class DepthwiseParams:
+class DepthwiseParams(WindowParams):
     """A DepthwiseConv layer's options and weights, read and checked once."""
 
-    dtype: np.dtype
-    fmt: str
-    kernel_size: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilation: tuple[int, ...]
-    mode: str
     mult: int
     kernel: np.ndarray
     channels: int
@@ -282,16 +288,10 @@ def depthwise_conv_params(spec: KernelSpec, rank: int) -> DepthwiseParams:
 
 
 @dataclass(frozen=True)
-class SeparableParams:
+class SeparableParams(WindowParams):
     """A SeparableConv layer's options and weights, read and checked once; ``pointwise`` is the
     ``(channels * mult, filters)`` matrix."""
 
-    dtype: np.dtype
-    fmt: str
-    kernel_size: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilation: tuple[int, ...]
-    mode: str
     mult: int
     depthwise: np.ndarray
     pointwise: np.ndarray
@@ -331,8 +331,7 @@ def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
     p = conv_params(spec, rank)
 
     def compute(x: np.ndarray) -> np.ndarray:
-        pads = window_pads(p.mode, x.shape[1:-1], p.kernel_size, p.strides, p.dilation)
-        return reference_conv(pad_spatial(x, pads), p.kernel, p.strides, p.dilation, p.groups)
+        return reference_conv(pad_spatial(x, p.pads(x)), p.kernel, p.strides, p.dilation, p.groups)
 
     return _laid_out(spec, rank, p.cin_g * p.groups, p.bias, compute)
 
@@ -356,8 +355,7 @@ def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
     p = depthwise_conv_params(spec, rank)
 
     def compute(x: np.ndarray) -> np.ndarray:
-        pads = window_pads(p.mode, x.shape[1:-1], p.kernel_size, p.strides, p.dilation)
-        return reference_depthwise(pad_spatial(x, pads), p.kernel, p.strides, p.dilation)
+        return reference_depthwise(pad_spatial(x, p.pads(x)), p.kernel, p.strides, p.dilation)
 
     return _laid_out(spec, rank, p.channels, p.bias, compute)
 
@@ -376,8 +374,7 @@ def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
     p = separable_params(spec, rank)
 
     def compute(x: np.ndarray) -> np.ndarray:
-        pads = window_pads(p.mode, x.shape[1:-1], p.kernel_size, p.strides, p.dilation)
-        mid = reference_depthwise(pad_spatial(x, pads), p.depthwise, p.strides, p.dilation)
+        mid = reference_depthwise(pad_spatial(x, p.pads(x)), p.depthwise, p.strides, p.dilation)
         return mid @ p.pointwise
 
     return _laid_out(spec, rank, p.channels, p.bias, compute)
