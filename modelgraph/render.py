@@ -783,27 +783,29 @@ class _Builder:
         return " ".join(attrs)
 
     # edges ----------------------------------------------------------------------------------
-    def source_of(self, prefix: Prefix, graph: ModelGraph, ref: TensorRef) -> tuple[str, bool]:
-        """The drawn id producing ``ref`` (through expanded nested models) and whether to show its index."""
-        key: Key = (prefix, ref.layer, ref.node_index)
+    def _drawn(self, graph: ModelGraph, key: Key) -> tuple[Key, ModelGraph | None]:
+        """The key drawn for node ``key`` (its run's representative when folded into a run) and, when
+        that node is an expanded nested model, its subgraph."""
         run = self.run_of.get(key)
         if run is not None:
             key = run.representative
-        if key in self.expanded:
-            sub = graph.layer(key[1]).subgraph
-            assert sub is not None
+        if key not in self.expanded:
+            return key, None
+        sub = graph.layer(key[1]).subgraph
+        assert sub is not None
+        return key, sub
+
+    def source_of(self, prefix: Prefix, graph: ModelGraph, ref: TensorRef) -> tuple[str, bool]:
+        """The drawn id producing ``ref`` (through expanded nested models) and whether to show its index."""
+        key, sub = self._drawn(graph, (prefix, ref.layer, ref.node_index))
+        if sub is not None:
             return self.source_of((*key[0], (key[1], key[2])), sub, sub.outputs[ref.tensor_index])
         return self.ids[key], key in self.multi_out
 
     def target_of(self, prefix: Prefix, graph: ModelGraph, node: Node, position: int) -> str:
         """The drawn id receiving input ``position`` of ``node`` (a nested model's input layer)."""
-        key: Key = (prefix, node.layer, node.index)
-        run = self.run_of.get(key)
-        if run is not None:
-            key = run.representative
-        if key in self.expanded:
-            sub = graph.layer(key[1]).subgraph
-            assert sub is not None
+        key, sub = self._drawn(graph, (prefix, node.layer, node.index))
+        if sub is not None:
             if not sub.inputs:
                 return ""
             target = sub.inputs[min(position, len(sub.inputs) - 1)]

@@ -4,13 +4,13 @@ from modelgraph import weight_names as wn
 from modelgraph.catalogue import upgrades
 from modelgraph.catalogue.spec import ConfigSpec, MaskBehaviour, layer, masks
 
+ATTENTION_CALL = ("inputs", "mask", "training", "return_attention_scores", "use_causal_mask")
+"""The call arguments of Attention / AdditiveAttention, in order."""
 _ATTENTION_MASKS = masks(
     MaskBehaviour("list", "query"),
-    MaskBehaviour(
-        "call", "query", ("inputs", "mask", "training", "return_attention_scores", "use_causal_mask")
-    ),
+    MaskBehaviour("call", "query", ATTENTION_CALL),
 )
-_MHA_CALL = (
+MHA_CALL = (
     "query",
     "value",
     "key",
@@ -22,6 +22,7 @@ _MHA_CALL = (
     "training",
     "use_causal_mask",
 )
+"""Keras 3 MultiHeadAttention's call arguments, in order."""
 
 SPECS = (
     layer(
@@ -38,7 +39,7 @@ SPECS = (
         masks=masks(
             MaskBehaviour("mha", "mha_scores"),
             MaskBehaviour(
-                "call", "query", _MHA_CALL, note="call() also clears the masks of its input tensors"
+                "call", "query", MHA_CALL, note="call() also clears the masks of its input tensors"
             ),
         ),
     ),

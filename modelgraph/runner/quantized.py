@@ -129,11 +129,11 @@ def _plain_equation(spec: KernelSpec) -> tuple[str, str, str, str]:
     return equation, labels, ker, out
 
 
-def int8_einsum_dense(spec: KernelSpec) -> Kernel:
-    """An int8 EinsumDense ``in,ker->out`` (no ellipsis): the input quantized over its contracted
-    axes, the integer einsum, divided by both scales laid out on the output."""
-    equation, labels, ker, out = _plain_equation(spec)
-    value_range, epsilon = _int8_input_quantizer(spec)
+def int8_einsum_kernel(
+    spec: KernelSpec, equation: str, ker: str, out: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``(int8 kernel, kernel scale laid out on the output labels, bias)`` of an int8 EinsumDense
+    whose kernel labels are ``ker`` and output labels ``out``."""
     kernel, kernel_scale, bias = _int8_kernel(spec)
     if kernel.ndim != len(ker):
         raise WeightsError(f"EinsumDense '{spec.name}': kernel {kernel.shape} does not fit '{equation}'")
@@ -141,6 +141,15 @@ def int8_einsum_dense(spec: KernelSpec) -> Kernel:
         kernel_scale = _to_output_layout(kernel_scale, ker, out)
     elif kernel_scale.ndim != len(out):
         raise spec.unsupported("weights/kernel_scale shape", list(kernel_scale.shape))
+    return kernel, kernel_scale, bias
+
+
+def int8_einsum_dense(spec: KernelSpec) -> Kernel:
+    """An int8 EinsumDense ``in,ker->out`` (no ellipsis): the input quantized over its contracted
+    axes, the integer einsum, divided by both scales laid out on the output."""
+    equation, labels, ker, out = _plain_equation(spec)
+    value_range, epsilon = _int8_input_quantizer(spec)
+    kernel, kernel_scale, bias = int8_einsum_kernel(spec, equation, ker, out)
     reduced = tuple(i for i, label in enumerate(labels) if label not in out)
     act = get_activation(spec.get("activation"), spec.keras_version, "EinsumDense", spec.name)
 
@@ -207,18 +216,26 @@ def _grouped(
     return scales, spec.weight(zero, integer=True).astype(_F32), groups
 
 
-def int4_dense(spec: KernelSpec) -> Kernel:
-    """An int4 Dense: the kernel dequantized per group (asymmetric) or per output channel."""
+def int4_dense_weights(spec: KernelSpec) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """``(unpacked kernel codes, the dequantized kernel when quantized per group else None, bias)``
+    of an int4 Dense; per output channel, the codes are divided by ``kernel_scale`` after the matmul."""
     units = spec.get("units")
     if not isinstance(units, int) or isinstance(units, bool) or units < 1:
         raise spec.unsupported("units", units)
     codes = unpack_int4(spec.weight("kernel", integer=True), units).astype(_F32)
     bias = spec.weight("bias", integer=True).astype(_F32) if "bias" in spec.weights else None
-    act = get_activation(spec.get("activation"), spec.keras_version, "Dense", spec.name)
     grouped = _grouped(spec, "kernel_scale", "kernel_zero", codes.shape[0], axis=0)
-    if grouped is not None:
-        scale, zero, groups = grouped
-        kernel = (codes - zero[groups]) * scale[groups]
+    if grouped is None:
+        return codes, None, bias
+    scale, zero, groups = grouped
+    return codes, (codes - zero[groups]) * scale[groups], bias
+
+
+def int4_dense(spec: KernelSpec) -> Kernel:
+    """An int4 Dense: the kernel dequantized per group (asymmetric) or per output channel."""
+    codes, kernel, bias = int4_dense_weights(spec)
+    act = get_activation(spec.get("activation"), spec.keras_version, "Dense", spec.name)
+    if kernel is not None:
 
         def run(x: np.ndarray) -> np.ndarray:
             y = np.asarray(x, dtype=_F32) @ kernel
@@ -240,14 +257,9 @@ def int4_dense(spec: KernelSpec) -> Kernel:
     return run_per_channel
 
 
-def int4_einsum_dense(spec: KernelSpec) -> Kernel:
-    """An int4 EinsumDense ``in,ker->out`` (no ellipsis). Keras flattens the kernel to ``(rows,
-    columns)`` (the contracted axes, the others) by a plain reshape, quantizes that like an int4
-    Dense kernel and, on every call, dequantizes it (per group, asymmetric; or divided by the
-    per-column scale) and reshapes it back to the kernel's shape, which the input's shape and
-    ``output_shape`` decide; then the float einsum (of the quantized input, divided by its scale,
-    when the config names an activation quantizer), the bias and the activation."""
-    equation, labels, ker, out = _plain_equation(spec)
+def int4_flat_kernel(spec: KernelSpec) -> np.ndarray:
+    """An int4 EinsumDense's dequantized ``(rows, columns)`` kernel, as Keras flattens it (see
+    :func:`int4_einsum_dense`)."""
     scale = spec.weight("kernel_scale", integer=True).astype(_F32)
     if scale.ndim not in (1, 2):
         raise spec.unsupported("weights/kernel_scale shape", list(scale.shape))
@@ -263,6 +275,35 @@ def int4_einsum_dense(spec: KernelSpec) -> Kernel:
     else:
         with np.errstate(divide="ignore", invalid="ignore"):  # a zero scale gives inf / NaN, as in Keras
             flat = codes / scale
+    return flat
+
+
+def int4_einsum_kernel(
+    spec: KernelSpec, equation: str, flat: np.ndarray, sample: tuple[int, ...]
+) -> np.ndarray:
+    """The flattened int4 kernel ``flat`` reshaped back to the kernel shape that an input of sample
+    shape ``sample`` gives the EinsumDense (checked to flatten to ``flat``)."""
+    from modelgraph.shape_rules._base import einsum_int4_flat_shape
+    from modelgraph.shape_rules.core import einsum_dense_analysis
+
+    kernel_shape = einsum_dense_analysis(spec.config, (None, *sample))[1]
+    if einsum_int4_flat_shape(equation, kernel_shape) != flat.shape:
+        raise WeightsError(
+            f"EinsumDense '{spec.name}': int4 kernel {list(flat.shape)} does not flatten a "
+            f"{list(kernel_shape)} kernel for '{equation}' on an input of sample shape {list(sample)}"
+        )
+    return flat.reshape(kernel_shape)
+
+
+def int4_einsum_dense(spec: KernelSpec) -> Kernel:
+    """An int4 EinsumDense ``in,ker->out`` (no ellipsis). Keras flattens the kernel to ``(rows,
+    columns)`` (the contracted axes, the others) by a plain reshape, quantizes that like an int4
+    Dense kernel and, on every call, dequantizes it (per group, asymmetric; or divided by the
+    per-column scale) and reshapes it back to the kernel's shape, which the input's shape and
+    ``output_shape`` decide; then the float einsum (of the quantized input, divided by its scale,
+    when the config names an activation quantizer), the bias and the activation."""
+    equation, labels, ker, out = _plain_equation(spec)
+    flat = int4_flat_kernel(spec)
     bias = spec.weight("bias", integer=True).astype(_F32) if "bias" in spec.weights else None
     act = get_activation(spec.get("activation"), spec.keras_version, "EinsumDense", spec.name)
     quantizer = _activation_quantizer(spec, None)
@@ -271,18 +312,9 @@ def int4_einsum_dense(spec: KernelSpec) -> Kernel:
     kernels: dict[tuple[int, ...], np.ndarray] = {}
 
     def kernel_for(shape: tuple[int, ...]) -> np.ndarray:
-        from modelgraph.shape_rules._base import einsum_int4_flat_shape
-        from modelgraph.shape_rules.core import einsum_dense_analysis
-
         sample = shape[1:]
         if sample not in kernels:
-            kernel_shape = einsum_dense_analysis(spec.config, (None, *sample))[1]
-            if einsum_int4_flat_shape(equation, kernel_shape) != flat.shape:
-                raise WeightsError(
-                    f"EinsumDense '{spec.name}': int4 kernel {list(flat.shape)} does not flatten a "
-                    f"{list(kernel_shape)} kernel for '{equation}' on an input of shape {list(shape)}"
-                )
-            kernels[sample] = flat.reshape(kernel_shape)
+            kernels[sample] = int4_einsum_kernel(spec, equation, flat, sample)
         return kernels[sample]
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -300,24 +332,27 @@ def int4_einsum_dense(spec: KernelSpec) -> Kernel:
     return run
 
 
-def int4_embedding(spec: KernelSpec) -> Kernel:
-    """An int4 Embedding: rows dequantized per group (asymmetric) or divided by their row scale."""
+def int4_embedding_table(spec: KernelSpec) -> np.ndarray:
+    """An int4 Embedding's table, dequantized per group (asymmetric) or divided by its row scale."""
     width = spec.get("output_dim")
     if not isinstance(width, int) or isinstance(width, bool) or width < 1:
         raise spec.unsupported("output_dim", width)
     table = unpack_int4(spec.weight("embeddings", integer=True), width).astype(_F32)
-    rows = table.shape[0]
     grouped = _grouped(spec, "embeddings_scale", "embeddings_zero", width, axis=-1)
     if grouped is None:
-        row_scale = spec.weight("embeddings_scale", integer=True).astype(_F32).reshape(rows)
+        row_scale = spec.weight("embeddings_scale", integer=True).astype(_F32).reshape(table.shape[0])
+        return table / row_scale[:, None]
+    scale, zero, groups = grouped
+    return (table - zero[:, groups]) * scale[:, groups]
+
+
+def int4_embedding(spec: KernelSpec) -> Kernel:
+    """An int4 Embedding: a lookup in the dequantized table (:func:`int4_embedding_table`)."""
+    table = int4_embedding_table(spec)
+    rows = table.shape[0]
 
     def run(x: np.ndarray) -> np.ndarray:
-        ids = embedding_ids(x, rows, spec.name)
-        out = table[ids]
-        if grouped is None:
-            return out / row_scale[ids][..., None]
-        scale, zero, groups = grouped
-        return (out - zero[ids][..., groups]) * scale[ids][..., groups]
+        return table[embedding_ids(x, rows, spec.name)]
 
     return run
 

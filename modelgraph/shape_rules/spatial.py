@@ -87,6 +87,14 @@ DEPTHWISE_CLASSES = ("DepthwiseConv1D", "DepthwiseConv2D")
 SEPARABLE_CLASSES = ("SeparableConv1D", "SeparableConv2D", "SeparableConvolution1D", "SeparableConvolution2D")
 
 
+def _conv_lengths(spatial: Any, g: Mapping[str, Any]) -> list[Any]:
+    """The output length of each spatial axis of a conv with geometry ``g`` (see ``conv_geometry``)."""
+    return [
+        conv_length(d, k, s, r, g["padding"])
+        for d, k, s, r in zip(spatial, g["kernel"], g["strides"], g["dilation"], strict=True)
+    ]
+
+
 @shape_rule(*CONV_CLASSES)
 def _conv(call: Call) -> Shape:
     n = spatial_rank(call.class_name)
@@ -100,11 +108,7 @@ def _conv(call: Call) -> Shape:
         check_groups(call.config.get("groups"), channels, filters)
     except (TypeError, ValueError) as exc:
         raise ShapeError(str(exc), "config") from None
-    out = [
-        conv_length(d, k, s, r, g["padding"])
-        for d, k, s, r in zip(spatial, g["kernel"], g["strides"], g["dilation"], strict=True)
-    ]
-    return join_spatial(batch, out, filters, first)
+    return join_spatial(batch, _conv_lengths(spatial, g), filters, first)
 
 
 @weight_rule(*CONV_CLASSES)
@@ -161,11 +165,7 @@ def _depthwise(call: Call) -> Shape:
     g = conv_geometry(call.config, n, call.class_name)
     dm = call.get("depth_multiplier", 1)
     batch, spatial, channels = split_spatial(shape, n, first)
-    out = [
-        conv_length(d, k, s, r, g["padding"])
-        for d, k, s, r in zip(spatial, g["kernel"], g["strides"], g["dilation"], strict=True)
-    ]
-    return join_spatial(batch, out, dmul(channels, dm), first)
+    return join_spatial(batch, _conv_lengths(spatial, g), dmul(channels, dm), first)
 
 
 @weight_rule(*DEPTHWISE_CLASSES)
@@ -188,11 +188,7 @@ def _separable(call: Call) -> Shape:
     g = conv_geometry(call.config, n, call.class_name)
     filters = _filters(call.config, call.class_name)
     batch, spatial, _ = split_spatial(shape, n, first)
-    out = [
-        conv_length(d, k, s, r, g["padding"])
-        for d, k, s, r in zip(spatial, g["kernel"], g["strides"], g["dilation"], strict=True)
-    ]
-    return join_spatial(batch, out, filters, first)
+    return join_spatial(batch, _conv_lengths(spatial, g), filters, first)
 
 
 @weight_rule(*SEPARABLE_CLASSES)

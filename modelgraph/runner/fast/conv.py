@@ -32,21 +32,15 @@ from modelgraph.runner.kernels._conv_utils import (
     Epilogue,
     Pads,
     Region,
-    check_keys,
     conv2d_gemm,
-    data_format,
     depthwise_slab,
     depthwise_tiled,
-    depthwise_weight_name,
-    float_dtype,
     from_last,
     im2col,
     in_place_epilogue,
-    int_tuple,
     layout_activation,
     out_sizes,
     pad_spatial,
-    padding_mode,
     row_blocks,
     slab,
     spread_parts,
@@ -59,13 +53,10 @@ from modelgraph.runner.kernels._conv_utils import (
     with_residual,
 )
 from modelgraph.runner.kernels.conv import (
-    CONV_KEYS,
-    DEPTHWISE_KEYS,
-    bias_of,
-    check_kernel,
-    depthwise_params,
-    groups_of,
-    weight,
+    channels_last_input,
+    conv_params,
+    depthwise_conv_params,
+    separable_params,
 )
 from modelgraph.runner.parallel import for_each
 from modelgraph.runner.registry import Kernel, KernelSpec
@@ -222,24 +213,12 @@ def _make_conv(
     after a merged sum; a linear channels-last Conv2D only), a kernel ``run(x, residual)``, see
     :func:`conv2d_with_residual`;
     with ``pre_pads`` (a rank-1/2 conv with groups 1), the input zero-padded by them first."""
-    check_keys(spec, CONV_KEYS)
-    dtype = float_dtype(spec)
-    fmt = data_format(spec)
-    kernel_size = int_tuple(spec, "kernel_size", rank, None)
-    strides = int_tuple(spec, "strides", rank, 1)
-    dilation = int_tuple(spec, "dilation_rate", rank, 1)
-    mode = padding_mode(spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
-    groups = groups_of(spec)
-    kernel = weight(spec, "kernel", dtype)
-    check_kernel(spec, kernel, kernel_size, rank)
-    cin_g, filters = kernel.shape[-2:]
-    groups_of(spec, filters)
-    if spec.get("filters") not in (None, filters):
-        raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs filters")
+    p = conv_params(spec, rank)
+    dtype, fmt, kernel_size, strides, dilation = p.dtype, p.fmt, p.kernel_size, p.strides, p.dilation
+    mode, groups, kernel, cin_g, filters, bias = p.mode, p.groups, p.kernel, p.cin_g, p.filters, p.bias
     cin = cin_g * groups
     if pre_pads is not None and (rank > 2 or groups != 1):
         raise spec.unsupported("pads", pre_pads)
-    bias = bias_of(spec, dtype, filters)
     act_value, act, after = layout_activation(spec, fmt)
     ktot = int(np.prod(kernel_size))
 
@@ -250,11 +229,7 @@ def _make_conv(
             epilogue = in_place_epilogue(bias, act_value, act)
 
             def run_dw(inputs: Any) -> np.ndarray:
-                x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-                if x.ndim != rank + 2 or x.shape[-1] != cin:
-                    raise ValueError(
-                        f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}"
-                    )
+                x = channels_last_input(inputs, dtype, fmt, rank, cin)
                 pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
                 return from_last(_depthwise_2d(x, depthwise, strides, dilation, pads, epilogue), fmt)
 
@@ -336,9 +311,7 @@ def _make_conv(
             return (im2col(x, kernel_size, strides, dilation) @ flat).reshape(x.shape[0], *out, filters)
 
     def run(inputs: Any) -> np.ndarray:
-        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-        if x.ndim != rank + 2 or x.shape[-1] != cin:
-            raise ValueError(f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}")
+        x = channels_last_input(inputs, dtype, fmt, rank, cin)
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
         return _finish(core(pad_spatial(x, pads)), bias, act, fmt)
 
@@ -379,31 +352,17 @@ def conv3d(spec: KernelSpec) -> Kernel:
 
 def _make_depthwise(spec: KernelSpec, rank: int, pre_pads: Pads | None = None) -> Kernel:
     """A depthwise conv kernel; with ``pre_pads`` (rank 1/2), the input zero-padded by them first."""
-    check_keys(spec, DEPTHWISE_KEYS)
-    if spec.get("filters") is not None:
-        raise spec.unsupported("filters", spec.get("filters"))
-    if spec.get("groups", 1) not in (1, None):
-        raise spec.unsupported("groups", spec.get("groups"))
-    dtype = float_dtype(spec)
-    fmt, kernel_size, strides, dilation, mode, mult = depthwise_params(spec, rank)
-    name = depthwise_weight_name(spec.weights)
-    kernel = np.ascontiguousarray(weight(spec, name, dtype))
-    check_kernel(spec, kernel, kernel_size, rank)
-    if kernel.shape[-1] != mult:
-        raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs depth_multiplier")
-    channels = kernel.shape[-2]
+    p = depthwise_conv_params(spec, rank)
+    dtype, fmt, kernel_size, strides, dilation = p.dtype, p.fmt, p.kernel_size, p.strides, p.dilation
+    mode, channels, bias = p.mode, p.channels, p.bias
+    kernel = np.ascontiguousarray(p.kernel)
     if pre_pads is not None and rank > 2:
         raise spec.unsupported("pads", pre_pads)
-    bias = bias_of(spec, dtype, channels * mult)
     act_value, act, after = layout_activation(spec, fmt)
     epilogue = in_place_epilogue(bias, act_value, act)
 
     def run(inputs: Any) -> np.ndarray:
-        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-        if x.ndim != rank + 2 or x.shape[-1] != channels:
-            raise ValueError(
-                f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
-            )
+        x = channels_last_input(inputs, dtype, fmt, rank, channels)
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
         if rank <= 2:
             return from_last(_depthwise_2d(x, kernel, strides, dilation, pads, epilogue), fmt)
@@ -421,35 +380,16 @@ def depthwise_conv2d(spec: KernelSpec) -> Kernel:
 
 
 def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
-    check_keys(spec, DEPTHWISE_KEYS)
-    if spec.get("groups", 1) not in (1, None):
-        raise spec.unsupported("groups", spec.get("groups"))
-    dtype = float_dtype(spec)
-    fmt, kernel_size, strides, dilation, mode, mult = depthwise_params(spec, rank)
-    depthwise = np.ascontiguousarray(weight(spec, "depthwise_kernel", dtype))
-    check_kernel(spec, depthwise, kernel_size, rank)
-    channels = depthwise.shape[-2]
-    pointwise = weight(spec, "pointwise_kernel", dtype)
-    filters = pointwise.shape[-1]
-    if depthwise.shape[-1] != mult or pointwise.size != channels * mult * filters:
-        raise ValueError(
-            f"{spec.class_name} layer '{spec.name}': kernels {depthwise.shape}, {pointwise.shape}"
-        )
-    if spec.get("filters") not in (None, filters):
-        raise ValueError(
-            f"{spec.class_name} layer '{spec.name}': filters vs pointwise kernel {pointwise.shape}"
-        )
-    pointwise = np.ascontiguousarray(pointwise.reshape(channels * mult, filters))
-    bias = bias_of(spec, dtype, filters)
+    p = separable_params(spec, rank)
+    dtype, fmt, kernel_size, strides, dilation = p.dtype, p.fmt, p.kernel_size, p.strides, p.dilation
+    mode, mult, channels, filters, bias = p.mode, p.mult, p.channels, p.filters, p.bias
+    depthwise = np.ascontiguousarray(p.depthwise)
+    pointwise = np.ascontiguousarray(p.pointwise)
     act_value, act, after = layout_activation(spec, fmt)
     epilogue = in_place_epilogue(bias, act_value, act)
 
     def run(inputs: Any) -> np.ndarray:
-        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-        if x.ndim != rank + 2 or x.shape[-1] != channels:
-            raise ValueError(
-                f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
-            )
+        x = channels_last_input(inputs, dtype, fmt, rank, channels)
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
         if rank <= 2:
             mid = _depthwise_2d(x, depthwise, strides, dilation, pads, _no_epilogue)

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from modelgraph.catalogue.attention import ATTENTION_CALL, MHA_CALL
 from modelgraph.runner.activations import softmax
 from modelgraph.runner.registry import KernelSpec, register
 
@@ -73,18 +75,49 @@ def _and(a: Array | None, b: Array | None) -> Array | None:
 
 # --- MultiHeadAttention -----------------------------------------------------------------------
 
-_MHA_ARGS_K3 = (
-    "query",
-    "value",
-    "key",
-    "query_mask",
-    "value_mask",
-    "key_mask",
-    "attention_mask",
-    "return_attention_scores",
-    "training",
-    "use_causal_mask",
-)
+
+@dataclass(frozen=True)
+class MhaLayout:
+    """How MultiHeadAttention's einsums lay out projected tensors of rank ``rank``
+    (``(B, *T, N, H)``): the attention axes, the equations of ``scores = key . query`` and
+    ``context = probs . value``, and the softmax axes of the scores (Keras's ``_build_attention``)."""
+
+    attn_axes: tuple[int, ...]
+    scores_equation: str
+    context_equation: str
+    norm_axes: tuple[int, ...]
+
+    @property
+    def score_rank(self) -> int:
+        """The rank of the scores tensor."""
+        return len(self.scores_equation.rsplit("->", 1)[1])
+
+
+def mha_layout(rank: int, axes_config: Any) -> MhaLayout:
+    """The :class:`MhaLayout` of projected tensors of rank ``rank`` with ``attention_axes=axes_config``."""
+    attn_axes = tuple(range(1, rank - 2)) if axes_config is None else tuple(a % rank for a in axes_config)
+    batch_dims = tuple(i for i in range(rank) if i not in attn_axes and i != rank - 1)
+    letters = string.ascii_lowercase
+    target = letters[:rank]
+    source = list(target)
+    extra = iter(letters[rank:])
+    for axis in attn_axes:
+        source[axis] = next(extra)
+    source_str = "".join(source)
+    product = (
+        "".join(target[i] for i in batch_dims)
+        + "".join(target[i] for i in attn_axes)
+        + "".join(source[i] for i in attn_axes)
+    )
+    return MhaLayout(
+        attn_axes,
+        f"{source_str},{target}->{product}",
+        f"{product},{source_str}->{target}",
+        tuple(range(len(product) - len(attn_axes), len(product))),
+    )
+
+
+_MHA_ARGS_K3 = MHA_CALL
 # tf.keras: call(query, value, key, attention_mask, return_attention_scores, training, use_causal_mask);
 # the Keras masks of query/value/key are implicit there, accepted here as keyword arguments.
 _MHA_ARGS_K2 = (
@@ -184,25 +217,10 @@ def multi_head_attention(spec: KernelSpec):
         k = project(key, "key")  # (B, *S, N, H)
         v = project(value, "value")  # (B, *S, N, Hv)
         rank = q.ndim
-        if axes_config is None:
-            attn_axes = tuple(range(1, rank - 2))
-        else:
-            attn_axes = tuple(a % rank for a in axes_config)
-        batch_dims = tuple(i for i in range(rank) if i not in attn_axes and i != rank - 1)
-        letters = string.ascii_lowercase
-        target = letters[:rank]
-        source = list(target)
-        extra = iter(letters[rank:])
-        for axis in attn_axes:
-            source[axis] = next(extra)
-        source_str = "".join(source)
-        product = (
-            "".join(target[i] for i in batch_dims)
-            + "".join(target[i] for i in attn_axes)
-            + "".join(source[i] for i in attn_axes)
-        )
-        scores = np.einsum(f"{source_str},{target}->{product}", k, q * q.dtype.type(inverse_sqrt))
-        norm_axes = tuple(range(scores.ndim - len(attn_axes), scores.ndim))
+        layout = mha_layout(rank, axes_config)
+        attn_axes = layout.attn_axes
+        scores = np.einsum(layout.scores_equation, k, q * q.dtype.type(inverse_sqrt))
+        norm_axes = layout.norm_axes
         if mask is not None:
             expansion = -len(attn_axes) * 2 - 1
             while mask.ndim < scores.ndim:
@@ -218,7 +236,7 @@ def multi_head_attention(spec: KernelSpec):
         fused = not (dropout > 0 or return_scores or rank != 4)
         if mask is not None and keras3 and not fused:
             probs = np.where(mask, probs, probs.dtype.type(0))
-        context = np.einsum(f"{product},{source_str}->{target}", probs, v)  # (B, *T, N, Hv)
+        context = np.einsum(layout.context_equation, probs, v)  # (B, *T, N, Hv)
         out_kernel, out_bias = projections["attention_output"]
         out = np.tensordot(context, out_kernel, axes=([-2, -1], [0, 1]))
         if out_bias is not None:
@@ -230,7 +248,7 @@ def multi_head_attention(spec: KernelSpec):
 
 # --- Attention / AdditiveAttention ------------------------------------------------------------
 
-_ATTENTION_ARGS = ("inputs", "mask", "training", "return_attention_scores", "use_causal_mask")
+_ATTENTION_ARGS = ATTENTION_CALL
 
 
 def _dense_attention(spec: KernelSpec, score_fn):

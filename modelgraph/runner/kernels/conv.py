@@ -15,6 +15,7 @@ laid out (a ``channels_first`` conv's ``softmax`` normalises its last, spatial a
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ import numpy as np
 from modelgraph.catalogue.conv import check_groups
 from modelgraph.runner.activations import activation_name, get_activation
 from modelgraph.runner.kernels._conv_utils import (
+    Pads,
     check_keys,
     data_format,
     depthwise_weight_name,
@@ -169,6 +171,15 @@ def transpose_length(
 # --- kernels ------------------------------------------------------------------------------------
 
 
+def channels_last_input(inputs: Any, dtype: np.dtype, fmt: str, rank: int, channels: int) -> np.ndarray:
+    """A conv's input as a channels-last array of ``dtype``, checked to be of rank ``rank + 2`` with
+    ``channels`` channels."""
+    x = to_last(np.asarray(inputs, dtype=dtype), fmt)
+    if x.ndim != rank + 2 or x.shape[-1] != channels:
+        raise ValueError(f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}")
+    return x
+
+
 def _laid_out(
     spec: KernelSpec,
     rank: int,
@@ -188,11 +199,7 @@ def _laid_out(
     )
 
     def run(inputs: Any) -> np.ndarray:
-        x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-        if x.ndim != rank + 2 or x.shape[-1] != channels:
-            raise ValueError(
-                f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}"
-            )
+        x = channels_last_input(inputs, dtype, fmt, rank, channels)
         y = compute(x)
         if bias is not None:
             y = y + bias
@@ -202,7 +209,37 @@ def _laid_out(
     return run
 
 
-def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
+@dataclass(frozen=True)
+class WindowParams:
+    """What every conv layer's window reads: compute dtype, data format, kernel size, strides,
+    dilation and padding mode."""
+
+    dtype: np.dtype
+    fmt: str
+    kernel_size: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilation: tuple[int, ...]
+    mode: str
+
+    def pads(self, x: np.ndarray) -> Pads:
+        """The ``(before, after)`` padding of each spatial axis of the channels-last input ``x``."""
+        return window_pads(self.mode, x.shape[1:-1], self.kernel_size, self.strides, self.dilation)
+
+
+@dataclass(frozen=True)
+class ConvParams(WindowParams):
+    """A Conv layer's options and weights, read and checked once (the reference and fast kernels
+    both build from this)."""
+
+    groups: int
+    kernel: np.ndarray
+    cin_g: int
+    filters: int
+    bias: np.ndarray | None
+
+
+def conv_params(spec: KernelSpec, rank: int) -> ConvParams:
+    """The checked :class:`ConvParams` of a ConvND layer of spatial rank ``rank``."""
     check_keys(spec, CONV_KEYS)
     dtype = float_dtype(spec)
     kernel_size = int_tuple(spec, "kernel_size", rank, None)
@@ -216,12 +253,87 @@ def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
     groups_of(spec, filters)
     if spec.get("filters") not in (None, filters):
         raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs filters")
+    bias = bias_of(spec, dtype, filters)
+    return ConvParams(
+        dtype, data_format(spec), kernel_size, strides, dilation, mode, groups, kernel, cin_g, filters, bias
+    )
+
+
+@dataclass(frozen=True)
+class DepthwiseParams(WindowParams):
+    """A DepthwiseConv layer's options and weights, read and checked once."""
+
+    mult: int
+    kernel: np.ndarray
+    channels: int
+    bias: np.ndarray | None
+
+
+def depthwise_conv_params(spec: KernelSpec, rank: int) -> DepthwiseParams:
+    """The checked :class:`DepthwiseParams` of a DepthwiseConvND layer."""
+    check_keys(spec, DEPTHWISE_KEYS)
+    if spec.get("filters") is not None:
+        raise spec.unsupported("filters", spec.get("filters"))
+    if spec.get("groups", 1) not in (1, None):
+        raise spec.unsupported("groups", spec.get("groups"))
+    dtype = float_dtype(spec)
+    fmt, kernel_size, strides, dilation, mode, mult = depthwise_params(spec, rank)
+    kernel = weight(spec, depthwise_weight_name(spec.weights), dtype)
+    check_kernel(spec, kernel, kernel_size, rank)
+    if kernel.shape[-1] != mult:
+        raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs depth_multiplier")
+    channels = kernel.shape[-2]
+    bias = bias_of(spec, dtype, channels * mult)
+    return DepthwiseParams(dtype, fmt, kernel_size, strides, dilation, mode, mult, kernel, channels, bias)
+
+
+@dataclass(frozen=True)
+class SeparableParams(WindowParams):
+    """A SeparableConv layer's options and weights, read and checked once; ``pointwise`` is the
+    ``(channels * mult, filters)`` matrix."""
+
+    mult: int
+    depthwise: np.ndarray
+    pointwise: np.ndarray
+    channels: int
+    filters: int
+    bias: np.ndarray | None
+
+
+def separable_params(spec: KernelSpec, rank: int) -> SeparableParams:
+    """The checked :class:`SeparableParams` of a SeparableConvND layer."""
+    check_keys(spec, DEPTHWISE_KEYS)
+    if spec.get("groups", 1) not in (1, None):
+        raise spec.unsupported("groups", spec.get("groups"))
+    dtype = float_dtype(spec)
+    fmt, kernel_size, strides, dilation, mode, mult = depthwise_params(spec, rank)
+    depthwise = weight(spec, "depthwise_kernel", dtype)
+    check_kernel(spec, depthwise, kernel_size, rank)
+    channels = depthwise.shape[-2]
+    pointwise = weight(spec, "pointwise_kernel", dtype)
+    filters = pointwise.shape[-1]
+    if depthwise.shape[-1] != mult or pointwise.size != channels * mult * filters:
+        raise ValueError(
+            f"{spec.class_name} layer '{spec.name}': kernels {depthwise.shape}, {pointwise.shape}"
+        )
+    if spec.get("filters") not in (None, filters):
+        raise ValueError(
+            f"{spec.class_name} layer '{spec.name}': filters vs pointwise kernel {pointwise.shape}"
+        )
+    pointwise = pointwise.reshape(channels * mult, filters)
+    bias = bias_of(spec, dtype, filters)
+    return SeparableParams(
+        dtype, fmt, kernel_size, strides, dilation, mode, mult, depthwise, pointwise, channels, filters, bias
+    )
+
+
+def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
+    p = conv_params(spec, rank)
 
     def compute(x: np.ndarray) -> np.ndarray:
-        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
-        return reference_conv(pad_spatial(x, pads), kernel, strides, dilation, groups)
+        return reference_conv(pad_spatial(x, p.pads(x)), p.kernel, p.strides, p.dilation, p.groups)
 
-    return _laid_out(spec, rank, cin_g * groups, bias_of(spec, dtype, filters), compute)
+    return _laid_out(spec, rank, p.cin_g * p.groups, p.bias, compute)
 
 
 @register("Conv1D", "Convolution1D")
@@ -240,24 +352,12 @@ def conv3d(spec: KernelSpec) -> Kernel:
 
 
 def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
-    check_keys(spec, DEPTHWISE_KEYS)
-    if spec.get("filters") is not None:
-        raise spec.unsupported("filters", spec.get("filters"))
-    if spec.get("groups", 1) not in (1, None):
-        raise spec.unsupported("groups", spec.get("groups"))
-    dtype = float_dtype(spec)
-    _, kernel_size, strides, dilation, mode, mult = depthwise_params(spec, rank)
-    kernel = weight(spec, depthwise_weight_name(spec.weights), dtype)
-    check_kernel(spec, kernel, kernel_size, rank)
-    if kernel.shape[-1] != mult:
-        raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs depth_multiplier")
-    channels = kernel.shape[-2]
+    p = depthwise_conv_params(spec, rank)
 
     def compute(x: np.ndarray) -> np.ndarray:
-        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
-        return reference_depthwise(pad_spatial(x, pads), kernel, strides, dilation)
+        return reference_depthwise(pad_spatial(x, p.pads(x)), p.kernel, p.strides, p.dilation)
 
-    return _laid_out(spec, rank, channels, bias_of(spec, dtype, channels * mult), compute)
+    return _laid_out(spec, rank, p.channels, p.bias, compute)
 
 
 @register("DepthwiseConv1D")
@@ -271,31 +371,13 @@ def depthwise_conv2d(spec: KernelSpec) -> Kernel:
 
 
 def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
-    check_keys(spec, DEPTHWISE_KEYS)
-    if spec.get("groups", 1) not in (1, None):
-        raise spec.unsupported("groups", spec.get("groups"))
-    dtype = float_dtype(spec)
-    _, kernel_size, strides, dilation, mode, mult = depthwise_params(spec, rank)
-    depthwise = weight(spec, "depthwise_kernel", dtype)
-    check_kernel(spec, depthwise, kernel_size, rank)
-    channels = depthwise.shape[-2]
-    pointwise = weight(spec, "pointwise_kernel", dtype)
-    filters = pointwise.shape[-1]
-    if depthwise.shape[-1] != mult or pointwise.size != channels * mult * filters:
-        raise ValueError(
-            f"{spec.class_name} layer '{spec.name}': kernels {depthwise.shape}, {pointwise.shape}"
-        )
-    if spec.get("filters") not in (None, filters):
-        raise ValueError(
-            f"{spec.class_name} layer '{spec.name}': filters vs pointwise kernel {pointwise.shape}"
-        )
-    pointwise = pointwise.reshape(channels * mult, filters)
+    p = separable_params(spec, rank)
 
     def compute(x: np.ndarray) -> np.ndarray:
-        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
-        return reference_depthwise(pad_spatial(x, pads), depthwise, strides, dilation) @ pointwise
+        mid = reference_depthwise(pad_spatial(x, p.pads(x)), p.depthwise, p.strides, p.dilation)
+        return mid @ p.pointwise
 
-    return _laid_out(spec, rank, channels, bias_of(spec, dtype, filters), compute)
+    return _laid_out(spec, rank, p.channels, p.bias, compute)
 
 
 @register("SeparableConv1D", "SeparableConvolution1D")

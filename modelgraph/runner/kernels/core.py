@@ -138,8 +138,8 @@ def _activation(spec: KernelSpec) -> Any:
 # --- Dense / EinsumDense ---------------------------------------------------------------------
 
 
-@register("Dense")
-def dense(spec: KernelSpec) -> Kernel:
+def dense_weights(spec: KernelSpec) -> tuple[np.ndarray, np.ndarray | None]:
+    """A float Dense layer's checked ``(kernel, bias)`` (bias None with ``use_bias=False``)."""
     check_keys(spec, {"units", "activation", "use_bias", "lora_rank", "lora_alpha", "quantization_config"})
     check_not_quantized(spec)  # LoRA is merged into the kernel when Keras saves (Dense.save_own_variables)
     use_bias = flag(spec, "use_bias", True)
@@ -148,6 +148,12 @@ def dense(spec: KernelSpec) -> Kernel:
     units = spec.get("units")
     if isinstance(units, int) and kernel.shape[-1] != units:
         raise WeightsError(f"Dense '{spec.name}': kernel {kernel.shape} does not give units={units}")
+    return kernel, bias
+
+
+@register("Dense")
+def dense(spec: KernelSpec) -> Kernel:
+    kernel, bias = dense_weights(spec)
     act = _activation(spec)
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -159,8 +165,9 @@ def dense(spec: KernelSpec) -> Kernel:
     return run
 
 
-@register("EinsumDense")
-def einsum_dense(spec: KernelSpec) -> Kernel:
+def einsum_dense_weights(spec: KernelSpec) -> tuple[str, np.ndarray, np.ndarray | None]:
+    """A float EinsumDense layer's checked ``(equation, kernel, bias)`` (bias None without
+    ``bias_axes``)."""
     check_keys(
         spec,
         {
@@ -181,13 +188,19 @@ def einsum_dense(spec: KernelSpec) -> Kernel:
     require(spec, "bias_axes", bias_axes is None or isinstance(bias_axes, str))
     kernel = spec.weight("kernel")
     bias = spec.weight("bias") if bias_axes else None
-    act = _activation(spec)
     # output_shape only fixes the kernel/bias shapes at build time; the stored weights carry them.
     require(
         spec,
         "output_shape",
         spec.get("output_shape") is None or isinstance(spec.get("output_shape"), int | list),
     )
+    return equation, kernel, bias
+
+
+@register("EinsumDense")
+def einsum_dense(spec: KernelSpec) -> Kernel:
+    equation, kernel, bias = einsum_dense_weights(spec)
+    act = _activation(spec)
 
     def run(x: np.ndarray) -> np.ndarray:
         y = np.einsum(equation, as_float(x), kernel, optimize=True)
@@ -380,8 +393,8 @@ def embedding_ids(x: Any, rows: int, name: str) -> np.ndarray:
     return ids
 
 
-@register("Embedding")
-def embedding(spec: KernelSpec) -> Kernel:
+def embedding_table(spec: KernelSpec) -> np.ndarray:
+    """A float Embedding layer's checked table."""
     check_keys(
         spec,
         {
@@ -399,6 +412,12 @@ def embedding(spec: KernelSpec) -> Kernel:
     flag(spec, "mask_zero", False)
     require(spec, "sparse", not spec.get("sparse", False))
     table = spec.weight("embeddings")
+    return table
+
+
+@register("Embedding")
+def embedding(spec: KernelSpec) -> Kernel:
+    table = embedding_table(spec)
     rows = table.shape[0]
 
     def run(x: np.ndarray) -> np.ndarray:

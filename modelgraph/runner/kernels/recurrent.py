@@ -28,6 +28,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from modelgraph.catalogue.upgrades import gru_reset_after_default
 from modelgraph.errors import UnsupportedConfigError
 from modelgraph.runner.activations import Activation, get_activation
+from modelgraph.runner.kernels._conv_utils import int_tuple
 from modelgraph.runner.registry import KernelSpec, get_kernel, register
 from modelgraph.shape_rules._base import extra_batch_axes
 
@@ -115,10 +116,11 @@ def _as_list(value: Any) -> list[Any]:
     return [value]
 
 
-def _parse_call(
+def split_call(
     spec: KernelSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> tuple[Array, list[Array], Array | None]:
-    """(sequences, initial states, mask) from any recorded call structure."""
+) -> tuple[Any, list[Any], Any]:
+    """``(sequences, initial states, mask)`` from any recorded call structure of a recurrent layer,
+    left as given (arrays here, graph values in the ONNX export)."""
     unknown = set(kwargs) - _CALL_KWARGS
     if unknown:
         raise TypeError(f"{spec.class_name}: unexpected call arguments {sorted(unknown)}")
@@ -142,8 +144,15 @@ def _parse_call(
     mask = kwargs.get("mask")
     if isinstance(mask, (list, tuple)):  # tf.keras: one mask per input; the sequence's comes first
         mask = mask[0] if mask else None
-    x = np.asarray(x)
-    return x, [np.asarray(s) for s in states if s is not None], None if mask is None else np.asarray(mask)
+    return x, [s for s in states if s is not None], mask
+
+
+def _parse_call(
+    spec: KernelSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> tuple[Array, list[Array], Array | None]:
+    """:func:`split_call` with every part an array."""
+    x, states, mask = split_call(spec, args, kwargs)
+    return np.asarray(x), [np.asarray(s) for s in states], None if mask is None else np.asarray(mask)
 
 
 # --- the time loop ----------------------------------------------------------------------------
@@ -340,15 +349,6 @@ def gru(spec: KernelSpec):
 # --- ConvLSTM ---------------------------------------------------------------------------------
 
 
-def _tuple(spec: KernelSpec, key: str, rank: int, default: int) -> tuple[int, ...]:
-    value = spec.get(key, default)
-    if isinstance(value, int):
-        return (value,) * rank
-    if isinstance(value, (list, tuple)) and len(value) == rank and all(isinstance(v, int) for v in value):
-        return tuple(value)
-    raise spec.unsupported(key, value)
-
-
 def _conv(x: Array, kernel: Array, strides: Sequence[int], dilation: Sequence[int], padding: str) -> Array:
     """Channels-last N-D convolution ``(N, *spatial, C) * (*k, C, O) -> (N, *out, O)`` (TF padding)."""
     rank = kernel.ndim - 2
@@ -385,9 +385,9 @@ def _conv_lstm(spec: KernelSpec, rank: int):
     filters = spec.get("filters")
     if not isinstance(filters, int) or filters <= 0:
         raise spec.unsupported("filters", filters)
-    strides = _tuple(spec, "strides", rank, 1)
-    dilation = _tuple(spec, "dilation_rate", rank, 1)
-    _tuple(spec, "kernel_size", rank, 1)  # validated; the kernel's shape is authoritative
+    strides = int_tuple(spec, "strides", rank, 1)
+    dilation = int_tuple(spec, "dilation_rate", rank, 1)
+    int_tuple(spec, "kernel_size", rank, 1)  # validated; the kernel's shape is authoritative
     padding = spec.get("padding", "valid")
     if padding not in ("valid", "same"):
         raise spec.unsupported("padding", padding)
@@ -459,7 +459,8 @@ def conv_lstm_3d(spec: KernelSpec):
 # --- wrappers ---------------------------------------------------------------------------------
 
 
-def _inner_record(spec: KernelSpec, key: str) -> tuple[str, dict[str, Any]] | None:
+def inner_record(spec: KernelSpec, key: str) -> tuple[str, dict[str, Any]] | None:
+    """The ``(class_name, config)`` of a wrapper's nested layer record ``key`` (None when absent)."""
     record = spec.get(key)
     if record is None:
         return None
@@ -491,10 +492,10 @@ def bidirectional(spec: KernelSpec):
     merge_mode = spec.get("merge_mode", "concat")
     if merge_mode not in _MERGE_MODES:
         raise spec.unsupported("merge_mode", merge_mode)
-    forward = _inner_record(spec, "layer")
+    forward = inner_record(spec, "layer")
     if forward is None:
         raise spec.unsupported("layer", None)
-    backward = _inner_record(spec, "backward_layer")
+    backward = inner_record(spec, "backward_layer")
     if backward is None:
         # Keras: the backward layer is a copy of the forward one with go_backwards flipped.
         backward = (forward[0], {**forward[1], "go_backwards": not forward[1].get("go_backwards", False)})
@@ -544,7 +545,7 @@ def bidirectional(spec: KernelSpec):
 
 @register("TimeDistributed")
 def time_distributed(spec: KernelSpec):
-    inner = _inner_record(spec, "layer")
+    inner = inner_record(spec, "layer")
     if inner is None:
         raise spec.unsupported("layer", None)
     inner_run = get_kernel(inner[0], spec.name)(_inner_spec(spec, inner[0], inner[1], ""))
@@ -603,7 +604,7 @@ _SEQUENCING_KEYS = (
 
 def _cell_records(spec: KernelSpec) -> list[tuple[str, dict[str, Any], str]]:
     """(cell class, config, weight prefix) of each cell of an ``RNN(cell)`` layer, in stacking order."""
-    cell = _inner_record(spec, "cell")
+    cell = inner_record(spec, "cell")
     if cell is None:
         raise spec.unsupported("cell", None)
     if cell[0] != "StackedRNNCells":

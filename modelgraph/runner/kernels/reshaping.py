@@ -6,6 +6,7 @@ bilinear as two lerps (``top + (bottom - top) * dy``), nearest as ``floor((i + 0
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -244,8 +245,22 @@ def _to_input_dtype(out: np.ndarray, like: np.ndarray) -> np.ndarray:
     return out
 
 
-@register("Resizing")
-def resizing(spec: KernelSpec) -> Kernel:
+@dataclass(frozen=True)
+class ResizingOptions:
+    """A Resizing layer's checked options (the runner's kernel and the ONNX mapping read them here)."""
+
+    fmt: str
+    height: int
+    width: int
+    interpolation: str
+    antialias: bool
+    crop: bool
+    pad: bool
+    fill_value: float
+
+
+def resizing_options(spec: KernelSpec) -> ResizingOptions:
+    """The checked :class:`ResizingOptions` of a Resizing layer."""
     check_keys(spec, ("height", "width", "interpolation", "crop_to_aspect_ratio", "pad_to_aspect_ratio",
                       "fill_mode", "fill_value", "antialias", "data_format", "bounding_box_format"))  # fmt: skip
     fmt = data_format(spec)
@@ -268,6 +283,23 @@ def resizing(spec: KernelSpec) -> Kernel:
     fill_value = spec.get("fill_value", 0.0)
     if not isinstance(fill_value, (int, float)):
         raise spec.unsupported("fill_value", fill_value)
+    return ResizingOptions(fmt, height, width, interpolation, antialias, crop, pad, fill_value)
+
+
+def aspect_pad(h: int, w: int, height: int, width: int) -> tuple[int, int]:
+    """``(top, left)``: the padding ``pad_to_aspect_ratio`` puts on *both* sides of each axis of an
+    ``h x w`` image for a ``height x width`` target (Keras pads (padded - size) / 2 on both sides, so
+    an odd difference loses one row)."""
+    ph = max(h, int(_F32(w * height) / _F32(width)))
+    pw = max(w, int(_F32(h * width) / _F32(height)))
+    return int(_F32(ph - h) / _F32(2)), int(_F32(pw - w) / _F32(2))
+
+
+@register("Resizing")
+def resizing(spec: KernelSpec) -> Kernel:
+    o = resizing_options(spec)
+    fmt, height, width, interpolation, antialias = o.fmt, o.height, o.width, o.interpolation, o.antialias
+    crop, pad, fill_value = o.crop, o.pad, o.fill_value
     dtype = float_dtype(spec)
 
     def run(inputs: Any) -> np.ndarray:
@@ -279,10 +311,7 @@ def resizing(spec: KernelSpec) -> Kernel:
             top, left, ch, cw = _crop_box(h, w, height, width, _F32)
             x = x[:, top : top + ch, left : left + cw]
         elif pad:
-            ph = max(h, int(_F32(w * height) / _F32(width)))
-            pw = max(w, int(_F32(h * width) / _F32(height)))
-            # Keras pads (padded - size) / 2 on *both* sides (so an odd difference loses one row).
-            top, left = int(_F32(ph - h) / _F32(2)), int(_F32(pw - w) / _F32(2))
+            top, left = aspect_pad(h, w, height, width)
             x = pad_spatial(x, [(top, top), (left, left)], fill_value)
         out = resize_image(x, height, width, interpolation, antialias)
         return _unbatched(_to_input_dtype(out, raw), fmt, single)

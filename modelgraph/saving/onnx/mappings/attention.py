@@ -8,7 +8,6 @@ tensor like Keras's ``_compute_attention_mask``.
 
 from __future__ import annotations
 
-import string
 from typing import Any
 
 import numpy as np
@@ -19,6 +18,7 @@ from modelgraph.runner.kernels.attention import (
     _MHA_ARGS_K3,
     _bind,
     _positive_int,
+    mha_layout,
 )
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.registry import MapContext, register
@@ -123,24 +123,12 @@ def multi_head_attention(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
         raise ValueError("MultiHeadAttention: query kernel vs num_heads")
     inverse_sqrt = 1.0 / float(np.sqrt(float(ctx.get("key_dim") or head_dim)))
     rank = rank_in + 1
-    attn_axes = tuple(range(1, rank - 2)) if axes_config is None else tuple(a % rank for a in axes_config)
-    batch_dims = tuple(i for i in range(rank) if i not in attn_axes and i != rank - 1)
-    letters = string.ascii_lowercase
-    target = letters[:rank]
-    source = list(target)
-    extra = iter(letters[rank:])
-    for axis in attn_axes:
-        source[axis] = next(extra)
-    source_str = "".join(source)
-    product = (
-        "".join(target[i] for i in batch_dims)
-        + "".join(target[i] for i in attn_axes)
-        + "".join(source[i] for i in attn_axes)
-    )
+    layout = mha_layout(rank, axes_config)
+    attn_axes = layout.attn_axes
     q_scaled = e.op("Mul", [q, e.const(np.float32(inverse_sqrt), "scale")])
-    scores = e.op("Einsum", [k, q_scaled], "scores", equation=f"{source_str},{target}->{product}")
-    score_rank = len(product)
-    norm = list(range(score_rank - len(attn_axes), score_rank))
+    scores = e.op("Einsum", [k, q_scaled], "scores", equation=layout.scores_equation)
+    norm = list(layout.norm_axes)
+    score_rank = layout.score_rank
     if mask is not None:
         # (B, T, S) -> insert the head axes where Keras's _masked_softmax expands
         mask_rank = 3 if len(attn_axes) == 1 else None
@@ -170,7 +158,7 @@ def multi_head_attention(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
     fused = not (dropout > 0 or return_scores or rank != 4)
     if mask is not None and keras3 and not fused:
         probs = e.op("Where", [m, probs, e.const(np.float32(0.0), "zero")], "probs")
-    context = e.op("Einsum", [probs, v], "context", equation=f"{product},{source_str}->{target}")
+    context = e.op("Einsum", [probs, v], "context", equation=layout.context_equation)
     out_kernel = ctx.weight("attention_output/kernel")  # (N, Hv, *out)
     n, hv = out_kernel.shape[:2]
     out_dims = list(out_kernel.shape[2:])

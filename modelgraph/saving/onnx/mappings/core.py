@@ -9,7 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.runner.kernels.core import axes_list, check_keys, check_not_quantized, number, require
+from modelgraph.runner.kernels.core import (
+    axes_list,
+    check_keys,
+    dense_weights,
+    einsum_dense_weights,
+    embedding_table,
+    number,
+)
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.mappings import _act
 from modelgraph.saving.onnx.registry import MapContext, register
@@ -47,39 +54,17 @@ def matmul_bias(ctx: MapContext, x: str, kernel: np.ndarray, bias: np.ndarray | 
 
 @register("Dense")
 def dense(ctx: MapContext, x: Value) -> Value:
-    check_keys(
-        ctx.spec, {"units", "activation", "use_bias", "lora_rank", "lora_alpha", "quantization_config"}
-    )
-    check_not_quantized(ctx.spec)
+    kernel, bias = dense_weights(ctx.spec)
     x = as_float(ctx, x)
-    bias = ctx.weight("bias") if ctx.flag("use_bias", True) else None
-    y = matmul_bias(ctx, ctx.e.logical(x), ctx.weight("kernel"), bias)
+    y = matmul_bias(ctx, ctx.e.logical(x), kernel, bias)
     return activation_of(ctx, Value(y, x.rank))
 
 
 @register("EinsumDense")
 def einsum_dense(ctx: MapContext, x: Value) -> Value:
-    check_keys(
-        ctx.spec,
-        {
-            "equation",
-            "output_shape",
-            "bias_axes",
-            "activation",
-            "lora_rank",
-            "lora_alpha",
-            "quantization_config",
-        },
-    )
-    check_not_quantized(ctx.spec)
-    equation = ctx.get("equation")
-    if not isinstance(equation, str) or "->" not in equation or equation.count(",") != 1:
-        raise ctx.unsupported("equation", equation)
-    bias_axes = ctx.get("bias_axes")
-    require(ctx.spec, "bias_axes", bias_axes is None or isinstance(bias_axes, str))
+    equation, kernel, bias = einsum_dense_weights(ctx.spec)
     x = as_float(ctx, x)
-    bias = ctx.weight("bias") if bias_axes else None
-    y = einsum_bias(ctx, ctx.e.logical(x), equation, ctx.weight("kernel"), bias)
+    y = einsum_bias(ctx, ctx.e.logical(x), equation, kernel, bias)
     return activation_of(ctx, Value(y, ctx.out_rank()))
 
 
@@ -224,22 +209,7 @@ def identity(ctx: MapContext, x: Value, **_: Any) -> Value:
 
 @register("Embedding")
 def embedding(ctx: MapContext, x: Value) -> Value:
-    check_keys(
-        ctx.spec,
-        {
-            "input_dim",
-            "output_dim",
-            "mask_zero",
-            "input_length",
-            "lora_rank",
-            "lora_alpha",
-            "quantization_config",
-            "sparse",
-        },
-    )
-    check_not_quantized(ctx.spec)
-    require(ctx.spec, "sparse", not ctx.get("sparse", False))
-    table = ctx.weight("embeddings")
+    table = embedding_table(ctx.spec)
     return Value(
         ctx.e.op("Gather", [ctx.const(table, "embeddings"), ids(ctx, x)], "embedding", axis=0),
         (x.rank or 0) + 1,

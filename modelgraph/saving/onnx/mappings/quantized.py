@@ -15,15 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.errors import WeightsError
 from modelgraph.runner.quantized import (
     _activation_quantizer,
-    _grouped,
     _int8_input_quantizer,
     _int8_kernel,
     _plain_equation,
-    _to_output_layout,
-    unpack_int4,
+    int4_dense_weights,
+    int4_einsum_kernel,
+    int4_embedding_table,
+    int4_flat_kernel,
+    int8_einsum_kernel,
 )
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.mappings.core import activation_of, as_float, ids
@@ -84,11 +85,7 @@ def _layout_dynamic(ctx: MapContext, scale: str, labels: str, out: str) -> str:
 def int8_einsum_dense(ctx: MapContext, x: Value) -> Value:
     equation, labels, ker, out = _plain_equation(ctx.spec)
     value_range, eps = _int8_input_quantizer(ctx.spec)
-    kernel, kernel_scale, bias = _int8_kernel(ctx.spec)
-    if kernel_scale.ndim == len(ker) and kernel_scale.ndim != len(out):
-        kernel_scale = _to_output_layout(kernel_scale, ker, out)
-    elif kernel_scale.ndim != len(out):
-        raise ctx.unsupported("weights/kernel_scale shape", list(kernel_scale.shape))
+    kernel, kernel_scale, bias = int8_einsum_kernel(ctx.spec, equation, ker, out)
     reduced = [i for i, label in enumerate(labels) if label not in out]
     e = ctx.e
     n = e.logical(as_float(ctx, x))
@@ -116,18 +113,11 @@ def int8_embedding(ctx: MapContext, x: Value) -> Value:
 
 
 def int4_dense(ctx: MapContext, x: Value) -> Value:
-    units = ctx.get("units")
-    if not isinstance(units, int) or isinstance(units, bool) or units < 1:
-        raise ctx.unsupported("units", units)
     spec = ctx.spec
-    codes = unpack_int4(spec.weight("kernel", integer=True), units).astype(_F32)
-    bias = spec.weight("bias", integer=True).astype(_F32) if "bias" in spec.weights else None
+    codes, kernel, bias = int4_dense_weights(spec)
     e = ctx.e
     n = e.logical(as_float(ctx, x))
-    grouped = _grouped(spec, "kernel_scale", "kernel_zero", codes.shape[0], axis=0)
-    if grouped is not None:
-        scale, zero, groups = grouped
-        kernel = (codes - zero[groups]) * scale[groups]
+    if kernel is not None:
         return _finish(ctx, e.op("MatMul", [n, ctx.const(kernel, "kernel")]), bias, x.rank)
     kernel_scale = spec.weight("kernel_scale", integer=True).astype(_F32)
     quantizer = _activation_quantizer(spec, None)
@@ -140,33 +130,13 @@ def int4_dense(ctx: MapContext, x: Value) -> Value:
 
 
 def int4_einsum_dense(ctx: MapContext, x: Value) -> Value:
-    from modelgraph.shape_rules._base import einsum_int4_flat_shape
-    from modelgraph.shape_rules.core import einsum_dense_analysis
-
     spec = ctx.spec
     equation, labels, ker, out = _plain_equation(spec)
-    scale = spec.weight("kernel_scale", integer=True).astype(_F32)
-    if scale.ndim not in (1, 2):
-        raise ctx.unsupported("weights/kernel_scale shape", list(scale.shape))
-    codes = unpack_int4(spec.weight("kernel", integer=True), scale.shape[-1]).astype(_F32)
-    grouped = _grouped(spec, "kernel_scale", "kernel_zero", codes.shape[0], axis=0)
-    if grouped is not None:
-        group_scale, zero, groups = grouped
-        flat = (codes - zero[groups]) * group_scale[groups]
-    elif scale.shape != (codes.shape[1],):
-        raise ctx.unsupported("weights/kernel_scale shape", list(scale.shape))
-    else:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            flat = codes / scale
+    flat = int4_flat_kernel(spec)
     shape = ctx.in_shapes[0] if ctx.in_shapes else None
     if shape is None or any(d is None for d in shape[1:]):
         raise ctx.unsupported("input shape", shape)
-    kernel_shape = einsum_dense_analysis(spec.config, (None, *shape[1:]))[1]
-    if einsum_int4_flat_shape(equation, kernel_shape) != flat.shape:
-        raise WeightsError(
-            f"EinsumDense '{spec.name}': int4 kernel {list(flat.shape)} does not flatten {list(kernel_shape)}"
-        )
-    kernel = flat.reshape(kernel_shape)
+    kernel = int4_einsum_kernel(spec, equation, flat, tuple(shape[1:]))
     bias = spec.weight("bias", integer=True).astype(_F32) if "bias" in spec.weights else None
     quantizer = _activation_quantizer(spec, None)
     e = ctx.e
@@ -183,19 +153,7 @@ def int4_einsum_dense(ctx: MapContext, x: Value) -> Value:
 
 
 def int4_embedding(ctx: MapContext, x: Value) -> Value:
-    spec = ctx.spec
-    width = ctx.get("output_dim")
-    if not isinstance(width, int) or isinstance(width, bool) or width < 1:
-        raise ctx.unsupported("output_dim", width)
-    table = unpack_int4(spec.weight("embeddings", integer=True), width).astype(_F32)
-    rows = table.shape[0]
-    grouped = _grouped(spec, "embeddings_scale", "embeddings_zero", width, axis=-1)
-    if grouped is None:
-        row_scale = spec.weight("embeddings_scale", integer=True).astype(_F32).reshape(rows)
-        dequantized = table / row_scale[:, None]
-    else:
-        scale, zero, groups = grouped
-        dequantized = (table - zero[:, groups]) * scale[:, groups]
+    dequantized = int4_embedding_table(ctx.spec)
     return Value(
         ctx.e.op("Gather", [ctx.const(dequantized, "embeddings"), ids(ctx, x)], "embedding", axis=0),
         (x.rank or 0) + 1,

@@ -26,6 +26,8 @@ import numpy as np
 
 from modelgraph.errors import UnsupportedConfigError
 from modelgraph.runner.activations import activation_name
+from modelgraph.runner.kernels._conv_utils import int_tuple
+from modelgraph.runner.kernels.recurrent import inner_record, split_call
 from modelgraph.runner.registry import KernelSpec
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.registry import MapContext, get_mapping, register
@@ -70,28 +72,7 @@ def _recurrent_activation(ctx: MapContext) -> tuple[str, dict[str, float]]:
 def _parse_call(
     ctx: MapContext, args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> tuple[Value, list[Value], Value | None]:
-    unknown = set(kwargs) - _CALL_KWARGS
-    if unknown:
-        raise TypeError(f"{ctx.class_name}: unexpected call arguments {sorted(unknown)}")
-    if kwargs.get("constants") is not None:
-        raise ctx.unsupported("constants", "<call argument>")
-    first = args[0]
-    states: list[Any] = []
-    if isinstance(first, (list, tuple)):
-        x, states = first[0], list(first[1:])
-    else:
-        x = first
-    if len(args) > 1:
-        states += list(args[1]) if isinstance(args[1], (list, tuple)) else [args[1]]
-    mask = kwargs.get("mask")
-    if len(args) > 2 and mask is None:
-        mask = args[2]
-    init = kwargs.get("initial_state")
-    if init is not None:
-        states += list(init) if isinstance(init, (list, tuple)) else [init]
-    if isinstance(mask, (list, tuple)):
-        mask = mask[0] if mask else None
-    return x, [s for s in states if s is not None], mask
+    return split_call(ctx.spec, args, kwargs)
 
 
 def _reverse_time(ctx: MapContext, n: str, axis: int) -> str:
@@ -278,18 +259,6 @@ def recurrent(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
     return _run_rnn(ctx, args, kwargs)
 
 
-def _inner_record(ctx: MapContext, key: str) -> tuple[str, dict[str, Any]] | None:
-    record = ctx.get(key)
-    if record is None:
-        return None
-    if not isinstance(record, Mapping) or not isinstance(record.get("class_name"), str):
-        raise ctx.unsupported(key, record)
-    config = record.get("config")
-    if not isinstance(config, Mapping):
-        raise ctx.unsupported(key, record)
-    return record["class_name"], dict(config)
-
-
 def _inner_ctx(ctx: MapContext, class_name: str, config: Mapping[str, Any], prefix: str, in_shapes: Any = None,
                out_shapes: Any = None) -> MapContext:  # fmt: skip
     weights = {k[len(prefix) :]: v for k, v in ctx.spec.weights.items() if k.startswith(prefix)}
@@ -310,10 +279,10 @@ def bidirectional(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
     merge_mode = ctx.get("merge_mode", "concat")
     if merge_mode not in ("concat", "sum", "mul", "ave", None):
         raise ctx.unsupported("merge_mode", merge_mode)
-    forward = _inner_record(ctx, "layer")
+    forward = inner_record(ctx.spec, "layer")
     if forward is None:
         raise ctx.unsupported("layer", None)
-    backward = _inner_record(ctx, "backward_layer")
+    backward = inner_record(ctx.spec, "backward_layer")
     if backward is None:
         backward = (forward[0], {**forward[1], "go_backwards": not forward[1].get("go_backwards", False)})
     return_sequences = bool(forward[1].get("return_sequences", False))
@@ -412,7 +381,7 @@ def rnn(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
 
 @register("TimeDistributed")
 def time_distributed(ctx: MapContext, x: Value, mask: Any = None) -> Any:
-    inner = _inner_record(ctx, "layer")
+    inner = inner_record(ctx.spec, "layer")
     if inner is None:
         raise ctx.unsupported("layer", None)
     cls, config = inner
@@ -481,8 +450,8 @@ def _conv_lstm(ctx: MapContext, rank: int, args: tuple[Any, ...], kwargs: Mappin
     padding = ctx.get("padding", "valid")
     if padding not in ("valid", "same"):
         raise ctx.unsupported("padding", padding)
-    strides = _ints(ctx, "strides", rank)
-    dilation = _ints(ctx, "dilation_rate", rank)
+    strides = int_tuple(ctx.spec, "strides", rank, 1)
+    dilation = int_tuple(ctx.spec, "dilation_rate", rank, 1)
     keras_major = ctx.spec.keras_version[0]
     act_name = activation_name(ctx.get("activation", "tanh"))
     rec_default = "hard_sigmoid" if ctx.spec.keras_version < (2, 3, 0) else "sigmoid"
@@ -582,15 +551,6 @@ def _conv_lstm(ctx: MapContext, rank: int, args: tuple[Any, ...], kwargs: Mappin
         return seq_value
     stored = to_first if state_perm is not None else None
     return seq_value, Value(h, rank + 2, stored), Value(c, rank + 2, stored)
-
-
-def _ints(ctx: MapContext, key: str, rank: int) -> tuple[int, ...]:
-    value = ctx.get(key, 1)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return (value,) * rank
-    if isinstance(value, (list, tuple)) and len(value) == rank and all(isinstance(v, int) for v in value):
-        return tuple(value)
-    raise ctx.unsupported(key, value)
 
 
 @register("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D")

@@ -15,8 +15,15 @@ from typing import Any
 import numpy as np
 
 from modelgraph.runner.kernels._conv_utils import check_keys, data_format
-from modelgraph.runner.kernels._resample import METHODS, method_matrices
-from modelgraph.runner.kernels.reshaping import _F32, _crop_box, _half_pixel, _lerp_axis
+from modelgraph.runner.kernels._resample import method_matrices
+from modelgraph.runner.kernels.reshaping import (
+    _F32,
+    _crop_box,
+    _half_pixel,
+    _lerp_axis,
+    aspect_pad,
+    resizing_options,
+)
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.mappings.core import as_float
 from modelgraph.saving.onnx.registry import MapContext, register
@@ -99,25 +106,9 @@ def _crop(ctx: MapContext, n: str, top: int, left: int, ch: int, cw: int) -> str
 
 @register("Resizing")
 def resizing(ctx: MapContext, x: Value) -> Value:
-    check_keys(ctx.spec, ("height", "width", "interpolation", "crop_to_aspect_ratio", "pad_to_aspect_ratio",
-                          "fill_mode", "fill_value", "antialias", "data_format", "bounding_box_format"))  # fmt: skip
-    fmt = data_format(ctx.spec)
-    height, width = ctx.get("height"), ctx.get("width")
-    for key, value in (("height", height), ("width", width)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ctx.unsupported(key, value)
-    method = ctx.get("interpolation", "bilinear")
-    if method not in METHODS:
-        raise ctx.unsupported("interpolation", method)
-    antialias = ctx.get("antialias", False)
-    if not isinstance(antialias, bool):
-        raise ctx.unsupported("antialias", antialias)
-    crop, pad = bool(ctx.get("crop_to_aspect_ratio", False)), bool(ctx.get("pad_to_aspect_ratio", False))
-    if crop and pad:
-        raise ctx.unsupported("pad_to_aspect_ratio", True)
-    if ctx.get("fill_mode", "constant") != "constant":
-        raise ctx.unsupported("fill_mode", ctx.get("fill_mode"))
-    fill_value = ctx.get("fill_value", 0.0)
+    o = resizing_options(ctx.spec)
+    fmt, height, width, method, antialias = o.fmt, o.height, o.width, o.interpolation, o.antialias
+    crop, pad, fill_value = o.crop, o.pad, o.fill_value
     if x.dtype not in ("float32", "float16", "float64"):
         raise ctx.unsupported("input dtype", x.dtype)  # integer images are rounded back by Keras
     h, w, rank = _static_hw(ctx, fmt)
@@ -127,9 +118,7 @@ def resizing(ctx: MapContext, x: Value) -> Value:
         top, left, ch, cw = _crop_box(h, w, height, width, _F32)
         n, h, w = _crop(ctx, n, top, left, ch, cw), ch, cw
     elif pad:
-        ph = max(h, int(_F32(w * height) / _F32(width)))
-        pw = max(w, int(_F32(h * width) / _F32(height)))
-        top, left = int(_F32(ph - h) / _F32(2)), int(_F32(pw - w) / _F32(2))
+        top, left = aspect_pad(h, w, height, width)
         pads = e.ints([0, top, left, 0, 0, top, left, 0], "pads")
         n = e.op("Pad", [n, pads, e.const(np.float32(fill_value), "fill")], "pad")
         h, w = h + 2 * top, w + 2 * left
