@@ -341,7 +341,10 @@ def int4_embedding_table(spec: KernelSpec) -> np.ndarray:
     grouped = _grouped(spec, "embeddings_scale", "embeddings_zero", width, axis=-1)
     if grouped is None:
         row_scale = spec.weight("embeddings_scale", integer=True).astype(_F32).reshape(table.shape[0])
-        return table / row_scale[:, None]
+        # The whole table is divided at plan time: a row whose scale is 0 (a row Keras quantized from
+        # zeros) is NaN as Keras makes it, but only matters when an id looks it up; no warning here.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return table / row_scale[:, None]
     scale, zero, groups = grouped
     return (table - zero[:, groups]) * scale[:, groups]
 
