@@ -17,10 +17,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import signal
 import sys
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,8 @@ from modelgraph.cli.main import cli  # noqa: E402
 from modelgraph.errors import ModelGraphError  # noqa: E402
 from modelgraph.loading import load  # noqa: E402
 from modelgraph.validate.api import Options, validate_file  # noqa: E402
+
+from .._fuzz_readers import time_limit as _time_limit  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SEEDS = {
@@ -56,18 +56,9 @@ FUZZ = settings(
 KNOWN_ESCAPES: set[tuple[str, str]] = set()  # all escapes found so far are fixed in the loaders
 
 
-@contextlib.contextmanager
-def time_limit(seconds: int = TIME_LIMIT) -> Iterator[None]:
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"took longer than {seconds}s")
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+def time_limit(seconds: int = TIME_LIMIT) -> contextlib.AbstractContextManager[None]:
+    """The SIGALRM guard shared with the reader fuzzer, with this file's default bound."""
+    return _time_limit(seconds)
 
 
 def _mutate(data: bytes, ops: list[tuple[int, float, int]]) -> bytes:
