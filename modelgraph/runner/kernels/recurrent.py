@@ -164,6 +164,23 @@ def _time_major(x: Array, seq: _Sequencing) -> Array:
     return xt[::-1] if seq.go_backwards else xt
 
 
+def _projected_call(
+    spec: KernelSpec,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    seq: _Sequencing,
+    kernel: Array,
+    bias: Array | None,
+) -> tuple[Array, list[Array], Array | None]:
+    """A 3-D recurrent call's input, time-major in processing order and projected by the (first)
+    cell's input kernel and bias, with the initial states and mask it was given."""
+    x, given, mask = _parse_call(spec, args, kwargs)
+    if x.ndim != 3:
+        raise ValueError(f"{spec.class_name} expects a 3-D input (batch, time, features), got {x.shape}")
+    projected = _time_major(x, seq) @ kernel
+    return (projected if bias is None else projected + bias), given, mask
+
+
 def _loop(
     step: Step,
     projected: Array,
@@ -230,14 +247,8 @@ def _dense_rnn(spec: KernelSpec, n_states: int, make_step: Callable[[], tuple[St
     step, kernel, input_bias = make_step()
 
     def run(*args: Any, **kwargs: Any) -> Array | tuple[Array, ...]:
-        x, given, mask = _parse_call(spec, args, kwargs)
-        if x.ndim != 3:
-            raise ValueError(f"{spec.class_name} expects a 3-D input (batch, time, features), got {x.shape}")
-        xt = _time_major(x, seq)
-        projected = xt @ kernel
-        if input_bias is not None:
-            projected = projected + input_bias
-        batch = xt.shape[1]
+        projected, given, mask = _projected_call(spec, args, kwargs, seq, kernel, input_bias)
+        batch = projected.shape[1]
         states = _initial_states(spec, given, [(batch, units)] * n_states, projected.dtype)
         output, states = _loop(step, projected, states, mask, seq)
         return _finish(output, states, seq)
@@ -655,14 +666,8 @@ def rnn(spec: KernelSpec):
     step = cells[0][2] if len(cells) == 1 else stacked
 
     def run(*args: Any, **kwargs: Any) -> Array | tuple[Array, ...]:
-        x, given, mask = _parse_call(spec, args, kwargs)
-        if x.ndim != 3:
-            raise ValueError(f"RNN expects a 3-D input (batch, time, features), got {x.shape}")
-        xt = _time_major(x, seq)
-        projected = xt @ first_kernel
-        if first_bias is not None:
-            projected = projected + first_bias
-        batch = xt.shape[1]
+        projected, given, mask = _projected_call(spec, args, kwargs, seq, first_kernel, first_bias)
+        batch = projected.shape[1]
         shapes = [(batch, units) for n, units, *_ in cells for _ in range(n)]
         states = _initial_states(spec, given, shapes, projected.dtype)
         output, states = _loop(step, projected, states, mask, seq)
