@@ -18,6 +18,7 @@ from modelgraph.runner.kernels._conv_utils import (
     int_tuple,
     padding_mode,
 )
+from modelgraph.runner.kernels.conv import depthwise_params, groups_of
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.mappings._spatial import (
     channels_first_perm,
@@ -98,9 +99,7 @@ def _conv(ctx: MapContext, x: Value, rank: int) -> Value:
     strides = int_tuple(ctx.spec, "strides", rank, 1)
     dilation = int_tuple(ctx.spec, "dilation_rate", rank, 1)
     mode = padding_mode(ctx.spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
-    groups = ctx.get("groups", 1) or 1
-    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-        raise ctx.unsupported("groups", groups)
+    groups = groups_of(ctx.spec)
     kernel = ctx.weight("kernel")
     if kernel.ndim != rank + 2:
         raise ValueError(f"kernel shape {kernel.shape} is not rank {rank + 2}")
@@ -126,13 +125,9 @@ def conv3d(ctx: MapContext, x: Value) -> Value:
 
 
 def _depthwise_params(ctx: MapContext, rank: int) -> tuple:
-    fmt = data_format(ctx.spec)
-    strides = int_tuple(ctx.spec, "strides", rank, 1)
-    dilation = int_tuple(ctx.spec, "dilation_rate", rank, 1)
-    mode = padding_mode(ctx.spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
-    mult = ctx.get("depth_multiplier", 1)
-    if not isinstance(mult, int) or isinstance(mult, bool) or mult < 1:
-        raise ctx.unsupported("depth_multiplier", mult)
+    """The runner's :func:`depthwise_params` (the same checks), less the kernel size and multiplier
+    the weights carry."""
+    fmt, _, strides, dilation, mode, _ = depthwise_params(ctx.spec, rank)
     if ctx.get("groups", 1) not in (1, None):
         raise ctx.unsupported("groups", ctx.get("groups"))
     return fmt, strides, dilation, mode
