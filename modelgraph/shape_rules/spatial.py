@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from modelgraph.catalogue.conv import check_groups
 from modelgraph.shape_rules._base import (
@@ -67,9 +67,33 @@ def _filters(config: Mapping[str, Any], who: str) -> int:
     return filters
 
 
-def _conv_input(call: Call, n: int) -> tuple[Shape, bool]:
+class _SpatialInput(NamedTuple):
+    """The input of a conv, pooling, padding or resampling layer, split around its spatial axes."""
+
+    rank: int  # how many spatial axes (1, 2 or 3, from the class name)
+    batch: Dim
+    spatial: list[Dim]
+    channels: Dim
+    first: bool  # channels_first
+
+    def join(self, spatial: Sequence[Dim], channels: Dim) -> Shape:
+        """The output shape with these spatial dims and channels, in the input's data format."""
+        return join_spatial(self.batch, spatial, channels, self.first)
+
+
+def _spatial_input(call: Call) -> _SpatialInput:
+    n = spatial_rank(call.class_name)
     shape = need_rank(call.x(), n + 2, call.class_name)
-    return shape, channels_first(call.config)
+    first = channels_first(call.config)
+    return _SpatialInput(n, *split_spatial(shape, n, first), first)
+
+
+def _weight_input(config: Mapping[str, Any], ins: list[Shape | None], who: str) -> tuple[dict[str, Any], Dim]:
+    """A conv weight rule's view of its layer: the config's geometry and the input's channels."""
+    shape = need(ins[0] if ins else None)
+    n = len(shape) - 2
+    _, _, channels = split_spatial(shape, n, channels_first(config))
+    return conv_geometry(config, n, who), channels
 
 
 CONV_CLASSES = (
@@ -97,120 +121,96 @@ def _conv_lengths(spatial: Any, g: Mapping[str, Any]) -> list[Any]:
 
 @shape_rule(*CONV_CLASSES)
 def _conv(call: Call) -> Shape:
-    n = spatial_rank(call.class_name)
-    shape, first = _conv_input(call, n)
-    g = conv_geometry(call.config, n, call.class_name)
+    x = _spatial_input(call)
+    g = conv_geometry(call.config, x.rank, call.class_name)
     filters = _filters(call.config, call.class_name)
-    if g["padding"] == "causal" and n != 1:
+    if g["padding"] == "causal" and x.rank != 1:
         raise ShapeError("padding 'causal' is only valid for 1D convolutions", "config")
-    batch, spatial, channels = split_spatial(shape, n, first)
     try:
-        check_groups(call.config.get("groups"), channels, filters)
+        check_groups(call.config.get("groups"), x.channels, filters)
     except (TypeError, ValueError) as exc:
         raise ShapeError(str(exc), "config") from None
-    return join_spatial(batch, _conv_lengths(spatial, g), filters, first)
+    return x.join(_conv_lengths(x.spatial, g), filters)
 
 
 @weight_rule(*CONV_CLASSES)
 def _conv_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape]:
-    shape = need(ins[0] if ins else None)
-    n = len(shape) - 2
-    g = conv_geometry(config, n, "conv")
-    _, _, channels = split_spatial(shape, n, channels_first(config))
+    g, channels = _weight_input(config, ins, "conv")
     filters = _filters(config, "conv")
     groups = check_groups(config.get("groups"), channels, filters)
-    out: dict[str, Shape] = {
-        "kernel": (*g["kernel"], None if channels is None else channels // groups, filters)
-    }
-    if _flag(config, "use_bias") and _flag(config, "bias"):
-        out["bias"] = (filters,)
-    return out
+    kernel = (*g["kernel"], None if channels is None else channels // groups, filters)
+    # Keras 1 writes ``bias``, Keras 2 and 3 ``use_bias``.
+    return _with_bias({"kernel": kernel}, config, filters, _flag(config, "bias"))
 
 
 @shape_rule(*TRANSPOSE_CLASSES)
 def _conv_transpose(call: Call) -> Shape:
-    n = spatial_rank(call.class_name)
-    shape, first = _conv_input(call, n)
-    g = conv_geometry(call.config, n, call.class_name)
+    x = _spatial_input(call)
+    g = conv_geometry(call.config, x.rank, call.class_name)
     filters = _filters(call.config, call.class_name)
-    batch, spatial, _ = split_spatial(shape, n, first)
-    ops = g["output_padding"] or (None,) * n
+    ops = g["output_padding"] or (None,) * x.rank
     for p, s in zip(ops, g["strides"], strict=True):
         if p is not None and p >= s:
             raise ShapeError(f"output_padding {g['output_padding']} must be smaller than strides", "config")
     out = [
         deconv_length(d, k, s, r, g["padding"], p)
-        for d, k, s, r, p in zip(spatial, g["kernel"], g["strides"], g["dilation"], ops, strict=True)
+        for d, k, s, r, p in zip(x.spatial, g["kernel"], g["strides"], g["dilation"], ops, strict=True)
     ]
-    return join_spatial(batch, out, filters, first)
+    return x.join(out, filters)
 
 
 @weight_rule(*TRANSPOSE_CLASSES)
 def _conv_transpose_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape]:
-    shape = need(ins[0] if ins else None)
-    n = len(shape) - 2
-    g = conv_geometry(config, n, "conv transpose")
-    _, _, channels = split_spatial(shape, n, channels_first(config))
+    g, channels = _weight_input(config, ins, "conv transpose")
     filters = _filters(config, "conv transpose")
-    out: dict[str, Shape] = {"kernel": (*g["kernel"], filters, channels)}
-    if _flag(config, "use_bias"):
-        out["bias"] = (filters,)
-    return out
+    return _with_bias({"kernel": (*g["kernel"], filters, channels)}, config, filters)
 
 
 @shape_rule(*DEPTHWISE_CLASSES)
 def _depthwise(call: Call) -> Shape:
-    n = spatial_rank(call.class_name)
-    shape, first = _conv_input(call, n)
-    g = conv_geometry(call.config, n, call.class_name)
-    dm = call.get("depth_multiplier", 1)
-    batch, spatial, channels = split_spatial(shape, n, first)
-    return join_spatial(batch, _conv_lengths(spatial, g), dmul(channels, dm), first)
+    x = _spatial_input(call)
+    g = conv_geometry(call.config, x.rank, call.class_name)
+    return x.join(_conv_lengths(x.spatial, g), dmul(x.channels, call.get("depth_multiplier", 1)))
 
 
 @weight_rule(*DEPTHWISE_CLASSES)
 def _depthwise_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape]:
-    shape = need(ins[0] if ins else None)
-    n = len(shape) - 2
-    g = conv_geometry(config, n, "depthwise conv")
-    _, _, channels = split_spatial(shape, n, channels_first(config))
+    g, channels = _weight_input(config, ins, "depthwise conv")
     dm = config.get("depth_multiplier", 1)
-    out: dict[str, Shape] = {"kernel": (*g["kernel"], channels, dm)}
-    if _flag(config, "use_bias"):
-        out["bias"] = (dmul(channels, dm),)
-    return out
+    return _with_bias({"kernel": (*g["kernel"], channels, dm)}, config, dmul(channels, dm))
 
 
 @shape_rule(*SEPARABLE_CLASSES)
 def _separable(call: Call) -> Shape:
-    n = spatial_rank(call.class_name)
-    shape, first = _conv_input(call, n)
-    g = conv_geometry(call.config, n, call.class_name)
-    filters = _filters(call.config, call.class_name)
-    batch, spatial, _ = split_spatial(shape, n, first)
-    return join_spatial(batch, _conv_lengths(spatial, g), filters, first)
+    x = _spatial_input(call)
+    g = conv_geometry(call.config, x.rank, call.class_name)
+    return x.join(_conv_lengths(x.spatial, g), _filters(call.config, call.class_name))
 
 
 @weight_rule(*SEPARABLE_CLASSES)
 def _separable_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape]:
-    shape = need(ins[0] if ins else None)
-    n = len(shape) - 2
-    g = conv_geometry(config, n, "separable conv")
-    _, _, channels = split_spatial(shape, n, channels_first(config))
+    g, channels = _weight_input(config, ins, "separable conv")
     dm = config.get("depth_multiplier", 1)
     filters = _filters(config, "separable conv")
-    out: dict[str, Shape] = {
+    kernels: dict[str, Shape] = {
         "depthwise_kernel": (*g["kernel"], channels, dm),
-        "pointwise_kernel": (*(1,) * n, dmul(channels, dm), filters),
+        "pointwise_kernel": (*(1,) * len(g["kernel"]), dmul(channels, dm), filters),
     }
-    if _flag(config, "use_bias"):
-        out["bias"] = (filters,)
-    return out
+    return _with_bias(kernels, config, filters)
 
 
 def _flag(config: Mapping[str, Any], key: str, default: bool = True) -> bool:
     value = config.get(key, default)
     return bool(default if value is None else value)
+
+
+def _with_bias(
+    kernels: dict[str, Shape], config: Mapping[str, Any], size: Dim, also: bool = True
+) -> dict[str, Shape]:
+    """``kernels`` and, when the config's ``use_bias`` (and ``also``) holds, a ``bias`` of ``size``."""
+    if _flag(config, "use_bias") and also:
+        return {**kernels, "bias": (size,)}
+    return kernels
 
 
 # ------------------------------------------------------------------------------------------------
@@ -226,26 +226,22 @@ GLOBAL_POOL_CLASSES = tuple(
 
 @shape_rule(*POOL_CLASSES)
 def _pool(call: Call) -> Shape:
-    n = spatial_rank(call.class_name)
-    shape, first = _conv_input(call, n)
+    x = _spatial_input(call)
     size = call.get("pool_size", 2, "pool_length")
-    pool = as_tuple(size, n, "pool_size")
+    pool = as_tuple(size, x.rank, "pool_size")
     strides_raw = call.get("strides", None, "stride")
-    strides = pool if strides_raw is None else as_tuple(strides_raw, n, "strides")
+    strides = pool if strides_raw is None else as_tuple(strides_raw, x.rank, "strides")
     padding = str(call.get("padding", "valid", "border_mode")).lower()
-    batch, spatial, channels = split_spatial(shape, n, first)
-    out = [conv_length(d, k, s, 1, padding) for d, k, s in zip(spatial, pool, strides, strict=True)]
-    return join_spatial(batch, out, channels, first)
+    out = [conv_length(d, k, s, 1, padding) for d, k, s in zip(x.spatial, pool, strides, strict=True)]
+    return x.join(out, x.channels)
 
 
 @shape_rule(*GLOBAL_POOL_CLASSES)
 def _global_pool(call: Call) -> Shape:
-    n = spatial_rank(call.class_name)
-    shape, first = _conv_input(call, n)
-    batch, _, channels = split_spatial(shape, n, first)
+    x = _spatial_input(call)
     if call.get("keepdims", False):
-        return join_spatial(batch, [1] * n, channels, first)
-    return (batch, channels)
+        return x.join([1] * x.rank, x.channels)
+    return (x.batch, x.channels)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -325,14 +321,12 @@ def _repeat_vector(call: Call) -> Shape:
 
 
 def _pad_crop(call: Call, key: str, sign: int, default: Any) -> Shape:
-    n = spatial_rank(call.class_name)
-    shape, first = _conv_input(call, n)
-    spec = pairs(call.get(key, default), n, f"{call.class_name} {key}")
-    batch, spatial, channels = split_spatial(shape, n, first)
+    x = _spatial_input(call)
+    spec = pairs(call.get(key, default), x.rank, f"{call.class_name} {key}")
     out: list[Dim] = []
-    for d, (a, b) in zip(spatial, spec, strict=True):
+    for d, (a, b) in zip(x.spatial, spec, strict=True):
         out.append(None if d is None else d + sign * (a + b))
-    return join_spatial(batch, out, channels, first)
+    return x.join(out, x.channels)
 
 
 @shape_rule("ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D")
@@ -347,11 +341,9 @@ def _cropping(call: Call) -> Shape:
 
 @shape_rule("UpSampling1D", "UpSampling2D", "UpSampling3D")
 def _upsampling(call: Call) -> Shape:
-    n = spatial_rank(call.class_name)
-    shape, first = _conv_input(call, n)
-    size = as_tuple(call.get("size", 2, "length"), n, f"{call.class_name} size")
-    batch, spatial, channels = split_spatial(shape, n, first)
-    return join_spatial(batch, [dmul(d, s) for d, s in zip(spatial, size, strict=True)], channels, first)
+    x = _spatial_input(call)
+    size = as_tuple(call.get("size", 2, "length"), x.rank, f"{call.class_name} size")
+    return x.join([dmul(d, s) for d, s in zip(x.spatial, size, strict=True)], x.channels)
 
 
 @shape_rule("Resizing", "CenterCrop", "RandomCrop")
