@@ -758,14 +758,7 @@ class SafeZip:
     # internals
 
     def _open_raw(self, info: zipfile.ZipInfo) -> IO[bytes]:
-        try:
-            _, local = _local_header(self._zf, info)
-        except FormatError as exc:
-            raise FormatError(f"{self.path}: {exc}") from None
-        if local != info.filename:
-            raise SecurityError(
-                f"{self.path}: zip member {info.filename!r} is named {local!r} in its local header"
-            )
+        self._local_start(info)
         try:
             return self._zf.open(info)
         except (*ZIP_ERRORS, OSError) as exc:
@@ -799,10 +792,9 @@ class SafeZip:
                 f"{self.path}: zip member {info.filename!r} is truncated ({total:,} of {declared:,} bytes)"
             )
 
-    def _data_offset(self, info: zipfile.ZipInfo) -> int:
-        """Where a stored member's bytes start, after checking its local header names it as the
-        central directory does and its bytes match its CRC-32 (one streamed pass), as zipfile
-        checks for the members it reads itself."""
+    def _local_start(self, info: zipfile.ZipInfo) -> int:
+        """Where a member's data starts, after checking its local header names it as the central
+        directory does (a zip whose two names differ shows one thing to one reader, another to the next)."""
         try:
             start, local = _local_header(self._zf, info)
         except FormatError as exc:
@@ -811,6 +803,13 @@ class SafeZip:
             raise SecurityError(
                 f"{self.path}: zip member {info.filename!r} is named {local!r} in its local header"
             )
+        return start
+
+    def _data_offset(self, info: zipfile.ZipInfo) -> int:
+        """Where a stored member's bytes start, after checking its local header names it as the
+        central directory does and its bytes match its CRC-32 (one streamed pass), as zipfile
+        checks for the members it reads itself."""
+        start = self._local_start(info)
         end = start + info.compress_size
         fp = self._zf.fp
         assert fp is not None
