@@ -8,13 +8,13 @@ preprocessing, applications).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from modelgraph.errors import UnsupportedConfigError, WeightsError
-from modelgraph.runner.activations import get_activation, softmax
+from modelgraph.runner.activations import elu, get_activation, softmax
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
 # --- shared helpers --------------------------------------------------------------------------
@@ -77,6 +77,38 @@ def as_float(x: np.ndarray) -> np.ndarray:
     """Integer/bool inputs become float32 (Keras casts them to the compute dtype); floats stay as they are."""
     x = np.asarray(x)
     return x if x.dtype.kind == "f" else x.astype(np.float32)
+
+
+def at_least_float32(x: np.ndarray) -> np.ndarray:
+    """The input as floats of at least float32: where Keras computes statistics and softmax of
+    half-precision inputs (``result_type(x.dtype, "float32")``)."""
+    x = as_float(x)
+    return x if x.dtype.itemsize >= 4 else x.astype(np.float32)
+
+
+def float_kernel(fn: Callable[[np.ndarray], np.ndarray]) -> Kernel:
+    """A kernel applying ``fn`` to its input as floats (see ``as_float``), returning that float dtype."""
+
+    def run(x: np.ndarray) -> np.ndarray:
+        x = as_float(x)
+        return fn(x).astype(x.dtype, copy=False)
+
+    return run
+
+
+def l2_normalize(x: np.ndarray, axis: int | tuple[int, ...], keras3: bool, keras3_cap: float) -> np.ndarray:
+    """``x`` divided by its L2 norm over ``axis``, as the Keras version that wrote the file does it.
+
+    Keras 3 (``keras.ops.normalize``): ``x * min(rsqrt(sum x^2), keras3_cap)``, the cap being
+    ``1 / epsilon``; tf.keras (``tf.math.l2_normalize``): ``x * rsqrt(max(sum x^2, 1e-12))``.
+    """
+    square_sum = np.sum(np.square(x), axis=axis, keepdims=True)
+    if keras3:
+        with np.errstate(divide="ignore"):
+            inv = np.minimum(1 / np.sqrt(square_sum), x.dtype.type(keras3_cap))
+    else:
+        inv = 1 / np.sqrt(np.maximum(square_sum, x.dtype.type(1e-12)))
+    return x * inv
 
 
 def number(spec: KernelSpec, key: str, default: float | None, *, allow_none: bool = False) -> float | None:
@@ -263,12 +295,7 @@ def leaky_relu(spec: KernelSpec) -> Kernel:
     check_keys(spec, {"negative_slope", "alpha"})
     key = "negative_slope" if "negative_slope" in spec.config else "alpha"
     slope = number(spec, key, 0.3)
-
-    def run(x: np.ndarray) -> np.ndarray:
-        x = as_float(x)
-        return np.where(x > 0, x, slope * x).astype(x.dtype, copy=False)
-
-    return run
+    return float_kernel(lambda x: np.where(x > 0, x, slope * x))
 
 
 @register("PReLU")
@@ -283,36 +310,22 @@ def prelu(spec: KernelSpec) -> Kernel:
         or (isinstance(shared, list) and all(isinstance(a, int) for a in shared)),
     )
     alpha = spec.weight("alpha")  # shape of the input without batch, 1 on shared axes
-
-    def run(x: np.ndarray) -> np.ndarray:
-        x = as_float(x)
-        return (np.maximum(x, 0) - alpha * np.maximum(-x, 0)).astype(x.dtype, copy=False)
-
-    return run
+    return float_kernel(lambda x: np.maximum(x, 0) - alpha * np.maximum(-x, 0))
 
 
 @register("ELU")
 def elu_layer(spec: KernelSpec) -> Kernel:
     check_keys(spec, {"alpha"})
     alpha = number(spec, "alpha", 1.0)
-
-    def run(x: np.ndarray) -> np.ndarray:
-        x = as_float(x)
-        return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))).astype(x.dtype, copy=False)
-
-    return run
+    assert alpha is not None
+    return lambda x: elu(as_float(x), alpha)
 
 
 @register("ThresholdedReLU")
 def thresholded_relu(spec: KernelSpec) -> Kernel:
     check_keys(spec, {"theta"})
     theta = number(spec, "theta", 1.0)
-
-    def run(x: np.ndarray) -> np.ndarray:
-        x = as_float(x)
-        return np.where(x > theta, x, 0).astype(x.dtype, copy=False)
-
-    return run
+    return float_kernel(lambda x: np.where(x > theta, x, 0))
 
 
 @register("Softmax")
@@ -324,7 +337,7 @@ def softmax_layer(spec: KernelSpec) -> Kernel:
     def run(x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
         x = as_float(x)
         dtype = x.dtype
-        work = x if dtype.itemsize >= 4 else x.astype(np.float32)
+        work = at_least_float32(x)
         axis = tuple(axes) if len(axes) > 1 else axes[0]
         if mask is None:
             return softmax(work, axis=axis).astype(dtype, copy=False)

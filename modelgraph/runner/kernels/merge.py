@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from modelgraph.errors import UnsupportedConfigError
-from modelgraph.runner.kernels.core import as_float, check_keys, flag
+from modelgraph.runner.kernels.core import as_float, check_keys, flag, l2_normalize
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
 
@@ -159,18 +159,6 @@ def concatenate(spec: KernelSpec) -> Kernel:
     return run
 
 
-def _l2_normalize(x: np.ndarray, axis: int, keras3: bool) -> np.ndarray:
-    square_sum = np.sum(np.square(x), axis=axis, keepdims=True)
-    if keras3:
-        # keras.ops.normalize: x * min(rsqrt(sum x^2), 1 / epsilon), epsilon = 1e-7
-        with np.errstate(divide="ignore"):
-            inv = np.minimum(1 / np.sqrt(square_sum), x.dtype.type(1e7))
-    else:
-        # tf.linalg.l2_normalize: x * rsqrt(max(sum x^2, 1e-12))
-        inv = 1 / np.sqrt(np.maximum(square_sum, x.dtype.type(1e-12)))
-    return x * inv
-
-
 def _batch_dot(x: np.ndarray, y: np.ndarray, ax: int, ay: int) -> np.ndarray:
     """Contract x's axis ``ax`` with y's axis ``ay`` per batch item; Keras's ``batch_dot`` shapes."""
     batch = x.shape[0]
@@ -208,8 +196,9 @@ def dot(spec: KernelSpec) -> Kernel:
         if x.shape[ax] != y.shape[ay]:
             raise ValueError(f"Dot axes {pair} do not match: {x.shape} vs {y.shape}")
         if normalize:
-            x = _l2_normalize(x, ax, keras3)
-            y = _l2_normalize(y, ay, keras3)
+            # Keras 3 calls keras.ops.normalize with its default epsilon, 1e-7.
+            x = l2_normalize(x, ax, keras3, keras3_cap=1e7)
+            y = l2_normalize(y, ay, keras3, keras3_cap=1e7)
         return _batch_dot(x, y, ax, ay)
 
     return run

@@ -12,20 +12,17 @@ import numpy as np
 from modelgraph.errors import UnsupportedConfigError
 from modelgraph.runner.kernels.core import (
     as_float,
+    at_least_float32,
     axes_list,
     broadcast_param,
     check_keys,
     flag,
+    l2_normalize,
     number,
     positive_axes,
     require,
 )
 from modelgraph.runner.registry import Kernel, KernelSpec, register
-
-
-def _work(x: np.ndarray) -> np.ndarray:
-    x = as_float(x)
-    return x if x.dtype.itemsize >= 4 else x.astype(np.float32)
 
 
 @register("BatchNormalization")
@@ -96,7 +93,7 @@ def layer_normalization(spec: KernelSpec) -> Kernel:
 
     def run(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x)
-        work = _work(x)
+        work = at_least_float32(x)
         pos = sorted(positive_axes(axes, work.ndim, spec))
         red = tuple(pos)
         mean = np.mean(work, axis=red, keepdims=True)
@@ -136,7 +133,7 @@ def group_normalization(spec: KernelSpec) -> Kernel:
 
     def run(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x)
-        work = _work(x)
+        work = at_least_float32(x)
         ax = positive_axes([axis], work.ndim, spec)[0]
         channels = work.shape[ax]
         g = channels if groups == -1 else groups
@@ -170,17 +167,10 @@ def unit_normalization(spec: KernelSpec) -> Kernel:
 
     def run(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x)
-        work = _work(x)
+        work = at_least_float32(x)
         red = tuple(positive_axes(axes, work.ndim, spec))
-        square_sum = np.sum(np.square(work), axis=red, keepdims=True)
-        if keras3:
-            # keras.ops.normalize(x, order=2, epsilon=1e-12): x * min(rsqrt(sum x^2), 1e12)
-            with np.errstate(divide="ignore"):
-                inv = np.minimum(1 / np.sqrt(square_sum), work.dtype.type(1e12))
-        else:
-            # tf.math.l2_normalize(x, epsilon=1e-12): x * rsqrt(max(sum x^2, 1e-12))
-            inv = 1 / np.sqrt(np.maximum(square_sum, work.dtype.type(1e-12)))
-        y = work * inv
+        # Keras 3 calls keras.ops.normalize with epsilon=1e-12.
+        y = l2_normalize(work, red, keras3, keras3_cap=1e12)
         return y.astype(x.dtype, copy=False) if x.dtype.kind == "f" else y
 
     return run
