@@ -6,6 +6,7 @@ bilinear as two lerps (``top + (bottom - top) * dy``), nearest as ``floor((i + 0
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,40 +91,46 @@ def repeat_vector(spec: KernelSpec) -> Kernel:
     return run
 
 
-def _make_zero_padding(spec: KernelSpec, rank: int) -> Kernel:
-    check_keys(spec, ("padding", "data_format"))
-    fmt = data_format(spec)
-    pads = pair_tuple(spec, "padding", rank, 1)
-    if any(v < 0 for p in pads for v in p):
-        raise spec.unsupported("padding", spec.get("padding"))
+def _channels_last_kernel(fmt: str, rank: int, fn: Callable[[np.ndarray], np.ndarray]) -> Kernel:
+    """A kernel applying ``fn`` to its rank ``rank + 2`` input viewed channels-last, returning the
+    result in the layer's ``data_format``."""
 
     def run(inputs: Any) -> np.ndarray:
         x = to_last(np.asarray(inputs), fmt)
         if x.ndim != rank + 2:
             raise ValueError(f"expected a rank-{rank + 2} input, got shape {x.shape}")
-        return from_last(pad_spatial(x, pads), fmt)
+        return from_last(fn(x), fmt)
 
     return run
+
+
+def _non_negative_pairs(spec: KernelSpec, key: str, rank: int, default: int) -> list[tuple[int, int]]:
+    """``(before, after)`` per spatial axis from ``key`` (see ``pair_tuple``); negative values refused."""
+    pairs = pair_tuple(spec, key, rank, default)
+    if any(v < 0 for p in pairs for v in p):
+        raise spec.unsupported(key, spec.get(key))
+    return pairs
+
+
+def _make_zero_padding(spec: KernelSpec, rank: int) -> Kernel:
+    check_keys(spec, ("padding", "data_format"))
+    fmt = data_format(spec)
+    pads = _non_negative_pairs(spec, "padding", rank, 1)
+    return _channels_last_kernel(fmt, rank, lambda x: pad_spatial(x, pads))
 
 
 def _make_cropping(spec: KernelSpec, rank: int) -> Kernel:
     check_keys(spec, ("cropping", "data_format"))
     fmt = data_format(spec)
-    crops = pair_tuple(spec, "cropping", rank, 1 if rank == 1 else 0)
-    if any(v < 0 for p in crops for v in p):
-        raise spec.unsupported("cropping", spec.get("cropping"))
+    crops = _non_negative_pairs(spec, "cropping", rank, 1 if rank == 1 else 0)
 
-    def run(inputs: Any) -> np.ndarray:
-        x = to_last(np.asarray(inputs), fmt)
-        if x.ndim != rank + 2:
-            raise ValueError(f"expected a rank-{rank + 2} input, got shape {x.shape}")
+    def crop(x: np.ndarray) -> np.ndarray:
         sizes = x.shape[1:-1]
         if any(b + a >= n for (b, a), n in zip(crops, sizes, strict=True)):
             raise ValueError(f"cropping {crops} leaves nothing of spatial shape {sizes}")
-        sl = tuple(slice(b, n - a) for (b, a), n in zip(crops, sizes, strict=True))
-        return from_last(x[(slice(None), *sl)], fmt)
+        return x[(slice(None), *(slice(b, n - a) for (b, a), n in zip(crops, sizes, strict=True)))]
 
-    return run
+    return _channels_last_kernel(fmt, rank, crop)
 
 
 def _make_upsampling(spec: KernelSpec, rank: int) -> Kernel:
@@ -137,20 +144,17 @@ def _make_upsampling(spec: KernelSpec, rank: int) -> Kernel:
         raise spec.unsupported("interpolation", interpolation)
     dtype = float_dtype(spec)
 
-    def run(inputs: Any) -> np.ndarray:
-        x = to_last(np.asarray(inputs), fmt)
-        if x.ndim != rank + 2:
-            raise ValueError(f"expected a rank-{rank + 2} input, got shape {x.shape}")
+    def upsample(x: np.ndarray) -> np.ndarray:
         if interpolation != "nearest":
             # Keras resizes to the multiplied size with tf.image.resize (no antialiasing).
             x = np.asarray(x, dtype=dtype)
-            return from_last(resize_image(x, x.shape[1] * size[0], x.shape[2] * size[1], interpolation), fmt)
+            return resize_image(x, x.shape[1] * size[0], x.shape[2] * size[1], interpolation)
         for axis, s in enumerate(size, start=1):
             if s != 1:
                 x = np.repeat(x, s, axis=axis)
-        return from_last(x, fmt)
+        return x
 
-    return run
+    return _channels_last_kernel(fmt, rank, upsample)
 
 
 def _axis_factory(make, rank: int):
