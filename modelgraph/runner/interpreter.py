@@ -162,6 +162,17 @@ class Step:
     depth: int = 0
 
 
+@dataclass(frozen=True)
+class _Scope:
+    """Where a graph's nodes are compiled: the graph, the path prefix of its layers, the slot of each
+    of its tensors computed so far, and whether an enclosing call forces training."""
+
+    graph: ModelGraph
+    prefix: str
+    env: dict[TensorRef, int]
+    forced_training: bool
+
+
 @dataclass
 class Problem:
     """Something the plan cannot run: which layer (path), which node, and the error."""
@@ -410,7 +421,7 @@ class Runner:
             )
             self._input_slots.append(slot)
             self._input_dtypes.append(self.inputs[-1].dtype)
-        self._compile_graph(g, "", env, forced_training=False, root=True)
+        self._compile_graph(_Scope(g, "", env, forced_training=False))
         self.output_slots: list[int] = []
         for ref in g.outputs:
             if ref not in env:
@@ -428,9 +439,8 @@ class Runner:
                 return
         self.problems.append(Problem(path, class_name, error))
 
-    def _compile_graph(
-        self, graph: ModelGraph, prefix: str, env: dict[TensorRef, int], forced_training: bool, root: bool
-    ) -> None:
+    def _compile_graph(self, scope: _Scope) -> None:
+        graph, env = scope.graph, scope.env
         self._cleared_masks[id(graph)] = mk.cleared_masks(graph) if self.keras_major >= 3 else ({}, {})
         for node in graph.nodes:
             layer = graph.layer(node.layer)
@@ -443,59 +453,54 @@ class Runner:
             if any(r not in env for r in node.inputs):
                 missing = [str(r) for r in node.inputs if r not in env]
                 self._problem(
-                    prefix + layer.name,
+                    scope.prefix + layer.name,
                     layer.class_name,
                     RunError(f"node {node} reads {missing}, which nothing computes"),
                 )
                 continue
             if layer.subgraph is not None:
-                self._inline(graph, layer, node, prefix, env, forced_training)
+                self._inline(scope, layer, node)
             else:
-                self._compile_node(graph, layer, node, prefix, env, forced_training)
+                self._compile_node(scope, layer, node)
 
-    def _inline(
-        self,
-        graph: ModelGraph,
-        layer: Layer,
-        node: Node,
-        prefix: str,
-        env: dict[TensorRef, int],
-        forced: bool,
-    ) -> None:
+    def _call_step(self, kind: str, layer: Layer, node: Node, path: str, **fields: Any) -> Step:
+        """The next step, for ``node`` of ``layer`` at ``path``: the fields every call's step has, and ``fields``."""
+        return Step(
+            index=len(self.steps),
+            kind=kind,
+            label=f"{path}[{node.index}]",
+            path=path,
+            plain_path=_plain(path),
+            class_name=layer.class_name,
+            node_index=node.index,
+            shared=layer.node_count > 1,
+            depth=node.depth or 0,
+            **fields,
+        )
+
+    def _inline(self, scope: _Scope, layer: Layer, node: Node) -> None:
         sub = layer.subgraph
         assert sub is not None
-        path = prefix + layer.name
+        path = scope.prefix + layer.name
         seg = f"{layer.name}:{node.index}" if layer.node_count > 1 else layer.name
-        scope = f"{prefix}{seg}/"
         training = _training_value(node.kwargs)
-        forced = forced or training is True
-        sub_env: dict[TensorRef, int] = {}
+        inner_scope = _Scope(sub, f"{scope.prefix}{seg}/", {}, scope.forced_training or training is True)
         try:
             pairs = bind_model_inputs(sub, node.args, TensorRef)
         except ValueError as exc:
             self._problem(path, layer.class_name, RunError(f"node {node} {exc}"))
             return
         for inner, outer in pairs:
-            sub_env[inner] = env[outer]
-        self._compile_graph(sub, scope, sub_env, forced, root=False)
+            inner_scope.env[inner] = scope.env[outer]
+        self._compile_graph(inner_scope)
         outs: list[tuple[int, int]] = []
         for t, ref in enumerate(sub.outputs):
-            if ref in sub_env:
-                env[TensorRef(layer.name, node.index, t)] = sub_env[ref]
-                outs.append((t, sub_env[ref]))
+            if ref in inner_scope.env:
+                scope.env[TensorRef(layer.name, node.index, t)] = inner_scope.env[ref]
+                outs.append((t, inner_scope.env[ref]))
         self.steps.append(
-            Step(
-                index=len(self.steps),
-                kind="model",
-                label=f"{path}[{node.index}]",
-                path=path,
-                plain_path=_plain(path),
-                class_name=layer.class_name,
-                node_index=node.index,
-                shared=layer.node_count > 1,
-                in_slots=tuple(s for _, s in outs),
-                out_slots=tuple(outs),
-                depth=node.depth or 0,
+            self._call_step(
+                "model", layer, node, path, in_slots=tuple(s for _, s in outs), out_slots=tuple(outs)
             )
         )
 
@@ -548,21 +553,14 @@ class Runner:
         self._kernels[cache_key] = built  # type: ignore[assignment]
         return built  # type: ignore[return-value]
 
-    def _compile_node(
-        self,
-        graph: ModelGraph,
-        layer: Layer,
-        node: Node,
-        prefix: str,
-        env: dict[TensorRef, int],
-        forced: bool,
-    ) -> None:
-        path = prefix + layer.name
+    def _compile_node(self, scope: _Scope, layer: Layer, node: Node) -> None:
+        graph, env = scope.graph, scope.env
+        path = scope.prefix + layer.name
         built = self._build_kernel(graph, layer, path)
         training = _training_value(node.kwargs)
         if built is not None:
             sensitive = built[2]  # type: ignore[misc]
-            wants_training = training is True or (forced and training is not False)
+            wants_training = training is True or (scope.forced_training and training is not False)
             # Keras: BatchNormalization uses batch statistics only when the layer is trainable.
             frozen_bn = layer.class_name == "BatchNormalization" and not layer.trainable
             if wants_training and sensitive and not frozen_bn:
@@ -592,22 +590,17 @@ class Runner:
             env[TensorRef(layer.name, node.index, t)] = slot
             out_slots.append((t, slot))
 
-        step = Step(
-            index=len(self.steps),
-            kind="kernel",
-            label=f"{path}[{node.index}]",
-            path=path,
-            plain_path=_plain(path),
-            class_name=layer.class_name,
-            node_index=node.index,
-            shared=layer.node_count > 1,
+        step = self._call_step(
+            "kernel",
+            layer,
+            node,
+            path,
             fn=None if built is None else built[0],
             args=args_t,
             kwargs=kwargs_t,
             simple=simple,
             in_slots=in_slots,
             out_slots=tuple(out_slots),
-            depth=node.depth or 0,
         )
         if built is not None:
             policy = built[1]
