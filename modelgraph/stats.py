@@ -184,8 +184,8 @@ def _rows(
         node_indices = [n.index for n in graph.nodes_of(layer.name)]
         layer_frozen = frozen or not layer.trainable
         path = (*prefix, layer.name)
+        row_at = len(out)  # a nested model's row goes before its layers' rows
         if layer.kind == "model" and layer.subgraph is not None:
-            row_at = len(out)
             sub_results: list[ShapeResult] = []
             for r in results:
                 for i in node_indices:
@@ -198,43 +198,35 @@ def _rows(
             else:
                 sub_results_for_params = sub_results
                 macs_known = True
-            p, t, nt, by_dtype, macs, elems, nbytes = _rows(
+            p, t, nt, by_dtype, macs, _, _ = _rows(
                 layer.subgraph, sub_results_for_params, path, layer_frozen, out
             )
             if not macs_known:
                 macs = None
-            row = LayerStats(
-                path=path,
-                class_name=layer.class_name,
-                kind=layer.kind,
-                calls=len(node_indices) * max(len(results), 1),
-                params=p,
-                trainable_params=t,
-                non_trainable_params=nt,
-                params_source="nested",
-                weight_bytes=None if p is None else sum(by_dtype.values()),
-                weight_bytes_by_dtype=by_dtype,
-                macs=macs,
-                output_shapes=[r.outputs.get((layer.name, i), [None]) for r in results for i in node_indices],
-                output_elements=None,
-                output_bytes=None,
-                depth=layer.depth,
-            )
-            row.output_elements, row.output_bytes = _activations(results, layer.name, node_indices)
-            out.insert(row_at, row)
-            # nested rows' activation numbers are per call of the whole model: keep the row's own outputs
-            elems, nbytes = row.output_elements, row.output_bytes
+            source = "nested"
         else:
-            row = _layer_row(layer, path, results, node_indices, layer_frozen)
-            out.append(row)
-            p, t, nt, by_dtype, macs = (
-                row.params,
-                row.trainable_params,
-                row.non_trainable_params,
-                row.weight_bytes_by_dtype,
-                row.macs,
-            )
-            elems, nbytes = row.output_elements, row.output_bytes
+            source, p, t, nt, by_dtype, macs = _own_counts(layer, results, node_indices, layer_frozen)
+        # A nested model's activation numbers are its own outputs' (per call of the whole model),
+        # not the sums of its layers'.
+        elems, nbytes = _activations(results, layer.name, node_indices)
+        row = LayerStats(
+            path=path,
+            class_name=layer.class_name,
+            kind=layer.kind,
+            calls=len(node_indices) * max(len(results), 1),
+            params=p,
+            trainable_params=t,
+            non_trainable_params=nt,
+            params_source=source,
+            weight_bytes=None if p is None else sum(by_dtype.values()),
+            weight_bytes_by_dtype=by_dtype,
+            macs=macs,
+            output_shapes=[r.outputs.get((layer.name, i), [None]) for r in results for i in node_indices],
+            output_elements=elems,
+            output_bytes=nbytes,
+            depth=layer.depth,
+        )
+        out.insert(row_at, row)
         totals[0] = _add(totals[0], p)
         totals[1] = _add(totals[1], t)
         totals[2] = _add(totals[2], nt)
@@ -290,9 +282,10 @@ def _itemsize(dtype: str | None) -> int:
         return 4
 
 
-def _layer_row(
-    layer: Layer, path: tuple[str, ...], results: list[ShapeResult], node_indices: list[int], frozen: bool
-) -> LayerStats:
+def _own_counts(
+    layer: Layer, results: list[ShapeResult], node_indices: list[int], frozen: bool
+) -> tuple[str, int | None, int | None, int | None, dict[str, int], int | None]:
+    """A layer's (params source, params, trainable, non-trainable, bytes by dtype, MACs over its calls)."""
     expected: dict[str, Shape] | None = None
     for r in results:
         if r.expected.get(layer.name) is not None:
@@ -339,24 +332,7 @@ def _layer_row(
     for r in results:
         for i in node_indices:
             macs = _add(macs, node_macs(layer, r, i))
-    elems, nbytes = _activations(results, layer.name, node_indices)
-    return LayerStats(
-        path=path,
-        class_name=layer.class_name,
-        kind=layer.kind,
-        calls=len(node_indices) * max(len(results), 1),
-        params=params,
-        trainable_params=trainable,
-        non_trainable_params=non_trainable,
-        params_source=source,
-        weight_bytes=None if params is None else sum(by_dtype.values()),
-        weight_bytes_by_dtype=by_dtype,
-        macs=macs,
-        output_shapes=[r.outputs.get((layer.name, i), [None]) for r in results for i in node_indices],
-        output_elements=elems,
-        output_bytes=nbytes,
-        depth=layer.depth,
-    )
+    return source, params, trainable, non_trainable, by_dtype, macs
 
 
 def _wrapped_frozen(layer: Layer) -> bool:
