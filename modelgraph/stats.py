@@ -43,6 +43,7 @@ from modelgraph.shape_rules._base import (
     channels_first,
     flatten,
     inner_record,
+    need,
     quantization_mode,
     variable_dtype,
 )
@@ -416,9 +417,7 @@ def _dense_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], c
 
 @mac_rule("EinsumDense")
 def _einsum_dense_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
-    shape = ins[0].shape
-    if shape is None:
-        raise Unknown()
+    shape = need(ins[0])
     _, kernel, _ = einsum_dense_analysis(layer.config, shape)
     equation = str(layer.config.get("equation", "")).replace(" ", "").replace("...", "")
     w_spec, out_spec = equation.split(",")[1].split("->")
@@ -433,48 +432,41 @@ def _channels(shape: Shape, config: Mapping[str, Any]) -> int:
     return _dim(shape[1] if channels_first(config) else shape[-1])
 
 
+def _conv_window(layer: Layer, ins: list[TensorSpec]) -> tuple[Shape, int]:
+    """A conv layer's input shape and how many positions its kernel window covers."""
+    shape = need(ins[0])
+    g = conv_geometry(layer.config, len(shape) - 2, layer.class_name)
+    return shape, math.prod(g["kernel"])
+
+
 @mac_rule(*CONV_CLASSES)
 def _conv_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
-    shape = ins[0].shape
-    if shape is None:
-        raise Unknown()
-    n = len(shape) - 2
-    g = conv_geometry(layer.config, n, layer.class_name)
+    shape, window = _conv_window(layer, ins)
     groups = layer.config.get("groups", 1) or 1
-    return _ps(outs[0]) * math.prod(g["kernel"]) * (_channels(shape, layer.config) // groups)
+    return _ps(outs[0]) * window * (_channels(shape, layer.config) // groups)
 
 
 @mac_rule(*TRANSPOSE_CLASSES)
 def _conv_transpose_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
-    shape = ins[0].shape
-    if shape is None:
-        raise Unknown()
-    g = conv_geometry(layer.config, len(shape) - 2, layer.class_name)
-    filters = int(layer.config.get("filters", 0))
-    return _ps(shape) * math.prod(g["kernel"]) * filters
+    shape, window = _conv_window(layer, ins)
+    return _ps(shape) * window * int(layer.config.get("filters", 0))
 
 
 @mac_rule(*DEPTHWISE_CLASSES)
 def _depthwise_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
-    shape = ins[0].shape
-    if shape is None:
-        raise Unknown()
-    g = conv_geometry(layer.config, len(shape) - 2, layer.class_name)
-    return _ps(outs[0]) * math.prod(g["kernel"])
+    _, window = _conv_window(layer, ins)
+    return _ps(outs[0]) * window
 
 
 @mac_rule(*SEPARABLE_CLASSES)
 def _separable_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
-    shape, out = ins[0].shape, outs[0]
-    if shape is None or out is None:
-        raise Unknown()
-    n = len(shape) - 2
-    g = conv_geometry(layer.config, n, layer.class_name)
+    out = need(outs[0])
+    shape, window = _conv_window(layer, ins)
     first = channels_first(layer.config)
     spatial = _ps((None, *(out[2:] if first else out[1:-1])))
     mid = _channels(shape, layer.config) * int(layer.config.get("depth_multiplier", 1) or 1)
     filters = _dim(out[1] if first else out[-1])
-    return spatial * mid * math.prod(g["kernel"]) + spatial * mid * filters
+    return spatial * mid * window + spatial * mid * filters
 
 
 def _rnn_step_macs(class_name: str, config: Mapping[str, Any], features: int) -> int:
@@ -484,9 +476,7 @@ def _rnn_step_macs(class_name: str, config: Mapping[str, Any], features: int) ->
 
 @mac_rule(*GATES)
 def _rnn_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
-    shape = ins[0].shape
-    if shape is None:
-        raise Unknown()
+    shape = need(ins[0])
     return _dim(shape[1]) * _rnn_step_macs(layer.class_name, layer.config, _dim(shape[-1]))
 
 
@@ -494,9 +484,7 @@ def _rnn_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], cal
 def _generic_rnn_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
     """``RNN(cell)``: each cell's step like the matching layer's, the next cell fed the previous
     cell's units."""
-    shape = ins[0].shape
-    if shape is None:
-        raise Unknown()
+    shape = need(ins[0])
     features, total = _dim(shape[-1]), 0
     for layer_class, config, _ in rnn_cells(layer.config):
         total += _rnn_step_macs(layer_class, config, features)
@@ -525,9 +513,7 @@ def _convlstm_mac_rule(layer: Layer, ins: list[TensorSpec], outs: list[Shape | N
 
 @mac_rule("Bidirectional")
 def _bidirectional_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
-    shape = ins[0].shape
-    if shape is None:
-        raise Unknown()
+    shape = need(ins[0])
     total = 0
     fwd = inner_record(layer.config, "layer")
     bwd = inner_record(layer.config, "backward_layer") or fwd
@@ -563,9 +549,7 @@ def _mha_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], cal
     heads = int(cfg["num_heads"])
     kd = int(cfg["key_dim"])
     vd = int(cfg.get("value_dim") or kd)
-    out = outs[0]
-    if out is None:
-        raise Unknown()
+    out = need(outs[0])
     tq, tk, tv = _ps((None, *q[1:-1])), _ps((None, *k[1:-1])), _ps((None, *v[1:-1]))
     dout = _ps((None, *out[len(q) - 1 :]))
     proj = tq * _dim(q[-1]) * heads * kd + tk * _dim(k[-1]) * heads * kd + tv * _dim(v[-1]) * heads * vd
@@ -585,9 +569,7 @@ def _attention_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None
 
 @mac_rule("Dot")
 def _dot_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
-    a = ins[0].shape
-    if a is None:
-        raise Unknown()
+    a = need(ins[0])
     axes = layer.config.get("axes", -1)
     ax = axes[0] if isinstance(axes, list | tuple) else axes
     return _ps(outs[0]) * _dim(a[int(ax)])
@@ -596,13 +578,9 @@ def _dot_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], cal
 @mac_rule("op:Matmul", "op:Dot", "tf:linalg.matmul", "tf:matmul", "tf:__operators__.matmul")
 def _matmul_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
     args, kwargs = call
-    a = ins[0].shape if ins else None
-    if a is None:
-        raise Unknown()
+    a = need(ins[0] if ins else None)
     inner = a[-2] if (kwargs.get("transpose_a") or kwargs.get("adjoint_a")) else a[-1]
-    out = outs[0]
-    if out is None:
-        raise Unknown()
+    out = need(outs[0])
     return _ps(out if len(out) > 1 else (None, *out)) * _dim(inner)
 
 
