@@ -107,20 +107,29 @@ def _merge_and(masks: list[Array | None], inputs: list[Any], outputs: list[Any])
     return [_and_all(masks)]
 
 
+def _concat_parts(
+    masks: list[Array | None], inputs: list[Any], fit: Callable[[Array, tuple[int, ...]], Array]
+) -> list[Array]:
+    """The masks of a Concatenate's inputs as booleans, each ``fit`` to its input's shape; an unmasked
+    input's is all True. Both Keras versions start this way and differ in ``fit`` and what follows."""
+    parts = []
+    for m, x in zip(masks, inputs, strict=False):
+        shape = np.shape(x)
+        parts.append(np.ones(shape, dtype=bool) if m is None else fit(np.asarray(m, dtype=bool), shape))
+    return parts
+
+
+def _expand_to_rank(m: Array, shape: tuple[int, ...]) -> Array:
+    while m.ndim < len(shape):
+        m = np.expand_dims(m, -1)
+    return m
+
+
 def _concat_mask(axis: int) -> MaskFn:
     def produce(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
         if all(m is None for m in masks):
             return [None]
-        parts = []
-        for m, x in zip(masks, inputs, strict=False):
-            x = np.asarray(x)
-            if m is None:
-                parts.append(np.ones(x.shape, dtype=bool))
-            else:
-                m = np.asarray(m, dtype=bool)
-                while m.ndim < x.ndim:
-                    m = np.expand_dims(m, -1)
-                parts.append(m)
+        parts = _concat_parts(masks, inputs, _expand_to_rank)
         # Keras: concatenate the (expanded) masks along the layer's axis, then all() over the last.
         target = parts[0].ndim
         ax = axis if axis >= 0 else target + axis
@@ -267,6 +276,10 @@ def _merge_or(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) 
     return [out]
 
 
+def _broadcast_one_axis(m: Array, shape: tuple[int, ...]) -> Array:
+    return np.broadcast_to(np.expand_dims(m, -1), shape) if m.ndim < len(shape) else m
+
+
 def _concat_mask_k3(axis: int) -> MaskFn:
     """Keras 3 Concatenate.compute_mask: each mask broadcast to its input's shape (all True for an
     unmasked input), concatenated along the layer's axis, then any() over the last axis."""
@@ -274,16 +287,7 @@ def _concat_mask_k3(axis: int) -> MaskFn:
     def produce(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
         if all(m is None for m in masks):
             return [None]
-        parts = []
-        for m, x in zip(masks, inputs, strict=False):
-            shape = np.shape(x)
-            if m is None:
-                parts.append(np.ones(shape, dtype=bool))
-                continue
-            m = np.asarray(m, dtype=bool)
-            if m.ndim < len(shape):
-                m = np.broadcast_to(np.expand_dims(m, -1), shape)
-            parts.append(m)
+        parts = _concat_parts(masks, inputs, _broadcast_one_axis)
         return [np.any(np.concatenate(parts, axis=axis), axis=-1)]
 
     return produce
