@@ -19,7 +19,7 @@ algorithm (:mod:`modelgraph.topology`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -302,10 +302,18 @@ def _is_list_leaf(value: Any) -> bool:
     )
 
 
+def _map_children(value: list[Any] | Mapping[str, Any], path: str, decode: Callable[[Any, str], Any]) -> Any:
+    """A list or mapping of a config structure rebuilt with ``decode`` applied to each element and
+    that element's path (``path[i]`` or ``path.key``)."""
+    if isinstance(value, list):
+        return [decode(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    return {k: decode(v, f"{path}.{k}") for k, v in value.items()}
+
+
 def _decode_value(value: Any, path: str) -> Any:
     """Decode Keras 3 special leaves (tensor refs, slices, numpy constants) in a call structure."""
     if isinstance(value, list):
-        return [_decode_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return _map_children(value, path, _decode_value)
     if not isinstance(value, Mapping):
         return value
     marker = value.get("class_name")
@@ -323,7 +331,7 @@ def _decode_value(value: Any, path: str) -> Any:
         return _decode_array(inner, path)
     if marker == "__lambda__":
         return LambdaMarker(path)
-    return {k: _decode_value(v, f"{path}.{k}") for k, v in value.items()}
+    return _map_children(value, path, _decode_value)
 
 
 def _tensor_ref(triple: list[Any], path: str) -> TensorRef:
@@ -366,10 +374,8 @@ def _decode_list_structure(data: Any, path: str) -> tuple[Any, dict[str, Any] | 
                     raise ConfigError("node kwargs are not an object", p)
                 found_kwargs = dict(value[3])
             return _decode_list_leaf(value, p)
-        if isinstance(value, list):
-            return [walk(v, f"{p}[{i}]") for i, v in enumerate(value)]
-        if isinstance(value, Mapping):
-            return {k: walk(v, f"{p}.{k}") for k, v in value.items()}
+        if isinstance(value, list | Mapping):
+            return _map_children(value, p, walk)
         raise ConfigError(f"unexpected value {value!r} in a Keras 2 node", p)
 
     return walk(data, path), found_kwargs
@@ -379,12 +385,10 @@ def _decode_list_kwargs(kwargs: Mapping[str, Any], path: str) -> dict[str, Any]:
     def walk(value: Any, p: str) -> Any:
         if isinstance(value, list) and len(value) == 3 and isinstance(value[0], str) and _is_list_leaf(value):
             return _decode_list_leaf(value, p)
-        if isinstance(value, list):
-            return [walk(v, f"{p}[{i}]") for i, v in enumerate(value)]
-        if isinstance(value, Mapping):
-            if value.get("class_name") == "__lambda__":
-                return LambdaMarker(p)
-            return {k: walk(v, f"{p}.{k}") for k, v in value.items()}
+        if isinstance(value, Mapping) and value.get("class_name") == "__lambda__":
+            return LambdaMarker(p)
+        if isinstance(value, list | Mapping):
+            return _map_children(value, p, walk)
         return value
 
     return {k: walk(v, f"{path}.{k}") for k, v in kwargs.items()}
@@ -481,10 +485,8 @@ def _io_structure(raw: Any, path: str) -> Any:
     """``input_layers``/``output_layers``: a bare triple, a list of triples, a dict, or nesting."""
     if _is_list_leaf(raw) and len(raw) == 3:
         return _tensor_ref(raw, path)
-    if isinstance(raw, list):
-        return [_io_structure(v, f"{path}[{i}]") for i, v in enumerate(raw)]
-    if isinstance(raw, Mapping):
-        return {k: _io_structure(v, f"{path}.{k}") for k, v in raw.items()}
+    if isinstance(raw, list | Mapping):
+        return _map_children(raw, path, _io_structure)
     raise ConfigError(f"expected [layer, node_index, tensor_index] references, found {raw!r}", path)
 
 
