@@ -38,7 +38,7 @@ def softmax(x: np.ndarray, axis: int | tuple[int, ...] = -1) -> np.ndarray:
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
-def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+def log_softmax(x: np.ndarray, axis: int | tuple[int, ...] = -1) -> np.ndarray:
     shifted = x - np.max(x, axis=axis, keepdims=True)
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
@@ -145,26 +145,31 @@ def _relu6(x: np.ndarray) -> np.ndarray:
     return rowwise.relu6_(x, np.empty_like(x))
 
 
-def _leaky_relu(x: np.ndarray) -> np.ndarray:
+def leaky_relu(x: np.ndarray, negative_slope: float = 0.2) -> np.ndarray:
     # The function form (keras.activations.leaky_relu / tf.nn.leaky_relu) defaults to 0.2;
     # the LeakyReLU *layer* defaults to 0.3 (see kernels/core.py).
-    return np.where(x > 0, x, 0.2 * x).astype(x.dtype, copy=False)
+    return np.where(x > 0, x, negative_slope * x).astype(x.dtype, copy=False)
 
 
-def _celu(x: np.ndarray) -> np.ndarray:
-    return (np.maximum(x, 0) + np.expm1(np.minimum(x, 0))).astype(x.dtype, copy=False)
+def celu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+    return (np.maximum(x, 0) + alpha * np.expm1(np.minimum(x, 0) / alpha)).astype(x.dtype, copy=False)
+
+
+def squareplus(x: np.ndarray, b: float = 4) -> np.ndarray:
+    return ((x + np.sqrt(x * x + b)) / 2).astype(x.dtype, copy=False)
 
 
 def _sparse_plus(x: np.ndarray) -> np.ndarray:
     return np.where(x <= -1, 0, np.where(x < 1, 0.25 * (x + 1) ** 2, x)).astype(x.dtype, copy=False)
 
 
-def _soft_shrink(x: np.ndarray) -> np.ndarray:
-    return np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0)).astype(x.dtype, copy=False)
+def soft_shrink(x: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+    t = threshold
+    return np.where(x > t, x - t, np.where(x < -t, x + t, 0)).astype(x.dtype, copy=False)
 
 
-def _hard_shrink(x: np.ndarray) -> np.ndarray:
-    return np.where(np.abs(x) > 0.5, x, 0).astype(x.dtype, copy=False)
+def hard_shrink(x: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+    return np.where(np.abs(x) > threshold, x, 0).astype(x.dtype, copy=False)
 
 
 def _sparse_sigmoid(x: np.ndarray) -> np.ndarray:
@@ -200,14 +205,14 @@ def _table(keras_major: int) -> dict[str, Activation]:
         "swish": _silu,
         "silu": _silu,
         "gelu": gelu_exact,
-        "leaky_relu": _leaky_relu,
+        "leaky_relu": leaky_relu,
         "mish": lambda x: x * np.tanh(softplus(x)),
-        "celu": _celu,
+        "celu": celu,
         "glu": _glu,
-        "squareplus": lambda x: (x + np.sqrt(x * x + 4)) / 2,
+        "squareplus": squareplus,
         "sparse_plus": _sparse_plus,
-        "soft_shrink": _soft_shrink,
-        "hard_shrink": _hard_shrink,
+        "soft_shrink": soft_shrink,
+        "hard_shrink": hard_shrink,
         "hard_tanh": lambda x: np.clip(x, -1, 1).astype(x.dtype, copy=False),
         "tanh_shrink": lambda x: x - np.tanh(x),
         "log_sigmoid": lambda x: -softplus(-x),

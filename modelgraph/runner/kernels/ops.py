@@ -170,9 +170,7 @@ def _gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
 
 
 def _log_softmax(x: np.ndarray, axis: Any = -1) -> np.ndarray:
-    axis = _axis(axis)
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    return act.log_softmax(x, _axis(axis))
 
 
 def _logsumexp(x: np.ndarray, axis: Any = None, keepdims: bool = False) -> np.ndarray:
@@ -450,32 +448,25 @@ def _op_gelu(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return lambda x: _gelu(_as_array(x), approximate)
 
 
-@_op_with_config(["LeakyRelu"], {"negative_slope": 0.2})
-def _op_leaky_relu(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    slope = p["negative_slope"]
+def _op_activation(
+    class_names: Sequence[str], option: str, default: float, fn: Callable[[np.ndarray, Any], np.ndarray]
+) -> None:
+    """Register an op that is the activation ``fn`` with one option (its second argument)."""
 
-    def kernel(x: Any) -> np.ndarray:
-        x = _as_array(x)
-        return np.where(x >= 0, x, slope * x).astype(x.dtype, copy=False)
-
-    return kernel
-
-
-@_op_with_config(["Elu"], {"alpha": 1.0})
-def _op_elu(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    return lambda x: act.elu(_as_array(x), p["alpha"])
+    @_op_with_config(class_names, {option: default})
+    def impl(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+        return lambda x: fn(_as_array(x), p[option])
 
 
-@_op_with_config(["Celu"], {"alpha": 1.0})
-def _op_celu(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    alpha = p["alpha"]
-
-    def kernel(x: Any) -> np.ndarray:
-        x = _as_array(x)
-        neg = alpha * np.expm1(np.minimum(x, 0) / alpha)
-        return (np.maximum(x, 0) + neg).astype(x.dtype, copy=False)
-
-    return kernel
+for _names, _option, _default, _activation in [
+    (["LeakyRelu"], "negative_slope", 0.2, act.leaky_relu),
+    (["Elu"], "alpha", 1.0, act.elu),
+    (["Celu"], "alpha", 1.0, act.celu),
+    (["SoftShrink"], "threshold", 0.5, act.soft_shrink),
+    (["HardShrink"], "threshold", 0.5, act.hard_shrink),
+    (["Squareplus"], "b", 4, act.squareplus),
+]:
+    _op_activation(_names, _option, _default, _activation)
 
 
 @_op_with_config(["Glu"], {"axis": -1})
@@ -483,39 +474,6 @@ def _op_glu(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     def kernel(x: Any) -> np.ndarray:
         a, b = np.split(_as_array(x), 2, axis=p["axis"])
         return a * act.sigmoid(b)
-
-    return kernel
-
-
-@_op_with_config(["SoftShrink"], {"threshold": 0.5})
-def _op_soft_shrink(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    t = p["threshold"]
-
-    def kernel(x: Any) -> np.ndarray:
-        x = _as_array(x)
-        return np.where(x > t, x - t, np.where(x < -t, x + t, 0)).astype(x.dtype, copy=False)
-
-    return kernel
-
-
-@_op_with_config(["HardShrink"], {"threshold": 0.5})
-def _op_hard_shrink(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    t = p["threshold"]
-
-    def kernel(x: Any) -> np.ndarray:
-        x = _as_array(x)
-        return np.where(np.abs(x) > t, x, 0).astype(x.dtype, copy=False)
-
-    return kernel
-
-
-@_op_with_config(["Squareplus"], {"b": 4})
-def _op_squareplus(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    b = p["b"]
-
-    def kernel(x: Any) -> np.ndarray:
-        x = _as_array(x)
-        return ((x + np.sqrt(x * x + b)) / 2).astype(x.dtype, copy=False)
 
     return kernel
 
@@ -876,9 +834,7 @@ def _tf_gelu(spec: KernelSpec) -> Kernel:
 @_tf("nn.leaky_relu")
 def _tf_leaky_relu(spec: KernelSpec) -> Kernel:
     def kernel(x: Any, **kwargs: Any) -> np.ndarray:
-        alpha = _tf_kwargs(spec, kwargs, {"alpha": 0.2})["alpha"]
-        x = _as_array(x)
-        return np.where(x >= 0, x, alpha * x).astype(x.dtype, copy=False)
+        return act.leaky_relu(_as_array(x), _tf_kwargs(spec, kwargs, {"alpha": 0.2})["alpha"])
 
     return kernel
 
