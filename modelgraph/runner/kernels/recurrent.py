@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -241,120 +242,103 @@ def _initial_states(
 # --- SimpleRNN / LSTM / GRU -------------------------------------------------------------------
 
 
-def _dense_rnn(spec: KernelSpec, n_states: int, make_step: Callable[[], tuple[Step, Array, Array | None]]):
+class _Cell(NamedTuple):
+    """A SimpleRNN, LSTM or GRU cell read from its layer's config and weights: ``step`` maps the
+    input of one time step (projected by ``kernel``, plus ``input_bias``) and the states to the
+    output and the new states."""
+
+    n_states: int
+    step: Step
+    kernel: Array
+    input_bias: Array | None
+
+
+def _dense_rnn(spec: KernelSpec, read_cell: Callable[[KernelSpec], _Cell]):
+    """SimpleRNN, LSTM or GRU: its cell's step run over time. The loop options are checked before
+    the cell reads its weights, so a config the runner refuses is named before any missing weight."""
     seq = _sequencing(spec)
     units = _units(spec)
-    step, kernel, input_bias = make_step()
+    cell = read_cell(spec)
 
     def run(*args: Any, **kwargs: Any) -> Array | tuple[Array, ...]:
-        projected, given, mask = _projected_call(spec, args, kwargs, seq, kernel, input_bias)
+        projected, given, mask = _projected_call(spec, args, kwargs, seq, cell.kernel, cell.input_bias)
         batch = projected.shape[1]
-        states = _initial_states(spec, given, [(batch, units)] * n_states, projected.dtype)
-        output, states = _loop(step, projected, states, mask, seq)
+        states = _initial_states(spec, given, [(batch, units)] * cell.n_states, projected.dtype)
+        output, states = _loop(cell.step, projected, states, mask, seq)
         return _finish(output, states, seq)
 
     return run
 
 
-CellMaker = Callable[[], tuple[Step, Array, Array | None]]
-
-
-def _simple_rnn_cell(spec: KernelSpec) -> tuple[int, CellMaker]:
+def _simple_rnn_cell(spec: KernelSpec) -> _Cell:
     act = _activation(spec, "activation", "tanh")
+    recurrent = _weight(spec, "recurrent_kernel")
 
-    def make() -> tuple[Step, Array, Array | None]:
-        recurrent = _weight(spec, "recurrent_kernel")
+    def step(xp: Array, states: list[Array]) -> tuple[Array, list[Array]]:
+        h = act(xp + states[0] @ recurrent)
+        return h, [h]
 
-        def step(xp: Array, states: list[Array]) -> tuple[Array, list[Array]]:
-            h = act(xp + states[0] @ recurrent)
-            return h, [h]
-
-        return step, _weight(spec, "kernel"), _bias(spec)
-
-    return 1, make
+    return _Cell(1, step, _weight(spec, "kernel"), _bias(spec))
 
 
-@register("SimpleRNN")
-def simple_rnn(spec: KernelSpec):
-    return _dense_rnn(spec, *_simple_rnn_cell(spec))
-
-
-def _lstm_cell(spec: KernelSpec) -> tuple[int, CellMaker]:
+def _lstm_cell(spec: KernelSpec) -> _Cell:
     act = _activation(spec, "activation", "tanh")
     rec_act = _recurrent_activation(spec)
+    recurrent = _weight(spec, "recurrent_kernel")
+    units = recurrent.shape[0]
 
-    def make() -> tuple[Step, Array, Array | None]:
-        recurrent = _weight(spec, "recurrent_kernel")
-        units = recurrent.shape[0]
+    def step(xp: Array, states: list[Array]) -> tuple[Array, list[Array]]:
+        h, c = states
+        z = xp + h @ recurrent
+        i = rec_act(z[:, :units])
+        f = rec_act(z[:, units : 2 * units])
+        c = f * c + i * act(z[:, 2 * units : 3 * units])
+        o = rec_act(z[:, 3 * units :])
+        h = o * act(c)
+        return h, [h, c]
 
-        def step(xp: Array, states: list[Array]) -> tuple[Array, list[Array]]:
-            h, c = states
-            z = xp + h @ recurrent
-            i = rec_act(z[:, :units])
-            f = rec_act(z[:, units : 2 * units])
-            c = f * c + i * act(z[:, 2 * units : 3 * units])
-            o = rec_act(z[:, 3 * units :])
-            h = o * act(c)
-            return h, [h, c]
-
-        return step, _weight(spec, "kernel"), _bias(spec)
-
-    return 2, make
+    return _Cell(2, step, _weight(spec, "kernel"), _bias(spec))
 
 
-@register("LSTM")
-def lstm(spec: KernelSpec):
-    return _dense_rnn(spec, *_lstm_cell(spec))
-
-
-def _gru_cell(spec: KernelSpec) -> tuple[int, CellMaker]:
+def _gru_cell(spec: KernelSpec) -> _Cell:
     act = _activation(spec, "activation", "tanh")
     rec_act = _recurrent_activation(spec)
     reset_after = spec.flag("reset_after", gru_reset_after_default(spec.keras_version))
+    recurrent = _weight(spec, "recurrent_kernel")
+    units = recurrent.shape[0]
+    bias = _bias(spec)
+    input_bias = recurrent_bias = None
+    if bias is not None:
+        if reset_after:
+            if bias.shape != (2, 3 * units):
+                raise ValueError(f"GRU reset_after=True expects bias (2, {3 * units}), got {bias.shape}")
+            input_bias, recurrent_bias = bias[0], bias[1]
+        else:
+            input_bias = bias.reshape(-1)
+    rec_zr = np.ascontiguousarray(recurrent[:, : 2 * units])
+    rec_h = np.ascontiguousarray(recurrent[:, 2 * units :])
 
-    def make() -> tuple[Step, Array, Array | None]:
-        recurrent = _weight(spec, "recurrent_kernel")
-        units = recurrent.shape[0]
-        bias = _bias(spec)
-        input_bias = recurrent_bias = None
-        if bias is not None:
-            if reset_after:
-                if bias.shape != (2, 3 * units):
-                    raise ValueError(f"GRU reset_after=True expects bias (2, {3 * units}), got {bias.shape}")
-                input_bias, recurrent_bias = bias[0], bias[1]
-            else:
-                input_bias = bias.reshape(-1)
-        rec_zr = np.ascontiguousarray(recurrent[:, : 2 * units])
-        rec_h = np.ascontiguousarray(recurrent[:, 2 * units :])
+    def step_after(xp: Array, states: list[Array]) -> tuple[Array, list[Array]]:
+        h = states[0]
+        inner = h @ recurrent
+        if recurrent_bias is not None:
+            inner = inner + recurrent_bias
+        z = rec_act(xp[:, :units] + inner[:, :units])
+        r = rec_act(xp[:, units : 2 * units] + inner[:, units : 2 * units])
+        hh = act(xp[:, 2 * units :] + r * inner[:, 2 * units :])
+        h = z * h + (1 - z) * hh
+        return h, [h]
 
-        def step_after(xp: Array, states: list[Array]) -> tuple[Array, list[Array]]:
-            h = states[0]
-            inner = h @ recurrent
-            if recurrent_bias is not None:
-                inner = inner + recurrent_bias
-            z = rec_act(xp[:, :units] + inner[:, :units])
-            r = rec_act(xp[:, units : 2 * units] + inner[:, units : 2 * units])
-            hh = act(xp[:, 2 * units :] + r * inner[:, 2 * units :])
-            h = z * h + (1 - z) * hh
-            return h, [h]
+    def step_before(xp: Array, states: list[Array]) -> tuple[Array, list[Array]]:
+        h = states[0]
+        inner = h @ rec_zr
+        z = rec_act(xp[:, :units] + inner[:, :units])
+        r = rec_act(xp[:, units : 2 * units] + inner[:, units:])
+        hh = act(xp[:, 2 * units :] + (r * h) @ rec_h)
+        h = z * h + (1 - z) * hh
+        return h, [h]
 
-        def step_before(xp: Array, states: list[Array]) -> tuple[Array, list[Array]]:
-            h = states[0]
-            inner = h @ rec_zr
-            z = rec_act(xp[:, :units] + inner[:, :units])
-            r = rec_act(xp[:, units : 2 * units] + inner[:, units:])
-            hh = act(xp[:, 2 * units :] + (r * h) @ rec_h)
-            h = z * h + (1 - z) * hh
-            return h, [h]
-
-        return (step_after if reset_after else step_before), _weight(spec, "kernel"), input_bias
-
-    return 1, make
-
-
-@register("GRU")
-def gru(spec: KernelSpec):
-    return _dense_rnn(spec, *_gru_cell(spec))
+    return _Cell(1, step_after if reset_after else step_before, _weight(spec, "kernel"), input_bias)
 
 
 # --- ConvLSTM ---------------------------------------------------------------------------------
@@ -598,11 +582,17 @@ def time_distributed(spec: KernelSpec):
 
 # --- the generic RNN layer over cells ------------------------------------------------------------
 
-_CELLS: dict[str, tuple[str, Callable[[KernelSpec], tuple[int, CellMaker]]]] = {
+_CELLS: dict[str, tuple[str, Callable[[KernelSpec], _Cell]]] = {
     "SimpleRNNCell": ("SimpleRNN", _simple_rnn_cell),
     "LSTMCell": ("LSTM", _lstm_cell),
     "GRUCell": ("GRU", _gru_cell),
 }
+"""Each cell class with its layer class and reader: the layer SimpleRNN/LSTM/GRU runs its cell's
+step over time (``_dense_rnn``), the generic RNN layer a stack of cells (``rnn``)."""
+
+
+for _layer_class, _read_cell in _CELLS.values():
+    register(_layer_class)(partial(_dense_rnn, read_cell=_read_cell))
 _SEQUENCING_KEYS = (
     "return_sequences",
     "return_state",
@@ -642,11 +632,10 @@ def rnn(spec: KernelSpec):
     for class_name, config, prefix in _cell_records(spec):
         if class_name not in _CELLS:
             raise spec.unsupported("cell", class_name)
-        layer_class, cell_fn = _CELLS[class_name]
+        layer_class, read_cell = _CELLS[class_name]
         cell_spec = _inner_spec(spec, layer_class, {**config, **loop_config}, prefix)
-        n_states, make = cell_fn(cell_spec)
-        step, kernel, input_bias = make()
-        cells.append((n_states, _units(cell_spec), step, kernel, input_bias))
+        cell = read_cell(cell_spec)
+        cells.append((cell.n_states, _units(cell_spec), cell.step, cell.kernel, cell.input_bias))
     first_kernel, first_bias = cells[0][3], cells[0][4]
 
     def stacked(xp: Array, states: list[Array]) -> tuple[Array, list[Array]]:
