@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,19 @@ def _text_report(report: RunReport, failures_only: bool = False) -> str:
 # --- the command ---------------------------------------------------------------------------------------
 
 
+def _tolerance_option(
+    name: str, default: float, kind: str
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """One of --expect's two tolerances: a non-negative float."""
+    return click.option(
+        name,
+        type=click.FloatRange(min=0),
+        default=default,
+        show_default=True,
+        help=f"{kind} tolerance for --expect.",
+    )
+
+
 @click.command("run")
 @click.argument("model", type=click.Path(exists=True, dir_okay=True, path_type=Path))
 @click.option(
@@ -195,20 +209,8 @@ def _text_report(report: RunReport, failures_only: bool = False) -> str:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Reference .npz to compare with (keys: output names, tap/LAYER...; a .npy for a single-output model).",
 )
-@click.option(
-    "--atol",
-    type=click.FloatRange(min=0),
-    default=1e-5,
-    show_default=True,
-    help="Absolute tolerance for --expect.",
-)
-@click.option(
-    "--rtol",
-    type=click.FloatRange(min=0),
-    default=1e-4,
-    show_default=True,
-    help="Relative tolerance for --expect.",
-)
+@_tolerance_option("--atol", 1e-5, "Absolute")
+@_tolerance_option("--rtol", 1e-4, "Relative")
 @click.option("--tap", "taps", multiple=True, metavar="LAYER", help="Keep this layer's output (repeatable).")
 @click.option("--all-intermediates", is_flag=True, help="Keep every layer's output.")
 @click.option(
