@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, map_refs
@@ -55,28 +55,38 @@ def drop(
     )
 
 
-def consumers_of(graph: ModelGraph) -> dict[tuple[str, int], list[Node]]:
-    table: dict[tuple[str, int], list[Node]] = {}
-    for node in graph.nodes:
-        for ref in node.inputs:
-            table.setdefault(ref.node_key, []).append(node)
-    return table
+@dataclass(frozen=True)
+class Readers:
+    """Who reads each node's outputs in a graph, and which nodes' outputs are the model's outputs:
+    what every pass asks before merging a node's output away."""
 
+    graph: ModelGraph
+    of_node: Mapping[tuple[str, int], list[Node]]
+    outputs: frozenset[tuple[str, int]]
 
-def single_consumer(
-    graph: ModelGraph,
-    consumers: Mapping[tuple[str, int], list[Node]],
-    outputs: set[tuple[str, int]],
-    key: tuple[str, int],
-) -> Node | None:
-    """The one node reading node ``key``'s output, when exactly one node reads it once and no model output is it."""
-    readers = consumers.get(key, [])
-    if key in outputs or len(readers) != 1:
-        return None
-    reader = readers[0]
-    if len(reader.inputs) != 1 or graph.layer(reader.layer).node_count != 1:
-        return None
-    return reader
+    @classmethod
+    def of(cls, graph: ModelGraph) -> Readers:
+        table: dict[tuple[str, int], list[Node]] = {}
+        for node in graph.nodes:
+            for ref in node.inputs:
+                table.setdefault(ref.node_key, []).append(node)
+        return cls(graph, table, frozenset(ref.node_key for ref in graph.outputs))
+
+    def single(self, key: tuple[str, int]) -> Node | None:
+        """The one node reading node ``key``'s output, when exactly one node reads it once and no
+        model output is it."""
+        readers = self.of_node.get(key, [])
+        if key in self.outputs or len(readers) != 1:
+            return None
+        reader = readers[0]
+        if len(reader.inputs) != 1 or self.graph.layer(reader.layer).node_count != 1:
+            return None
+        return reader
+
+    def only(self, node: Node, ref: TensorRef) -> bool:
+        """Whether ``node`` is the only node reading ``ref``'s node and no model output is it."""
+        readers = [n.key for n in self.of_node.get(ref.node_key, [])]
+        return ref.node_key not in self.outputs and readers == [node.key]
 
 
 def is_float32(layer: Layer) -> bool:
@@ -152,13 +162,15 @@ def pads_2d(value: object) -> list[list[int]] | None:
     return None
 
 
-def is_zero_padding_2d(layer: Layer) -> bool:
-    return (
+def zero_padding_2d_pads(layer: Layer) -> list[list[int]] | None:
+    """The pads of a channels-last float32 ``ZeroPadding2D`` called once (see ``pads_2d``), else None."""
+    if not (
         layer.class_name == "ZeroPadding2D"
         and single_call_float32(layer)
         and layer.config.get("data_format", "channels_last") in (None, "channels_last")
-        and pads_2d(layer.config.get("padding", 1)) is not None
-    )
+    ):
+        return None
+    return pads_2d(layer.config.get("padding", 1))
 
 
 def plain_add(layer: Layer, node: Node) -> bool:

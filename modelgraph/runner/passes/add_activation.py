@@ -16,28 +16,26 @@ from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
 from modelgraph.runner.fast.fused import ADD_ACTIVATION
 from modelgraph.runner.passes._graph import (
     FRESH_OUTPUTS,
-    consumers_of,
+    Readers,
     drop,
     is_float32,
     plain_add,
     plain_call,
     relu_name,
-    single_consumer,
 )
 
 
 def merge_add_activations(graph: ModelGraph) -> ModelGraph:
     """Merge ``Add`` -> ``ReLU``/``relu6`` into one step that sums and activates chunk by chunk, in
     place into an input that is a fresh conv/dense output read by nothing else."""
-    consumers = consumers_of(graph)
-    outputs = {ref.node_key for ref in graph.outputs}
+    readers = Readers.of(graph)
     layers = {lyr.name: lyr for lyr in graph.layers}
     removed: dict[str, TensorRef] = {}
     for node in graph.nodes:
         add = layers[node.layer]
         if not plain_add(add, node):
             continue
-        follower = single_consumer(graph, consumers, outputs, node.key)
+        follower = readers.single(node.key)
         if follower is None or not plain_call(follower):
             continue
         name = relu_name(layers[follower.layer])
@@ -45,7 +43,7 @@ def merge_add_activations(graph: ModelGraph) -> ModelGraph:
             continue
         config = {
             "activation": name,
-            "overwrite": _dying_fresh_input(graph, consumers, outputs, node, layers),
+            "overwrite": _dying_fresh_input(readers, node, layers),
         }
         layers[add.name] = replace(add, class_name=ADD_ACTIVATION, config=MappingProxyType(config))
         removed[follower.layer] = TensorRef(add.name, node.index, 0)
@@ -54,13 +52,7 @@ def merge_add_activations(graph: ModelGraph) -> ModelGraph:
     return drop(graph, layers, removed)
 
 
-def _dying_fresh_input(
-    graph: ModelGraph,
-    consumers: Mapping[tuple[str, int], list[Node]],
-    outputs: set[tuple[str, int]],
-    node: Node,
-    layers: Mapping[str, Layer],
-) -> int | None:
+def _dying_fresh_input(readers: Readers, node: Node, layers: Mapping[str, Layer]) -> int | None:
     """The index of an input the sum may overwrite: a float32 conv/dense output, read only by this
     node (once), no model output. None when there is none."""
     refs = list(node.args[0])
@@ -68,9 +60,7 @@ def _dying_fresh_input(
         producer = layers.get(ref.layer)
         if producer is None or producer.class_name not in FRESH_OUTPUTS or producer.node_count != 1:
             continue
-        if ref.node_key in outputs or sum(r == ref for r in refs) != 1:
-            continue
-        if [n.key for n in consumers.get(ref.node_key, [])] != [node.key]:
+        if sum(r == ref for r in refs) != 1 or not readers.only(node, ref):
             continue
         if producer.config.get("data_format", "channels_last") not in (None, "channels_last"):
             continue

@@ -16,14 +16,12 @@ from modelgraph.graph import Layer, ModelGraph, Node, Weight
 from modelgraph.runner.fast.fused import INVERTED_BOTTLENECK
 from modelgraph.runner.kernels._conv_utils import depthwise_weight_name
 from modelgraph.runner.passes._graph import (
-    consumers_of,
+    Readers,
     drop,
     ints,
-    is_zero_padding_2d,
-    pads_2d,
     plain_call,
     single_call_float32,
-    single_consumer,
+    zero_padding_2d_pads,
 )
 
 
@@ -33,14 +31,13 @@ def merge_bottlenecks(graph: ModelGraph) -> ModelGraph:
     The fused layer takes the projection's name, so every reference to the chain's output stays
     valid; its node reads the chain's input. See :mod:`modelgraph.runner.fast.fused`.
     """
-    consumers = consumers_of(graph)
-    outputs = {ref.node_key for ref in graph.outputs}
+    readers = Readers.of(graph)
     layers = {lyr.name: lyr for lyr in graph.layers}
     removed: set[str] = set()
     new_inputs: dict[str, Node] = {}  # project layer -> the chain's first node, whose input it now reads
 
     def follower(node: Node) -> Node | None:
-        nxt = single_consumer(graph, consumers, outputs, node.key)
+        nxt = readers.single(node.key)
         return nxt if nxt is not None and plain_call(nxt) and nxt.layer not in removed else None
 
     def chain_from(node: Node) -> tuple[dict[str, Layer | None], list[Node], Layer] | None:
@@ -54,7 +51,7 @@ def merge_bottlenecks(graph: ModelGraph) -> ModelGraph:
             current = follower(node)
         elif not plain_call(node):
             return None
-        if current is not None and is_zero_padding_2d(layers[current.layer]):
+        if current is not None and zero_padding_2d_pads(layers[current.layer]) is not None:
             stages["pad"] = layers[current.layer]
             chain.append(current)
             current = follower(current)
@@ -81,7 +78,7 @@ def merge_bottlenecks(graph: ModelGraph) -> ModelGraph:
             expand is not None and expand.weight("kernel").shape[-1] != width
         ):
             continue
-        pads = [[0, 0], [0, 0]] if pad is None else pads_2d(pad.config.get("padding", 1))
+        pads = [[0, 0], [0, 0]] if pad is None else zero_padding_2d_pads(pad)
         if pads is None:
             continue
         weights = tuple(

@@ -20,22 +20,20 @@ from modelgraph.runner.activations import activation_name
 from modelgraph.runner.passes._graph import (
     DEPTHWISE,
     PRODUCERS,
-    consumers_of,
+    Readers,
     drop,
     is_float32,
     number,
     plain_call,
     relu_name,
     single_call_float32,
-    single_consumer,
 )
 
 
 def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
     """``graph`` with every fusable Conv/Dense -> BatchNormalization -> ReLU chain folded (this level)."""
     layers = {lyr.name: lyr for lyr in graph.layers}
-    consumers = consumers_of(graph)
-    outputs = {ref.node_key for ref in graph.outputs}
+    readers = Readers.of(graph)
     removed: dict[str, TensorRef] = {}  # fused-away layer -> the tensor that now stands for its output
 
     for node in graph.nodes:
@@ -44,7 +42,7 @@ def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
             continue
         current = producer
         tail = node.key
-        follower = single_consumer(graph, consumers, outputs, tail)
+        follower = readers.single(tail)
         if follower is not None and layers[follower.layer].class_name == "BatchNormalization":
             bn = layers[follower.layer]
             folded = _fold_batchnorm(current, bn, _rank(current))
@@ -52,7 +50,7 @@ def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
                 current = folded
                 removed[bn.name] = TensorRef(producer.name, node.index, 0)
                 tail = follower.key
-                follower = single_consumer(graph, consumers, outputs, tail)
+                follower = readers.single(tail)
         if follower is not None:
             name = relu_name(layers[follower.layer]) if plain_call(follower) else None
             if name is not None and activation_name(current.config.get("activation")) == "linear":

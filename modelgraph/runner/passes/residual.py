@@ -15,13 +15,12 @@ from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
 from modelgraph.runner.activations import activation_name
 from modelgraph.runner.fast.fused import CONV_RESIDUAL, INVERTED_BOTTLENECK
 from modelgraph.runner.passes._graph import (
-    consumers_of,
+    Readers,
     drop,
     plain_add,
     plain_call,
     relu_name,
     single_call_float32,
-    single_consumer,
 )
 
 
@@ -32,8 +31,7 @@ def merge_residual_sums(graph: ModelGraph) -> ModelGraph:
 
     The merged step takes the Add's name and place in the graph (after both of its inputs, whatever
     the node order), reads the producer's input and ``b``, and carries the producer's weights."""
-    consumers = consumers_of(graph)
-    outputs = {ref.node_key for ref in graph.outputs}
+    readers = Readers.of(graph)
     layers = {lyr.name: lyr for lyr in graph.layers}
     producers = {node.layer: node for node in graph.nodes}
     removed: dict[str, TensorRef | None] = {}
@@ -48,11 +46,9 @@ def merge_residual_sums(graph: ModelGraph) -> ModelGraph:
             other = refs[1 - i]
             if producer is None or source is None or other == ref or ref.layer in removed:
                 continue
-            if not _residual_producer(producer, source) or ref.node_key in outputs:
+            if not _residual_producer(producer, source) or not readers.only(node, ref):
                 continue
-            if [n.key for n in consumers.get(ref.node_key, [])] != [node.key]:
-                continue
-            follower = single_consumer(graph, consumers, outputs, node.key)
+            follower = readers.single(node.key)
             relu = relu_name(layers[follower.layer]) if follower and plain_call(follower) else None
             merged = _merged_residual(producer, relu or "linear")
             inputs = (source.args[0], other)

@@ -14,14 +14,12 @@ from types import MappingProxyType
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
 from modelgraph.runner.fast.fused import ZERO_PADDED
 from modelgraph.runner.passes._graph import (
-    consumers_of,
+    Readers,
     drop,
     ints,
-    is_zero_padding_2d,
-    pads_2d,
     plain_call,
     single_call_float32,
-    single_consumer,
+    zero_padding_2d_pads,
 )
 
 
@@ -29,18 +27,17 @@ def fold_zero_paddings(graph: ModelGraph) -> ModelGraph:
     """Merge ``ZeroPadding2D`` into the one Conv2D (groups 1), DepthwiseConv2D or valid MaxPooling2D
     (pads narrower than its pool) reading it: that op pads as it reads (``fused.zero_padded``), and
     the padded copy of the tensor is never made. The merged step keeps the op's name and place."""
-    consumers = consumers_of(graph)
-    outputs = {ref.node_key for ref in graph.outputs}
+    readers = Readers.of(graph)
     layers = {lyr.name: lyr for lyr in graph.layers}
     removed: dict[str, TensorRef | None] = {}
     calls: dict[str, Node] = {}
     for node in graph.nodes:
         pad = layers[node.layer]
-        if not (is_zero_padding_2d(pad) and plain_call(node)):
+        pads = zero_padding_2d_pads(pad)
+        if pads is None or not plain_call(node):
             continue
-        pads = pads_2d(pad.config.get("padding", 1))
-        reader = single_consumer(graph, consumers, outputs, node.key)
-        if pads is None or reader is None or not plain_call(reader):
+        reader = readers.single(node.key)
+        if reader is None or not plain_call(reader):
             continue
         op = layers[reader.layer]
         if not (single_call_float32(op) and _pads_into(op, pads)):
