@@ -14,6 +14,7 @@ from modelgraph.graph import ModelGraph
 from modelgraph.loading.files import read_json_file
 from modelgraph.loading.h5store import keras3_tree
 from modelgraph.loading.normalize import build_graph
+from modelgraph.loading.training import TRAINING_KEY, keras_zip_training
 from modelgraph.loading.weights import bind_keras3
 from modelgraph.schemas.keras_config import KerasMetadata
 
@@ -84,9 +85,11 @@ def _load(
         metadata=info,
         problems=problems,
     )
+    tree = None
     if weights_file is not None:
         h5 = safe_io.open_h5(weights_file)
-        graph, notes = bind_keras3(graph, keras3_tree([h5], f"{path}/{WEIGHTS_H5}"))
+        tree = keras3_tree([h5], f"{path}/{WEIGHTS_H5}")
+        graph, notes = bind_keras3(graph, tree)
         info["weights_file"] = WEIGHTS_H5
         info["weight_notes"] = notes
         info["_handles"] = (keep, h5, weights_file)
@@ -94,5 +97,7 @@ def _load(
         info["weights_unavailable"] = (
             "weights are in model.weights.npz, whose members are pickled objects; modelgraph never unpickles"
         )
-
+    record = keras_zip_training(config, tree, meta.keras_version)
+    if record is not None:
+        info[TRAINING_KEY] = record
     return replace(graph, metadata=MappingProxyType(info))

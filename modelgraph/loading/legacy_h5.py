@@ -13,6 +13,7 @@ from modelgraph.errors import FormatError, SecurityError
 from modelgraph.graph import ModelGraph
 from modelgraph.loading.h5store import stored_array
 from modelgraph.loading.normalize import build_graph
+from modelgraph.loading.training import TRAINING_KEY, legacy_h5_training
 from modelgraph.loading.weights import StoredArray, bind_named
 
 
@@ -28,6 +29,9 @@ def load_legacy_h5(path: Path, problems: list | None = None) -> ModelGraph:
     training = safe_io.read_attr(f, "training_config", None)
     if training is not None:
         info["training_config"] = safe_io.parse_json(_text(training), where=f"{path}:training_config").value
+        record = legacy_h5_training(f, str(path), info["training_config"], keras_version)
+        if record is not None:
+            info[TRAINING_KEY] = record
     graph = build_graph(
         config, keras_version=keras_version, format="legacy_h5", source=str(path), problems=problems
     )

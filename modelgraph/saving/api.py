@@ -9,9 +9,11 @@ from pathlib import Path
 
 from modelgraph.errors import NotConvertibleError, UsageError
 from modelgraph.graph import ModelGraph
+from modelgraph.loading.training import TRAINING_KEY
 from modelgraph.saving.archive import write_atomically, zip_bytes
 from modelgraph.saving.keras3_config import ConfigWriter, Refusal
 from modelgraph.saving.keras3_weights import layer_tree, write_weights_h5
+from modelgraph.saving.training import training_state
 from modelgraph.saving.upgrades import NotConvertible, UpgradeContext
 from modelgraph.shapes import infer_shapes
 
@@ -44,19 +46,26 @@ def save(graph: ModelGraph, path: str | Path, strip: bool = False) -> SaveReport
     suffix = target.suffix.lower()
     if suffix not in SUFFIXES:
         raise UsageError(f"output '{target}' must end in .keras or .h5 (got '{suffix or 'no suffix'}')")
-    notes = _notes(graph, strip)
+    notes = _notes(graph)
     if suffix in LEGACY_SUFFIXES:
         from modelgraph.saving.legacy_h5 import legacy_h5_bytes
 
         data = legacy_h5_bytes(graph, str(target))
+        if graph.metadata.get(TRAINING_KEY) is not None:
+            notes.append(
+                "the training config and optimizer state are not written to .h5; the model loads uncompiled"
+            )
     else:
-        data = keras_bytes(graph, str(target))
+        data, training_notes = keras_bytes(graph, str(target), strip=strip)
+        notes.extend(training_notes)
     write_atomically(target, data)
     return SaveReport(target, hashlib.sha256(data).hexdigest(), notes)
 
 
-def keras_bytes(graph: ModelGraph, target: str = "the model") -> bytes:
-    """The bytes of a Keras 3 ``.keras`` archive for ``graph`` (refusing it whole when needed)."""
+def keras_bytes(graph: ModelGraph, target: str = "the model", strip: bool = False) -> tuple[bytes, list[str]]:
+    """The bytes of a Keras 3 ``.keras`` archive for ``graph`` (refusing it whole when needed) and
+    notes on its training state: the ``compile_config`` and optimizer variables are carried unless
+    ``strip`` (:mod:`modelgraph.saving.training`)."""
     writer = ConfigWriter(UpgradeContext(graph.keras_version))
     config = writer.model(graph, infer_shapes(graph))
     refusals = list(writer.refusals)
@@ -72,23 +81,31 @@ def keras_bytes(graph: ModelGraph, target: str = "the model") -> bytes:
             target,
             [Refusal(graph.name, graph.class_name, "the model has no weights: attach them with --weights")],
         )
+    record = graph.metadata.get(TRAINING_KEY)
+    state = training_state(None if strip else record, [w for e in entries for _, w in e.arrays])
+    notes = list(state.notes)
+    if record is not None and strip:
+        notes.append("the training config and optimizer state are dropped (--strip)")
+    elif record is not None and state.compile_config is not None and state.optimizer_variables is None:
+        notes.append("the model loads compiled, with a fresh optimizer state")
+    if state.compile_config is not None:
+        config["compile_config"] = state.compile_config
+    optimizer = None
+    if state.optimizer_variables is not None:
+        optimizer = (state.optimizer_name or "optimizer", state.optimizer_variables)
     metadata = {"keras_version": TARGET_KERAS_VERSION, "date_saved": FIXED_DATE}
     members = [
         ("metadata.json", json.dumps(metadata).encode()),
         ("config.json", json.dumps(config).encode()),
-        ("model.weights.h5", write_weights_h5(graph, writer.written)),
+        ("model.weights.h5", write_weights_h5(graph, writer.written, optimizer)),
     ]
-    return zip_bytes(members)
+    return zip_bytes(members), notes
 
 
-def _notes(graph: ModelGraph, strip: bool) -> list[str]:
+def _notes(graph: ModelGraph) -> list[str]:
     notes = []
     if graph.format == "tfjs_layers" and _tfjs_quantized(graph):
         notes.append("TF.js quantized weights are written dequantized (float32), as modelgraph reads them")
-    notes.append(
-        "optimizer state is not written"
-        + (" and the training config is dropped (--strip)" if strip else "; the model loads uncompiled")
-    )
     return notes
 
 

@@ -15,7 +15,7 @@ timestamps (h5py's default), contiguous and uncompressed like Keras's own files.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,8 +113,13 @@ def stored_array(weight: Weight, class_name: str = "") -> tuple[np.ndarray, str 
     return np.array(values, order="C"), None  # not ascontiguousarray: it turns a scalar into shape (1,)
 
 
-def write_weights_h5(graph: ModelGraph, written: dict[tuple[str, ...], WrittenLayer]) -> bytes:
-    """The bytes of ``model.weights.h5`` for ``graph`` as written by the config writer."""
+def write_weights_h5(
+    graph: ModelGraph,
+    written: dict[tuple[str, ...], WrittenLayer],
+    optimizer: tuple[str, Sequence[np.ndarray]] | None = None,
+) -> bytes:
+    """The bytes of ``model.weights.h5`` for ``graph`` as written by the config writer, with the
+    optimizer's variables (its name and the arrays in Keras 3's order) when given."""
     import h5py
 
     entries = list(layer_tree(graph, written))
@@ -129,6 +134,12 @@ def write_weights_h5(graph: ModelGraph, written: dict[tuple[str, ...], WrittenLa
                 dataset = f.create_dataset(f"{entry.tree_path}/{rel}", data=data)
                 if dtype_attr is not None:
                     dataset.attrs["dtype"] = dtype_attr
+        if optimizer is not None:
+            name, arrays = optimizer
+            group = f.require_group("optimizer/vars")
+            group.attrs["name"] = name
+            for i, values in enumerate(arrays):
+                f.create_dataset(f"optimizer/vars/{i}", data=np.array(values, order="C"))
         root = f.require_group("vars")
         root.attrs["name"] = graph.name
     return buffer.getvalue()
