@@ -57,7 +57,7 @@ def save(graph: ModelGraph, path: str | Path, strip: bool = False) -> SaveReport
 
 def keras_bytes(graph: ModelGraph, target: str = "the model") -> bytes:
     """The bytes of a Keras 3 ``.keras`` archive for ``graph`` (refusing it whole when needed)."""
-    writer = ConfigWriter(UpgradeContext(graph.keras_version))
+    writer = ConfigWriter(UpgradeContext(graph.keras_version, rescale_hard_sigmoid=True))
     config = writer.model(graph, infer_shapes(graph))
     refusals = list(writer.refusals)
     try:
