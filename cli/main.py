@@ -137,13 +137,25 @@ def _available(name: str) -> bool:
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", "-V", prog_name="modelgraph")
 @click.option("--traceback", is_flag=True, help="Show the Python traceback of an error.")
-def cli(traceback: bool) -> None:
+@click.option(
+    "--keras1-backend",
+    type=click.Choice(["tensorflow", "theano"]),
+    default="tensorflow",
+    show_default=True,
+    help="The backend a Keras 1 file was made with (its file does not say): theano applied "
+    "convolution kernels reversed.",
+)
+def cli(traceback: bool, keras1_backend: str) -> None:
     """Read, inspect, validate, render, diff and run saved Keras models without Keras.
 
     \b
     Exit codes: 0 ok, 1 findings/differences/mismatch, 2 usage, 3 cannot load,
     4 unsupported (or Graphviz missing), 5 run failed, 70 internal error.
     """
+    if keras1_backend != "tensorflow":
+        from modelgraph.loading.keras1 import KERAS1_BACKEND
+
+        KERAS1_BACKEND.set(keras1_backend)
 
 
 def main() -> None:

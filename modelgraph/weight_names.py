@@ -328,9 +328,10 @@ def canonical_from_path(
                 return f"forward/{last}"
             if segment.startswith("backward"):
                 return f"backward/{last}"
-    if last.startswith(layer_name + "_") and last[len(layer_name) + 1 :] in _KERAS1_SUFFIXES:
-        return _KERAS1_SUFFIXES[last[len(layer_name) + 1 :]]
     spec = _spec(class_name)
+    if last.startswith(layer_name + "_") and last[len(layer_name) + 1 :] in _KERAS1_SUFFIXES:
+        name = _KERAS1_SUFFIXES[last[len(layer_name) + 1 :]]
+        return name if spec is None else spec.keras1_weight_names.get(name, name)
     return last if spec is None else spec.legacy_weight_names.get(last, last)
 
 

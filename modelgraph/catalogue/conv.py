@@ -24,10 +24,34 @@ def check_groups(groups: Any, in_channels: int | None, filters: int | None) -> i
     return groups
 
 
+KERAS1_CONV = ConfigSpec(upgrade=upgrades.convolution)
+
+
+def keras1_kernel(rank: int, array: Any, channels_first: bool, theano: bool) -> Any:
+    """A Keras 1 ``Convolution{rank}D`` kernel in Keras 2's layout (spatial axes, input channels,
+    filters). Keras 1 stored a 1D kernel with an extra unit axis (``(length, 1, in, filters)``, or
+    ``(filters, in, length, 1)`` before 1.2) and a ``th``-ordered one filters-first; its Theano backend
+    computed a true convolution, i.e. with the kernel's spatial axes reversed."""
+    if rank == 1:
+        if array.shape[1] != 1 and array.shape[3] == 1:  # Keras 1.1: (filters, in, length, 1)
+            array = array.transpose(2, 3, 1, 0)
+        array = array[:, 0, :, :]
+    elif channels_first:
+        array = array.transpose(*range(2, 2 + rank), 1, 0)
+    if theano:
+        array = array[(slice(None, None, -1),) * rank]
+    return array
+
+
 SPECS = (
     *layers(("AtrousConvolution1D", "AtrousConvolution2D"), keras_versions=("1",), kernel=NO_KERNEL),
     *(
-        layer(f"Conv{n}D", aliases=(Alias(f"Convolution{n}D", "1"),), weight_names=wn.kernel_bias)
+        layer(
+            f"Conv{n}D",
+            aliases=(Alias(f"Convolution{n}D", "1"),),
+            config=KERAS1_CONV,
+            weight_names=wn.kernel_bias,
+        )
         for n in (1, 2, 3)
     ),
     layer("Conv1DTranspose", aliases=(Alias("Convolution1DTranspose", "1"),), weight_names=wn.kernel_bias),

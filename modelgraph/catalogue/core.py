@@ -1,6 +1,7 @@
 """Core layers: Dense, EinsumDense, Embedding, activations, dropout and noise, Lambda, the model input."""
 
 from modelgraph import weight_names as wn
+from modelgraph.catalogue import upgrades
 from modelgraph.catalogue.spec import (
     FED,
     NEEDS_SHAPES,
@@ -9,6 +10,7 @@ from modelgraph.catalogue.spec import (
     PASS_MASK,
     PROPAGATES_MASK,
     WEIGHTLESS,
+    ConfigSpec,
     MaskBehaviour,
     layer,
     layers,
@@ -39,6 +41,7 @@ SPECS = (
     ),
     *layers(
         ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D"),
+        config=ConfigSpec(upgrade=upgrades.dropout),
         training_sensitive=True,
         **WEIGHTLESS,
         masks=PROPAGATES_MASK,
@@ -46,6 +49,7 @@ SPECS = (
     ),
     layer(
         "Dense",
+        config=ConfigSpec(upgrade=upgrades.dense),
         weight_names=wn.kernel_bias,
         quantized_weight_names=KERNEL_QUANTIZED,
         masks=PROPAGATES_MASK,
@@ -53,8 +57,10 @@ SPECS = (
     layer("EinsumDense", weight_names=wn.einsum_dense, quantized_weight_names=KERNEL_QUANTIZED),
     layer(
         "Embedding",
+        config=ConfigSpec(upgrade=upgrades.embedding),
         macs=zero_macs,
         weight_names=wn.embeddings,
+        keras1_weight_names={"kernel": "embeddings"},
         quantized_weight_names={
             "int8": ("embeddings_scale",),
             "int4": ("embeddings_scale",),

@@ -3,6 +3,17 @@
 from modelgraph import weight_names as wn
 from modelgraph.catalogue.spec import NO_KERNEL, WEIGHTLESS, MaskBehaviour, layer, layers, masks
 
+#: Keras 1's ``Merge`` (the layer behind its ``merge()`` function) by ``mode``: the Keras 2 layer each
+#: mode became (``cos`` and callable modes have none).
+KERAS1_MERGE_MODES = {
+    "sum": "Add",
+    "mul": "Multiply",
+    "ave": "Average",
+    "max": "Maximum",
+    "concat": "Concatenate",
+    "dot": "Dot",
+}
+
 SPECS = (
     # tf.keras ANDs the masks present, Keras 3 ORs them and has none if one input has none.
     *layers(

@@ -107,7 +107,7 @@ SPECS = (
     ),
     layer(
         "BatchNormalization",
-        config=ConfigSpec(upgrade=upgrades.batch_normalization),
+        config=ConfigSpec(upgrade=upgrades.keras1_batch_normalization),
         training_sensitive=True,
         weight_names=wn.batch_normalization,
         masks=masks(

@@ -35,6 +35,20 @@ GRU_CONFIG = ConfigSpec(
 )
 CONV_LSTM_CONFIG = ConfigSpec(upgrade=upgrades.recurrent)
 
+#: Keras 1 stored an LSTM's and a GRU's weights gate by gate (``W_i``, ``U_i``, ``b_i``, ``W_c``, ...;
+#: LSTM in the order i, c, f, o); Keras 2 joins them along the last axis in this order.
+KERAS1_GATES = {"LSTM": ("i", "f", "c", "o"), "GRU": ("z", "r", "h")}
+
+#: Which of a recurrent layer's equal column blocks (of its kernel, recurrent kernel and bias) feed
+#: its ``recurrent_activation``: LSTM's i, f, o of (i, f, c, o); GRU's z, r of (z, r, h).
+RECURRENT_ACTIVATION_GATES: dict[str, tuple[tuple[int, ...], int]] = {
+    "LSTM": ((0, 1, 3), 4),
+    "ConvLSTM1D": ((0, 1, 3), 4),
+    "ConvLSTM2D": ((0, 1, 3), 4),
+    "ConvLSTM3D": ((0, 1, 3), 4),
+    "GRU": ((0, 1), 3),
+}
+
 _RNN_CALL = ("sequences", "initial_state", "mask", "training")
 #: Recurrent layers take the mask (it skips steps) and keep it on the sequence output only.
 RNN_MASK = masks(MaskBehaviour("first", "rnn"), MaskBehaviour("call", "rnn", _RNN_CALL))

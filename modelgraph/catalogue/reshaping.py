@@ -1,6 +1,7 @@
 """Reshaping layers: padding, cropping, upsampling, reshape, permute."""
 
-from modelgraph.catalogue.spec import WEIGHTLESS, layers
+from modelgraph.catalogue import upgrades
+from modelgraph.catalogue.spec import WEIGHTLESS, ConfigSpec, layers
 
 SPECS = (
     *layers(
@@ -9,13 +10,19 @@ SPECS = (
     ),
     *layers(
         (
-            "Cropping1D",
-            "Cropping2D",
-            "Cropping3D",
             "Flatten",
             "Permute",
             "RepeatVector",
             "Reshape",
+        ),
+        **WEIGHTLESS,
+        dtype="follows_input",
+    ),
+    *layers(
+        (
+            "Cropping1D",
+            "Cropping2D",
+            "Cropping3D",
             "UpSampling1D",
             "UpSampling2D",
             "UpSampling3D",
@@ -24,6 +31,7 @@ SPECS = (
             "ZeroPadding3D",
         ),
         **WEIGHTLESS,
+        config=ConfigSpec(upgrade=upgrades.dim_ordering),
         dtype="follows_input",
     ),
 )

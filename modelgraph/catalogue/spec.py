@@ -131,6 +131,9 @@ class LayerSpec:
     positional names."""
     legacy_weight_names: Mapping[str, str] = field(default_factory=dict)
     """Names a legacy (tf.keras) file stores that Keras 3 spells otherwise: ``{stored: canonical}``."""
+    keras1_weight_names: Mapping[str, str] = field(default_factory=dict)
+    """Where a Keras 1 weight suffix means something else than for most layers (Embedding's ``W``
+    is its ``embeddings``, not a ``kernel``): ``{usual canonical name: this class's}``."""
     keras3_weights: Callable[[str, Mapping[str, Any]], Any] | None = None
     """Where the variables sit in a Keras 3 weights tree when not all in the layer's own ``vars``
     (a :mod:`modelgraph.weight_names` layout: ``in_cell``, ``wrapped_layer``, ...)."""

@@ -32,6 +32,7 @@ def recurrent(config: Mapping[str, Any], keras_version: Version) -> dict[str, An
     """SimpleRNN, LSTM, ConvLSTM*: Keras 1 names renamed; ``implementation`` (a Keras 2 speed knob)
     dropped; ``time_major: false`` (tf.keras only, Keras 3 has no time-major layout) dropped."""
     out = {KERAS1_RNN_KEYS.get(k, k): v for k, v in config.items()}
+    out = recurrent_keras1(out, keras_version)
     out.pop("implementation", None)
     if out.get("time_major") is False:
         del out["time_major"]
@@ -147,4 +148,140 @@ def bidirectional_equivalent(config: Mapping[str, Any], keras_version: Version) 
             mine = _in_effect({**backward, "config": {k: v for k, v in inner.items() if k != "name"}})
             if mine == _default_backward(forward):
                 del out["backward_layer"]
+    return out
+
+
+# --- Keras 1 ------------------------------------------------------------------------------------
+# Keras 2 renamed most layer arguments; a Keras 1 config reads as Keras 2 once they are renamed (as
+# Keras 2's own legacy layer interfaces did when they were given Keras 1 arguments). See
+# docs/formats.md, "Keras 1 configs and weights".
+
+#: Keras 1 spellings shared by every layer with a kernel and a bias.
+KERAS1_KERNEL_KEYS = {
+    "init": "kernel_initializer",
+    "W_regularizer": "kernel_regularizer",
+    "b_regularizer": "bias_regularizer",
+    "W_constraint": "kernel_constraint",
+    "b_constraint": "bias_constraint",
+    "bias": "use_bias",
+}
+
+#: Keras 1 ``dim_ordering`` -> Keras 2 ``data_format`` ("default" was the user's keras.json: Keras 2
+#: read it as its own default, channels_last).
+KERAS1_DIM_ORDERING = {"tf": "channels_last", "th": "channels_first", "default": "channels_last"}
+
+#: Keys Keras 1 layers carried for building only (the input size, given again by the graph).
+KERAS1_BUILD_KEYS = ("input_dim", "input_length")
+
+
+def _renamed(config: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        out.setdefault(names.get(key, key), value)
+    return out
+
+
+def _data_format(out: dict[str, Any]) -> dict[str, Any]:
+    if "dim_ordering" in out:
+        ordering = out.pop("dim_ordering")
+        out["data_format"] = KERAS1_DIM_ORDERING.get(ordering, ordering)
+    return out
+
+
+def dense(config: Mapping[str, Any], keras_version: Version) -> dict[str, Any]:
+    """Dense: Keras 1's ``output_dim``, ``init``, ``W_*``/``b_*`` and ``bias`` renamed; ``input_dim`` dropped."""
+    if "output_dim" not in config:
+        return dict(config)
+    out = _renamed(config, {**KERAS1_KERNEL_KEYS, "output_dim": "units"})
+    out.pop("input_dim", None)
+    return out
+
+
+def convolution(config: Mapping[str, Any], keras_version: Version) -> dict[str, Any]:
+    """Conv1D/2D/3D (and Keras 1's Atrous and Deconvolution forms): ``nb_filter`` -> ``filters``; the
+    kernel size from ``filter_length`` / ``nb_row, nb_col`` / ``kernel_dim1..3``; ``subsample`` /
+    ``subsample_length`` -> ``strides``; ``border_mode`` -> ``padding``; ``atrous_rate`` ->
+    ``dilation_rate``; ``dim_ordering`` -> ``data_format``."""
+    if "nb_filter" not in config:
+        return dict(config)
+    out = _renamed(
+        config,
+        {
+            **KERAS1_KERNEL_KEYS,
+            "nb_filter": "filters",
+            "subsample": "strides",
+            "subsample_length": "strides",
+            "border_mode": "padding",
+            "atrous_rate": "dilation_rate",
+        },
+    )
+    if "filter_length" in out:
+        out["kernel_size"] = [out.pop("filter_length")]
+        if isinstance(out.get("strides"), int):
+            out["strides"] = [out["strides"]]
+        if isinstance(out.get("dilation_rate"), int):
+            out["dilation_rate"] = [out["dilation_rate"]]
+    sizes = [out.pop(k) for k in ("nb_row", "nb_col") if k in out] or [
+        out.pop(k) for k in ("kernel_dim1", "kernel_dim2", "kernel_dim3") if k in out
+    ]
+    if sizes:
+        out["kernel_size"] = sizes
+    out.pop("output_shape", None)  # Deconvolution2D's declared output size: the graph gives it
+    for key in KERAS1_BUILD_KEYS:
+        out.pop(key, None)
+    return _data_format(out)
+
+
+def pooling(config: Mapping[str, Any], keras_version: Version) -> dict[str, Any]:
+    """Pooling: ``pool_length`` -> ``pool_size``, ``stride`` -> ``strides`` (1D), ``border_mode`` ->
+    ``padding``, ``dim_ordering`` -> ``data_format``."""
+    out = _renamed(config, {"pool_length": "pool_size", "stride": "strides", "border_mode": "padding"})
+    for key in ("pool_size", "strides"):
+        if isinstance(out.get(key), int):
+            out[key] = [out[key]]
+    return _data_format(out)
+
+
+def dim_ordering(config: Mapping[str, Any], keras_version: Version) -> dict[str, Any]:
+    """Padding, cropping, upsampling and global pooling: ``dim_ordering`` -> ``data_format``."""
+    return _data_format(dict(config))
+
+
+def embedding(config: Mapping[str, Any], keras_version: Version) -> dict[str, Any]:
+    """Embedding: Keras 1's ``init``/``W_*`` renamed; its ``dropout`` (whole-row dropout while training)
+    and ``input_length`` change nothing at inference and Keras 2 has no such keys."""
+    if "init" not in config and "W_regularizer" not in config:
+        return dict(config)
+    out = _renamed(
+        config,
+        {
+            "init": "embeddings_initializer",
+            "W_regularizer": "embeddings_regularizer",
+            "W_constraint": "embeddings_constraint",
+        },
+    )
+    out.pop("dropout", None)
+    return out
+
+
+def dropout(config: Mapping[str, Any], keras_version: Version) -> dict[str, Any]:
+    """Dropout/SpatialDropout: Keras 1's ``p`` -> ``rate``."""
+    return _renamed(config, {"p": "rate"})
+
+
+def keras1_batch_normalization(config: Mapping[str, Any], keras_version: Version) -> dict[str, Any]:
+    """BatchNormalization: Keras 1's ``beta_init``/``gamma_init`` renamed; ``mode: 0`` (feature-wise,
+    the only mode Keras 2 kept) dropped, other modes kept so that nothing runs them as mode 0."""
+    out = _renamed(config, {"beta_init": "beta_initializer", "gamma_init": "gamma_initializer"})
+    if out.get("mode") == 0:
+        del out["mode"]
+    return batch_normalization(out, keras_version)
+
+
+def recurrent_keras1(config: Mapping[str, Any], keras_version: Version) -> dict[str, Any]:
+    """SimpleRNN/LSTM/GRU keys Keras 1 alone had: ``consume_less`` (a speed knob), ``forget_bias_init``
+    (an initializer), ``input_dim``/``input_length`` (the input size) dropped, after :func:`recurrent`."""
+    out = {
+        k: v for k, v in config.items() if k not in ("consume_less", "forget_bias_init", *KERAS1_BUILD_KEYS)
+    }
     return out

@@ -54,6 +54,7 @@ from modelgraph.graph import (
     map_refs,
     tensor_refs,
 )
+from modelgraph.loading.keras1 import is_keras1, upgrade_envelope
 from modelgraph.schemas.keras_config import FunctionalConfig, LayerRecord, SequentialConfig
 from modelgraph.topology import Topology, find_cycles, map_graph
 
@@ -136,6 +137,8 @@ def build_graph(
             _PROBLEMS.reset(token)
     if not isinstance(envelope, Mapping):
         raise ConfigError(f"expected a model object, found {type(envelope).__name__}", path)
+    if is_keras1(keras_version):
+        envelope = upgrade_envelope(envelope, keras_version)
     class_name = envelope.get("class_name")
     config = envelope.get("config")
     if not isinstance(class_name, str):
@@ -694,7 +697,7 @@ def _build_sequential(
         synth_config = {
             "name": input_name,
             "batch_shape": shape,
-            "dtype": first_config.get("dtype", "float32"),
+            "dtype": first_config.get("dtype", first_config.get("input_dtype", "float32")),
         }
         if isinstance(synth_config["dtype"], Mapping):
             synth_config["dtype"] = "float32"

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from modelgraph.errors import WeightsError
 from modelgraph.graph import Layer, ModelGraph, Weight
+from modelgraph.loading.keras1 import is_keras1, keras1_notes, upgrade_weights
 from modelgraph.sharing import repeated_objects
 from modelgraph.weight_names import canonical_from_path, keras3_groups, own_weight_names, snake_case
 
@@ -219,7 +220,11 @@ def bind_named(
     for path, ws in weights.items():
         layer = _layer_at(graph, path)
         ordered[path] = tuple(_order_like_keras(layer, ws))
-    return attach(graph, ordered), notes
+    graph = attach(graph, ordered)
+    if is_keras1(graph.keras_version):
+        graph = upgrade_weights(graph)
+        notes.extend(keras1_notes(graph))
+    return graph, notes
 
 
 def _owner_of_bare_name(

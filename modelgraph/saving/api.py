@@ -66,7 +66,7 @@ def keras_bytes(graph: ModelGraph, target: str = "the model", strip: bool = Fals
     """The bytes of a Keras 3 ``.keras`` archive for ``graph`` (refusing it whole when needed) and
     notes on its training state: the ``compile_config`` and optimizer variables are carried unless
     ``strip`` (:mod:`modelgraph.saving.training`)."""
-    writer = ConfigWriter(UpgradeContext(graph.keras_version))
+    writer = ConfigWriter(UpgradeContext(graph.keras_version, rescale_hard_sigmoid=True))
     config = writer.model(graph, infer_shapes(graph))
     refusals = list(writer.refusals)
     try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -44,8 +44,11 @@ def layer_tree(
     written: dict[tuple[str, ...], WrittenLayer],
     prefix: tuple[str, ...] = (),
     tree: str = "layers",
+    keras_major: int | None = None,
 ) -> Iterator[WeightsEntry]:
-    """Every saved layer of ``graph`` in Keras 3's visiting order, with the arrays it stores."""
+    """Every saved layer of ``graph`` in Keras 3's visiting order, with the arrays it stores
+    (``keras_major``: of the file, which nested graphs do not record)."""
+    major = graph.keras_major if keras_major is None else keras_major
     counters: dict[str, int] = {}
     sequential = graph.class_name == "Sequential"
     for layer in graph.layers:
@@ -64,12 +67,36 @@ def layer_tree(
         tree_path = f"{tree}/{base}" + (f"_{n}" if n else "")
         if layer.subgraph is not None:
             yield WeightsEntry(path, tree_path, layer.name, ())
-            yield from layer_tree(layer.subgraph, written, path, f"{tree_path}/layers")
+            yield from layer_tree(layer.subgraph, written, path, f"{tree_path}/layers", major)
             continue
         config = shown.config if shown is not None else dict(layer.config)
-        yield WeightsEntry(
-            path, tree_path, layer.name, tuple(_arrays(layer, class_name, config, path)), class_name
-        )
+        arrays = _arrays(layer, class_name, config, path)
+        if major < 3:
+            arrays = _rescaled_hard_sigmoid(arrays, class_name, config)
+        yield WeightsEntry(path, tree_path, layer.name, tuple(arrays), class_name)
+
+
+def _rescaled_hard_sigmoid(
+    arrays: list[tuple[str, Weight]], class_name: str, config: dict
+) -> list[tuple[str, Weight]]:
+    """The arrays of a Keras 1/2 layer whose ``hard_sigmoid`` the config writer kept by rescaling
+    (:mod:`modelgraph.saving.hard_sigmoid`); a wrapper's inner layer's weights likewise."""
+    from modelgraph.saving.hard_sigmoid import weight_scales
+
+    inner = config.get("layer") if class_name in ("Bidirectional", "TimeDistributed") else None
+    if isinstance(inner, dict):
+        scales = weight_scales(inner.get("class_name", ""), inner.get("config") or {})
+    else:
+        scales = weight_scales(class_name, config)
+    if not scales:
+        return arrays
+    out = []
+    for rel, weight in arrays:
+        transform = scales.get(weight.name.split("/")[-1])
+        if transform is not None:
+            weight = replace(weight, reader=lambda w=weight, f=transform: f(w.read()))
+        out.append((rel, weight))
+    return out
 
 
 def _model_class(layer: Layer) -> str:

@@ -39,6 +39,9 @@ class UpgradeContext:
     """What an upgrade may need to know: the Keras version that wrote the file."""
 
     keras_version: str | None
+    rescale_hard_sigmoid: bool = False
+    """Write Keras 1/2's ``hard_sigmoid`` as Keras 3's with rescaled weights (``.keras`` only: a
+    legacy ``.h5`` is read by tf_keras with the old meaning and by Keras 3 with the new one)."""
 
     @property
     def major(self) -> int:
@@ -110,8 +113,9 @@ def upgrade_object(value: Any, module: str) -> Any:
     }
 
 
-def upgrade_common(config: Mapping[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
-    """Steps every layer config takes: dtype policy objects, object envelopes, activation checks."""
+def upgrade_common(config: Mapping[str, Any], ctx: UpgradeContext, rescaled: bool = False) -> dict[str, Any]:
+    """Steps every layer config takes: dtype policy objects, object envelopes, activation checks
+    (``rescaled``: the layer's ``hard_sigmoid`` is kept exact by rescaled weights)."""
     out = dict(config)
     if "dtype" in out and out["dtype"] is not None:
         out["dtype"] = upgrade_dtype(out["dtype"])
@@ -119,7 +123,7 @@ def upgrade_common(config: Mapping[str, Any], ctx: UpgradeContext) -> dict[str, 
         for suffix, module in _OBJECT_MODULES.items():
             if key.endswith(suffix):
                 out[key] = upgrade_object(value, module)
-        if ctx.major < 3 and key.endswith("activation") and value in _CHANGED_ACTIVATIONS:
+        if ctx.major < 3 and key.endswith("activation") and value in _CHANGED_ACTIVATIONS and not rescaled:
             raise NotConvertible(
                 f"{key}={value!r} means clip(0.2x+0.5) in Keras {ctx.major}; Keras 3's {value} differs"
             )
@@ -133,7 +137,13 @@ def upgrade_layer(
     name = KERAS3_ALIASES.get(class_name, KERAS1_CLASSES.get(class_name, class_name))
     if name not in KERAS3_LAYERS:
         raise NotConvertible(f"class '{class_name}' is not a Keras 3 layer")
-    out = upgrade_common(_catalogue_upgrade(name, config, ctx), ctx)
+    upgraded = _catalogue_upgrade(name, config, ctx)
+    rescaled = False
+    if ctx.major < 3 and ctx.rescale_hard_sigmoid:
+        from modelgraph.saving.hard_sigmoid import uses_hard_sigmoid, weight_scales
+
+        rescaled = uses_hard_sigmoid(upgraded) and bool(weight_scales(name, upgraded))  # raises if it cannot
+    out = upgrade_common(upgraded, ctx, rescaled)
     if name != "InputLayer":
         for key in _INPUT_SHAPE_KEYS:  # the graph has its InputLayer; Keras 3 layers refuse these keys
             out.pop(key, None)
@@ -159,7 +169,7 @@ def _drop_if(out: dict[str, Any], key: str, allowed: tuple[Any, ...]) -> None:
 
 
 # Keras 2 let any first layer declare the model's input; the graph always has an InputLayer.
-_INPUT_SHAPE_KEYS = ("batch_input_shape", "batch_size", "input_shape")
+_INPUT_SHAPE_KEYS = ("batch_input_shape", "batch_size", "input_shape", "input_dtype")
 _RNN_CALLS = frozenset(
     {"SimpleRNN", "LSTM", "GRU", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D", "RNN", "Bidirectional"}
 )

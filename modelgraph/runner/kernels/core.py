@@ -28,6 +28,7 @@ _INERT_KEYS = frozenset(
         "batch_input_shape",
         "batch_shape",
         "input_shape",
+        "input_dtype",  # Keras 1: the dtype of the input a first layer declares
         "batch_size",
         "build_config",
         "activity_regularizer",

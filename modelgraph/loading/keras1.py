@@ -1,0 +1,207 @@
+"""Keras 1 files read as Keras 2 reads them: layer arguments renamed, ``Merge`` as the merge layer
+of its mode, and per-gate recurrent weights joined into Keras 2's kernels.
+
+Keras 2 loaded Keras 1 files through legacy layer interfaces (renaming arguments when a layer was
+built) and a weight conversion when the weights were set; the graph modelgraph builds for a Keras 1
+file is the one Keras 2 built. The per-class knowledge is in the layer catalogue: each entry's
+``ConfigSpec.upgrade`` renames Keras 1 arguments, ``catalogue.merge.KERAS1_MERGE_MODES`` names the
+class of each ``Merge`` mode, ``catalogue.recurrent.KERAS1_GATES`` the gate order of each recurrent
+class. See ``docs/formats.md`` ("Keras 1 configs and weights").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from modelgraph import catalogue
+from modelgraph.catalogue.conv import keras1_kernel
+from modelgraph.catalogue.merge import KERAS1_MERGE_MODES
+from modelgraph.catalogue.recurrent import KERAS1_GATES
+from modelgraph.graph import Layer, ModelGraph, Weight, keras_version_tuple
+
+_WRAPPERS = ("TimeDistributed", "Bidirectional")
+_MODELS = ("Sequential", "Model", "Functional")
+#: Keras 1 weight suffixes (after ``<layer name>_``) and their Keras 2 names.
+_SUFFIXES = {
+    "W": "kernel",
+    "U": "recurrent_kernel",
+    "b": "bias",
+    "gamma": "gamma",
+    "beta": "beta",
+    "running_mean": "moving_mean",
+    "running_std": "moving_variance",  # Keras 1 kept the moving variance under this name
+    "alphas": "alpha",
+}
+
+
+def is_keras1(keras_version: str | None) -> bool:
+    """Whether a file's ``keras_version`` says Keras 1."""
+    return (
+        isinstance(keras_version, str) and bool(keras_version) and keras_version_tuple(keras_version)[0] == 1
+    )
+
+
+def upgrade_envelope(envelope: Any, keras_version: str | None) -> Any:
+    """A Keras 1 model config with every layer's config as Keras 2 reads it (unknown shapes untouched)."""
+    version = keras_version_tuple(keras_version)
+    if not isinstance(envelope, Mapping):
+        return envelope
+    return _model(envelope, version)
+
+
+def _model(envelope: Mapping[str, Any], version: Any) -> dict[str, Any]:
+    out = dict(envelope)
+    config = envelope.get("config")
+    if isinstance(config, list):
+        out["config"] = [_layer(item, version) for item in config]
+    elif isinstance(config, Mapping) and isinstance(config.get("layers"), list):
+        out["config"] = {**config, "layers": [_layer(item, version) for item in config["layers"]]}
+    return out
+
+
+def _layer(record: Any, version: Any) -> Any:
+    if not isinstance(record, Mapping) or not isinstance(record.get("class_name"), str):
+        return record
+    class_name = record["class_name"]
+    config = record.get("config")
+    if class_name in _MODELS:
+        return _model(record, version)
+    if not isinstance(config, Mapping):
+        return record
+    out = dict(record)
+    if class_name == "Merge":
+        out["class_name"], out["config"] = _merge(config)
+        return out
+    if class_name == "InputLayer" and "input_dtype" in config:
+        config = {("dtype" if k == "input_dtype" else k): v for k, v in config.items()}
+    if class_name in _WRAPPERS and isinstance(config.get("layer"), Mapping):
+        config = {**config, "layer": _layer(config["layer"], version)}
+    spec = catalogue.spec_for(class_name)
+    upgrade = getattr(spec.config, "upgrade", None) if spec is not None else None  # a string: uncatalogued
+    if upgrade is not None:
+        config = upgrade(config, version)
+    out["config"] = config
+    return out
+
+
+def _merge(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Keras 1's ``Merge`` as the Keras 2 layer of its mode (left as ``Merge`` when it has none: a
+    callable mode, ``cos``)."""
+    mode = config.get("mode")
+    target = KERAS1_MERGE_MODES.get(mode) if isinstance(mode, str) else None
+    if target is None or config.get("mode_type", "raw") != "raw":
+        return "Merge", dict(config)
+    out = {k: config[k] for k in ("name", "trainable") if k in config}
+    if target == "Concatenate":
+        out["axis"] = config.get("concat_axis", -1)
+    elif target == "Dot":
+        out["axes"] = config.get("dot_axes", -1)
+        out["normalize"] = False
+    return target, out
+
+
+# --- weights -------------------------------------------------------------------------------------
+
+
+#: The backend a Keras 1 file was made with, which the file does not record: ``tensorflow`` (read
+#: the kernels as stored, as Keras 2 loads a Keras 1 file) or ``theano`` (reverse convolution
+#: kernels, as Theano applied them). The CLI's ``--keras1-backend`` sets it.
+KERAS1_BACKEND: ContextVar[str] = ContextVar("keras1_backend", default="tensorflow")
+KERAS1_BACKENDS = ("tensorflow", "theano")
+
+
+def upgrade_weights(graph: ModelGraph, backend: str | None = None) -> ModelGraph:
+    """``graph`` with Keras 1's stored weights under Keras 2's names and layouts (at every level);
+    ``backend`` (default :data:`KERAS1_BACKEND`) says how its convolution kernels were applied."""
+    theano = (backend or KERAS1_BACKEND.get()) == "theano"
+    return replace(graph, layers=tuple(_layer_weights(layer, theano) for layer in graph.layers))
+
+
+def _layer_weights(layer: Layer, theano: bool) -> Layer:
+    if layer.subgraph is not None:
+        return replace(layer, subgraph=upgrade_weights(layer.subgraph, "theano" if theano else "tensorflow"))
+    if not layer.weights:
+        return layer
+    rank = _CONV_RANKS.get(layer.key)
+    if rank is not None:
+        channels_first = layer.config.get("data_format") == "channels_first"
+        weights = [
+            _conv_kernel(w, rank, channels_first, theano) if w.name == "kernel" else w for w in layer.weights
+        ]
+        return replace(layer, weights=tuple(weights))
+    inner = layer.config.get("layer") if layer.class_name in _WRAPPERS else None
+    if isinstance(inner, Mapping):
+        inner_class = inner.get("class_name", "")
+        inner_name = (inner.get("config") or {}).get("name", "")
+        if layer.class_name == "Bidirectional":
+            weights: list[Weight] = []
+            for side in ("forward", "backward"):
+                own = _strip(layer.weights, f"{side}_{inner_name}_")
+                weights += [replace(w, name=f"{side}/{w.name}") for w in _join_gates(inner_class, own)]
+            return replace(layer, weights=tuple(weights))
+        return replace(
+            layer, weights=tuple(_join_gates(inner_class, _strip(layer.weights, f"{inner_name}_")))
+        )
+    return replace(
+        layer, weights=tuple(_join_gates(layer.class_name, _strip(layer.weights, f"{layer.name}_")))
+    )
+
+
+_CONV_RANKS = {"Conv1D": 1, "Conv2D": 2, "Conv3D": 3}
+
+
+def _conv_kernel(weight: Weight, rank: int, channels_first: bool, theano: bool) -> Weight:
+    """A Keras 1 convolution kernel in Keras 2's layout, read lazily (catalogue.conv.keras1_kernel)."""
+    probe = keras1_kernel(rank, np.empty(weight.shape, dtype=np.uint8), channels_first, theano)
+
+    def read(weight: Weight = weight) -> np.ndarray:
+        return np.ascontiguousarray(keras1_kernel(rank, np.asarray(weight.read()), channels_first, theano))
+
+    return replace(weight, shape=tuple(probe.shape), reader=read)
+
+
+def _strip(weights: tuple[Weight, ...], prefix: str) -> list[Weight]:
+    """The weights under their Keras 1 suffixes (``lstm_1_W_i`` -> ``W_i``); names already canonical stay."""
+    return [replace(w, name=w.name[len(prefix) :]) if w.name.startswith(prefix) else w for w in weights]
+
+
+def _join_gates(class_name: str, weights: list[Weight]) -> list[Weight]:
+    """Keras 1's per-gate recurrent weights (``W_i``, ``U_i``, ``b_i``, ...) joined gate by gate in
+    Keras 2's order; every other Keras 1 suffix renamed."""
+    spec = catalogue.spec_for(class_name)
+    gates = KERAS1_GATES.get(spec.key) if spec is not None else None
+    by_name = {w.name: w for w in weights}
+    if gates and all(f"{part}_{g}" in by_name for part in ("W", "U", "b") for g in gates):
+        return [
+            _joined(name, [by_name[f"{part}_{g}"] for g in gates])
+            for part, name in (("W", "kernel"), ("U", "recurrent_kernel"), ("b", "bias"))
+        ]
+    return [replace(w, name=_SUFFIXES.get(w.name, w.name)) for w in weights]
+
+
+def _joined(name: str, parts: list[Weight]) -> Weight:
+    """One weight made of ``parts`` concatenated along the last axis, read lazily."""
+    first = parts[0]
+    shape = (*first.shape[:-1], sum(p.shape[-1] for p in parts))
+
+    def read(parts: list[Weight] = parts) -> np.ndarray:
+        return np.concatenate([np.asarray(p.read()) for p in parts], axis=-1)
+
+    location = f"{first.location} (+{len(parts) - 1} gates joined)"
+    return Weight(name, shape, first.dtype, location, read)
+
+
+def keras1_notes(graph: ModelGraph) -> list[str]:
+    """What a reader of this Keras 1 file should know: how its convolution kernels were read."""
+    if not any(layer.key in _CONV_RANKS for _, layer in graph.walk()):
+        return []
+    backend = KERAS1_BACKEND.get()
+    return [
+        f"a Keras 1 file does not record its backend: convolution kernels are applied as {backend} did"
+        + (" (--keras1-backend theano for a model made with Theano)" if backend == "tensorflow" else "")
+    ]

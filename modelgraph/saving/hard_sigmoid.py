@@ -1,0 +1,87 @@
+"""Keras 1/2's ``hard_sigmoid`` in a Keras 3 file, exactly: as Keras 3's, on inputs scaled by 1.2.
+
+Keras 1 and 2 computed ``hard_sigmoid(x) = clip(0.2 x + 0.5, 0, 1)``; Keras 3's is
+``clip(x / 6 + 0.5, 0, 1)``, so the old one is Keras 3's applied to ``1.2 x``. Where the activation's
+input is a linear function of a layer's weights (a Dense or convolution output, a recurrent gate's
+pre-activation), scaling exactly those weights by 1.2 makes Keras 3's ``hard_sigmoid`` compute the
+old numbers (to float32 rounding). The recurrent layers apply ``recurrent_activation`` to some gates
+only: the gates' column blocks are in the catalogue (``catalogue.recurrent.RECURRENT_ACTIVATION_GATES``).
+Anything else (an ``Activation`` layer, an LSTM's cell ``activation``) has no such rewrite and stays
+refused. See ``docs/writing.md`` ("hard_sigmoid").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from modelgraph.catalogue.recurrent import RECURRENT_ACTIVATION_GATES
+from modelgraph.saving.upgrades import NotConvertible
+
+SCALE = 1.2  # 0.2 / (1 / 6)
+Transform = Callable[[np.ndarray], np.ndarray]
+
+#: Layers whose ``activation`` is applied to a linear function of exactly these weights.
+_LINEAR_BEFORE_ACTIVATION: Mapping[str, tuple[str, ...]] = {
+    "Dense": ("kernel", "bias"),
+    "Conv1D": ("kernel", "bias"),
+    "Conv2D": ("kernel", "bias"),
+    "Conv3D": ("kernel", "bias"),
+    "Conv1DTranspose": ("kernel", "bias"),
+    "Conv2DTranspose": ("kernel", "bias"),
+    "Conv3DTranspose": ("kernel", "bias"),
+    "DepthwiseConv1D": ("depthwise_kernel", "bias"),
+    "DepthwiseConv2D": ("depthwise_kernel", "bias"),
+    "SeparableConv1D": ("pointwise_kernel", "bias"),
+    "SeparableConv2D": ("pointwise_kernel", "bias"),
+    "SimpleRNN": ("kernel", "recurrent_kernel", "bias"),
+}
+
+
+def uses_hard_sigmoid(config: Mapping[str, Any]) -> bool:
+    """Whether any activation of this layer config is ``hard_sigmoid``."""
+    return any(k.endswith("activation") and v == "hard_sigmoid" for k, v in config.items())
+
+
+def weight_scales(class_name: str, config: Mapping[str, Any]) -> dict[str, Transform]:
+    """``{weight name: transform}`` that keeps a Keras 1/2 layer's ``hard_sigmoid`` exact under Keras
+    3's; empty when it has none; :class:`NotConvertible` when no rescaling keeps it exact."""
+    transforms: dict[str, Transform] = {}
+    for key, value in config.items():
+        if not key.endswith("activation") or value != "hard_sigmoid":
+            continue
+        if key == "activation" and class_name in _LINEAR_BEFORE_ACTIVATION:
+            for name in _LINEAR_BEFORE_ACTIVATION[class_name]:
+                transforms[name] = _scaled_all
+        elif key == "recurrent_activation" and class_name in RECURRENT_ACTIVATION_GATES:
+            gates, count = RECURRENT_ACTIVATION_GATES[class_name]
+            for name in ("kernel", "recurrent_kernel", "bias"):
+                transforms[name] = _scaled_blocks(gates, count)
+        else:
+            raise NotConvertible(
+                f"{key}='hard_sigmoid' means clip(0.2x+0.5) in Keras 1/2; Keras 3's differs and this "
+                "layer's input to it is not a product of its weights that can be rescaled"
+            )
+    return transforms
+
+
+def _scaled_all(array: np.ndarray) -> np.ndarray:
+    return (np.asarray(array) * np.asarray(SCALE, dtype=np.asarray(array).dtype)).astype(
+        np.asarray(array).dtype
+    )
+
+
+def _scaled_blocks(gates: tuple[int, ...], count: int) -> Transform:
+    """Scale the column blocks ``gates`` of ``count`` equal blocks along the last axis."""
+
+    def scale(array: np.ndarray) -> np.ndarray:
+        array = np.asarray(array)
+        width = array.shape[-1] // count
+        factors = np.ones(array.shape[-1], dtype=array.dtype)
+        for gate in gates:
+            factors[gate * width : (gate + 1) * width] = SCALE
+        return (array * factors).astype(array.dtype)
+
+    return scale
