@@ -1,22 +1,28 @@
 """Every fast kernel computes what its reference kernel computes (modelgraph/runner/fast/).
 
-Property tests over random shapes, kernel sizes, strides, dilations, paddings, groups, depth
-multipliers, activations (element-wise and along the last axis), float32 and float64, both data
-formats, and inputs that are not C-contiguous (transposed views, strided slices, one channel moved
-from channels_first): a fast path that needs contiguous rows must copy or fall back, never fail.
-The reference kernels themselves are checked against Keras by the goldens (test_kernels_conv.py,
-tests/test_fuzz_cases.py).
+Property tests over random shapes, kernel and pool sizes, strides, dilations, paddings, groups,
+depth multipliers, activations (element-wise and along the last axis), float32 and float64 (and
+float16 inputs for pooling), both data formats, and inputs that are not C-contiguous (transposed
+views, strided slices, one channel moved from channels_first): a fast path that needs contiguous
+rows must copy or fall back, never fail. The reference kernels themselves are checked against
+Keras by the goldens (test_kernels_conv.py, tests/test_fuzz_cases.py).
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modelgraph.runner import fast
+from modelgraph.runner import fast, parallel
+from modelgraph.runner.fast import blocks as fast_blocks
 from modelgraph.runner.fast import conv as fast_conv
+from modelgraph.runner.fast import pooling as fast_pooling
 from modelgraph.runner.registry import KernelSpec
 
 ACTIVATIONS = ["linear", "relu", "relu6", "tanh", "softmax", "log_softmax", "gelu"]
@@ -94,6 +100,41 @@ def conv_cases(draw, classes=("Conv", "Depthwise", "Separable")):
     return spec, x
 
 
+# Block sizes small enough to cut every drawn layer into many row blocks, images and bands.
+TINY_BLOCKS = {
+    "GEMM_BLOCK_BYTES": 1 << 10,
+    "SPREAD_BLOCK_BYTES": 1 << 10,
+    "GEMM_MIN_ROWS": 3,
+    "EW_BLOCK_BYTES": 1 << 7,
+    "DW_BLOCK_BYTES": 1 << 7,
+}
+
+
+@contextlib.contextmanager
+def _blocking(data: st.DataObject) -> Iterator[None]:
+    """Run the fast kernel with the real block sizes, or with tiny blocks serially or spread over two
+    threads (every block a share of its own), as drawn."""
+    how = data.draw(st.sampled_from(["real", "tiny", "tiny on 2 threads"]))
+    saved = {name: getattr(fast_blocks, name) for name in TINY_BLOCKS}
+    spread, threads = parallel.SPREAD_MIN_WORK, os.environ.get("MODELGRAPH_NUM_THREADS")
+    try:
+        if how != "real":
+            for name, value in TINY_BLOCKS.items():
+                setattr(fast_blocks, name, value)
+        if how == "tiny on 2 threads":
+            parallel.SPREAD_MIN_WORK = 0
+            os.environ["MODELGRAPH_NUM_THREADS"] = "2"
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(fast_blocks, name, value)
+        parallel.SPREAD_MIN_WORK = spread
+        if threads is None:
+            os.environ.pop("MODELGRAPH_NUM_THREADS", None)
+        else:
+            os.environ["MODELGRAPH_NUM_THREADS"] = threads
+
+
 def _check(spec: KernelSpec, x: np.ndarray) -> None:
     want = fast.kernel_for(spec.class_name, spec, reference=True)(np.ascontiguousarray(x))
     got = fast.kernel_for(spec.class_name, spec)(x)
@@ -106,7 +147,8 @@ def _check(spec: KernelSpec, x: np.ndarray) -> None:
 @given(conv_cases(), st.data())
 def test_fast_conv_kernels_match_reference(case, data):
     spec, x = case
-    _check(spec, _layout(data, x))
+    with _blocking(data):
+        _check(spec, _layout(data, x))
 
 
 @SETTINGS
@@ -120,12 +162,13 @@ def test_fast_conv_kernels_match_reference_on_channels_first_moves(case, data):
 
 
 def test_every_fast_kernel_is_covered():
-    """The property tests draw every class that has a fast kernel."""
-    covered = {f"{k}Conv{r}D" for k in ("", "Depthwise", "Separable") for r in (1, 2, 3)}
+    """The property tests draw every class that has a fast kernel: the conv cases every Conv,
+    DepthwiseConv and SeparableConv rank with one, the pool cases Max/AveragePooling 1D to 3D."""
     names = {factory.__name__ for factory in fast.FAST_KERNELS}
-    expected = {"conv1d", "conv2d", "conv3d", "depthwise_conv1d", "depthwise_conv2d"}
-    assert names == expected | {"separable_conv1d", "separable_conv2d"}
-    assert {"Conv1D", "Conv3D", "DepthwiseConv2D", "SeparableConv1D"} <= covered
+    conv = {"conv1d", "conv2d", "conv3d", "depthwise_conv1d", "depthwise_conv2d"}
+    conv |= {"separable_conv1d", "separable_conv2d"}
+    pooling = {f"{kind}_pooling{rank}d" for kind in ("max", "avg") for rank in (1, 2, 3)}
+    assert names == conv | pooling
 
 
 @SETTINGS
@@ -161,3 +204,82 @@ def test_reference_applies_softmax_to_the_output_as_laid_out(fmt):
     for reference_only in (True, False):
         y = fast.kernel_for("Conv1D", spec, reference=reference_only)(x)
         np.testing.assert_allclose(y.sum(axis=-1), 1.0, rtol=1e-5)
+
+
+# --- pooling ---------------------------------------------------------------------------------------
+
+POOL_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def pool_cases(draw, ranks=(1, 2, 3)):
+    """A Max/AveragePoolingND layer and an input for it: pool sizes 1-4, strides None (the pool
+    size: non-overlapping windows) or 1-3, valid or same padding, float16/32/64."""
+    kind = draw(st.sampled_from(["Max", "Average"]))
+    rank = draw(st.sampled_from(ranks))
+    fmt = draw(st.sampled_from(["channels_last", "channels_first"]))
+    dtype = draw(st.sampled_from(["float32", "float16", "float64"]))
+    pool = tuple(draw(st.integers(1, 4)) for _ in range(rank))
+    strides = draw(st.one_of(st.none(), st.tuples(*(st.integers(1, 3) for _ in range(rank)))))
+    padding = draw(st.sampled_from(["valid", "same"]))
+    spatial = tuple(draw(st.integers(k, k + 8)) for k in pool)
+    channels = draw(st.integers(1, 6))
+    batch = draw(st.integers(1, 3))
+    config = {"pool_size": list(pool), "strides": None if strides is None else list(strides)}
+    config.update(padding=padding, data_format=fmt)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    shape = (batch, channels, *spatial) if fmt == "channels_first" else (batch, *spatial, channels)
+    # Mostly negative: a max pool that padded with zeros instead of minus infinity would be caught.
+    x = (rng.normal(size=shape) - 1.5).astype(dtype)
+    return KernelSpec("pool", f"{kind}Pooling{rank}D", config, compute_dtype=dtype), x
+
+
+@POOL_SETTINGS
+@given(pool_cases(), st.data())
+def test_fast_pooling_kernels_match_reference(case, data):
+    spec, x = case
+    with _blocking(data):
+        _check(spec, _layout(data, x))
+
+
+@POOL_SETTINGS
+@given(pool_cases(), st.data())
+def test_fast_pooling_kernels_match_reference_on_channels_first_moves(case, data):
+    """As for the convs: a moved axis, C-contiguous with an arbitrary stride when one channel."""
+    spec, x = case
+    _check(spec, np.moveaxis(np.ascontiguousarray(np.moveaxis(x, -1, 1)), 1, -1))
+
+
+@POOL_SETTINGS
+@given(pool_cases(ranks=(2,)), st.data(), st.data())
+def test_padded_max_pool2d_matches_reference_of_padded_input(case, pads_data, data):
+    """The merged ZeroPadding2D -> MaxPooling2D step (fast/fused.py) floors the windows that reach
+    into the zero padding at 0 instead of padding the input."""
+    spec, x = case
+    config = spec.config
+    if (
+        spec.class_name != "MaxPooling2D"
+        or config["padding"] != "valid"
+        or config["data_format"] != "channels_last"
+    ):
+        return
+    pads = [tuple(pads_data.draw(st.integers(0, k - 1)) for _ in range(2)) for k in config["pool_size"]]
+    want = fast.kernel_for("MaxPooling2D", spec, reference=True)(np.pad(x, [(0, 0), *pads, (0, 0)]))
+    with _blocking(data):
+        got = fast_pooling.padded_max_pool2d(spec, pads)(_layout(data, x))
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("fmt", ["channels_last", "channels_first"])
+@pytest.mark.parametrize("reference_only", [True, False], ids=["reference", "plan"])
+def test_same_average_pooling_leaves_padding_out_of_the_divisor(fmt, reference_only):
+    """Keras (TensorFlow's AvgPool): with ``same`` padding a border window averages only the cells
+    inside the input; a constant input stays constant, where counting the padding would shrink it."""
+    spec = KernelSpec(
+        "p", "AveragePooling2D", {"pool_size": 3, "strides": 2, "padding": "same", "data_format": fmt}
+    )
+    x = np.full((2, 4, 7, 5), 3.0, np.float32)
+    y = fast.kernel_for("AveragePooling2D", spec, reference=reference_only)(x)
+    assert y.shape == ((2, 4, 4, 3) if fmt == "channels_first" else (2, 2, 4, 5))
+    np.testing.assert_array_equal(y, 3.0)

@@ -238,8 +238,8 @@ def _conv_ref(x, kernel, bias, pads):
     ],
 )
 def test_conv_residual_kernel(shape, k, residual_shape, act, bands, monkeypatch):
-    monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.GEMM_BLOCK_BYTES", 1 << 12)
-    monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.GEMM_MIN_ROWS", 8)
+    monkeypatch.setattr("modelgraph.runner.fast.blocks.GEMM_BLOCK_BYTES", 1 << 12)
+    monkeypatch.setattr("modelgraph.runner.fast.blocks.GEMM_MIN_ROWS", 8)
     if shape[0] == 8:
         monkeypatch.setattr("modelgraph.runner.fast.winograd.MIN_WORK", 0)
         monkeypatch.setattr("modelgraph.runner.fast.winograd.KERNEL_TILES", 0)

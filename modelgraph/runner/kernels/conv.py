@@ -33,6 +33,7 @@ from modelgraph.runner.kernels._conv_utils import (
     out_sizes,
     pad_spatial,
     padding_mode,
+    ranked_factory,
     taps,
     to_last,
     window_pads,
@@ -336,21 +337,6 @@ def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
     return _laid_out(spec, rank, p.cin_g * p.groups, p.bias, compute)
 
 
-@register("Conv1D", "Convolution1D")
-def conv1d(spec: KernelSpec) -> Kernel:
-    return _make_conv(spec, 1)
-
-
-@register("Conv2D", "Convolution2D")
-def conv2d(spec: KernelSpec) -> Kernel:
-    return _make_conv(spec, 2)
-
-
-@register("Conv3D", "Convolution3D")
-def conv3d(spec: KernelSpec) -> Kernel:
-    return _make_conv(spec, 3)
-
-
 def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
     p = depthwise_conv_params(spec, rank)
 
@@ -358,16 +344,6 @@ def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
         return reference_depthwise(pad_spatial(x, p.pads(x)), p.kernel, p.strides, p.dilation)
 
     return _laid_out(spec, rank, p.channels, p.bias, compute)
-
-
-@register("DepthwiseConv1D")
-def depthwise_conv1d(spec: KernelSpec) -> Kernel:
-    return _make_depthwise(spec, 1)
-
-
-@register("DepthwiseConv2D")
-def depthwise_conv2d(spec: KernelSpec) -> Kernel:
-    return _make_depthwise(spec, 2)
 
 
 def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
@@ -378,16 +354,6 @@ def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
         return mid @ p.pointwise
 
     return _laid_out(spec, rank, p.channels, p.bias, compute)
-
-
-@register("SeparableConv1D", "SeparableConvolution1D")
-def separable_conv1d(spec: KernelSpec) -> Kernel:
-    return _make_separable(spec, 1)
-
-
-@register("SeparableConv2D", "SeparableConvolution2D")
-def separable_conv2d(spec: KernelSpec) -> Kernel:
-    return _make_separable(spec, 2)
 
 
 def _make_transpose(spec: KernelSpec, rank: int) -> Kernel:
@@ -442,16 +408,24 @@ def _make_transpose(spec: KernelSpec, rank: int) -> Kernel:
     return _laid_out(spec, rank, cin, bias_of(spec, dtype, filters), compute)
 
 
-@register("Conv1DTranspose", "Convolution1DTranspose")
-def conv1d_transpose(spec: KernelSpec) -> Kernel:
-    return _make_transpose(spec, 1)
-
-
-@register("Conv2DTranspose", "Convolution2DTranspose", "Deconvolution2D", "Deconv2D")
-def conv2d_transpose(spec: KernelSpec) -> Kernel:
-    return _make_transpose(spec, 2)
-
-
-@register("Conv3DTranspose", "Convolution3DTranspose", "Deconvolution3D", "Deconv3D")
-def conv3d_transpose(spec: KernelSpec) -> Kernel:
-    return _make_transpose(spec, 3)
+# --- the registered factories (``modelgraph/runner/fast/__init__.py`` keys the fast kernels by them) ---
+conv1d = register("Conv1D", "Convolution1D")(ranked_factory(_make_conv, 1, name="conv1d"))
+conv2d = register("Conv2D", "Convolution2D")(ranked_factory(_make_conv, 2, name="conv2d"))
+conv3d = register("Conv3D", "Convolution3D")(ranked_factory(_make_conv, 3, name="conv3d"))
+depthwise_conv1d = register("DepthwiseConv1D")(ranked_factory(_make_depthwise, 1, name="depthwise_conv1d"))
+depthwise_conv2d = register("DepthwiseConv2D")(ranked_factory(_make_depthwise, 2, name="depthwise_conv2d"))
+separable_conv1d = register("SeparableConv1D", "SeparableConvolution1D")(
+    ranked_factory(_make_separable, 1, name="separable_conv1d")
+)
+separable_conv2d = register("SeparableConv2D", "SeparableConvolution2D")(
+    ranked_factory(_make_separable, 2, name="separable_conv2d")
+)
+conv1d_transpose = register("Conv1DTranspose", "Convolution1DTranspose")(
+    ranked_factory(_make_transpose, 1, name="conv1d_transpose")
+)
+conv2d_transpose = register("Conv2DTranspose", "Convolution2DTranspose", "Deconvolution2D", "Deconv2D")(
+    ranked_factory(_make_transpose, 2, name="conv2d_transpose")
+)
+conv3d_transpose = register("Conv3DTranspose", "Convolution3DTranspose", "Deconvolution3D", "Deconv3D")(
+    ranked_factory(_make_transpose, 3, name="conv3d_transpose")
+)
