@@ -40,6 +40,7 @@ from modelgraph.runner.fast.winograd import (
 )
 from modelgraph.runner.kernels._conv_utils import (
     Pads,
+    channels_last_input,
     from_last,
     out_sizes,
     pad_spatial,
@@ -48,7 +49,6 @@ from modelgraph.runner.kernels._conv_utils import (
     window_pads,
 )
 from modelgraph.runner.kernels.conv import (
-    channels_last_input,
     conv_params,
     depthwise_conv_params,
     separable_params,

@@ -21,19 +21,26 @@ import numpy as np
 
 from modelgraph.runner.fast import blocks
 from modelgraph.runner.fast.blocks import row_blocks, scratch, spread_parts, tap_reduce, window2d
-from modelgraph.runner.kernels._conv_utils import Pads, from_last, out_sizes, pad_spatial, ranked_factory
-from modelgraph.runner.kernels.pooling import RANKS, PoolParams, pool_params
+from modelgraph.runner.kernels._conv_utils import (
+    Pads,
+    WindowParams,
+    from_last,
+    out_sizes,
+    pad_spatial,
+    ranked_factory,
+)
+from modelgraph.runner.kernels.pooling import RANKS, pool_params
 from modelgraph.runner.parallel import for_each
 from modelgraph.runner.registry import Kernel, KernelSpec
 
 
-def _pool_2d(x: np.ndarray, p: PoolParams, kind: str, pads: Pads) -> np.ndarray:
+def _pool_2d(x: np.ndarray, p: WindowParams, kind: str, pads: Pads) -> np.ndarray:
     """1-D or 2-D pooling of a channels-last ``x`` as a C-ordered ``(B, H, W, C)`` problem (a 1-D
     input gets a height of 1)."""
     flat = p.rank == 1
     x2 = np.ascontiguousarray(x[:, None] if flat else x)
     pads2 = [(0, 0), *pads] if flat else pads
-    pool2, strides2 = ((1, *p.pool), (1, *p.strides)) if flat else (p.pool, p.strides)
+    pool2, strides2 = ((1, *p.kernel_size), (1, *p.strides)) if flat else (p.kernel_size, p.strides)
     if kind == "max":
         out = max_pool2d(x2, pool2, strides2, pads2)
     else:
@@ -42,7 +49,7 @@ def _pool_2d(x: np.ndarray, p: PoolParams, kind: str, pads: Pads) -> np.ndarray:
     return out[:, 0] if flat else out
 
 
-def _pool_3d(x: np.ndarray, p: PoolParams, kind: str, pads: Pads) -> np.ndarray:
+def _pool_3d(x: np.ndarray, p: WindowParams, kind: str, pads: Pads) -> np.ndarray:
     """3-D pooling: the pool's taps folded into each output block in turn."""
     ones = (1,) * p.rank
     padded = pad_spatial(x, pads, -np.inf if kind == "max" else 0.0)
@@ -54,9 +61,9 @@ def _pool_3d(x: np.ndarray, p: PoolParams, kind: str, pads: Pads) -> np.ndarray:
     def step(dst: np.ndarray, src: np.ndarray, tap: tuple[int, ...]) -> None:
         combine(dst, src, out=dst)
 
-    acc = tap_reduce(padded, p.pool, p.strides, ones, x.shape[-1], first, step)
+    acc = tap_reduce(padded, p.kernel_size, p.strides, ones, x.shape[-1], first, step)
     if kind == "avg":
-        acc /= valid_counts(x.shape[1:-1], p.pool, p.strides, pads, x.dtype)[..., None]
+        acc /= valid_counts(x.shape[1:-1], p.kernel_size, p.strides, pads, x.dtype)[..., None]
     return acc
 
 
@@ -177,15 +184,15 @@ def padded_max_pool2d(spec: KernelSpec, pads: Pads) -> Kernel:
         raise spec.unsupported("data_format", spec.get("data_format"))
     if p.mode != "valid":
         raise spec.unsupported("padding", spec.get("padding"))
-    if any(a >= k or b >= k or a < 0 or b < 0 for (a, b), k in zip(pads, p.pool, strict=True)):
+    if any(a >= k or b >= k or a < 0 or b < 0 for (a, b), k in zip(pads, p.kernel_size, strict=True)):
         raise spec.unsupported("pads", pads)
 
     def run(inputs: Any) -> np.ndarray:
         x = np.ascontiguousarray(p.channels_last_input(inputs))
-        out = max_pool2d(x, p.pool, p.strides, pads)
+        out = max_pool2d(x, p.kernel_size, p.strides, pads)
         zero = out.dtype.type(0)
         for axis, ((before, _), k, s, n) in enumerate(
-            zip(pads, p.pool, p.strides, x.shape[1:3], strict=True)
+            zip(pads, p.kernel_size, p.strides, x.shape[1:3], strict=True)
         ):
             # Output o reads padded cells o*s .. o*s + k - 1; cells < before or >= before + n are zeros.
             touching = [o for o in range(out.shape[axis + 1]) if o * s < before or o * s + k > before + n]

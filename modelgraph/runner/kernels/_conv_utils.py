@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -202,6 +203,65 @@ def taps(
                 for t, d, o, s in zip(tap, dilation, out, strides, strict=True)
             ),
         )
+
+
+def channels_last_input(
+    inputs: Any, dtype: np.dtype, fmt: str, rank: int, channels: int | None = None
+) -> np.ndarray:
+    """A window layer's input as a channels-last array of ``dtype``, checked to be of rank
+    ``rank + 2`` (with ``channels`` channels when given)."""
+    x = to_last(np.asarray(inputs, dtype=dtype), fmt)
+    if x.ndim != rank + 2 or (channels is not None and x.shape[-1] != channels):
+        having = "" if channels is None else f" with {channels} channels"
+        raise ValueError(f"expected a rank-{rank + 2} input{having}, got shape {x.shape}")
+    return x
+
+
+@dataclass(frozen=True)
+class WindowParams:
+    """What a window layer (a conv or a pooling) reads its input with: compute dtype, data format,
+    window (kernel or pool) size, strides, dilation and padding mode."""
+
+    dtype: np.dtype
+    fmt: str
+    kernel_size: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilation: tuple[int, ...]
+    mode: str
+
+    @property
+    def rank(self) -> int:
+        """The number of spatial axes."""
+        return len(self.kernel_size)
+
+    def channels_last_input(self, inputs: Any, channels: int | None = None) -> np.ndarray:
+        """The layer's input as a channels-last array of the compute dtype, checked for its rank (and
+        its ``channels`` when given)."""
+        return channels_last_input(inputs, self.dtype, self.fmt, self.rank, channels)
+
+    def pads(self, x: np.ndarray) -> Pads:
+        """The ``(before, after)`` padding of each spatial axis of the channels-last input ``x``."""
+        return window_pads(self.mode, x.shape[1:-1], self.kernel_size, self.strides, self.dilation)
+
+
+def window_params(
+    spec: KernelSpec,
+    rank: int,
+    modes: Sequence[str],
+    *,
+    window_key: str = "kernel_size",
+    window_default: Any = None,
+    dilated: bool = True,
+) -> WindowParams:
+    """A window layer's :class:`WindowParams` as Keras reads them: its window from ``window_key``
+    (an int or ``rank`` ints), ``strides`` (default 1 for a conv; the window for a pooling, which
+    has no ``dilation_rate``: ``dilated=False``), ``dilation_rate`` (default 1), a padding of
+    ``modes``, the data format and the compute dtype."""
+    window = int_tuple(spec, window_key, rank, window_default)
+    strides = int_tuple(spec, "strides", rank, 1 if dilated else window)
+    dilation = int_tuple(spec, "dilation_rate", rank, 1) if dilated else (1,) * rank
+    mode = padding_mode(spec, modes)
+    return WindowParams(float_dtype(spec), data_format(spec), window, strides, dilation, mode)
 
 
 def ranked_factory(make: Callable[..., Kernel], rank: int, *args: Any, name: str) -> KernelFactory:

@@ -23,7 +23,8 @@ import numpy as np
 from modelgraph.catalogue.conv import check_groups
 from modelgraph.runner.activations import activation_name, get_activation
 from modelgraph.runner.kernels._conv_utils import (
-    Pads,
+    WindowParams,
+    channels_last_input,
     check_keys,
     data_format,
     depthwise_weight_name,
@@ -32,11 +33,9 @@ from modelgraph.runner.kernels._conv_utils import (
     int_tuple,
     out_sizes,
     pad_spatial,
-    padding_mode,
     ranked_factory,
     taps,
-    to_last,
-    window_pads,
+    window_params,
 )
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
@@ -110,15 +109,16 @@ def groups_of(spec: KernelSpec, filters: int | None = None) -> int:
 
 def depthwise_params(spec: KernelSpec, rank: int) -> tuple[Any, ...]:
     """``(data_format, kernel_size, strides, dilation, padding mode, depth_multiplier)``."""
-    fmt = data_format(spec)
-    kernel_size = int_tuple(spec, "kernel_size", rank, None)
-    strides = int_tuple(spec, "strides", rank, 1)
-    dilation = int_tuple(spec, "dilation_rate", rank, 1)
-    mode = padding_mode(spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
+    w = window_params(spec, rank, conv_modes(rank))
     mult = spec.get("depth_multiplier", 1)
     if not isinstance(mult, int) or isinstance(mult, bool) or mult < 1:
         raise spec.unsupported("depth_multiplier", mult)
-    return fmt, kernel_size, strides, dilation, mode, mult
+    return w.fmt, w.kernel_size, w.strides, w.dilation, w.mode, mult
+
+
+def conv_modes(rank: int) -> tuple[str, ...]:
+    """The paddings a ConvND layer takes: ``causal`` only in 1-D."""
+    return ("valid", "same", "causal") if rank == 1 else ("valid", "same")
 
 
 # --- the reference computations (channels-last, already padded) --------------------------------
@@ -172,15 +172,6 @@ def transpose_length(
 # --- kernels ------------------------------------------------------------------------------------
 
 
-def channels_last_input(inputs: Any, dtype: np.dtype, fmt: str, rank: int, channels: int) -> np.ndarray:
-    """A conv's input as a channels-last array of ``dtype``, checked to be of rank ``rank + 2`` with
-    ``channels`` channels."""
-    x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-    if x.ndim != rank + 2 or x.shape[-1] != channels:
-        raise ValueError(f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}")
-    return x
-
-
 def _laid_out(
     spec: KernelSpec,
     rank: int,
@@ -211,23 +202,6 @@ def _laid_out(
 
 
 @dataclass(frozen=True)
-class WindowParams:
-    """What every conv layer's window reads: compute dtype, data format, kernel size, strides,
-    dilation and padding mode."""
-
-    dtype: np.dtype
-    fmt: str
-    kernel_size: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilation: tuple[int, ...]
-    mode: str
-
-    def pads(self, x: np.ndarray) -> Pads:
-        """The ``(before, after)`` padding of each spatial axis of the channels-last input ``x``."""
-        return window_pads(self.mode, x.shape[1:-1], self.kernel_size, self.strides, self.dilation)
-
-
-@dataclass(frozen=True)
 class ConvParams(WindowParams):
     """A Conv layer's options and weights, read and checked once (the reference and fast kernels
     both build from this)."""
@@ -242,11 +216,8 @@ class ConvParams(WindowParams):
 def conv_params(spec: KernelSpec, rank: int) -> ConvParams:
     """The checked :class:`ConvParams` of a ConvND layer of spatial rank ``rank``."""
     check_keys(spec, CONV_KEYS)
-    dtype = float_dtype(spec)
-    kernel_size = int_tuple(spec, "kernel_size", rank, None)
-    strides = int_tuple(spec, "strides", rank, 1)
-    dilation = int_tuple(spec, "dilation_rate", rank, 1)
-    mode = padding_mode(spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
+    w = window_params(spec, rank, conv_modes(rank))
+    dtype, kernel_size = w.dtype, w.kernel_size
     groups = groups_of(spec)
     kernel = weight(spec, "kernel", dtype)
     check_kernel(spec, kernel, kernel_size, rank)
@@ -255,9 +226,7 @@ def conv_params(spec: KernelSpec, rank: int) -> ConvParams:
     if spec.get("filters") not in (None, filters):
         raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs filters")
     bias = bias_of(spec, dtype, filters)
-    return ConvParams(
-        dtype, data_format(spec), kernel_size, strides, dilation, mode, groups, kernel, cin_g, filters, bias
-    )
+    return ConvParams(**vars(w), groups=groups, kernel=kernel, cin_g=cin_g, filters=filters, bias=bias)
 
 
 @dataclass(frozen=True)
@@ -363,11 +332,8 @@ def _make_transpose(spec: KernelSpec, rank: int) -> Kernel:
     check_keys(spec, (*CONV_KEYS, "output_padding"))
     if spec.get("groups", 1) not in (1, None):
         raise spec.unsupported("groups", spec.get("groups"))
-    dtype = float_dtype(spec)
-    kernel_size = int_tuple(spec, "kernel_size", rank, None)
-    strides = int_tuple(spec, "strides", rank, 1)
-    dilation = int_tuple(spec, "dilation_rate", rank, 1)
-    mode = padding_mode(spec, ("valid", "same"))
+    w = window_params(spec, rank, ("valid", "same"))
+    dtype, kernel_size, strides, dilation, mode = w.dtype, w.kernel_size, w.strides, w.dilation, w.mode
     output_padding = (
         None if spec.get("output_padding") is None else int_tuple(spec, "output_padding", rank, 0)
     )

@@ -16,25 +16,21 @@ with a mask averages the unmasked steps only (a fully masked row gives NaN, as i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from modelgraph.runner.kernels._conv_utils import (
     Pads,
+    WindowParams,
     check_keys,
     data_format,
     float_dtype,
     from_last,
-    int_tuple,
     out_sizes,
     pad_spatial,
-    padding_mode,
     ranked_factory,
-    taps,
-    to_last,
-    window_pads,
+    window_params,
 )
 from modelgraph.runner.registry import Kernel, KernelFactory, KernelSpec, register
 
@@ -42,75 +38,45 @@ POOL_KEYS = ("pool_size", "strides", "padding", "data_format")
 RANKS = (1, 2, 3)
 
 
-@dataclass(frozen=True)
-class PoolParams:
-    """A pooling layer's options, read and checked once (the reference and fast kernels both build
-    from this): compute dtype, data format, pool size, strides (``pool_size`` when None) and padding
-    mode."""
-
-    dtype: np.dtype
-    fmt: str
-    pool: tuple[int, ...]
-    strides: tuple[int, ...]
-    mode: str
-
-    @property
-    def rank(self) -> int:
-        return len(self.pool)
-
-    def channels_last_input(self, inputs: Any) -> np.ndarray:
-        """The layer's input as a channels-last array of the compute dtype, checked for its rank."""
-        x = to_last(np.asarray(inputs, dtype=self.dtype), self.fmt)
-        if x.ndim != self.rank + 2:
-            raise ValueError(f"expected a rank-{self.rank + 2} input, got shape {x.shape}")
-        return x
-
-    def pads(self, x: np.ndarray) -> Pads:
-        """The ``(before, after)`` padding of each spatial axis of the channels-last input ``x``."""
-        return window_pads(self.mode, x.shape[1:-1], self.pool, self.strides, (1,) * self.rank)
-
-
-def pool_params(spec: KernelSpec, rank: int) -> PoolParams:
-    """The checked :class:`PoolParams` of a Max/AveragePoolingND layer of spatial rank ``rank``."""
+def pool_params(spec: KernelSpec, rank: int) -> WindowParams:
+    """The checked options of a Max/AveragePoolingND layer of spatial rank ``rank`` (read once; the
+    reference and fast kernels both build from them): its pool is the window, never dilated."""
     check_keys(spec, POOL_KEYS)
-    pool = int_tuple(spec, "pool_size", rank, 2)
-    strides = pool if spec.get("strides") is None else int_tuple(spec, "strides", rank, None)
-    mode = padding_mode(spec, ("valid", "same"))
-    return PoolParams(float_dtype(spec), data_format(spec), pool, strides, mode)
+    return window_params(
+        spec, rank, ("valid", "same"), window_key="pool_size", window_default=2, dilated=False
+    )
 
 
 # --- the reference computations (channels-last) --------------------------------------------------
 
 
+def _windows(x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """The pooling windows of a padded channels-last ``x`` as a read-only view
+    ``(B, *out, C, *pool)``: window ``o`` starts at ``o * strides`` and covers ``pool`` cells."""
+    out_sizes(x.shape[1:-1], pool, strides, (1,) * len(pool))  # refuses a pool larger than x
+    spatial = tuple(range(1, len(pool) + 1))
+    every = np.lib.stride_tricks.sliding_window_view(x, pool, axis=spatial)
+    return every[(slice(None), *(slice(None, None, s) for s in strides))]
+
+
 def reference_max_pool(
     x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], pads: Pads
 ) -> np.ndarray:
-    """``y[b, o..., c] = max over taps t of x[b, o*s + t - before, c]``, the taps falling in the
-    padding left out (they read minus infinity)."""
-    ones = (1,) * len(pool)
-    padded = pad_spatial(x, pads, -np.inf)
-    out = out_sizes(padded.shape[1:-1], pool, strides, ones)
-    y = np.full((x.shape[0], *out, x.shape[-1]), -np.inf, dtype=x.dtype)
-    for _, window in taps(pool, strides, ones, out):
-        y = np.maximum(y, padded[(slice(None), *window)])
-    return y
+    """``y[b, o..., c] = max over the cells t of the window of x[b, o*s + t - before, c]``, the cells
+    in the padding left out (they read minus infinity)."""
+    window_axes = tuple(range(-len(pool), 0))
+    return _windows(pad_spatial(x, pads, -np.inf), pool, strides).max(axis=window_axes)
 
 
 def reference_avg_pool(
     x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], pads: Pads
 ) -> np.ndarray:
-    """``y[b, o..., c] = (sum over the taps t inside x of x[b, o*s + t - before, c]) / (how many taps
-    are inside x)``: padded cells count neither in the sum nor in the divisor."""
-    ones = (1,) * len(pool)
-    padded = pad_spatial(x, pads, 0.0)
+    """``y[b, o..., c] = (sum over the window's cells inside x) / (how many cells of the window are
+    inside x)``: padded cells count neither in the sum nor in the divisor."""
+    window_axes = tuple(range(-len(pool), 0))
+    total = _windows(pad_spatial(x, pads, 0.0), pool, strides).sum(axis=window_axes)
     inside = pad_spatial(np.ones((1, *x.shape[1:-1], 1), dtype=x.dtype), pads, 0.0)
-    out = out_sizes(padded.shape[1:-1], pool, strides, ones)
-    total = np.zeros((x.shape[0], *out, x.shape[-1]), dtype=x.dtype)
-    count = np.zeros((1, *out, 1), dtype=x.dtype)
-    for _, window in taps(pool, strides, ones, out):
-        total += padded[(slice(None), *window)]
-        count += inside[(slice(None), *window)]
-    return total / count
+    return total / _windows(inside, pool, strides).sum(axis=window_axes)
 
 
 # --- kernels ------------------------------------------------------------------------------------
@@ -122,7 +88,7 @@ def _make_pool(spec: KernelSpec, rank: int, kind: str) -> Kernel:
 
     def run(inputs: Any) -> np.ndarray:
         x = p.channels_last_input(inputs)
-        return from_last(compute(x, p.pool, p.strides, p.pads(x)), p.fmt)
+        return from_last(compute(x, p.kernel_size, p.strides, p.pads(x)), p.fmt)
 
     return run
 
