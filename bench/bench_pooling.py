@@ -6,9 +6,11 @@ Usage (any Python with NumPy; each checkout's ``modelgraph`` package is imported
 
 Each round runs one worker process per checkout in turn (``MODELGRAPH_NUM_THREADS=1``, one BLAS
 thread), each timing every layer as the best of ``--repeat`` calls of the plan's kernel (the fast one
-where there is one; ``--after-reference`` adds the after checkout's reference kernels). On a shared
-machine the rounds interleave the checkouts, and each layer's time is its best over the rounds, so a
-busy spell slows both alike; the ratio after / before is what to read (< 1: faster).
+where there is one; ``--after-reference`` adds the after checkout's reference kernels). Times are the
+process's CPU time, not the wall clock: on a shared machine a call of a few milliseconds is nearly
+always preempted, and single-threaded its CPU time is its work. The rounds interleave the checkouts
+and each layer's time is its best over the rounds, so a busy spell (cache and memory contention)
+slows both alike; the ratio after / before is what to read (< 1: faster).
 """
 
 from __future__ import annotations
@@ -41,17 +43,19 @@ LAYERS: list[tuple[str, str, dict, tuple[int, ...]]] = [
 ]  # fmt: skip
 
 
-def _worker(tree: str, reference: bool, batches: list[int], repeat: int) -> None:
+def _worker(tree: str, reference: bool, batches: list[int], repeat: int, only: str) -> None:
     sys.path.insert(0, os.path.abspath(tree))
     import numpy as np
 
     from modelgraph.runner import fast
+    from modelgraph.runner.heap import keep_freed_memory
     from modelgraph.runner.registry import KernelSpec
 
+    keep_freed_memory()  # as a Runner does: outputs reuse freed memory instead of faulting pages in
     rng = np.random.default_rng(0)
     times = {}
     for name, cls, config, shape in LAYERS:
-        if reference and cls.startswith("modelgraph/"):
+        if only not in name or (reference and cls.startswith("modelgraph/")):
             continue
         spec = KernelSpec(name=name, class_name=cls, config=config)
         fn = fast.kernel_for(cls, spec, reference=reference)
@@ -60,9 +64,9 @@ def _worker(tree: str, reference: bool, batches: list[int], repeat: int) -> None
             fn(x)
             best = float("inf")
             for _ in range(repeat):
-                t0 = time.perf_counter()
+                t0 = time.process_time()
                 fn(x)
-                best = min(best, time.perf_counter() - t0)
+                best = min(best, time.process_time() - t0)
             times[f"{name} b{batch}"] = best
     print(json.dumps(times))
 
@@ -70,7 +74,7 @@ def _worker(tree: str, reference: bool, batches: list[int], repeat: int) -> None
 def _run(tree: str, reference: bool, args: argparse.Namespace) -> dict[str, float]:
     env = dict(os.environ, MODELGRAPH_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     command = [sys.executable, __file__, "--worker", tree, "--repeat", str(args.repeat), "--batch"]
-    command += [str(b) for b in args.batch] + (["--reference"] if reference else [])
+    command += [str(b) for b in args.batch] + (["--reference"] if reference else []) + ["--only", args.only]
     out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -83,11 +87,12 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=5, help="best of this many calls per round (default 5)")
     p.add_argument("--batch", type=int, nargs="+", default=[1, 8], help="batch sizes (default 1 8)")
     p.add_argument("--after-reference", action="store_true", help="also time the after reference kernels")
+    p.add_argument("--only", default="", help="time only the layers whose name contains this")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--reference", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        _worker(args.worker, args.reference, args.batch, args.repeat)
+        _worker(args.worker, args.reference, args.batch, args.repeat, args.only)
         return 0
     if not args.before:
         p.error("--before is required")

@@ -327,6 +327,8 @@ ZERO_PAD_CASES = [
         [[0, 1], [2, 1]],
         (1, 6, 9, 3),
     ),
+    # Padded more after than half the pool: no pool row is inside the input for both output rows.
+    ("MaxPooling2D", {"pool_size": [4, 2], "padding": "valid"}, [[1, 3], [0, 1]], (2, 4, 5, 3)),
 ]
 
 
