@@ -282,3 +282,26 @@ def test_same_average_pooling_leaves_padding_out_of_the_divisor(fmt, reference_o
     y = fast.kernel_for("AveragePooling2D", spec, reference=reference_only)(x)
     assert y.shape == ((2, 4, 4, 3) if fmt == "channels_first" else (2, 2, 4, 5))
     np.testing.assert_array_equal(y, 3.0)
+
+
+def test_reference_kernels_import_no_speed_machinery():
+    """The reference kernels stay plain: nothing in modelgraph/runner/kernels/ imports the fast
+    kernels, the thread pool, the row-wise passes or the heap tuning."""
+    import ast
+    from pathlib import Path
+
+    import modelgraph.runner.kernels as kernels
+
+    speed = ("modelgraph.runner.fast", "modelgraph.runner.parallel", "modelgraph.runner.rowwise")
+    speed += ("modelgraph.runner.heap",)
+    found = []
+    for path in sorted(Path(kernels.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            found += [(path.name, n) for n in names if n.startswith(speed)]
+    assert not found
