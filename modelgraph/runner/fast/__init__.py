@@ -2,10 +2,12 @@
 
 A reference kernel (``modelgraph/runner/kernels/``, registered under the Keras class names) states
 Keras's semantics in plain NumPy. A fast kernel computes the same thing faster (im2col/GEMM blocking,
-Winograd, row-wise threading, epilogues fused in cache, separable blocked pooling) and is listed here, keyed by the reference
-factory it replaces, so the aliases a reference kernel is registered under need no second list. A
-fast factory returns None when it does not apply to a layer (the reference kernel then runs); at
-run time it handles every layout it is given, copying when it needs contiguous rows.
+Winograd, row-wise threading, epilogues fused in cache, separable blocked pooling) and is listed
+here, keyed by the reference factory it replaces, so the aliases a reference kernel is registered
+under need no second list. A fast factory returns None when it does not apply to a layer (the
+reference kernel then runs); at run time it handles every layout it is given, copying when it needs
+contiguous rows. The machinery they share: ``blocks.py`` (block sizes, scratch, row blocks, slabs,
+tap loops), ``gemm.py``, ``depthwise.py``, ``winograd.py`` and ``epilogue.py``.
 
 The plan's merged steps (``fused.py``: inverted bottlenecks, residual sums, padded reads) are made
 by the fusion passes (``modelgraph/runner/passes/``) and only exist in a fused plan.
