@@ -25,13 +25,18 @@ from modelgraph.runner.fast import conv as fast_conv
 from modelgraph.runner.fast import pooling as fast_pooling
 from modelgraph.runner.registry import KernelSpec
 
+FORMATS = ("channels_last", "channels_first")
 ACTIVATIONS = ["linear", "relu", "relu6", "tanh", "softmax", "log_softmax", "gelu"]
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _layout(data: st.DataObject, x: np.ndarray) -> np.ndarray:
-    """``x`` as a C-ordered array, a transposed view or a strided slice of a bigger array."""
-    how = data.draw(st.sampled_from(["contiguous", "transposed", "sliced"]))
+    """``x`` as a C-ordered array, a transposed view, a strided slice of a bigger array, or moved
+    from channels_first: the input a channels_first model hands a channels-last kernel (C-contiguous
+    when there is one channel, with an arbitrary stride on that axis)."""
+    how = data.draw(st.sampled_from(["contiguous", "transposed", "sliced", "moved"]))
+    if how == "moved":
+        return np.moveaxis(np.ascontiguousarray(np.moveaxis(x, -1, 1)), 1, -1)
     if how == "transposed":
         # The same values, laid out with the batch axis last in memory.
         return np.moveaxis(np.ascontiguousarray(np.moveaxis(x, 0, -1)), -1, 0)
@@ -43,10 +48,12 @@ def _layout(data: st.DataObject, x: np.ndarray) -> np.ndarray:
 
 
 @st.composite
-def conv_cases(draw, classes=("Conv", "Depthwise", "Separable")):
+def conv_cases(
+    draw, classes=("Conv", "Depthwise", "Separable"), ranks=(1, 2, 3), formats=FORMATS, grouped=True
+):
     kind = draw(st.sampled_from(classes))
-    rank = draw(st.integers(1, 3 if kind == "Conv" else 2))
-    fmt = draw(st.sampled_from(["channels_last", "channels_first"]))
+    rank = draw(st.sampled_from([r for r in ranks if kind == "Conv" or r <= 2]))
+    fmt = draw(st.sampled_from(formats))
     dtype = draw(st.sampled_from(["float32", "float64"]))
     channels = draw(st.integers(1, 6))
     kernel_size = tuple(draw(st.integers(1, 3)) for _ in range(rank))
@@ -72,7 +79,9 @@ def conv_cases(draw, classes=("Conv", "Depthwise", "Separable")):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     weights: dict[str, np.ndarray] = {}
     if kind == "Conv":
-        groups = draw(st.sampled_from([g for g in range(1, channels + 1) if channels % g == 0]))
+        groups = draw(
+            st.sampled_from([g for g in range(1, channels + 1) if (grouped and channels % g == 0) or g == 1])
+        )
         filters = groups * draw(st.integers(1, 3))
         config.update(filters=filters, groups=groups)
         weights["kernel"] = rng.normal(size=(*kernel_size, channels // groups, filters))
@@ -143,24 +152,6 @@ def _check(spec: KernelSpec, x: np.ndarray) -> None:
     np.testing.assert_allclose(got, want, atol=tol, rtol=tol)
 
 
-@SETTINGS
-@given(conv_cases(), st.data())
-def test_fast_conv_kernels_match_reference(case, data):
-    spec, x = case
-    with _blocking(data):
-        _check(spec, _layout(data, x))
-
-
-@SETTINGS
-@given(conv_cases(), st.data())
-def test_fast_conv_kernels_match_reference_on_channels_first_moves(case, data):
-    """The input a channels_first model hands a channels-last kernel: a moved axis (C-contiguous
-    when there is one channel, with an arbitrary stride on that axis)."""
-    spec, x = case
-    moved = np.moveaxis(np.ascontiguousarray(np.moveaxis(x, -1, 1)), 1, -1)
-    _check(spec, moved)
-
-
 def test_every_fast_kernel_is_covered():
     """The property tests draw every class that has a fast kernel: the conv cases every Conv,
     DepthwiseConv and SeparableConv rank with one, the pool cases Max/AveragePooling 1D to 3D."""
@@ -172,16 +163,16 @@ def test_every_fast_kernel_is_covered():
 
 
 @SETTINGS
-@given(conv_cases(classes=("Conv",)), st.integers(0, 2), st.integers(0, 2), st.data())
+@given(
+    conv_cases(classes=("Conv",), ranks=(2,), formats=("channels_last",), grouped=False),
+    st.integers(0, 2),
+    st.integers(0, 2),
+    st.data(),
+)
 def test_padded_conv2d_matches_reference_of_padded_input(case, top, left, data):
-    """The merged ZeroPadding2D -> Conv2D step (fast/fused.py) reads the padding as it goes."""
+    """The merged ZeroPadding2D -> Conv2D step (fast/fused.py, channels_last, groups 1) reads the
+    padding as it goes."""
     spec, x = case
-    if (
-        spec.class_name != "Conv2D"
-        or spec.config["groups"] != 1
-        or spec.config["data_format"] != "channels_last"
-    ):
-        return
     pads = [(top, 1), (left, 0)]
     want = fast.kernel_for("Conv2D", spec, reference=True)(np.pad(x, [(0, 0), *pads, (0, 0)]))
     got = fast_conv.padded_conv2d(spec, pads)(_layout(data, x))
@@ -208,9 +199,6 @@ def test_reference_applies_softmax_to_the_output_as_laid_out(fmt):
 
 # --- pooling ---------------------------------------------------------------------------------------
 
-FORMATS = ("channels_last", "channels_first")
-POOL_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
 
 @st.composite
 def pool_cases(draw, ranks=(1, 2, 3), kinds=("Max", "Average"), paddings=("valid", "same"), formats=FORMATS):
@@ -235,23 +223,17 @@ def pool_cases(draw, ranks=(1, 2, 3), kinds=("Max", "Average"), paddings=("valid
     return KernelSpec("pool", f"{kind}Pooling{rank}D", config, compute_dtype=dtype), x
 
 
-@POOL_SETTINGS
-@given(pool_cases(), st.data())
-def test_fast_pooling_kernels_match_reference(case, data):
-    spec, x = case
+@pytest.mark.parametrize("cases", [conv_cases(), pool_cases()], ids=["conv", "pooling"])
+@SETTINGS
+@given(data=st.data())
+def test_fast_kernels_match_reference(cases, data):
+    """Every fast conv and pooling kernel, on every drawn layout, block size and thread count."""
+    spec, x = data.draw(cases)
     with _blocking(data):
         _check(spec, _layout(data, x))
 
 
-@POOL_SETTINGS
-@given(pool_cases(), st.data())
-def test_fast_pooling_kernels_match_reference_on_channels_first_moves(case, data):
-    """As for the convs: a moved axis, C-contiguous with an arbitrary stride when one channel."""
-    spec, x = case
-    _check(spec, np.moveaxis(np.ascontiguousarray(np.moveaxis(x, -1, 1)), 1, -1))
-
-
-@POOL_SETTINGS
+@SETTINGS
 @given(
     pool_cases(ranks=(2,), kinds=("Max",), paddings=("valid",), formats=("channels_last",)),
     st.data(),
