@@ -39,7 +39,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-from modelgraph.runner.registry import KernelSpec, get_kernel  # noqa: E402
+from modelgraph.runner import fast  # noqa: E402
+from modelgraph.runner.registry import KernelSpec  # noqa: E402
 
 # (name, class, config, input shape without batch): the layers that dominate ResNet50 / MobileNetV2.
 LAYERS: list[tuple[str, str, dict, tuple[int, ...]]] = [
@@ -137,7 +138,7 @@ def main() -> int:
         else:
             keras_fn, weights = keras_layer(cls, config, shape, ARGS.threads)
         spec = KernelSpec(name=name, class_name=cls, config=config, weights=weights)
-        fn = get_kernel(cls)(spec)
+        fn = fast.kernel_for(cls, spec)  # the plan's kernel (the fast one where there is one)
         for batch in ARGS.batch:
             x = rng.standard_normal((batch, *shape), dtype=np.float32)
             y = fn(x)

@@ -15,7 +15,9 @@ from modelgraph.runner import fast
 from modelgraph.runner.activations import get_activation
 from modelgraph.runner.fast import conv
 from modelgraph.runner.fast import winograd as _winograd
-from modelgraph.runner.kernels._conv_utils import GEMM_BLOCK_BYTES, conv2d_gemm, in_place_epilogue
+from modelgraph.runner.fast.blocks import GEMM_BLOCK_BYTES
+from modelgraph.runner.fast.epilogue import in_place_epilogue
+from modelgraph.runner.fast.gemm import conv2d_gemm
 from modelgraph.runner.registry import KernelSpec
 
 ATOL, RTOL = 1e-5, 1e-4

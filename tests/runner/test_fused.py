@@ -238,8 +238,8 @@ def _conv_ref(x, kernel, bias, pads):
     ],
 )
 def test_conv_residual_kernel(shape, k, residual_shape, act, bands, monkeypatch):
-    monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.GEMM_BLOCK_BYTES", 1 << 12)
-    monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.GEMM_MIN_ROWS", 8)
+    monkeypatch.setattr("modelgraph.runner.fast.blocks.GEMM_BLOCK_BYTES", 1 << 12)
+    monkeypatch.setattr("modelgraph.runner.fast.blocks.GEMM_MIN_ROWS", 8)
     if shape[0] == 8:
         monkeypatch.setattr("modelgraph.runner.fast.winograd.MIN_WORK", 0)
         monkeypatch.setattr("modelgraph.runner.fast.winograd.KERNEL_TILES", 0)
@@ -327,6 +327,8 @@ ZERO_PAD_CASES = [
         [[0, 1], [2, 1]],
         (1, 6, 9, 3),
     ),
+    # Padded more after than half the pool: no pool row is inside the input for both output rows.
+    ("MaxPooling2D", {"pool_size": [4, 2], "padding": "valid"}, [[1, 3], [0, 1]], (2, 4, 5, 3)),
 ]
 
 

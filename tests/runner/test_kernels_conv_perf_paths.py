@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from modelgraph.runner import fast
-from modelgraph.runner.fast import conv
-from modelgraph.runner.kernels import _conv_utils
+from modelgraph.runner.fast import blocks as fast_blocks
+from modelgraph.runner.fast import gemm
 from modelgraph.runner.kernels._conv_utils import same_pads
 from modelgraph.runner.registry import KernelSpec
 
@@ -27,14 +27,11 @@ ATOL, RTOL = 1e-5, 1e-4
 def blocks(request, monkeypatch):
     """Run each case with the real block sizes and with blocks of a few pixels."""
     if request.param == "tiny":
-        monkeypatch.setattr(_conv_utils, "GEMM_BLOCK_BYTES", 1 << 10)
-        monkeypatch.setattr(_conv_utils, "SPREAD_BLOCK_BYTES", 1 << 10)
-        monkeypatch.setattr(_conv_utils, "GEMM_MIN_ROWS", 3)
-        monkeypatch.setattr(_conv_utils, "EW_BLOCK_BYTES", 1 << 9)
-        monkeypatch.setattr(conv, "DW_BLOCK_BYTES", 1 << 9)
-        import modelgraph.runner.kernels.pooling as pooling
-
-        monkeypatch.setattr(pooling, "EW_BLOCK_BYTES", 1 << 9)
+        monkeypatch.setattr(fast_blocks, "GEMM_BLOCK_BYTES", 1 << 10)
+        monkeypatch.setattr(fast_blocks, "SPREAD_BLOCK_BYTES", 1 << 10)
+        monkeypatch.setattr(fast_blocks, "GEMM_MIN_ROWS", 3)
+        monkeypatch.setattr(fast_blocks, "EW_BLOCK_BYTES", 1 << 9)
+        monkeypatch.setattr(fast_blocks, "DW_BLOCK_BYTES", 1 << 9)
     return request.param
 
 
@@ -267,10 +264,10 @@ def test_pool1d_paths(kind, blocks):
 
 
 def test_scratch_is_reused_and_reported():
-    a = _conv_utils.scratch(7, (4, 5), np.float32)
-    b = _conv_utils.scratch(7, (2, 3), np.float32)
+    a = fast_blocks.scratch(7, (4, 5), np.float32)
+    b = fast_blocks.scratch(7, (2, 3), np.float32)
     assert np.shares_memory(a, b)
-    assert _conv_utils.scratch_bytes() >= a.nbytes
+    assert fast_blocks.scratch_bytes() >= a.nbytes
     # Outputs are fresh arrays, never scratch: a second call must not overwrite the first result.
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 8, 8, 4), dtype=np.float32)
@@ -289,7 +286,7 @@ def test_copying_epilogue_writes_a_strided_destination(act, with_bias):
     """The bottleneck's expansion epilogue: act(src + bias) lands in a padded slab's interior (a
     strided view) and the padding around it is untouched."""
     from modelgraph.runner.activations import get_activation
-    from modelgraph.runner.kernels._conv_utils import copying_epilogue
+    from modelgraph.runner.fast.epilogue import copying_epilogue
 
     rng = np.random.default_rng(5)
     src = (rng.standard_normal((2, 3, 5, 7)) * 4).astype(np.float32)
@@ -310,15 +307,15 @@ def test_strided_view_is_as_strided_inside_the_base_and_refuses_to_reach_past_it
     x = np.arange(2 * 5 * 6 * 3, dtype=np.float32).reshape(2, 5, 6, 3)
     st = x.strides
     shape, strides = (2, 3, 4, 3, 9), (st[0], st[1], st[2], st[1], st[3])  # 3x3 windows of x
-    view = _conv_utils.strided_view(x, shape, strides)
+    view = gemm.strided_view(x, shape, strides)
     np.testing.assert_array_equal(view, np.lib.stride_tricks.as_strided(x, shape, strides))
     assert not view.flags.writeable and np.shares_memory(view, x)
     with pytest.raises(ValueError):  # one more window row would read past the end of x
-        _conv_utils.strided_view(x, (2, 4, 4, 3, 9), strides)
+        gemm.strided_view(x, (2, 4, 4, 3, 9), strides)
     band = x[:, 1:4]  # rows of two images: not contiguous, so as_strided over the band's strides
     bst = band.strides
     band_shape, band_strides = (2, 1, 4, 3, 9), (bst[0], bst[1], bst[2], bst[1], bst[3])
-    band_view = _conv_utils.strided_view(band, band_shape, band_strides)
+    band_view = gemm.strided_view(band, band_shape, band_strides)
     np.testing.assert_array_equal(band_view, np.lib.stride_tricks.as_strided(band, band_shape, band_strides))
     np.testing.assert_array_equal(band_view[1, 0, 2, 1], x[1, 2, 2:5].reshape(-1))
     assert not band_view.flags.writeable

@@ -13,7 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelgraph.runner import fast, parallel
-from modelgraph.runner.kernels._conv_utils import conv2d_gemm, in_place_epilogue, row_blocks
+from modelgraph.runner.fast.blocks import row_blocks
+from modelgraph.runner.fast.epilogue import in_place_epilogue
+from modelgraph.runner.fast.gemm import conv2d_gemm
 
 needs_blas_control = pytest.mark.skipif(
     parallel.blas_thread_setter() is None, reason="NumPy's BLAS has no thread-local thread count"
@@ -163,9 +165,9 @@ def test_conv_blocks_give_the_same_numbers_on_any_thread_count(shape, kernel, st
     x = rng.standard_normal(shape, dtype=np.float32)
     w = rng.standard_normal((kernel * kernel * shape[-1], 32), dtype=np.float32)
     bias = rng.standard_normal(32, dtype=np.float32)
-    monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.GEMM_BLOCK_BYTES", 1 << 14)
-    monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.SPREAD_BLOCK_BYTES", 1 << 13)
-    monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.GEMM_MIN_ROWS", 16)
+    monkeypatch.setattr("modelgraph.runner.fast.blocks.GEMM_BLOCK_BYTES", 1 << 14)
+    monkeypatch.setattr("modelgraph.runner.fast.blocks.SPREAD_BLOCK_BYTES", 1 << 13)
+    monkeypatch.setattr("modelgraph.runner.fast.blocks.GEMM_MIN_ROWS", 16)
     monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
     pads = [(kernel // 2, kernel // 2)] * 2
     results = []
@@ -217,9 +219,8 @@ def test_window_blocks_give_the_same_numbers_on_any_thread_count(class_name, con
     if class_name == "DepthwiseConv2D":
         weights = {"kernel": rng.standard_normal((*config["kernel_size"], 70, 1), dtype=np.float32)}
         config = {**config, "use_bias": False}
-    monkeypatch.setattr("modelgraph.runner.kernels._conv_utils.DW_BLOCK_BYTES", 1 << 12)
-    monkeypatch.setattr("modelgraph.runner.fast.conv.DW_BLOCK_BYTES", 1 << 12)
-    monkeypatch.setattr("modelgraph.runner.kernels.pooling.EW_BLOCK_BYTES", 1 << 12)
+    monkeypatch.setattr("modelgraph.runner.fast.blocks.DW_BLOCK_BYTES", 1 << 12)
+    monkeypatch.setattr("modelgraph.runner.fast.blocks.EW_BLOCK_BYTES", 1 << 12)
     monkeypatch.setattr(parallel, "SPREAD_MIN_WORK", 0)
     results = []
     for threads in ("1", "2"):

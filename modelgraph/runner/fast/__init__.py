@@ -2,10 +2,12 @@
 
 A reference kernel (``modelgraph/runner/kernels/``, registered under the Keras class names) states
 Keras's semantics in plain NumPy. A fast kernel computes the same thing faster (im2col/GEMM blocking,
-Winograd, row-wise threading, epilogues fused in cache) and is listed here, keyed by the reference
-factory it replaces, so the aliases a reference kernel is registered under need no second list. A
-fast factory returns None when it does not apply to a layer (the reference kernel then runs); at
-run time it handles every layout it is given, copying when it needs contiguous rows.
+Winograd, row-wise threading, epilogues fused in cache, separable blocked pooling) and is listed
+here, keyed by the reference factory it replaces, so the aliases a reference kernel is registered
+under need no second list. A fast factory returns None when it does not apply to a layer (the
+reference kernel then runs); at run time it handles every layout it is given, copying when it needs
+contiguous rows. The machinery they share: ``blocks.py`` (block sizes, scratch, row blocks, slabs,
+tap loops), ``gemm.py``, ``depthwise.py``, ``winograd.py`` and ``epilogue.py``.
 
 The plan's merged steps (``fused.py``: inverted bottlenecks, residual sums, padded reads) are made
 by the fusion passes (``modelgraph/runner/passes/``) and only exist in a fused plan.
@@ -21,7 +23,9 @@ from collections.abc import Callable
 
 from modelgraph.runner.fast import conv as fast_conv
 from modelgraph.runner.fast import fused  # noqa: F401  (registers the merged steps fusion produces)
+from modelgraph.runner.fast import pooling as fast_pooling
 from modelgraph.runner.kernels import conv as reference_conv
+from modelgraph.runner.kernels import pooling as reference_pooling
 from modelgraph.runner.registry import Kernel, KernelFactory, KernelSpec, get_kernel
 
 FastFactory = Callable[[KernelSpec], Kernel | None]
@@ -34,6 +38,7 @@ FAST_KERNELS: dict[KernelFactory, FastFactory] = {
     reference_conv.depthwise_conv2d: fast_conv.depthwise_conv2d,
     reference_conv.separable_conv1d: fast_conv.separable_conv1d,
     reference_conv.separable_conv2d: fast_conv.separable_conv2d,
+    **{reference_pooling.POOLING[key]: fast_pooling.POOLING[key] for key in reference_pooling.POOLING},
 }
 
 

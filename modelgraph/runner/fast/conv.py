@@ -19,6 +19,18 @@ from typing import Any
 import numpy as np
 
 from modelgraph.runner.activations import Activation
+from modelgraph.runner.fast import blocks
+from modelgraph.runner.fast.blocks import row_blocks, slab, spread_parts, tap_reduce, window2d, window_rows
+from modelgraph.runner.fast.depthwise import DEPTHWISE_WORK, depthwise_slab, depthwise_tiled
+from modelgraph.runner.fast.epilogue import (
+    Epilogue,
+    Region,
+    in_place_epilogue,
+    layout_activation,
+    then_activate,
+    with_residual,
+)
+from modelgraph.runner.fast.gemm import conv2d_gemm, im2col
 from modelgraph.runner.fast.winograd import (
     conv2d_winograd,
     use_winograd,
@@ -27,33 +39,16 @@ from modelgraph.runner.fast.winograd import (
     worth_keeping,
 )
 from modelgraph.runner.kernels._conv_utils import (
-    DEPTHWISE_WORK,
-    DW_BLOCK_BYTES,
-    Epilogue,
     Pads,
-    Region,
-    conv2d_gemm,
-    depthwise_slab,
-    depthwise_tiled,
+    channels_last_input,
     from_last,
-    im2col,
-    in_place_epilogue,
-    layout_activation,
     out_sizes,
     pad_spatial,
-    row_blocks,
-    slab,
-    spread_parts,
-    tap_reduce,
-    then_activate,
+    ranked_factory,
     to_last,
-    window2d,
     window_pads,
-    window_rows,
-    with_residual,
 )
 from modelgraph.runner.kernels.conv import (
-    channels_last_input,
     conv_params,
     depthwise_conv_params,
     separable_params,
@@ -149,7 +144,7 @@ def _depthwise_blocks(
     padded = [n + b + a for n, (b, a) in zip(x.shape[1:3], pads, strict=True)]
     oh, ow = out_sizes(padded, kernel.shape[:2], strides, dilation)
     out = np.empty((batch, oh, ow, width), dtype=x.dtype)
-    target = max(1, DW_BLOCK_BYTES // (width * x.itemsize))
+    target = max(1, blocks.DW_BLOCK_BYTES // (width * x.itemsize))
 
     def block(rows: tuple[int, int, int, int]) -> None:
         n0, n1, h0, h1 = rows
@@ -335,18 +330,6 @@ def conv2d_with_residual(spec: KernelSpec, activation: Any, act: Activation | No
     return _make_conv(spec, 2, residual_activation=(activation, act))
 
 
-def conv1d(spec: KernelSpec) -> Kernel:
-    return _make_conv(spec, 1)
-
-
-def conv2d(spec: KernelSpec) -> Kernel:
-    return _make_conv(spec, 2)
-
-
-def conv3d(spec: KernelSpec) -> Kernel:
-    return _make_conv(spec, 3)
-
-
 # --- depthwise and separable -----------------------------------------------------------------
 
 
@@ -369,14 +352,6 @@ def _make_depthwise(spec: KernelSpec, rank: int, pre_pads: Pads | None = None) -
         return _finish(_depthwise_core(pad_spatial(x, pads), kernel, strides, dilation), bias, act, fmt)
 
     return then_activate(run, after)
-
-
-def depthwise_conv1d(spec: KernelSpec) -> Kernel:
-    return _make_depthwise(spec, 1)
-
-
-def depthwise_conv2d(spec: KernelSpec) -> Kernel:
-    return _make_depthwise(spec, 2)
 
 
 def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
@@ -403,9 +378,12 @@ def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
     return then_activate(run, after)
 
 
-def separable_conv1d(spec: KernelSpec) -> Kernel:
-    return _make_separable(spec, 1)
+# --- the fast factories (``modelgraph/runner/fast/__init__.py`` lists what each replaces) ------------
 
-
-def separable_conv2d(spec: KernelSpec) -> Kernel:
-    return _make_separable(spec, 2)
+conv1d = ranked_factory(_make_conv, 1, name="conv1d")
+conv2d = ranked_factory(_make_conv, 2, name="conv2d")
+conv3d = ranked_factory(_make_conv, 3, name="conv3d")
+depthwise_conv1d = ranked_factory(_make_depthwise, 1, name="depthwise_conv1d")
+depthwise_conv2d = ranked_factory(_make_depthwise, 2, name="depthwise_conv2d")
+separable_conv1d = ranked_factory(_make_separable, 1, name="separable_conv1d")
+separable_conv2d = ranked_factory(_make_separable, 2, name="separable_conv2d")

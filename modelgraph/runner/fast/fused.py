@@ -33,30 +33,26 @@ from typing import Any
 import numpy as np
 
 from modelgraph.runner.activations import Activation, get_activation
+from modelgraph.runner.fast.blocks import row_blocks, scratch, slab, spread_parts, window_rows
 from modelgraph.runner.fast.conv import conv2d_with_residual, padded_conv2d, padded_depthwise_conv2d
-from modelgraph.runner.kernels._conv_utils import (
-    DEPTHWISE_WORK,
+from modelgraph.runner.fast.depthwise import DEPTHWISE_WORK, depthwise_slab, depthwise_tiled
+from modelgraph.runner.fast.epilogue import (
     CopyingEpilogue,
     Epilogue,
     copying_epilogue,
-    depthwise_slab,
-    depthwise_tiled,
+    in_place_epilogue,
+    with_residual,
+)
+from modelgraph.runner.fast.pooling import padded_max_pool2d
+from modelgraph.runner.kernels._conv_utils import (
     depthwise_weight_name,
     fused_activation,
-    in_place_epilogue,
     int_tuple,
     out_sizes,
     padding_mode,
-    row_blocks,
-    scratch,
-    slab,
-    spread_parts,
     window_pads,
-    window_rows,
-    with_residual,
 )
 from modelgraph.runner.kernels.merge import _as_list, _same_rank, _sum
-from modelgraph.runner.kernels.pooling import padded_max_pool2d
 from modelgraph.runner.parallel import for_each, thread_count, threads_for
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 

@@ -23,7 +23,8 @@ import numpy as np
 from modelgraph.catalogue.conv import check_groups
 from modelgraph.runner.activations import activation_name, get_activation
 from modelgraph.runner.kernels._conv_utils import (
-    Pads,
+    WindowParams,
+    channels_last_input,
     check_keys,
     data_format,
     depthwise_weight_name,
@@ -32,10 +33,9 @@ from modelgraph.runner.kernels._conv_utils import (
     int_tuple,
     out_sizes,
     pad_spatial,
-    padding_mode,
+    ranked_factory,
     taps,
-    to_last,
-    window_pads,
+    window_params,
 )
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
@@ -109,15 +109,16 @@ def groups_of(spec: KernelSpec, filters: int | None = None) -> int:
 
 def depthwise_params(spec: KernelSpec, rank: int) -> tuple[Any, ...]:
     """``(data_format, kernel_size, strides, dilation, padding mode, depth_multiplier)``."""
-    fmt = data_format(spec)
-    kernel_size = int_tuple(spec, "kernel_size", rank, None)
-    strides = int_tuple(spec, "strides", rank, 1)
-    dilation = int_tuple(spec, "dilation_rate", rank, 1)
-    mode = padding_mode(spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
+    w = window_params(spec, rank, conv_modes(rank))
     mult = spec.get("depth_multiplier", 1)
     if not isinstance(mult, int) or isinstance(mult, bool) or mult < 1:
         raise spec.unsupported("depth_multiplier", mult)
-    return fmt, kernel_size, strides, dilation, mode, mult
+    return w.fmt, w.kernel_size, w.strides, w.dilation, w.mode, mult
+
+
+def conv_modes(rank: int) -> tuple[str, ...]:
+    """The paddings a ConvND layer takes: ``causal`` only in 1-D."""
+    return ("valid", "same", "causal") if rank == 1 else ("valid", "same")
 
 
 # --- the reference computations (channels-last, already padded) --------------------------------
@@ -171,15 +172,6 @@ def transpose_length(
 # --- kernels ------------------------------------------------------------------------------------
 
 
-def channels_last_input(inputs: Any, dtype: np.dtype, fmt: str, rank: int, channels: int) -> np.ndarray:
-    """A conv's input as a channels-last array of ``dtype``, checked to be of rank ``rank + 2`` with
-    ``channels`` channels."""
-    x = to_last(np.asarray(inputs, dtype=dtype), fmt)
-    if x.ndim != rank + 2 or x.shape[-1] != channels:
-        raise ValueError(f"expected a rank-{rank + 2} input with {channels} channels, got shape {x.shape}")
-    return x
-
-
 def _laid_out(
     spec: KernelSpec,
     rank: int,
@@ -210,23 +202,6 @@ def _laid_out(
 
 
 @dataclass(frozen=True)
-class WindowParams:
-    """What every conv layer's window reads: compute dtype, data format, kernel size, strides,
-    dilation and padding mode."""
-
-    dtype: np.dtype
-    fmt: str
-    kernel_size: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilation: tuple[int, ...]
-    mode: str
-
-    def pads(self, x: np.ndarray) -> Pads:
-        """The ``(before, after)`` padding of each spatial axis of the channels-last input ``x``."""
-        return window_pads(self.mode, x.shape[1:-1], self.kernel_size, self.strides, self.dilation)
-
-
-@dataclass(frozen=True)
 class ConvParams(WindowParams):
     """A Conv layer's options and weights, read and checked once (the reference and fast kernels
     both build from this)."""
@@ -241,11 +216,8 @@ class ConvParams(WindowParams):
 def conv_params(spec: KernelSpec, rank: int) -> ConvParams:
     """The checked :class:`ConvParams` of a ConvND layer of spatial rank ``rank``."""
     check_keys(spec, CONV_KEYS)
-    dtype = float_dtype(spec)
-    kernel_size = int_tuple(spec, "kernel_size", rank, None)
-    strides = int_tuple(spec, "strides", rank, 1)
-    dilation = int_tuple(spec, "dilation_rate", rank, 1)
-    mode = padding_mode(spec, ("valid", "same", "causal") if rank == 1 else ("valid", "same"))
+    w = window_params(spec, rank, conv_modes(rank))
+    dtype, kernel_size = w.dtype, w.kernel_size
     groups = groups_of(spec)
     kernel = weight(spec, "kernel", dtype)
     check_kernel(spec, kernel, kernel_size, rank)
@@ -254,9 +226,7 @@ def conv_params(spec: KernelSpec, rank: int) -> ConvParams:
     if spec.get("filters") not in (None, filters):
         raise ValueError(f"{spec.class_name} layer '{spec.name}': kernel {kernel.shape} vs filters")
     bias = bias_of(spec, dtype, filters)
-    return ConvParams(
-        dtype, data_format(spec), kernel_size, strides, dilation, mode, groups, kernel, cin_g, filters, bias
-    )
+    return ConvParams(**vars(w), groups=groups, kernel=kernel, cin_g=cin_g, filters=filters, bias=bias)
 
 
 @dataclass(frozen=True)
@@ -336,21 +306,6 @@ def _make_conv(spec: KernelSpec, rank: int) -> Kernel:
     return _laid_out(spec, rank, p.cin_g * p.groups, p.bias, compute)
 
 
-@register("Conv1D", "Convolution1D")
-def conv1d(spec: KernelSpec) -> Kernel:
-    return _make_conv(spec, 1)
-
-
-@register("Conv2D", "Convolution2D")
-def conv2d(spec: KernelSpec) -> Kernel:
-    return _make_conv(spec, 2)
-
-
-@register("Conv3D", "Convolution3D")
-def conv3d(spec: KernelSpec) -> Kernel:
-    return _make_conv(spec, 3)
-
-
 def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
     p = depthwise_conv_params(spec, rank)
 
@@ -358,16 +313,6 @@ def _make_depthwise(spec: KernelSpec, rank: int) -> Kernel:
         return reference_depthwise(pad_spatial(x, p.pads(x)), p.kernel, p.strides, p.dilation)
 
     return _laid_out(spec, rank, p.channels, p.bias, compute)
-
-
-@register("DepthwiseConv1D")
-def depthwise_conv1d(spec: KernelSpec) -> Kernel:
-    return _make_depthwise(spec, 1)
-
-
-@register("DepthwiseConv2D")
-def depthwise_conv2d(spec: KernelSpec) -> Kernel:
-    return _make_depthwise(spec, 2)
 
 
 def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
@@ -380,16 +325,6 @@ def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
     return _laid_out(spec, rank, p.channels, p.bias, compute)
 
 
-@register("SeparableConv1D", "SeparableConvolution1D")
-def separable_conv1d(spec: KernelSpec) -> Kernel:
-    return _make_separable(spec, 1)
-
-
-@register("SeparableConv2D", "SeparableConvolution2D")
-def separable_conv2d(spec: KernelSpec) -> Kernel:
-    return _make_separable(spec, 2)
-
-
 def _make_transpose(spec: KernelSpec, rank: int) -> Kernel:
     """``y[b, i*s + t*d - crop, f] += x[b, i, c] * kernel[t, f, c]``: every input pixel scatters one
     tap-weighted copy per kernel tap, then the result is cropped to Keras's output length (TF derives
@@ -397,11 +332,8 @@ def _make_transpose(spec: KernelSpec, rank: int) -> Kernel:
     check_keys(spec, (*CONV_KEYS, "output_padding"))
     if spec.get("groups", 1) not in (1, None):
         raise spec.unsupported("groups", spec.get("groups"))
-    dtype = float_dtype(spec)
-    kernel_size = int_tuple(spec, "kernel_size", rank, None)
-    strides = int_tuple(spec, "strides", rank, 1)
-    dilation = int_tuple(spec, "dilation_rate", rank, 1)
-    mode = padding_mode(spec, ("valid", "same"))
+    w = window_params(spec, rank, ("valid", "same"))
+    dtype, kernel_size, strides, dilation, mode = w.dtype, w.kernel_size, w.strides, w.dilation, w.mode
     output_padding = (
         None if spec.get("output_padding") is None else int_tuple(spec, "output_padding", rank, 0)
     )
@@ -442,16 +374,24 @@ def _make_transpose(spec: KernelSpec, rank: int) -> Kernel:
     return _laid_out(spec, rank, cin, bias_of(spec, dtype, filters), compute)
 
 
-@register("Conv1DTranspose", "Convolution1DTranspose")
-def conv1d_transpose(spec: KernelSpec) -> Kernel:
-    return _make_transpose(spec, 1)
-
-
-@register("Conv2DTranspose", "Convolution2DTranspose", "Deconvolution2D", "Deconv2D")
-def conv2d_transpose(spec: KernelSpec) -> Kernel:
-    return _make_transpose(spec, 2)
-
-
-@register("Conv3DTranspose", "Convolution3DTranspose", "Deconvolution3D", "Deconv3D")
-def conv3d_transpose(spec: KernelSpec) -> Kernel:
-    return _make_transpose(spec, 3)
+# --- the registered factories (``modelgraph/runner/fast/__init__.py`` keys the fast kernels by them) ---
+conv1d = register("Conv1D", "Convolution1D")(ranked_factory(_make_conv, 1, name="conv1d"))
+conv2d = register("Conv2D", "Convolution2D")(ranked_factory(_make_conv, 2, name="conv2d"))
+conv3d = register("Conv3D", "Convolution3D")(ranked_factory(_make_conv, 3, name="conv3d"))
+depthwise_conv1d = register("DepthwiseConv1D")(ranked_factory(_make_depthwise, 1, name="depthwise_conv1d"))
+depthwise_conv2d = register("DepthwiseConv2D")(ranked_factory(_make_depthwise, 2, name="depthwise_conv2d"))
+separable_conv1d = register("SeparableConv1D", "SeparableConvolution1D")(
+    ranked_factory(_make_separable, 1, name="separable_conv1d")
+)
+separable_conv2d = register("SeparableConv2D", "SeparableConvolution2D")(
+    ranked_factory(_make_separable, 2, name="separable_conv2d")
+)
+conv1d_transpose = register("Conv1DTranspose", "Convolution1DTranspose")(
+    ranked_factory(_make_transpose, 1, name="conv1d_transpose")
+)
+conv2d_transpose = register("Conv2DTranspose", "Convolution2DTranspose", "Deconvolution2D", "Deconv2D")(
+    ranked_factory(_make_transpose, 2, name="conv2d_transpose")
+)
+conv3d_transpose = register("Conv3DTranspose", "Convolution3DTranspose", "Deconvolution3D", "Deconv3D")(
+    ranked_factory(_make_transpose, 3, name="conv3d_transpose")
+)

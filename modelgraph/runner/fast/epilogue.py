@@ -1,0 +1,118 @@
+"""Epilogues of the fast kernels: the bias, a merged residual sum and the activation, run on each
+output block while it is in cache (relu / relu6 in place without temporaries), and the split of a
+layer's activation into the part fused into the channels-last compute and the part left for after."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from modelgraph.runner import rowwise
+from modelgraph.runner.activations import Activation, activation_name
+from modelgraph.runner.kernels._conv_utils import AXIS_ACTIVATIONS, fused_activation
+from modelgraph.runner.registry import KernelSpec
+
+# Where an output block lies in its kernel's output: slices of the leading axes (batch, rows), or
+# None where no caller needs it (epilogues without a residual ignore it).
+Region = tuple[slice, ...]
+Epilogue = Callable[[np.ndarray, Region | None], None]
+# ``epilogue(src, dst)``: the epilogue's result written to ``dst`` (see copying_epilogue).
+CopyingEpilogue = Callable[[np.ndarray, np.ndarray], None]
+
+
+def _activate(name: str, act: Activation, src: np.ndarray, dst: np.ndarray) -> None:
+    """``dst = act(src)`` (``dst`` may be ``src``): relu / relu6 as one ``clip`` without temporaries."""
+    if name == "relu":
+        rowwise.relu_(src, out=dst)
+    elif name == "relu6":
+        rowwise.relu6_(src, out=dst)
+    else:
+        dst[...] = act(src)
+
+
+def in_place_epilogue(
+    bias: np.ndarray | None, act_value: Any, act: Activation | None, residual: np.ndarray | None = None
+) -> Epilogue:
+    """``epilogue(block, region)``: bias add, then ``residual[region]`` added (a residual sum merged
+    into the conv that feeds it; ``residual`` has the output's shape and ``block`` holds the same
+    elements in the same order, e.g. flattened to GEMM rows), then the activation, all in place on
+    the output block (relu / relu6 without temporaries)."""
+    name = activation_name(act_value)
+    bias_run = None if bias is None else rowwise.repeat_row(bias)
+
+    def epilogue(block: np.ndarray, region: Region | None) -> None:
+        if bias_run is not None:
+            rowwise.apply(np.add, block, bias_run)
+        if residual is not None:
+            if region is None:
+                raise ValueError("a residual epilogue needs the block's region")
+            np.add(block, residual[region].reshape(block.shape), out=block)
+        if act is not None:
+            _activate(name, act, block, block)
+
+    return epilogue
+
+
+def copying_epilogue(bias: np.ndarray | None, act_value: Any, act: Activation | None) -> CopyingEpilogue:
+    """``epilogue(src, dst)``: ``dst = act(src + bias)``, where ``dst`` (``src``'s shape) may be a
+    strided view, e.g. a padded slab's interior, and ``src`` is C-ordered scratch (overwritten). The
+    bias is added in place in ``src`` (contiguous, the fast loop) and the activation (relu / relu6:
+    one ``clip``; else a copy) writes its result to ``dst``, so the move costs no pass of its own."""
+    name = activation_name(act_value)
+    bias_run = None if bias is None else rowwise.repeat_row(bias)
+
+    def epilogue(src: np.ndarray, dst: np.ndarray) -> None:
+        if bias_run is not None:
+            rowwise.apply(np.add, src, bias_run)
+        if act is None:
+            dst[...] = src
+        else:
+            _activate(name, act, src, dst)
+
+    return epilogue
+
+
+def with_residual(
+    compute: Callable[[Epilogue], np.ndarray],
+    bias: np.ndarray | None,
+    act_value: Any,
+    act: Activation | None,
+    residual: Any,
+    out_shape: Sequence[int] | None,
+    dtype: np.dtype,
+) -> np.ndarray:
+    """``act(compute(...) + residual)`` for a kernel ``compute(epilogue)`` whose last stage adds
+    ``bias`` and is otherwise linear: a merged residual sum. When the residual has the output's shape
+    (``out_shape``; None: unknown) and dtype, the sum and activation run in the epilogue, block by
+    block; otherwise it is added afterwards, broadcasting as Keras's Add would."""
+    shortcut = np.asarray(residual)
+    if out_shape is not None and shortcut.dtype == dtype and shortcut.shape == tuple(out_shape):
+        return compute(in_place_epilogue(bias, act_value, act, residual=np.ascontiguousarray(shortcut)))
+    total = compute(in_place_epilogue(bias, "linear", None)) + shortcut
+    return total if act is None else act(total)
+
+
+def layout_activation(spec: KernelSpec, fmt: str) -> tuple[Any, Activation | None, Activation | None]:
+    """``(value, act, after)``: the activation a conv kernel fuses into its channels-last compute
+    (its config value and function, None for linear) and the one it applies to its output after moving
+    it back to ``fmt`` (None: nothing left). Keras applies a conv's activation to the output as laid out,
+    so a ``channels_first`` conv's ``softmax`` normalises the last, spatial axis: an activation of
+    ``AXIS_ACTIVATIONS`` in ``channels_first`` runs after the move; element-wise ones fuse."""
+    value = spec.get("activation")
+    act = fused_activation(spec)
+    if fmt == "channels_first" and activation_name(value) in AXIS_ACTIVATIONS:
+        return "linear", None, act
+    return value, act, None
+
+
+def then_activate(run: Callable[..., np.ndarray], after: Activation | None) -> Callable[..., np.ndarray]:
+    """``run`` followed by ``after`` (``run`` itself when ``after`` is None)."""
+    if after is None:
+        return run
+
+    def activated(*args: Any) -> np.ndarray:
+        return after(run(*args))
+
+    return activated
