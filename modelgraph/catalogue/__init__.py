@@ -6,9 +6,11 @@ on :attr:`modelgraph.graph.Layer.key`; shape inference, stats, validate, diff an
 entry up by that key with :func:`spec_for`.
 
 Implementations live next to their kind (shape rules in :mod:`modelgraph.shape_rules`, MAC rules in
-:mod:`modelgraph.stats`, kernels in :mod:`modelgraph.runner.kernels`) and attach themselves to the
-entry of the key they name (:func:`attach`); those modules are imported only when a concern is asked
-for (:data:`PROVIDERS`), so reading a model does not import the runner.
+:mod:`modelgraph.stats`, kernels in :mod:`modelgraph.runner.kernels`, ONNX mappings in
+:mod:`modelgraph.saving.onnx.mappings`) and attach themselves to the entry of the key they name
+(:func:`attach`); those modules are imported only when a concern is asked for (:data:`PROVIDERS`), so
+reading a model does not import the runner. Attaching needs no optional package (the ONNX mappings
+import without ``onnx``; only building a model does).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ PROVIDERS: Mapping[str, str] = {
     "weight_shapes": "modelgraph.shape_rules",
     "macs": "modelgraph.stats",
     "kernel": "modelgraph.runner.kernels",
+    "onnx": "modelgraph.saving.onnx.mappings",
 }
 OP_LAMBDA_CLASSES = ("TFOpLambda", "SlicingOpLambda")
 

@@ -136,6 +136,26 @@ def test_refusal_error_lists_every_problem_in_graph_order():
     assert all("no ONNX mapping for layer class 'Unknown'" in p[2] for p in info.value.problems)
 
 
+def test_refusal_quotes_the_catalogue_reason():
+    graph = load(CNN)
+    layers = tuple(
+        dataclasses.replace(lyr, class_name="Cumprod", kind="op", config={"axis": 1})
+        if lyr.name == "bn1"
+        else lyr
+        for lyr in graph.layers
+    )
+    with pytest.raises(ExportRefusedError) as info:
+        to_onnx(dataclasses.replace(graph, layers=layers))
+    assert info.value.problems == [
+        (
+            "bn1",
+            "Cumprod",
+            "no ONNX mapping for layer class 'op:Cumprod': "
+            "ONNX has a cumulative sum (CumSum) but no cumulative product",
+        )
+    ]
+
+
 def test_missing_onnx_is_a_clear_unsupported_error(tmp_path, monkeypatch):
     import modelgraph.saving.onnx._onnx as onnx_module
 

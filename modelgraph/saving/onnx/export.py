@@ -2,7 +2,7 @@
 
 Like the runner's plan (``modelgraph.runner.interpreter``), the walk visits the nodes in topological
 order and inlines nested models (their inputs bound to the caller's tensors); each node goes through
-the mapping registered for its layer key (``registry.py``), with the layer's dtype policy applied
+the ONNX mapping of its layer key's catalogue entry (``registry.py``), with the layer's dtype policy applied
 around it (half precision: inputs, weights and outputs rounded to the compute dtype; Keras 3 int8 /
 int4 layers: weights dequantized, see ``mappings/quantized.py``). tf.keras's implicit masks are
 carried beside the tensors (``masks.py``). Weights of a shared layer are emitted once (the emitter
@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph._version import __version__
 from modelgraph.errors import (
     ModelGraphError,
@@ -52,11 +53,13 @@ _HALF_ROUND = {"float16": "float16", "bfloat16": "bfloat16"}
 
 
 class UnmappedLayerError(UnsupportedError):
-    """A layer key with no ONNX mapping."""
+    """A layer key with no ONNX mapping (with the catalogue's reason when it gives one)."""
 
     def __init__(self, key: str) -> None:
         self.key = key
-        super().__init__(f"no ONNX mapping for layer class '{key}'")
+        spec = catalogue.spec_for(key, "onnx")
+        why = f": {spec.onnx}" if spec is not None and isinstance(spec.onnx, str) else ""
+        super().__init__(f"no ONNX mapping for layer class '{key}'{why}")
 
 
 class ExportCheckError(UnsupportedError):
