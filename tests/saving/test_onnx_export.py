@@ -171,9 +171,20 @@ def test_missing_onnxruntime(monkeypatch):
     graph = load(CNN)
     with pytest.raises(ToolMissingError, match=r"modelgraph\[ort\]"):
         Runner(graph, backend="onnxruntime")
-    assert Runner(graph, backend="auto").backend == "numpy"
+    fallback = Runner(graph, backend="auto")
+    assert fallback.backend == "numpy" and fallback.steps  # the NumPy plan, built after all
     result = CliRunner().invoke(cli, ["run", str(CNN), "--random", "--backend", "onnxruntime"])
     assert result.exit_code == 4 and "modelgraph[ort]" in result.output
+
+
+def test_the_onnxruntime_backend_builds_no_numpy_kernels():
+    """The backend is chosen first; the plan then only binds feeds and names outputs."""
+    g = golden("k3_cnn")
+    runner = Runner(load(CNN), backend="onnxruntime")
+    assert runner.steps == [] and runner.weight_bytes == 0
+    assert runner.input_names == ["img"] and runner.output_keys == ["probs"]
+    sliced = runner.run({"img": g["input/img"]}, batch_size=1)
+    np.testing.assert_allclose(sliced["probs"], g["output/0"], atol=1e-5, rtol=1e-4)
 
 
 def test_run_backend_onnxruntime_matches_the_golden_with_batching():
