@@ -37,7 +37,9 @@ from modelgraph.errors import (
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, keras_version_tuple, map_refs, tensor_refs
 from modelgraph.runner import dtypes as dt
 from modelgraph.runner import masks as runner_masks
+from modelgraph.runner.fusion import fuse
 from modelgraph.runner.interpreter import LazyWeights, _float32_variables, _output_keys
+from modelgraph.runner.passes.fold_batchnorm import fold_batchnorms
 from modelgraph.runner.registry import KernelSpec, get_entry
 from modelgraph.saving.onnx import masks as mk
 from modelgraph.saving.onnx._onnx import helper, onnx_dtype, require_onnx
@@ -447,7 +449,9 @@ def to_onnx(
         raise UsageError(f"--opset {opset} is not supported; choose {MIN_OPSET} to {MAX_OPSET}")
     if batch is not None and batch != "dynamic" and (not isinstance(batch, int) or batch < 1):
         raise UsageError(f"batch must be a positive integer or 'dynamic', got {batch!r}")
-    walk = _Walk(graph, None if batch == "dynamic" else batch, opset)
+    # BatchNormalization (and a ReLU after it) folded into the conv or Dense before it, as the runner's
+    # plan does (in float64, rounded once): a leaner graph for runtimes that do not fold it themselves.
+    walk = _Walk(fuse(graph, (fold_batchnorms,)), None if batch == "dynamic" else batch, opset)
     try:
         walk.run()
     except ExportRefusedError:
@@ -457,11 +461,11 @@ def to_onnx(
                 "file (--weights FILE; modelgraph.load(path, weights=...) in Python)"
             ) from None
         raise
-    nodes = optimise(walk.e.nodes, set(walk.output_keys))
-    produced = {o for n in nodes for o in n.output} - set(walk.output_keys)
+    lean = optimise(walk.e.nodes, set(walk.output_keys), walk.e.initializers)
+    produced = {o for n in lean.nodes for o in n.output} - set(walk.output_keys) - lean.reshaped
     value_info = [v for name, v in walk.value_info.items() if name in produced]
     onnx_graph = helper.make_graph(
-        nodes, graph.name or "model", walk.inputs, walk.outputs, walk.e.initializers, value_info=value_info
+        lean.nodes, graph.name or "model", walk.inputs, walk.outputs, lean.initializers, value_info=value_info
     )
     doc = f"Exported by modelgraph {__version__} from a Keras {graph.keras_version or '?'} {graph.format} model."
     if walk.dequantized:
@@ -566,9 +570,8 @@ def layer_model(
             else [f"out_{i}_d{k}" for k in range(value.rank or 0)]
         )
         outputs.append(helper.make_tensor_value_info(name, onnx_dtype(value.dtype), shape))
-    graph = helper.make_graph(
-        optimise(e.nodes, {o.name for o in outputs}), key, inputs, outputs, e.initializers
-    )
+    lean = optimise(e.nodes, {o.name for o in outputs}, e.initializers)
+    graph = helper.make_graph(lean.nodes, key, inputs, outputs, lean.initializers)
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="modelgraph"
     )
