@@ -256,6 +256,15 @@ def _is_none_structure(value: Any) -> bool:
     return False
 
 
+def call_kwargs(node: Node) -> dict[str, Any]:
+    """The keyword arguments a kernel (or an ONNX mapping) is called with: the node's own, less
+    ``training`` (refused centrally where it matters) and a ``mask`` that is None throughout."""
+    kwargs = {k: v for k, v in node.kwargs.items() if k != "training"}
+    if "mask" in kwargs and _is_none_structure(kwargs["mask"]):
+        del kwargs["mask"]
+    return kwargs
+
+
 def _fill(template: Any, values: list[Any]) -> Any:
     """A call template with each slot replaced by its value."""
     return map_structure(template, lambda leaf: values[leaf.slot], lambda v: isinstance(v, _In))
@@ -587,9 +596,7 @@ class Runner:
                 )
                 built = None
         # Call template: tensors -> slots; drop training and mask=None.
-        kwargs = {k: v for k, v in node.kwargs.items() if k != "training"}
-        if "mask" in kwargs and _is_none_structure(kwargs["mask"]):
-            del kwargs["mask"]
+        kwargs = call_kwargs(node)
 
         def slot(ref: TensorRef) -> _In:
             return _In(env[ref])
@@ -829,8 +836,10 @@ class Runner:
             )
         arrays = self._bind_feeds(feeds)
         tapped = self._resolve_taps(taps, all_intermediates)
-        # Freed tensors stay in the heap for the next layers' outputs instead of being faulted back in.
-        keep_freed_memory()
+        if self._session is None:
+            # Freed tensors stay in the heap for the next layers' outputs instead of being faulted back
+            # in (the plan's own allocations; another backend allocates from its own arena).
+            keep_freed_memory()
         n = arrays[0].shape[0] if arrays and arrays[0].ndim else 0
         if batch_size is not None and 0 < batch_size < n and self.stateful_layers:
             raise UsageError(

@@ -38,7 +38,7 @@ from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, keras_version_t
 from modelgraph.runner import dtypes as dt
 from modelgraph.runner import masks as runner_masks
 from modelgraph.runner.fusion import fuse
-from modelgraph.runner.interpreter import LazyWeights, _float32_variables, _output_keys
+from modelgraph.runner.interpreter import LazyWeights, _float32_variables, _output_keys, call_kwargs
 from modelgraph.runner.passes.fold_batchnorm import fold_batchnorms
 from modelgraph.runner.registry import KernelSpec, get_entry
 from modelgraph.saving.onnx import masks as mk
@@ -308,9 +308,7 @@ class _Walk:
         frozen_bn = layer.class_name == "BatchNormalization" and not layer.trainable
         if training is True and sensitive and not frozen_bn:
             raise UnsupportedConfigError(layer.class_name, "training", True, path)
-        kwargs = {k: v for k, v in node.kwargs.items() if k != "training"}
-        if "mask" in kwargs and _is_none(kwargs["mask"]):
-            del kwargs["mask"]
+        kwargs = call_kwargs(node)
         rule = (
             mk.rule_for_node(layer.class_name, layer.config, self.keras_major, node.args, kwargs, node.inputs)
             if layer.kind == "layer"
@@ -420,14 +418,6 @@ def _referenced(graph: ModelGraph) -> dict[tuple[str, int], set[int]]:
     for r in graph.outputs:
         table.setdefault(r.node_key, set()).add(r.tensor_index)
     return table
-
-
-def _is_none(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_is_none(v) for v in value)
-    return False
 
 
 def _map_values(structure: Any, fn: Any) -> Any:

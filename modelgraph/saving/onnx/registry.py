@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,12 @@ OnnxMapping = Callable[..., Any]
 def register(*keys: str) -> Callable[[OnnxMapping], OnnxMapping]:
     """Attach a mapping to the catalogue entries of these keys (see the module docstring)."""
     return catalogue.provides("onnx", *keys)
+
+
+def register_ranks(implementation: Callable[..., Any], keys_by_rank: Mapping[int, tuple[str, ...]]) -> None:
+    """Register ``implementation(ctx, x, rank)`` for the keys of each rank (``Conv1D`` .. ``Conv3D``)."""
+    for rank, keys in keys_by_rank.items():
+        register(*keys)(partial(implementation, rank=rank))
 
 
 def get_mapping(key: str) -> OnnxMapping | None:
