@@ -386,18 +386,32 @@ def rule_for_node(
     kwargs: Mapping[str, Any],
     inputs: tuple[TensorRef, ...],
 ) -> MaskRule:
-    """The mask rule of one node; tf.keras nodes get :func:`rule_for`.
-
-    For Keras 3 the functions it returns take the masks and values of the node's flat ``inputs`` (the
-    interpreter's order). ``consume`` is what Keras 3's ``Layer.__call__`` adds to the call: ``mask``
-    when the call has one tensor argument and did not give one, ``<arg>_mask`` for each of several
-    tensor arguments whose name has such a parameter. ``produce`` sees the mask the call was given
-    (given or filled in) or else the first argument's, as ``compute_mask`` does.
-    """
+    """The mask rule of one node; tf.keras nodes get :func:`rule_for`, Keras 3 nodes :func:`keras3_rule`."""
     if keras_major < 3:
         return rule_for(class_name, config)
+    return keras3_rule(class_name, config, args, kwargs, inputs, _producer)
+
+
+def keras3_rule(
+    class_name: str,
+    config: Mapping[str, Any],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    inputs: tuple[TensorRef, ...],
+    producer: Callable[[str, Mapping[str, Any]], Callable[..., Any] | None],
+) -> MaskRule:
+    """The mask rule of one Keras 3 node, its output masks made by ``producer(kind, config)``'s function
+    (this module's arrays, or the ONNX exporter's nodes).
+
+    The functions it returns take the masks and values of the node's flat ``inputs`` (the
+    interpreter's order). ``consume`` is what Keras 3's ``Layer.__call__`` adds to the call: ``mask``
+    when the call has one tensor argument and did not give one, ``<arg>_mask`` for each of several
+    tensor arguments whose name has such a parameter. ``produce(masks, values, outputs, *context)``
+    calls the producer's function with ``*context`` first (the exporter's emitter) and the mask the
+    call was given (given or filled in) or else the first argument's, as ``compute_mask`` does.
+    """
     b = behaviour(class_name, K3)
-    produce = _producer(b.produce, config)
+    produce = producer(b.produce, config)
     if b.consume is None and produce is None:
         return MaskRule(None, None)
     position = {ref: i for i, ref in reversed(list(enumerate(inputs)))}
@@ -444,7 +458,7 @@ def rule_for_node(
     if produce is not None:
 
         def produce_k3(
-            masks: list[Array | None], values: list[Any], outputs: list[Any]
+            masks: list[Array | None], values: list[Any], outputs: list[Any], *context: Any
         ) -> list[Array | None]:
             if given is not None:
                 previous = flatten_structure(pick(given, values))
@@ -453,7 +467,7 @@ def rule_for_node(
             else:
                 previous = flatten_structure(pick(first, masks))
             first_values = flatten_structure(pick(first, values))
-            return produce(previous, first_values, outputs)
+            return produce(*context, previous, first_values, outputs)
 
     source = b.produce in ("embedding", "masking") and produce is not None
     return MaskRule(consume, produce_k3, source=source or given is not None)
