@@ -30,6 +30,7 @@ __all__ = [
     "declared",
     "is_layer_class",
     "key_of",
+    "load_families",
     "missing_concerns",
     "names",
     "provides",
@@ -155,6 +156,13 @@ def provides(slot: str, *keys: str) -> Callable[[Any], Any]:
         return implementation
 
     return decorate
+
+
+def load_families(package: str, families: tuple[str, ...]) -> None:
+    """Import ``<package>.<family>`` for each family: how a provider package (the kernels, the ONNX
+    mappings) has every family module attach its implementations, as the catalogue loads its own."""
+    for family in families:
+        importlib.import_module(f"{package}.{family}")
 
 
 def is_layer_class(class_name: str) -> bool:

@@ -385,11 +385,16 @@ def rule_for_node(
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     inputs: tuple[TensorRef, ...],
-) -> MaskRule:
-    """The mask rule of one node; tf.keras nodes get :func:`rule_for`, Keras 3 nodes :func:`keras3_rule`."""
+    *,
+    keras2: Callable[[str, Mapping[str, Any]], Any] | None = None,
+    producer: Callable[[str, Mapping[str, Any]], Callable[..., Any] | None] | None = None,
+) -> Any:
+    """The mask rule of one node: tf.keras nodes get ``keras2(class_name, config)``, Keras 3 nodes
+    :func:`keras3_rule` with ``producer``; by default this module's (:func:`rule_for`, arrays), the
+    ONNX exporter passes its own (``modelgraph/saving/onnx/masks.py``, ONNX nodes)."""
     if keras_major < 3:
-        return rule_for(class_name, config)
-    return keras3_rule(class_name, config, args, kwargs, inputs, _producer)
+        return (keras2 or rule_for)(class_name, config)
+    return keras3_rule(class_name, config, args, kwargs, inputs, producer or _producer)
 
 
 def keras3_rule(
@@ -406,9 +411,10 @@ def keras3_rule(
     The functions it returns take the masks and values of the node's flat ``inputs`` (the
     interpreter's order). ``consume`` is what Keras 3's ``Layer.__call__`` adds to the call: ``mask``
     when the call has one tensor argument and did not give one, ``<arg>_mask`` for each of several
-    tensor arguments whose name has such a parameter. ``produce(masks, values, outputs, *context)``
-    calls the producer's function with ``*context`` first (the exporter's emitter) and the mask the
-    call was given (given or filled in) or else the first argument's, as ``compute_mask`` does.
+    tensor arguments whose name has such a parameter. ``produce(*context, masks, values, outputs)``
+    calls the producer's function with the same ``context`` (none here, the emitter for the ONNX
+    exporter) and the mask the call was given (given or filled in) or else the first argument's, as
+    ``compute_mask`` does.
     """
     b = behaviour(class_name, K3)
     produce = producer(b.produce, config)
@@ -457,9 +463,8 @@ def keras3_rule(
     produce_k3 = None
     if produce is not None:
 
-        def produce_k3(
-            masks: list[Array | None], values: list[Any], outputs: list[Any], *context: Any
-        ) -> list[Array | None]:
+        def produce_k3(*call: Any) -> list[Any]:
+            *context, masks, values, outputs = call
             if given is not None:
                 previous = flatten_structure(pick(given, values))
             elif filled_mask is not None:

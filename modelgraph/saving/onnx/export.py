@@ -310,10 +310,13 @@ class _Walk:
             raise UnsupportedConfigError(layer.class_name, "training", True, path)
         kwargs = call_kwargs(node)
         rule = (
-            mk.rule_for_node(layer.class_name, layer.config, self.keras_major, node.args, kwargs, node.inputs)
+            runner_masks.rule_for_node(
+                layer.class_name, layer.config, self.keras_major, node.args, kwargs, node.inputs,
+                keras2=mk.rule_for, producer=mk.k3_producer,
+            )
             if layer.kind == "layer"
             else None
-        )
+        )  # fmt: skip
         args = tuple(map_refs(a, lambda r: env[r]) for a in node.args)
         kwargs = {k: map_refs(v, lambda r: env[r]) for k, v in kwargs.items()}
         in_shapes = list(shapes.inputs.get(node.key, [])) if shapes is not None else []

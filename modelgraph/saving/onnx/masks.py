@@ -5,9 +5,10 @@ Keras version, how a layer consumes masks and which kind of output mask it produ
 tf.keras: Embedding(mask_zero) and Masking create a mask, mask-preserving layers carry it, RNNs keep
 it only with ``return_sequences``, merges AND their inputs' masks. Keras 3: merges OR them,
 Concatenate takes any() over the last axis, a layer's ``__call__`` fills ``mask`` / ``<arg>_mask``
-from its tensor arguments (the runner's :func:`~modelgraph.runner.masks.keras3_rule` binding is
-reused as is), and MultiHeadAttention clears its inputs' masks. Here a mask is a bool ONNX tensor in
-Keras's layout, and each kind of rule emits the nodes that compute it.
+from its tensor arguments (the runner's :func:`~modelgraph.runner.masks.rule_for_node` binding is
+reused as is, with :func:`rule_for` and :func:`k3_producer` from here), and MultiHeadAttention clears
+its inputs' masks. Here a mask is a bool ONNX tensor in Keras's layout, and each kind of rule emits
+the nodes that compute it.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from typing import Any
 import numpy as np
 
 from modelgraph.errors import UnsupportedConfigError
-from modelgraph.graph import TensorRef
-from modelgraph.runner import masks as runner_masks
 from modelgraph.runner.masks import MASK_CONSUMERS, MERGE_AND, PASS_THROUGH, RNN_CLASSES
 from modelgraph.saving.onnx.emitter import Emitter, Value
 
@@ -237,7 +236,7 @@ def _concat_any(axis: int) -> Produce:
     return produce
 
 
-def _k3_producer(kind: str, config: Mapping[str, Any]) -> Produce | None:
+def k3_producer(kind: str, config: Mapping[str, Any]) -> Produce | None:
     """The ONNX producer of one ``MASK_BEHAVIOUR`` produce kind (Keras 3 kinds)."""
     if kind in ("pass", "query"):
         return _pass_first
@@ -260,27 +259,3 @@ def _k3_producer(kind: str, config: Mapping[str, Any]) -> Produce | None:
     if kind == "drop":
         return None
     raise UnsupportedConfigError("mask rule", "produce", kind)
-
-
-def rule_for_node(
-    class_name: str,
-    config: Mapping[str, Any],
-    keras_major: int,
-    args: tuple[Any, ...],
-    kwargs: Mapping[str, Any],
-    inputs: tuple[TensorRef, ...],
-) -> MaskRule:
-    """The mask rule of one node: tf.keras's :func:`rule_for`, or the runner's Keras 3 binding
-    (:func:`~modelgraph.runner.masks.keras3_rule`: which masks a call consumes, which mask its
-    ``compute_mask`` sees) with this module's producers, which emit the kind of mask the table names."""
-    if keras_major < 3:
-        return rule_for(class_name, config)
-    rule = runner_masks.keras3_rule(class_name, config, args, kwargs, inputs, _k3_producer)
-    shared = rule.produce
-    if shared is None:
-        return MaskRule(rule.consume, None)
-
-    def produce(e: Emitter, masks: Masks, values: list[Value], outputs: list[Value]) -> Masks:
-        return shared(masks, values, outputs, e)
-
-    return MaskRule(rule.consume, produce, rule.source)
