@@ -13,8 +13,8 @@ from modelgraph.cli.output import format_option
 def layers_command(class_name: str | None, fmt: str) -> None:
     """List the layer catalogue, or explain one CLASS (a class name, alias, op or TF function).
 
-    For each class: whether modelgraph infers its shapes, knows its weights, counts its MACs and
-    runs it, and why not where it does not.
+    For each class: whether modelgraph infers its shapes, knows its weights, counts its MACs, runs
+    it and exports it to ONNX, and why not where it does not.
     """
     from modelgraph.catalogue.report import layers_markdown, layers_report
 
@@ -37,13 +37,16 @@ def _table(report) -> None:  # noqa: ANN001 - a LayersReport
     from modelgraph.errors import printable
 
     width = max(len(e.name) for e in report.classes)
-    click.echo(f"{'class':<{width}}  shapes weights macs run  aliases")
+    click.echo(f"{'class':<{width}}  shapes weights macs run  onnx aliases")
     for e in report.classes:
         s = e.support
-        marks = f"{_mark(s.shapes):<6} {_mark(s.weights):<7} {_mark(s.macs):<4} {_mark(s.run):<4}"
+        marks = f"{_mark(s.shapes):<6} {_mark(s.weights):<7} {_mark(s.macs):<4} {_mark(s.run):<4} {_mark(s.onnx):<4}"
         click.echo(f"{printable(e.name):<{width}}  {marks} {', '.join(e.aliases)}".rstrip())
     runnable = sum(1 for e in report.classes if e.support.run is True)
-    click.echo(f"{len(report.classes)} classes, {runnable} run by the NumPy runner")
+    exported = sum(1 for e in report.classes if e.support.onnx is True)
+    click.echo(
+        f"{len(report.classes)} classes, {runnable} run by the NumPy runner, {exported} export to ONNX"
+    )
 
 
 def _details(report) -> None:  # noqa: ANN001 - a LayersReport

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-LAYERS_SCHEMA_VERSION = "1.0"
+LAYERS_SCHEMA_VERSION = "1.1"
 
 Supported = bool | str
 
@@ -27,6 +27,9 @@ class LayerSupport(_Report):
     macs: Supported = Field(description="multiply-accumulate count (inspect)")
     masks: Supported = Field(description="implicit mask behaviour (tf.keras and Keras 3)")
     run: Supported = Field(description="a NumPy kernel (modelgraph run)")
+    onnx: Supported = Field(
+        description="an ONNX mapping (modelgraph export, modelgraph run --backend onnxruntime)"
+    )
 
 
 class LayerClass(_Report):

@@ -45,7 +45,9 @@ def test_a_half_filled_entry_is_reported() -> None:
         "weight_shapes",
         "macs",
         "kernel",
+        "onnx",
     ]
+    assert missing_concerns(replace(dense, onnx=None)) == ["onnx"]
 
 
 def test_a_reason_is_reported_as_the_support_value() -> None:

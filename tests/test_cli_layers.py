@@ -31,6 +31,10 @@ def test_json_lists_every_catalogue_class_with_its_concerns() -> None:
     assert by_name["op:Take"].support.run is True
     assert by_name["RMSNormalization"].support.run is True
     assert by_name["RMSNormalization"].config_defaults == {"axis": -1, "epsilon": 1e-6}
+    assert by_name["RMSNormalization"].support.onnx is True
+    assert (
+        by_name["op:Cumprod"].support.onnx == "ONNX has a cumulative sum (CumSum) but no cumulative product"
+    )
 
 
 def test_json_validates_against_the_schema_file() -> None:
@@ -47,6 +51,7 @@ def test_one_class_by_alias_and_by_op_name() -> None:
     assert [c["name"] for c in json.loads(both.output)["classes"]] == ["Add", "op:Add"]
     refused = _invoke("op:Amax")
     assert "run      no: no NumPy kernel yet" in refused.output
+    assert "onnx     no: no reference kernel to check a mapping against yet" in refused.output
 
 
 def test_an_unknown_class_is_a_usage_error_with_suggestions() -> None:

@@ -6,9 +6,11 @@ on :attr:`modelgraph.graph.Layer.key`; shape inference, stats, validate, diff an
 entry up by that key with :func:`spec_for`.
 
 Implementations live next to their kind (shape rules in :mod:`modelgraph.shape_rules`, MAC rules in
-:mod:`modelgraph.stats`, kernels in :mod:`modelgraph.runner.kernels`) and attach themselves to the
-entry of the key they name (:func:`attach`); those modules are imported only when a concern is asked
-for (:data:`PROVIDERS`), so reading a model does not import the runner.
+:mod:`modelgraph.stats`, kernels in :mod:`modelgraph.runner.kernels`, ONNX mappings in
+:mod:`modelgraph.saving.onnx.mappings`) and attach themselves to the entry of the key they name
+(:func:`attach`); those modules are imported only when a concern is asked for (:data:`PROVIDERS`), so
+reading a model does not import the runner. Attaching needs no optional package (the ONNX mappings
+import without ``onnx``; only building a model does).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "declared",
     "is_layer_class",
     "key_of",
+    "load_families",
     "missing_concerns",
     "names",
     "provides",
@@ -57,6 +60,7 @@ PROVIDERS: Mapping[str, str] = {
     "weight_shapes": "modelgraph.shape_rules",
     "macs": "modelgraph.stats",
     "kernel": "modelgraph.runner.kernels",
+    "onnx": "modelgraph.saving.onnx.mappings",
 }
 OP_LAMBDA_CLASSES = ("TFOpLambda", "SlicingOpLambda")
 
@@ -152,6 +156,13 @@ def provides(slot: str, *keys: str) -> Callable[[Any], Any]:
         return implementation
 
     return decorate
+
+
+def load_families(package: str, families: tuple[str, ...]) -> None:
+    """Import ``<package>.<family>`` for each family: how a provider package (the kernels, the ONNX
+    mappings) has every family module attach its implementations, as the catalogue loads its own."""
+    for family in families:
+        importlib.import_module(f"{package}.{family}")
 
 
 def is_layer_class(class_name: str) -> bool:

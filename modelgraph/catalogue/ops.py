@@ -1,11 +1,11 @@
 """Keras 3 op nodes (``keras.src.ops``), keyed ``op:<Class>``: their class names clash with layers."""
 
-from modelgraph.catalogue.spec import NEEDS_SHAPES, NO_KERNEL, NO_SHAPE_RULE, ops, zero_macs
+from modelgraph.catalogue.spec import NEEDS_SHAPES, NO_KERNEL, NO_SHAPE_RULE, op, ops, zero_macs
 
 #: Shapes and a kernel; no multiply-accumulates (element-wise, reductions, data movement).
 RUN = (
     "Abs", "Absolute", "Add", "All", "Any", "Argmax", "Argmin", "Cast", "Ceil", "Celu", "Clip",
-    "Concatenate", "ConvertToTensor", "Cos", "Cumprod", "Cumsum", "Divide", "Elu", "Equal", "Erf",
+    "Concatenate", "ConvertToTensor", "Cos", "Cumsum", "Divide", "Elu", "Equal", "Erf",
     "Exp", "ExpandDims", "Expm1", "Flip", "Floor", "FloorDivide", "Gelu", "GetItem", "Glu", "Greater",
     "GreaterEqual", "HardShrink", "HardSigmoid", "HardSilu", "HardTanh", "LeakyRelu", "Less",
     "LessEqual", "Log", "Log1p", "LogSigmoid", "LogSoftmax", "LogicalAnd", "LogicalNot", "LogicalOr",
@@ -38,6 +38,7 @@ COUNTED = (
 
 SPECS = (
     *ops(RUN, macs=zero_macs),
+    op("Cumprod", macs=zero_macs, onnx="ONNX has a cumulative sum (CumSum) but no cumulative product"),
     *ops(SHAPES_ONLY, kernel=NO_KERNEL, macs=zero_macs),
     *ops(RUN_WITHOUT_SHAPES, shape=NO_SHAPE_RULE, macs=NEEDS_SHAPES),
     *ops(COUNTED),

@@ -80,7 +80,8 @@ def layers_markdown(report: LayersReport | None = None) -> str:
         "each `no` below.",
         "",
         "Columns: **shapes** static shape inference; **weights** weight names and expected shapes;",
-        "**macs** multiply-accumulate counts; **run** a NumPy kernel (`modelgraph run`).",
+        "**macs** multiply-accumulate counts; **run** a NumPy kernel (`modelgraph run`); **onnx** an ONNX",
+        "mapping (`modelgraph export`, `modelgraph run --backend onnxruntime`).",
         "",
     ]
     families: dict[str, list[LayerClass]] = {}
@@ -91,16 +92,17 @@ def layers_markdown(report: LayersReport | None = None) -> str:
         lines += [
             f"## {family} ({len(entries)})",
             "",
-            "| class | Keras | shapes | weights | macs | run | why not | aliases |",
+            "| class | Keras | shapes | weights | macs | run | onnx | why not | aliases |",
         ]
-        lines.append("|---|---|---|---|---|---|---|---|")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
         for e in entries:
             s = e.support
-            reasons = sorted({v for v in (s.shapes, s.weights, s.macs, s.run) if isinstance(v, str)})
+            columns = ("shapes", "weights", "macs", "run", "onnx")
+            reasons = sorted({v for v in (getattr(s, c) for c in columns) if isinstance(v, str)})
             cells = [
                 f"`{e.name}`",
                 ", ".join(e.keras_versions),
-                *(_cell(getattr(s, c)) for c in ("shapes", "weights", "macs", "run")),
+                *(_cell(getattr(s, c)) for c in columns),
                 "; ".join(reasons),
                 ", ".join(f"`{a}`" for a in e.aliases),
             ]

@@ -3,9 +3,10 @@
 Every *concern* of a class (its shape rule, expected weight shapes, MAC count, kernel, ...) is
 either an implementation or a string saying why there is none ("no kernel yet"). An entry whose
 concern is ``None`` waits for the module that implements it to attach it (``@shape_rule``,
-``@weight_rule``, ``@mac_rule``, ``@register`` attach to the entry of the key they name and refuse a
-key the catalogue does not declare); an entry that is still ``None`` once every provider module is
-imported is half-registered, which :func:`missing_concerns` reports and the completeness test fails on.
+``@weight_rule``, ``@mac_rule``, the runner's and the ONNX exporter's ``@register`` attach to the
+entry of the key they name and refuse a key the catalogue does not declare); an entry that is still
+``None`` once every provider module is imported is half-registered, which :func:`missing_concerns`
+reports and the completeness test fails on.
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ NEEDS_SHAPES = "MACs need a shape rule"
 NO_WEIGHT_NAMES = "weight names not catalogued: weights keep positional names (var_0, var_1, ...)"
 NO_CONFIG = "config defaults and upgrades not catalogued yet (kernels read keys with Keras's defaults)"
 NO_ONNX = "no ONNX mapping yet"
+NO_ONNX_WITHOUT_KERNEL = "no reference kernel to check a mapping against yet"
 NO_VARIABLES = "no variables"
 FED = "a model input: fed, not computed"
 BY_FUNCTION = "a TFOpLambda layer is looked up by its function (key tf:<function>)"
 
 DtypeBehaviour = Literal["compute", "follows_input", "float32_variables"]
 
-CONCERNS = ("read", "shapes", "weights", "macs", "masks", "run")
+CONCERNS = ("read", "shapes", "weights", "macs", "masks", "run", "onnx")
 
 
 @dataclass(frozen=True)
@@ -112,8 +114,8 @@ class LayerSpec:
 
     ``key`` is the catalogue key: the Keras 3 class name, ``op:<Class>`` for a Keras 3 op,
     ``tf:<function>`` for a tf.keras ``TFOpLambda``. Implementation slots (``shape``,
-    ``weight_shapes``, ``macs``, ``kernel``) hold a callable, a string saying why there is none, or
-    None until their provider module attaches one (see the module docstring).
+    ``weight_shapes``, ``macs``, ``kernel``, ``onnx``) hold a callable, a string saying why there is
+    none, or None until their provider module attaches one (see the module docstring).
     """
 
     key: str
@@ -149,7 +151,9 @@ class LayerSpec:
     through with its dtype; ``float32_variables``: variables kept in float32 under mixed precision."""
     kernel: Callable[..., Any] | str | None = None
     fast_kernels: tuple[Callable[..., Any], ...] = ()
-    onnx: Any = NO_ONNX
+    onnx: Callable[..., Any] | str | None = None
+    """The ONNX mapping (:mod:`modelgraph.saving.onnx.mappings`, attached like the kernels; building a
+    model with it needs the optional ``onnx`` package, attaching it does not)."""
 
     @property
     def class_name(self) -> str:
@@ -185,6 +189,7 @@ def support(spec: LayerSpec) -> dict[str, bool | str]:
         "macs": _slot(spec.macs),
         "masks": True,
         "run": _slot(spec.kernel),
+        "onnx": _slot(spec.onnx),
     }
 
 
@@ -205,11 +210,20 @@ def missing_concerns(spec: LayerSpec) -> list[str]:
     return missing
 
 
+def _entry(key: str, fields: dict[str, Any]) -> LayerSpec:
+    """An entry; with no kernel (a reason instead) there is no ONNX mapping either, for that reason
+    when it is not a missing implementation (a fed input, a function looked up by name)."""
+    kernel = fields.get("kernel")
+    if isinstance(kernel, str):
+        fields.setdefault("onnx", NO_ONNX_WITHOUT_KERNEL if kernel == NO_KERNEL else kernel)
+    return LayerSpec(key, **fields)
+
+
 def layer(key: str, **fields: Any) -> LayerSpec:
-    """A layer class's entry (weights named in ``weight_names``; shapes, MACs, kernel attached)."""
+    """A layer class's entry (weights named in ``weight_names``; shapes, MACs, kernel, ONNX attached)."""
     if fields.get("weight_names") is wn.no_weights:
         fields.setdefault("weight_shapes", NO_VARIABLES)
-    return LayerSpec(key, **fields)
+    return _entry(key, fields)
 
 
 def op(class_name: str, **fields: Any) -> LayerSpec:
@@ -217,7 +231,7 @@ def op(class_name: str, **fields: Any) -> LayerSpec:
     fields.setdefault("keras_versions", ("3",))
     fields.setdefault("weight_names", wn.no_weights)
     fields.setdefault("weight_shapes", NO_VARIABLES)
-    return LayerSpec(f"op:{class_name}", **fields)
+    return _entry(f"op:{class_name}", fields)
 
 
 def tf_op(function: str, **fields: Any) -> LayerSpec:
@@ -225,7 +239,7 @@ def tf_op(function: str, **fields: Any) -> LayerSpec:
     fields.setdefault("weight_names", wn.no_weights)
     fields.setdefault("weight_shapes", NO_VARIABLES)
     fields.setdefault("keras_versions", ("2",))
-    return LayerSpec(f"tf:{function}", **fields)
+    return _entry(f"tf:{function}", fields)
 
 
 def layers(keys: tuple[str, ...], **fields: Any) -> tuple[LayerSpec, ...]:

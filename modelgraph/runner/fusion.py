@@ -42,16 +42,17 @@ PASSES: tuple[Callable[[ModelGraph], ModelGraph], ...] = (
 )
 
 
-def fuse(graph: ModelGraph) -> ModelGraph:
-    """``graph`` with its nested models fused, then every pass of ``PASSES`` applied in order."""
+def fuse(graph: ModelGraph, passes: tuple[Callable[[ModelGraph], ModelGraph], ...] = PASSES) -> ModelGraph:
+    """``graph`` with its nested models fused, then every pass of ``passes`` applied in order (the
+    ONNX exporter applies ``fold_batchnorms`` only: the other passes make the plan's merged steps)."""
     if any(layer.subgraph is not None for layer in graph.layers):
         graph = replace(
             graph,
             layers=tuple(
-                layer if layer.subgraph is None else replace(layer, subgraph=fuse(layer.subgraph))
+                layer if layer.subgraph is None else replace(layer, subgraph=fuse(layer.subgraph, passes))
                 for layer in graph.layers
             ),
         )
-    for fusion_pass in PASSES:
+    for fusion_pass in passes:
         graph = fusion_pass(graph)
     return graph

@@ -267,6 +267,15 @@ def _is_none_structure(value: Any) -> bool:
     return False
 
 
+def call_kwargs(node: Node) -> dict[str, Any]:
+    """The keyword arguments a kernel (or an ONNX mapping) is called with: the node's own, less
+    ``training`` (refused centrally where it matters) and a ``mask`` that is None throughout."""
+    kwargs = {k: v for k, v in node.kwargs.items() if k != "training"}
+    if "mask" in kwargs and _is_none_structure(kwargs["mask"]):
+        del kwargs["mask"]
+    return kwargs
+
+
 def _fill(template: Any, values: list[Any]) -> Any:
     """A call template with each slot replaced by its value."""
     return map_structure(template, lambda leaf: values[leaf.slot], lambda v: isinstance(v, _In))
@@ -330,8 +339,9 @@ class Runner:
     (the default) Conv/Dense -> BatchNormalization -> ReLU chains run as one kernel
     (:mod:`modelgraph.runner.fusion`); a run that asks for intermediates uses the unfused plan.
     ``backend="onnxruntime"`` runs the model exported to ONNX in memory on onnxruntime instead of the
-    plan (the same feeds, casts, outputs and batching; no intermediates or profile); ``"auto"`` does
-    so when onnxruntime is installed and the model exports (:mod:`modelgraph.runner.backends`). With
+    plan (the same feeds, casts, outputs and batching; no intermediates or profile; no kernels are
+    built); ``"auto"`` does so when onnxruntime is installed and the model exports, else builds the
+    NumPy plan (:mod:`modelgraph.runner.backends`). With
     ``reference`` every layer runs its plain reference kernel (no fast kernel, no fusion), see
     :mod:`modelgraph.runner.fast`.
     """
@@ -354,7 +364,14 @@ class Runner:
         self._strict = strict
         self.reference = reference
         _refuse_complex_weights(model)
-        self._plan_graph = fuse_graph(model) if fuse and not reference else model
+        # Another executor for the same feeds and outputs (modelgraph.runner.backends), chosen first:
+        # with one, the plan only binds the feeds and names the outputs (no kernels are built).
+        from modelgraph.runner.backends import select_backend
+
+        self._session = select_backend(backend, model)
+        self.backend = "numpy" if self._session is None else self._session.name
+        plan_kernels = self._session is None
+        self._plan_graph = fuse_graph(model) if fuse and not reference and plan_kernels else model
         # Fusion removes layers (at any nesting level); then some layers have no tensors of their own.
         self._fused = sum(1 for _ in self._plan_graph.walk()) != sum(1 for _ in model.walk())
         self._unfused_runner: Runner | None = None
@@ -379,7 +396,11 @@ class Runner:
                 self._problem(name, layer.class_name, UnsupportedLayerError(layer.class_name, name))
             if _stateful(layer.config):
                 self.stateful_layers.append(name)
-        self._compile()
+        if plan_kernels:
+            self._compile()
+        else:
+            self._bind_inputs(model)
+            self._name_outputs(model)
         if strict and self.problems:
             if not model.has_weights and any(isinstance(p.error, WeightsError) for p in self.problems):
                 raise UsageError(
@@ -387,11 +408,6 @@ class Runner:
                     "weights file (--weights FILE; weights= in Python)"
                 )
             raise self.problems[0].error
-        # Another executor for the same plan's feeds and outputs (modelgraph.runner.backends).
-        from modelgraph.runner.backends import select_backend
-
-        self._session = select_backend(backend, model)
-        self.backend = "numpy" if self._session is None else self._session.name
 
     @property
     def backend_session(self) -> Any:
@@ -406,6 +422,20 @@ class Runner:
 
     def _compile(self) -> None:
         g = self._plan_graph
+        env = self._bind_inputs(g)
+        self._compile_graph(_Scope(g, "", env, forced_training=False))
+        self.output_slots: list[int] = []
+        for ref in g.outputs:
+            if ref not in env:
+                self._problem(ref.layer, "?", RunError(f"model output {ref} is not computed by any node"))
+                self.output_slots.append(-1)
+            else:
+                self.output_slots.append(env[ref])
+        self._name_outputs(g)
+        self._compute_liveness()
+
+    def _bind_inputs(self, g: ModelGraph) -> dict[TensorRef, int]:
+        """A slot and an :class:`InputSpec` (shape, dtype) per model input: what feeds are bound to."""
         env: dict[TensorRef, int] = {}
         for ref in g.inputs:
             layer = g.layer(ref.layer)
@@ -421,17 +451,12 @@ class Runner:
             )
             self._input_slots.append(slot)
             self._input_dtypes.append(self.inputs[-1].dtype)
-        self._compile_graph(_Scope(g, "", env, forced_training=False))
-        self.output_slots: list[int] = []
-        for ref in g.outputs:
-            if ref not in env:
-                self._problem(ref.layer, "?", RunError(f"model output {ref} is not computed by any node"))
-                self.output_slots.append(-1)
-            else:
-                self.output_slots.append(env[ref])
+        return env
+
+    def _name_outputs(self, g: ModelGraph) -> None:
+        """The outputs' names, and the other names ``--expect`` may give them."""
         self.output_keys = _output_keys(g.outputs)
         self.output_aliases, self.output_config_names = _output_aliases(g, self.output_keys)
-        self._compute_liveness()
 
     def _problem(self, path: str, class_name: str, error: BaseException) -> None:
         for p in self.problems:
@@ -569,9 +594,7 @@ class Runner:
                 )
                 built = None
         # Call template: tensors -> slots; drop training and mask=None.
-        kwargs = {k: v for k, v in node.kwargs.items() if k != "training"}
-        if "mask" in kwargs and _is_none_structure(kwargs["mask"]):
-            del kwargs["mask"]
+        kwargs = call_kwargs(node)
 
         def slot(ref: TensorRef) -> _In:
             return _In(env[ref])
@@ -806,8 +829,10 @@ class Runner:
             )
         arrays = self._bind_feeds(feeds)
         tapped = self._resolve_taps(taps, all_intermediates)
-        # Freed tensors stay in the heap for the next layers' outputs instead of being faulted back in.
-        keep_freed_memory()
+        if self._session is None:
+            # Freed tensors stay in the heap for the next layers' outputs instead of being faulted back
+            # in (the plan's own allocations; another backend allocates from its own arena).
+            keep_freed_memory()
         n = arrays[0].shape[0] if arrays and arrays[0].ndim else 0
         if batch_size is not None and 0 < batch_size < n and self.stateful_layers:
             raise UsageError(

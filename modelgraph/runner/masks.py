@@ -389,19 +389,39 @@ def rule_for_node(
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     inputs: tuple[TensorRef, ...],
-) -> MaskRule:
-    """The mask rule of one node; tf.keras nodes get :func:`rule_for`.
+    *,
+    keras2: Callable[[str, Mapping[str, Any]], Any] | None = None,
+    producer: Callable[[str, Mapping[str, Any]], Callable[..., Any] | None] | None = None,
+) -> Any:
+    """The mask rule of one node: tf.keras nodes get ``keras2(class_name, config)``, Keras 3 nodes
+    :func:`keras3_rule` with ``producer``; by default this module's (:func:`rule_for`, arrays), the
+    ONNX exporter passes its own (``modelgraph/saving/onnx/masks.py``, ONNX nodes)."""
+    if keras_major < 3:
+        return (keras2 or rule_for)(class_name, config)
+    return keras3_rule(class_name, config, args, kwargs, inputs, producer or _producer)
 
-    For Keras 3 the functions it returns take the masks and values of the node's flat ``inputs`` (the
+
+def keras3_rule(
+    class_name: str,
+    config: Mapping[str, Any],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    inputs: tuple[TensorRef, ...],
+    producer: Callable[[str, Mapping[str, Any]], Callable[..., Any] | None],
+) -> MaskRule:
+    """The mask rule of one Keras 3 node, its output masks made by ``producer(kind, config)``'s function
+    (this module's arrays, or the ONNX exporter's nodes).
+
+    The functions it returns take the masks and values of the node's flat ``inputs`` (the
     interpreter's order). ``consume`` is what Keras 3's ``Layer.__call__`` adds to the call: ``mask``
     when the call has one tensor argument and did not give one, ``<arg>_mask`` for each of several
-    tensor arguments whose name has such a parameter. ``produce`` sees the mask the call was given
-    (given or filled in) or else the first argument's, as ``compute_mask`` does.
+    tensor arguments whose name has such a parameter. ``produce(*context, masks, values, outputs)``
+    calls the producer's function with the same ``context`` (none here, the emitter for the ONNX
+    exporter) and the mask the call was given (given or filled in) or else the first argument's, as
+    ``compute_mask`` does.
     """
-    if keras_major < 3:
-        return rule_for(class_name, config)
     b = behaviour(class_name, K3)
-    produce = _producer(b.produce, config)
+    produce = producer(b.produce, config)
     if b.consume is None and produce is None:
         return MaskRule(None, None)
     position = {ref: i for i, ref in reversed(list(enumerate(inputs)))}
@@ -447,9 +467,8 @@ def rule_for_node(
     produce_k3 = None
     if produce is not None:
 
-        def produce_k3(
-            masks: list[Array | None], values: list[Any], outputs: list[Any]
-        ) -> list[Array | None]:
+        def produce_k3(*call: Any) -> list[Any]:
+            *context, masks, values, outputs = call
             if given is not None:
                 previous = flatten_structure(pick(given, values))
             elif filled_mask is not None:
@@ -457,7 +476,7 @@ def rule_for_node(
             else:
                 previous = flatten_structure(pick(first, masks))
             first_values = flatten_structure(pick(first, values))
-            return produce(previous, first_values, outputs)
+            return produce(*context, previous, first_values, outputs)
 
     source = b.produce in ("embedding", "masking") and produce is not None
     return MaskRule(consume, produce_k3, source=source or given is not None)

@@ -20,7 +20,9 @@ with int8 values read as numbers.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -360,14 +362,24 @@ def int4_embedding(spec: KernelSpec) -> Kernel:
     return run
 
 
-KERNELS: dict[tuple[str, str], Callable[[KernelSpec], Kernel]] = {
-    ("int8", "Dense"): int8_dense,
-    ("int8", "EinsumDense"): int8_einsum_dense,
-    ("int8", "Embedding"): int8_embedding,
-    ("int4", "Dense"): int4_dense,
-    ("int4", "EinsumDense"): int4_einsum_dense,
-    ("int4", "Embedding"): int4_embedding,
+#: The quantized layers modelgraph runs and exports, (mode, class name) -> the name of the function
+#: that implements each, here (the kernel) and in ``saving/onnx/mappings/quantized.py`` (the mapping).
+QUANTIZED_LAYERS: dict[tuple[str, str], str] = {
+    ("int8", "Dense"): "int8_dense",
+    ("int8", "EinsumDense"): "int8_einsum_dense",
+    ("int8", "Embedding"): "int8_embedding",
+    ("int4", "Dense"): "int4_dense",
+    ("int4", "EinsumDense"): "int4_einsum_dense",
+    ("int4", "Embedding"): "int4_embedding",
 }
+
+
+def by_mode(module: Any) -> dict[tuple[str, str], Callable[..., Any]]:
+    """``module``'s implementation of every quantized layer, by (mode, class name)."""
+    return {key: getattr(module, name) for key, name in QUANTIZED_LAYERS.items()}
+
+
+KERNELS: dict[tuple[str, str], Callable[[KernelSpec], Kernel]] = by_mode(sys.modules[__name__])
 
 
 def quantized_kernel(spec: KernelSpec, mode: str) -> Kernel:

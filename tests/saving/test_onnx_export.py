@@ -6,6 +6,8 @@ command, the API and the exporter's structure on real Keras-made samples.
 
 from __future__ import annotations
 
+import collections
+import copy
 import dataclasses
 import json
 import sys
@@ -25,7 +27,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from modelgraph.saving.onnx import ExportRefusedError, to_onnx  # noqa: E402
-from modelgraph.saving.onnx.passes import cancel_transposes  # noqa: E402
+from modelgraph.saving.onnx.passes import cancel_transposes, optimise  # noqa: E402
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 CNN = SAMPLES / "k3" / "cnn.keras"
@@ -136,6 +138,26 @@ def test_refusal_error_lists_every_problem_in_graph_order():
     assert all("no ONNX mapping for layer class 'Unknown'" in p[2] for p in info.value.problems)
 
 
+def test_refusal_quotes_the_catalogue_reason():
+    graph = load(CNN)
+    layers = tuple(
+        dataclasses.replace(lyr, class_name="Cumprod", kind="op", config={"axis": 1})
+        if lyr.name == "bn1"
+        else lyr
+        for lyr in graph.layers
+    )
+    with pytest.raises(ExportRefusedError) as info:
+        to_onnx(dataclasses.replace(graph, layers=layers))
+    assert info.value.problems == [
+        (
+            "bn1",
+            "Cumprod",
+            "no ONNX mapping for layer class 'op:Cumprod': "
+            "ONNX has a cumulative sum (CumSum) but no cumulative product",
+        )
+    ]
+
+
 def test_missing_onnx_is_a_clear_unsupported_error(tmp_path, monkeypatch):
     import modelgraph.saving.onnx._onnx as onnx_module
 
@@ -151,9 +173,20 @@ def test_missing_onnxruntime(monkeypatch):
     graph = load(CNN)
     with pytest.raises(ToolMissingError, match=r"modelgraph\[ort\]"):
         Runner(graph, backend="onnxruntime")
-    assert Runner(graph, backend="auto").backend == "numpy"
+    fallback = Runner(graph, backend="auto")
+    assert fallback.backend == "numpy" and fallback.steps  # the NumPy plan, built after all
     result = CliRunner().invoke(cli, ["run", str(CNN), "--random", "--backend", "onnxruntime"])
     assert result.exit_code == 4 and "modelgraph[ort]" in result.output
+
+
+def test_the_onnxruntime_backend_builds_no_numpy_kernels():
+    """The backend is chosen first; the plan then only binds feeds and names outputs."""
+    g = golden("k3_cnn")
+    runner = Runner(load(CNN), backend="onnxruntime")
+    assert runner.steps == [] and runner.weight_bytes == 0
+    assert runner.input_names == ["img"] and runner.output_keys == ["probs"]
+    sliced = runner.run({"img": g["input/img"]}, batch_size=1)
+    np.testing.assert_allclose(sliced["probs"], g["output/0"], atol=1e-5, rtol=1e-4)
 
 
 def test_run_backend_onnxruntime_matches_the_golden_with_batching():
@@ -176,6 +209,71 @@ def test_convolution_chains_stay_channels_first():
     model = to_onnx(load(SAMPLES / "k3" / "app_mobilenetv2.keras")).model
     ops = [n.op_type for n in model.graph.node]
     assert ops.count("Conv") == 52 and ops.count("Transpose") == 1
+
+
+def test_mobilenetv2_exports_lean():
+    """BatchNormalization folded into the convolutions (and Dense) before it, ZeroPadding2D into the
+    strided depthwise convolutions after it, the output named at its source: fewer nodes than
+    tf2onnx writes for the same model (140), the same graph once onnxruntime has optimised it."""
+    model = to_onnx(load(SAMPLES / "k3" / "app_mobilenetv2.keras")).model
+    ops = collections.Counter(n.op_type for n in model.graph.node)
+    assert ops == {
+        "Conv": 52,
+        "Clip": 35,  # ReLU6, fused into the convolutions by onnxruntime
+        "Add": 10,  # the residual sums
+        "Transpose": 1,  # NHWC input -> NCHW
+        "GlobalAveragePool": 1,
+        "Flatten": 1,
+        "Gemm": 1,
+    }
+    read = {i for n in model.graph.node for i in n.input}
+    assert all(t.name in read for t in model.graph.initializer)
+
+
+def _lean_pair(nodes, initializers, outputs):
+    """The same nodes before and after the passes, as two runnable models."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 7, 6, 2])
+    ys = [onnx.helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, None) for o in outputs]
+
+    def model(ns, inits):
+        g = onnx.helper.make_graph(ns, "g", [x], ys, inits)
+        return onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 17)])
+
+    before = model(copy.deepcopy(nodes), initializers)
+    lean = optimise(nodes, set(outputs), initializers)
+    return before, model(lean.nodes, lean.initializers), lean
+
+
+def test_zero_pads_fold_into_the_conv_they_feed_even_through_a_transpose():
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(np.array([0, 2, 1, 0, 0, 1, 3, 0], np.int64), "pads_nhwc"),
+        numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads_nchw"),
+        numpy_helper.from_array(rng.standard_normal((3, 2, 3, 3)).astype(np.float32), "w"),
+    ]
+    make = onnx.helper.make_node
+    nodes = [
+        make("Pad", ["x", "pads_nhwc"], ["p"]),  # the ZeroPadding2D of an NHWC input
+        _transpose("p", "pt", [0, 3, 1, 2]),
+        make("Conv", ["pt", "w"], ["c"], kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 0]),
+        make("Pad", ["c", "pads_nchw"], ["q"]),  # a zero pad before MaxPool is not its -inf padding
+        make("MaxPool", ["q"], ["y"], kernel_shape=[2, 2]),
+        make("Identity", ["c"], ["conv_out"]),
+    ]
+    before, after, lean = _lean_pair(nodes, inits, ["y", "conv_out"])
+    assert [n.op_type for n in lean.nodes] == ["Transpose", "Conv", "Pad", "MaxPool"]
+    conv = lean.nodes[1]
+    assert list(lean.nodes[0].input) == ["x"] and list(conv.output) == ["conv_out"]
+    assert [list(a.ints) for a in conv.attribute if a.name == "pads"] == [[2, 1, 2, 3]]
+    assert "pads_nhwc" not in {t.name for t in lean.initializers}
+    assert lean.reshaped == {"pt"}
+    feed = {"x": rng.standard_normal((1, 7, 6, 2)).astype(np.float32)}
+    want = session(before).run(None, feed)
+    got = session(after).run(None, feed)
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
 
 
 def test_shared_nested_model_stores_its_weights_once():

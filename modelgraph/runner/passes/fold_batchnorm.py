@@ -112,10 +112,10 @@ def _fold_batchnorm(producer: Layer, bn: Layer, kernel_rank: int | None) -> Laye
         beta = bn.weight("beta").read().astype(np.float64) if "beta" in names else np.zeros_like(mean)
         scale = gamma / np.sqrt(var + eps)
         kernel = kernel_w.read().astype(np.float64)
-        if producer.class_name in DEPTHWISE:
-            kernel = kernel * scale.reshape(kernel.shape[-2], kernel.shape[-1])
-        else:
-            kernel = kernel * scale
+        # In place: the same products without a second float64 copy of the kernel.
+        kernel *= (
+            scale.reshape(kernel.shape[-2], kernel.shape[-1]) if producer.class_name in DEPTHWISE else scale
+        )
         bias = weights["bias"].read().astype(np.float64) if "bias" in weights else np.zeros_like(mean)
         return kernel.astype(np.float32), ((bias - mean) * scale + beta).astype(np.float32)
 

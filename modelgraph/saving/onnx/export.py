@@ -2,7 +2,7 @@
 
 Like the runner's plan (``modelgraph.runner.interpreter``), the walk visits the nodes in topological
 order and inlines nested models (their inputs bound to the caller's tensors); each node goes through
-the mapping registered for its layer key (``registry.py``), with the layer's dtype policy applied
+the ONNX mapping of its layer key's catalogue entry (``registry.py``), with the layer's dtype policy applied
 around it (half precision: inputs, weights and outputs rounded to the compute dtype; Keras 3 int8 /
 int4 layers: weights dequantized, see ``mappings/quantized.py``). tf.keras's implicit masks are
 carried beside the tensors (``masks.py``). Weights of a shared layer are emitted once (the emitter
@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph._version import __version__
 from modelgraph.errors import (
     ModelGraphError,
@@ -36,7 +37,9 @@ from modelgraph.errors import (
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, keras_version_tuple, map_refs, tensor_refs
 from modelgraph.runner import dtypes as dt
 from modelgraph.runner import masks as runner_masks
-from modelgraph.runner.interpreter import LazyWeights, _float32_variables, _output_keys
+from modelgraph.runner.fusion import fuse
+from modelgraph.runner.interpreter import LazyWeights, _float32_variables, _output_keys, call_kwargs
+from modelgraph.runner.passes.fold_batchnorm import fold_batchnorms
 from modelgraph.runner.registry import KernelSpec, get_entry
 from modelgraph.saving.onnx import masks as mk
 from modelgraph.saving.onnx._onnx import helper, onnx_dtype, require_onnx
@@ -52,11 +55,13 @@ _HALF_ROUND = {"float16": "float16", "bfloat16": "bfloat16"}
 
 
 class UnmappedLayerError(UnsupportedError):
-    """A layer key with no ONNX mapping."""
+    """A layer key with no ONNX mapping (with the catalogue's reason when it gives one)."""
 
     def __init__(self, key: str) -> None:
         self.key = key
-        super().__init__(f"no ONNX mapping for layer class '{key}'")
+        spec = catalogue.spec_for(key, "onnx")
+        why = f": {spec.onnx}" if spec is not None and isinstance(spec.onnx, str) else ""
+        super().__init__(f"no ONNX mapping for layer class '{key}'{why}")
 
 
 class ExportCheckError(UnsupportedError):
@@ -303,14 +308,15 @@ class _Walk:
         frozen_bn = layer.class_name == "BatchNormalization" and not layer.trainable
         if training is True and sensitive and not frozen_bn:
             raise UnsupportedConfigError(layer.class_name, "training", True, path)
-        kwargs = {k: v for k, v in node.kwargs.items() if k != "training"}
-        if "mask" in kwargs and _is_none(kwargs["mask"]):
-            del kwargs["mask"]
+        kwargs = call_kwargs(node)
         rule = (
-            mk.rule_for_node(layer.class_name, layer.config, self.keras_major, node.args, kwargs, node.inputs)
+            runner_masks.rule_for_node(
+                layer.class_name, layer.config, self.keras_major, node.args, kwargs, node.inputs,
+                keras2=mk.rule_for, producer=mk.k3_producer,
+            )
             if layer.kind == "layer"
             else None
-        )
+        )  # fmt: skip
         args = tuple(map_refs(a, lambda r: env[r]) for a in node.args)
         kwargs = {k: map_refs(v, lambda r: env[r]) for k, v in kwargs.items()}
         in_shapes = list(shapes.inputs.get(node.key, [])) if shapes is not None else []
@@ -417,14 +423,6 @@ def _referenced(graph: ModelGraph) -> dict[tuple[str, int], set[int]]:
     return table
 
 
-def _is_none(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_is_none(v) for v in value)
-    return False
-
-
 def _map_values(structure: Any, fn: Any) -> Any:
     from modelgraph.graph import map_structure
 
@@ -444,7 +442,9 @@ def to_onnx(
         raise UsageError(f"--opset {opset} is not supported; choose {MIN_OPSET} to {MAX_OPSET}")
     if batch is not None and batch != "dynamic" and (not isinstance(batch, int) or batch < 1):
         raise UsageError(f"batch must be a positive integer or 'dynamic', got {batch!r}")
-    walk = _Walk(graph, None if batch == "dynamic" else batch, opset)
+    # BatchNormalization (and a ReLU after it) folded into the conv or Dense before it, as the runner's
+    # plan does (in float64, rounded once): a leaner graph for runtimes that do not fold it themselves.
+    walk = _Walk(fuse(graph, (fold_batchnorms,)), None if batch == "dynamic" else batch, opset)
     try:
         walk.run()
     except ExportRefusedError:
@@ -454,11 +454,11 @@ def to_onnx(
                 "file (--weights FILE; modelgraph.load(path, weights=...) in Python)"
             ) from None
         raise
-    nodes = optimise(walk.e.nodes, set(walk.output_keys))
-    produced = {o for n in nodes for o in n.output} - set(walk.output_keys)
+    lean = optimise(walk.e.nodes, set(walk.output_keys), walk.e.initializers)
+    produced = {o for n in lean.nodes for o in n.output} - set(walk.output_keys) - lean.reshaped
     value_info = [v for name, v in walk.value_info.items() if name in produced]
     onnx_graph = helper.make_graph(
-        nodes, graph.name or "model", walk.inputs, walk.outputs, walk.e.initializers, value_info=value_info
+        lean.nodes, graph.name or "model", walk.inputs, walk.outputs, lean.initializers, value_info=value_info
     )
     doc = f"Exported by modelgraph {__version__} from a Keras {graph.keras_version or '?'} {graph.format} model."
     if walk.dequantized:
@@ -563,9 +563,8 @@ def layer_model(
             else [f"out_{i}_d{k}" for k in range(value.rank or 0)]
         )
         outputs.append(helper.make_tensor_value_info(name, onnx_dtype(value.dtype), shape))
-    graph = helper.make_graph(
-        optimise(e.nodes, {o.name for o in outputs}), key, inputs, outputs, e.initializers
-    )
+    lean = optimise(e.nodes, {o.name for o in outputs}, e.initializers)
+    graph = helper.make_graph(lean.nodes, key, inputs, outputs, lean.initializers)
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="modelgraph"
     )

@@ -6,8 +6,9 @@ tf.keras: Embedding(mask_zero) and Masking create a mask, mask-preserving layers
 it only with ``return_sequences``, merges AND their inputs' masks. Keras 3: merges OR them,
 Concatenate takes any() over the last axis, a layer's ``__call__`` fills ``mask`` / ``<arg>_mask``
 from its tensor arguments (the runner's :func:`~modelgraph.runner.masks.rule_for_node` binding is
-reused as is), and MultiHeadAttention clears its inputs' masks. Here a mask is a bool ONNX tensor in
-Keras's layout, and each kind of rule emits the nodes that compute it.
+reused as is, with :func:`rule_for` and :func:`k3_producer` from here), and MultiHeadAttention clears
+its inputs' masks. Here a mask is a bool ONNX tensor in Keras's layout, and each kind of rule emits
+the nodes that compute it.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from typing import Any
 import numpy as np
 
 from modelgraph.errors import UnsupportedConfigError
-from modelgraph.graph import TensorRef, flatten_structure, map_structure
-from modelgraph.runner import masks as runner_masks
 from modelgraph.runner.masks import MASK_CONSUMERS, MERGE_AND, PASS_THROUGH, RNN_CLASSES
 from modelgraph.saving.onnx.emitter import Emitter, Value
 
@@ -237,7 +236,7 @@ def _concat_any(axis: int) -> Produce:
     return produce
 
 
-def _k3_producer(kind: str, config: Mapping[str, Any]) -> Produce | None:
+def k3_producer(kind: str, config: Mapping[str, Any]) -> Produce | None:
     """The ONNX producer of one ``MASK_BEHAVIOUR`` produce kind (Keras 3 kinds)."""
     if kind in ("pass", "query"):
         return _pass_first
@@ -260,55 +259,3 @@ def _k3_producer(kind: str, config: Mapping[str, Any]) -> Produce | None:
     if kind == "drop":
         return None
     raise UnsupportedConfigError("mask rule", "produce", kind)
-
-
-def rule_for_node(
-    class_name: str,
-    config: Mapping[str, Any],
-    keras_major: int,
-    args: tuple[Any, ...],
-    kwargs: Mapping[str, Any],
-    inputs: tuple[TensorRef, ...],
-) -> MaskRule:
-    """The mask rule of one node (tf.keras: :func:`rule_for`), as the runner's ``rule_for_node``.
-
-    Keras 3: ``consume`` is the runner's own (it only picks masks by position, so it works on ONNX
-    values); ``produce`` sees the mask the call was given, else the one ``consume`` filled in, else
-    the first argument's, as ``compute_mask`` does, and emits the kind of mask the table names.
-    """
-    if keras_major < 3:
-        return rule_for(class_name, config)
-    b = runner_masks.behaviour(class_name, runner_masks.K3)
-    runner_rule = runner_masks.rule_for_node(class_name, config, keras_major, args, kwargs, inputs)
-    produce = _k3_producer(b.produce, config)
-    if produce is None:
-        return MaskRule(runner_rule.consume, None)
-    position = {ref: i for i, ref in reversed(list(enumerate(inputs)))}
-
-    def indices(value: Any) -> list[int]:
-        flat = flatten_structure(map_structure(value, lambda r: position.get(r, -1), _is_ref))
-        return [i for i in flat if isinstance(i, int)]
-
-    given = kwargs.get("mask")
-    given_at = indices(given) if given is not None else None
-    first_at = indices(args[0]) if args else []
-    consume = runner_rule.consume
-
-    def produce_k3(e: Emitter, masks: Masks, values: list[Value], outputs: list[Value]) -> Masks:
-        if given_at is not None:
-            previous: Masks = [values[i] if i >= 0 else None for i in given_at]
-        else:
-            filled = consume(masks).get("mask") if consume is not None else None
-            if filled is not None:
-                previous = list(flatten_structure(filled, lambda v: v is None or isinstance(v, Value)))
-            else:
-                previous = [masks[i] if i >= 0 else None for i in first_at]
-        first_values = [values[i] for i in first_at if i >= 0]
-        return produce(e, previous, first_values, outputs)
-
-    source = b.produce in ("embedding", "masking")
-    return MaskRule(consume, produce_k3, source=source or given_at is not None)
-
-
-def _is_ref(value: Any) -> bool:
-    return isinstance(value, TensorRef)

@@ -1,16 +1,15 @@
-"""The mapping registry: layer key -> ONNX mapping function.
+"""ONNX mappings are the catalogue's ``onnx`` concern: ``@register`` attaches one to its entries.
 
-Keys are the catalogue's (:func:`modelgraph.catalogue.key_of`, stored on ``Layer.key``, which the
-exporter looks up): the Keras class name (``"Dense"``), ``"op:<Class>"`` for Keras 3 ops,
-``"tf:<function>"`` for tf.keras TFOpLambda layers; every key registered here has a catalogue entry
-(``tests/test_onnx_catalogue_keys.py``). Alias names registered here (``Convolution2D``) are never
-looked up, since ``Layer.key`` resolves aliases.
-
-Not yet the catalogue's ``onnx`` slot: that would make :func:`modelgraph.catalogue.all_specs` import
-this package's mappings, which need the optional ``onnx`` dependency; moving the mappings there needs
-a provider that may be absent (left for a follow-up). Every family module in
-``mappings/`` registers its functions with ``@register(...)``; ``mappings/__init__.py`` imports them
-all, so the supported list is readable in one file.
+Like the runner's kernels (:mod:`modelgraph.runner.registry`), a mapping attaches itself to the
+catalogue entry of each key it names (:func:`modelgraph.catalogue.attach`, slot ``"onnx"``; a key the
+catalogue does not declare, or an entry that says why it has no mapping, is refused). Keys are the
+catalogue's, stored on ``Layer.key`` (the exporter looks them up): the Keras class name
+(``"Dense"``), ``"op:<Class>"`` for Keras 3 ops, ``"tf:<function>"`` for tf.keras TFOpLambda layers;
+an alias (``Convolution2D``) resolves to its class's entry. Every family module in ``mappings/``
+registers its functions; ``mappings/__init__.py`` imports them all, so the supported list is readable
+in one file, and the catalogue imports that package when the ``onnx`` concern is first asked for.
+The mapping modules import without the optional ``onnx`` package (``modelgraph layers`` reports ONNX
+support without it); only building a model needs it (:func:`~modelgraph.saving.onnx._onnx.require_onnx`).
 
 A mapping is called once per node as ``fn(ctx, *args, **kwargs)``, with the node's recorded call
 structure, every tensor replaced by a :class:`~modelgraph.saving.onnx.emitter.Value` and constants
@@ -23,10 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph.errors import UnsupportedConfigError
 from modelgraph.runner.registry import KernelSpec
 from modelgraph.saving.onnx.emitter import Emitter, Value
@@ -34,36 +35,28 @@ from modelgraph.saving.onnx.emitter import Emitter, Value
 Shape = tuple[int | None, ...]
 OnnxMapping = Callable[..., Any]
 
-_MAPPINGS: dict[str, OnnxMapping] = {}
-
 
 def register(*keys: str) -> Callable[[OnnxMapping], OnnxMapping]:
-    """Register a mapping under one or more layer keys."""
-
-    def decorate(fn: OnnxMapping) -> OnnxMapping:
-        for key in keys:
-            if key in _MAPPINGS:
-                raise RuntimeError(f"ONNX mapping for {key!r} registered twice")
-            _MAPPINGS[key] = fn
-        return fn
-
-    return decorate
+    """Attach a mapping to the catalogue entries of these keys (see the module docstring)."""
+    return catalogue.provides("onnx", *keys)
 
 
-def _ensure_loaded() -> None:
-    import modelgraph.saving.onnx.mappings  # noqa: F401  (registers every family)
+def register_ranks(implementation: Callable[..., Any], keys_by_rank: Mapping[int, tuple[str, ...]]) -> None:
+    """Register ``implementation(ctx, x, rank)`` for the keys of each rank (``Conv1D`` .. ``Conv3D``)."""
+    for rank, keys in keys_by_rank.items():
+        register(*keys)(partial(implementation, rank=rank))
 
 
 def get_mapping(key: str) -> OnnxMapping | None:
     """The mapping for a layer key, or None."""
-    _ensure_loaded()
-    return _MAPPINGS.get(key)
+    spec = catalogue.spec_for(key, "onnx")
+    return spec.onnx if spec is not None and callable(spec.onnx) else None
 
 
 def supported() -> list[str]:
-    """Every key with an ONNX mapping, sorted."""
-    _ensure_loaded()
-    return sorted(_MAPPINGS)
+    """Every catalogue key (and alias) with an ONNX mapping, sorted."""
+    mapped = {spec.key for spec in catalogue.all_specs() if callable(spec.onnx)}
+    return sorted(name for name in catalogue.names() if catalogue.spec_for(name).key in mapped)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from modelgraph.saving.onnx.mappings._spatial import (
     window_pads,
 )
 from modelgraph.saving.onnx.mappings.core import activation_of, as_float
-from modelgraph.saving.onnx.registry import MapContext, register
+from modelgraph.saving.onnx.registry import MapContext, register_ranks
 
 _CONV_KEYS = ("filters", "kernel_size", "strides", "padding", "data_format", "dilation_rate", "groups",
               "activation", "use_bias")  # fmt: skip
@@ -109,19 +109,9 @@ def _conv(ctx: MapContext, x: Value, rank: int) -> Value:
     return activation_of(ctx, y)
 
 
-@register("Conv1D", "Convolution1D")
-def conv1d(ctx: MapContext, x: Value) -> Value:
-    return _conv(ctx, x, 1)
-
-
-@register("Conv2D", "Convolution2D")
-def conv2d(ctx: MapContext, x: Value) -> Value:
-    return _conv(ctx, x, 2)
-
-
-@register("Conv3D", "Convolution3D")
-def conv3d(ctx: MapContext, x: Value) -> Value:
-    return _conv(ctx, x, 3)
+register_ranks(
+    _conv, {1: ("Conv1D", "Convolution1D"), 2: ("Conv2D", "Convolution2D"), 3: ("Conv3D", "Convolution3D")}
+)
 
 
 def _depthwise_params(ctx: MapContext, rank: int) -> tuple:
@@ -145,14 +135,7 @@ def _depthwise(ctx: MapContext, x: Value, rank: int) -> Value:
     return activation_of(ctx, y)
 
 
-@register("DepthwiseConv1D")
-def depthwise_conv1d(ctx: MapContext, x: Value) -> Value:
-    return _depthwise(ctx, x, 1)
-
-
-@register("DepthwiseConv2D")
-def depthwise_conv2d(ctx: MapContext, x: Value) -> Value:
-    return _depthwise(ctx, x, 2)
+register_ranks(_depthwise, {1: ("DepthwiseConv1D",), 2: ("DepthwiseConv2D",)})
 
 
 def _separable(ctx: MapContext, x: Value, rank: int) -> Value:
@@ -170,14 +153,10 @@ def _separable(ctx: MapContext, x: Value, rank: int) -> Value:
     return activation_of(ctx, y)
 
 
-@register("SeparableConv1D", "SeparableConvolution1D")
-def separable_conv1d(ctx: MapContext, x: Value) -> Value:
-    return _separable(ctx, x, 1)
-
-
-@register("SeparableConv2D", "SeparableConvolution2D")
-def separable_conv2d(ctx: MapContext, x: Value) -> Value:
-    return _separable(ctx, x, 2)
+register_ranks(
+    _separable,
+    {1: ("SeparableConv1D", "SeparableConvolution1D"), 2: ("SeparableConv2D", "SeparableConvolution2D")},
+)
 
 
 def _transpose_conv(ctx: MapContext, x: Value, rank: int) -> Value:
@@ -209,7 +188,7 @@ def _transpose_conv(ctx: MapContext, x: Value, rank: int) -> Value:
         begins.append(start)
         ends.append(max(-extra, 0))
         extras.append(max(extra, 0))
-    weight = np.ascontiguousarray(np.transpose(kernel, (rank + 1, rank, *range(rank))))  # (in, filters, k...)
+    weight = onnx_kernel(kernel)  # (k..., filters, in) -> (in, filters, k...)
     perm = channels_first_perm(fmt, rank)
     inputs = [ctx.e.in_layout(as_float(ctx, x), perm), ctx.const(weight, "kernel")]
     bias = _bias(ctx)
@@ -220,16 +199,11 @@ def _transpose_conv(ctx: MapContext, x: Value, rank: int) -> Value:
     return activation_of(ctx, out_value(y, rank + 2, perm))
 
 
-@register("Conv1DTranspose", "Convolution1DTranspose")
-def conv1d_transpose(ctx: MapContext, x: Value) -> Value:
-    return _transpose_conv(ctx, x, 1)
-
-
-@register("Conv2DTranspose", "Convolution2DTranspose", "Deconvolution2D", "Deconv2D")
-def conv2d_transpose(ctx: MapContext, x: Value) -> Value:
-    return _transpose_conv(ctx, x, 2)
-
-
-@register("Conv3DTranspose", "Convolution3DTranspose", "Deconvolution3D", "Deconv3D")
-def conv3d_transpose(ctx: MapContext, x: Value) -> Value:
-    return _transpose_conv(ctx, x, 3)
+register_ranks(
+    _transpose_conv,
+    {
+        1: ("Conv1DTranspose", "Convolution1DTranspose"),
+        2: ("Conv2DTranspose", "Convolution2DTranspose", "Deconvolution2D", "Deconv2D"),
+        3: ("Conv3DTranspose", "Convolution3DTranspose", "Deconvolution3D", "Deconv3D"),
+    },
+)

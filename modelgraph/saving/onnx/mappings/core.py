@@ -29,6 +29,15 @@ def as_float(ctx: MapContext, x: Value) -> Value:
     return Value(ctx.e.cast(x.name, "float32"), x.rank, x.perm, "float32")
 
 
+def logical_axes(ctx: MapContext, x: Value, key: str = "axis") -> tuple[str, list[int], int]:
+    """The float input in Keras's layout, the config's ``key`` axes (default -1) made non-negative,
+    and the input's rank: the start of every mapping that works along configured axes."""
+    axes = axes_list(ctx.spec, key, -1)
+    n = ctx.e.logical(as_float(ctx, x))
+    rank = ctx.rank()
+    return n, [a + rank if a < 0 else a for a in axes], rank
+
+
 def activation_of(ctx: MapContext, x: Value, key: str = "activation") -> Value:
     shape = ctx.out_shapes[0] if ctx.out_shapes else None
     last = shape[-1] if shape and isinstance(shape[-1], int) else None
@@ -160,12 +169,8 @@ def thresholded_relu(ctx: MapContext, x: Value) -> Value:
 @register("Softmax")
 def softmax(ctx: MapContext, x: Value, mask: Any = None) -> Value:
     check_keys(ctx.spec, {"axis"})
-    axes = axes_list(ctx.spec, "axis", -1)
-    x = as_float(ctx, x)
+    n, axes, rank = logical_axes(ctx, x)
     e = ctx.e
-    n = e.logical(x)
-    rank = ctx.rank()
-    axes = [a + rank if a < 0 else a for a in axes]
     if mask is not None:
         m = e.logical(mask)
         if ctx.spec.keras_version[0] >= 3:

@@ -12,7 +12,7 @@ import numpy as np
 
 from modelgraph.runner.kernels.core import axes_list, check_keys, flag, number, require
 from modelgraph.saving.onnx.emitter import Value
-from modelgraph.saving.onnx.mappings.core import as_float
+from modelgraph.saving.onnx.mappings.core import as_float, logical_axes
 from modelgraph.saving.onnx.registry import MapContext, register
 
 
@@ -72,18 +72,15 @@ def batch_normalization(ctx: MapContext, x: Value, mask: object = None) -> Value
 @register("LayerNormalization")
 def layer_normalization(ctx: MapContext, x: Value) -> Value:
     check_keys(ctx.spec, {"axis", "epsilon", "center", "scale", "rms_scaling"})
-    axes = axes_list(ctx.spec, "axis", -1)
     epsilon = number(ctx.spec, "epsilon", 1e-3)
     center = flag(ctx.spec, "center", True)
     scale = flag(ctx.spec, "scale", True)
     rms = flag(ctx.spec, "rms_scaling", False)
     gamma = ctx.weight("gamma") if scale or rms else None
     beta = ctx.weight("beta") if center and not rms else None
-    x = as_float(ctx, x)
+    n, pos, rank = logical_axes(ctx, x)
+    pos = sorted(pos)
     e = ctx.e
-    n = e.logical(x)
-    rank = ctx.rank()
-    pos = sorted(_positive(axes, rank))
     mean = e.reduce("ReduceMean", n, pos, 1)
     diff = e.op("Sub", [n, mean])
     var = e.reduce("ReduceMean", e.op("Mul", [diff, diff]), pos, 1)
@@ -105,14 +102,11 @@ def layer_normalization(ctx: MapContext, x: Value) -> Value:
 def rms_normalization(ctx: MapContext, x: Value) -> Value:
     """Keras 3 RMSNormalization: ``x / sqrt(mean(x**2 over axis) + epsilon) * scale``."""
     check_keys(ctx.spec, {"axis", "epsilon"})
-    axes = axes_list(ctx.spec, "axis", -1)
     epsilon = number(ctx.spec, "epsilon", 1e-6)
     scale = ctx.weight("scale")
-    x = as_float(ctx, x)
+    n, pos, rank = logical_axes(ctx, x)
+    pos = sorted(pos)
     e = ctx.e
-    n = e.logical(x)
-    rank = ctx.rank()
-    pos = sorted(_positive(axes, rank))
     mean_square = e.reduce("ReduceMean", e.op("Mul", [n, n]), pos, 1)
     inv = e.op(
         "Reciprocal", [e.op("Sqrt", [e.op("Add", [mean_square, e.const(np.float32(epsilon), "eps")])])]
@@ -126,12 +120,8 @@ def rms_normalization(ctx: MapContext, x: Value) -> Value:
 @register("UnitNormalization")
 def unit_normalization(ctx: MapContext, x: Value) -> Value:
     check_keys(ctx.spec, {"axis"})
-    axes = axes_list(ctx.spec, "axis", -1)
-    x = as_float(ctx, x)
+    n, pos, rank = logical_axes(ctx, x)
     e = ctx.e
-    n = e.logical(x)
-    rank = ctx.rank()
-    pos = _positive(axes, rank)
     sq = e.reduce("ReduceSum", e.op("Mul", [n, n]), pos, 1)
     if ctx.spec.keras_version[0] >= 3:
         inv = e.op("Min", [e.op("Reciprocal", [e.op("Sqrt", [sq])]), e.const(np.float32(1e12), "c")])

@@ -10,6 +10,7 @@ the contracted axes, multiply by the integer codes and divide by both scales.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ from modelgraph.runner.quantized import (
     _int8_input_quantizer,
     _int8_kernel,
     _plain_equation,
+    by_mode,
     int4_dense_weights,
     int4_einsum_kernel,
     int4_embedding_table,
@@ -160,14 +162,7 @@ def int4_embedding(ctx: MapContext, x: Value) -> Value:
     )
 
 
-MAPPINGS: dict[tuple[str, str], Callable[..., Any]] = {
-    ("int8", "Dense"): int8_dense,
-    ("int8", "EinsumDense"): int8_einsum_dense,
-    ("int8", "Embedding"): int8_embedding,
-    ("int4", "Dense"): int4_dense,
-    ("int4", "EinsumDense"): int4_einsum_dense,
-    ("int4", "Embedding"): int4_embedding,
-}
+MAPPINGS: dict[tuple[str, str], Callable[..., Any]] = by_mode(sys.modules[__name__])
 
 
 def quantized_mapping(key: str, mode: str) -> Callable[..., Any] | None:
