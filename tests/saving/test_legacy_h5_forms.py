@@ -139,3 +139,11 @@ def test_what_tf_keras_does_not_have_is_refused_before_writing(source, layers, r
         assert f"'{name}' (" in message
     assert reason in message
     assert not list(tmp_path.iterdir())
+
+
+def test_the_same_model_gives_the_same_h5_bytes(tmp_path):
+    source = SAMPLES / "convert" / "h5_forms.h5"
+    first = modelgraph.save(modelgraph.load(source), tmp_path / "a.h5")
+    second = modelgraph.save(modelgraph.load(source), tmp_path / "b.h5")
+    assert first.sha256 == second.sha256
+    assert (tmp_path / "a.h5").read_bytes() == (tmp_path / "b.h5").read_bytes()
