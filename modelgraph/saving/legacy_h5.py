@@ -127,9 +127,10 @@ def _legacy_model(
         layers = [_legacy_layer(r, graph, refusals, path, None) for r in records]
         return {"class_name": "Sequential", "config": {"name": config["name"], "layers": layers}}
     layers = []
+    masked = _reached_by_masks(graph)
     for entry in config["layers"]:
         if entry["module"].startswith("keras.src.ops."):
-            layer = op_as_layer(entry)
+            layer = op_as_layer(entry) if _original_name(graph, entry["name"]) not in masked else _MASKED_OP
             if isinstance(layer, str):
                 refusals.append(Refusal("/".join((*path, entry["name"])), entry["class_name"], layer))
                 continue
@@ -377,6 +378,30 @@ _NESTED_FEEDS_A_LAYER = (
     "a nested Functional whose output feeds another layer: no .h5 node index names its call for both "
     "loaders (tf_keras counts the model's construction as node 0, Keras 3's .h5 loader does not)"
 )
+
+
+# Keras 3 ops drop an implicit mask; a layer (merge layers, even Rescaling in Keras 3) carries it on.
+_MASKED_OP = (
+    "tf_keras has no op nodes, and a layer in its place would carry on the implicit mask that reaches it"
+)
+
+
+def _reached_by_masks(graph: ModelGraph) -> set[str]:
+    """The layers downstream of an implicit mask source (``Embedding(mask_zero=True)``, ``Masking``,
+    a nested model holding one): every layer a mask may reach, whether or not it is carried there."""
+    reached: set[str] = set()
+    for node in graph.nodes:  # topological order
+        if _makes_a_mask(graph.layer(node.layer)) or any(ref.layer in reached for ref in node.inputs):
+            reached.add(node.layer)
+    return reached
+
+
+def _makes_a_mask(layer: Layer) -> bool:
+    if layer.subgraph is not None:
+        return any(_makes_a_mask(inner) for _, inner in layer.subgraph.walk())
+    return layer.class_name == "Masking" or (
+        layer.class_name == "Embedding" and bool(layer.config.get("mask_zero"))
+    )
 
 
 def _feeds_a_layer(graph: ModelGraph, layer_name: str) -> bool:

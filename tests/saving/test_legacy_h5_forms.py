@@ -129,6 +129,8 @@ def test_bfloat16_weights_are_written_as_their_float32_values(tmp_path):
             "a Keras 3 layer class that tf_keras 2 does not have",
         ),
         ("k3/app_mobilenetv3small.keras", ["activation", "activation_1"], "activation='hard_silu'"),
+        # Keras 3 ops drop the Embedding's mask; Keras 3 would carry it on through Rescaling/Add
+        ("convert/k3_masked_op.keras", ["multiply", "add"], "would carry on the implicit mask"),
     ],
 )
 def test_what_tf_keras_does_not_have_is_refused_before_writing(source, layers, reason, tmp_path):
