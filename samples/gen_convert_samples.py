@@ -1,6 +1,6 @@
 """Hard cases for ``modelgraph convert`` that the other samples lack, made with tf_keras 2.
 
-    /work/venvs/k2/bin/python samples/gen_convert_samples.py
+    /work/venvs/k2/bin/python samples/gen_convert_samples.py [SAMPLE ...]
 
 Writes ``samples/convert/``:
 
@@ -11,6 +11,12 @@ Writes ``samples/convert/``:
   (it builds a reset-after GRU whose bias does not fit); the golden outputs are tf_keras's, computed
   before the config was edited back to Keras 2.2's form.
 * ``time_major.h5``: an LSTM with ``time_major=True`` (Keras 3 has no such option: refused).
+* ``h5_forms.h5`` + golden: what the ``.h5`` writer must put in a form both tf_keras 2 and Keras 3
+  read alike: a nested Sequential that starts with an InputLayer, called twice, feeding other layers
+  (tf_keras numbers its calls from 1, Keras 3 from 0), LayerNormalization and Softmax over two axes (Keras 3's
+  ``.h5`` loader drops a multi-element ``axis`` list), and TF ops of two tensors
+  (``x + y``, ``x * y``, ``x - y``, ``tf.maximum``, ``tf.minimum``) and of a tensor and a number
+  (``x + 3.0``, ``x * 0.25``).
 * ``unconvertible.h5``: a Lambda, a TF op with no Keras 3 equivalent (``tf.math.bessel_i0``) and a
   ``ThresholdedReLU``: ``convert`` must refuse the file naming all three.
 """
@@ -72,6 +78,37 @@ def _time_major(tf, keras) -> None:
     keras.Model(x, y, name="time_major").save(OUT / "time_major.h5")
 
 
+def _h5_forms(tf, keras) -> None:
+    rng = np.random.default_rng(5)
+    x = keras.Input((5, 8), name="x")
+    inner = keras.Sequential(
+        [keras.Input((5, 8)), keras.layers.Dense(8, activation="tanh", name="seq_dense")], name="seq_in"
+    )
+    b = keras.layers.Dense(8, name="d")(x)
+    h = inner(x)
+    g = inner(b)  # its second call
+    h = keras.layers.LayerNormalization(axis=[1, 2], name="ln_two_axes")(h)
+    s = keras.layers.Softmax(axis=[1, 2], name="softmax_two_axes")(h)
+    added = (s + b) * g
+    mixed = tf.maximum(added - h, tf.minimum(h, b))
+    y = keras.layers.Dense(3, name="out")(mixed * 0.25 + 3.0)
+    model = keras.Model(x, y, name="h5_forms")
+    for layer in model.layers:
+        layer.set_weights([rng.normal(0, 0.5, w.shape).astype("float32") for w in layer.get_weights()])
+    data = rng.normal(0, 1, (3, 5, 8)).astype("float32")
+    expected = model.predict(data, verbose=0)
+    model.save(OUT / "h5_forms.h5")
+    np.savez(OUT / "h5_forms.npz", **{"input/x": data, "output/0": expected})
+    golden = {
+        "family": "convert",
+        "model": "h5_forms",
+        "made_by": f"tf_keras {keras.__version__}",
+        "files": {"h5": "convert/h5_forms.h5"},
+        "inputs": {"x": {"shape": list(data.shape), "dtype": "<f4"}},
+    }
+    (OUT / "h5_forms.json").write_text(json.dumps(golden, indent=1) + "\n")
+
+
 def _unconvertible(tf, keras) -> None:
     x = keras.Input((4,), name="x")
     h = keras.layers.Lambda(lambda t: t * 2.0, name="double")(x)
@@ -87,9 +124,10 @@ def main() -> None:
 
     keras.utils.set_random_seed(0)
     OUT.mkdir(exist_ok=True)
-    _keras22_gru(tf, keras)
-    _time_major(tf, keras)
-    _unconvertible(tf, keras)
+    makers = {"keras22_gru": _keras22_gru, "time_major": _time_major, "h5_forms": _h5_forms}
+    makers["unconvertible"] = _unconvertible
+    for name in sys.argv[1:] or makers:  # names on the command line: only those samples
+        makers[name](tf, keras)
     print("wrote", sorted(p.name for p in OUT.iterdir()), file=sys.stderr)
 
 

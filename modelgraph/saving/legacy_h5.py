@@ -3,14 +3,17 @@ Keras 3 load.
 
 The layer configs are the Keras 3 ones :mod:`modelgraph.saving.keras3_config` writes (already
 upgraded), put back into the legacy envelope both loaders read: ``{"class_name", "config"}``
-records, ``name`` and list-form ``inbound_nodes`` (``[layer, node, tensor, kwargs]``), node
-indices of a nested model counted from its construction node (+1, tf.keras's rule), dtypes as
+records, ``name`` and list-form ``inbound_nodes`` (``[layer, node, tensor, kwargs]``), dtypes as
 policy names, and only the config keys tf_keras also has (:data:`_KERAS3_ONLY_KEYS` are dropped
-when they hold their neutral value, refused otherwise).
+when they hold their neutral value, refused otherwise). Where the two loaders read a record
+differently the writer picks the form both read alike (docs/writing.md, "Legacy .h5"): a nested
+Sequential loses its InputLayer (both then number its calls from 0), a multi-axis layer gets a
+``module``, Keras 3 ops with an exact layer of both versions become that layer
+(:mod:`modelgraph.saving.legacy_h5_ops`), bfloat16 weights are stored as their float32 values.
 
-What one file cannot say to both loaders is refused: Keras 3 ops (tf_keras has no op nodes),
-quantized layers, and a nested model called more than once (tf_keras and Keras 3's legacy
-loader number its later calls differently).
+What one file cannot say to both loaders is refused before anything is written: other ops,
+quantized layers, a nested Functional whose output feeds another layer, an RNN given
+``initial_state``, MultiHeadAttention, and classes, activations and names tf_keras lacks.
 
 Weights: ``model_weights/<layer>`` groups in ``model.layers`` order, ``weight_names`` in the order
 both loaders assign them (a layer's trainable weights, then its non-trainable ones; for a nested
@@ -31,6 +34,7 @@ from modelgraph.errors import NotConvertibleError
 from modelgraph.graph import Layer, ModelGraph, Weight
 from modelgraph.saving.keras3_config import ConfigWriter, Refusal, legal_name
 from modelgraph.saving.keras3_weights import stored_array
+from modelgraph.saving.legacy_h5_ops import op_as_layer
 from modelgraph.saving.upgrades import UpgradeContext
 from modelgraph.shapes import infer_shapes
 
@@ -77,12 +81,7 @@ def legacy_h5_bytes(graph: ModelGraph, target: str = "the model") -> bytes:
             weight_names = [name for name, _, _ in entries]
             _set_names_attribute(group, "weight_names", weight_names)
             for name, weight, class_name in entries:
-                data, dtype_attr = stored_array(weight, class_name)
-                if dtype_attr is not None:
-                    raise NotConvertibleError(
-                        target, [Refusal(layer.name, layer.class_name, "bfloat16 weights")]
-                    )
-                group.create_dataset(name, data=data)
+                group.create_dataset(name, data=_legacy_array(weight, class_name))
     return buffer.getvalue()
 
 
@@ -122,15 +121,26 @@ def _legacy_model(
 ) -> dict[str, Any]:
     config = record["config"]
     if record["class_name"] == "Sequential":
-        layers = [_legacy_layer(r, graph, refusals, path, None) for r in config["layers"]]
+        records = config["layers"]
+        if path:  # nested: without its InputLayer, so both loaders number its calls from 0
+            records = [r for r in records if r["class_name"] != "InputLayer"]
+        layers = [_legacy_layer(r, graph, refusals, path, None) for r in records]
         return {"class_name": "Sequential", "config": {"name": config["name"], "layers": layers}}
     layers = []
+    masked = _reached_by_masks(graph)
     for entry in config["layers"]:
         if entry["module"].startswith("keras.src.ops."):
-            refusals.append(
-                Refusal("/".join((*path, entry["name"])), entry["class_name"], "tf_keras has no op nodes")
-            )
-            continue
+            layer = op_as_layer(entry) if _original_name(graph, entry["name"]) not in masked else _MASKED_OP
+            if isinstance(layer, str):
+                refusals.append(Refusal("/".join((*path, entry["name"])), entry["class_name"], layer))
+                continue
+            class_name, layer_config, node = layer
+            entry = {
+                "class_name": class_name,
+                "config": layer_config,
+                "name": entry["name"],
+                "inbound_nodes": [node],
+            }
         layers.append(_legacy_layer(entry, graph, refusals, path, entry))
     return {
         "class_name": "Functional",
@@ -138,8 +148,9 @@ def _legacy_model(
             "name": config["name"],
             "trainable": True,
             "layers": layers,
-            "input_layers": _wrap(_plus_one_refs(config["input_layers"], graph, stored_plus_one=True)),
-            "output_layers": _wrap(_plus_one_refs(config["output_layers"], graph, stored_plus_one=True)),
+            # Keras 3 counts a nested Functional's construction node here too: the same numbers.
+            "input_layers": _wrap(config["input_layers"]),
+            "output_layers": _wrap(config["output_layers"]),
         },
     }
 
@@ -166,25 +177,21 @@ def _legacy_layer(
         if sub is None:
             refusals.append(Refusal(where, record["class_name"], "nested model not found"))
             return {}
-        calls = len(graph.nodes_of(_original_name(graph, name)))
-        if calls > 1:
-            refusals.append(
-                Refusal(
-                    where,
-                    record["class_name"],
-                    f"a nested model called {calls} times: tf_keras and Keras 3 number its calls differently in .h5",
-                )
-            )
-        elif record["class_name"] == "Functional" and _feeds_a_layer(graph, _original_name(graph, name)):
+        if record["class_name"] == "Functional" and _feeds_a_layer(graph, _original_name(graph, name)):
             refusals.append(Refusal(where, record["class_name"], _NESTED_FEEDS_A_LAYER))
         out = _legacy_model(record, sub, refusals, (*path, str(name)))
     else:
         if record["class_name"] in _NOT_IN_BOTH:
             refusals.append(Refusal(where, record["class_name"], _NOT_IN_BOTH[record["class_name"]]))
+        elif record["class_name"] in _KERAS3_ONLY_LAYERS:
+            refusals.append(Refusal(where, record["class_name"], _KERAS3_ONLY))
         out = {
             "class_name": record["class_name"],
             "config": _legacy_config(record["config"], where, record["class_name"], refusals),
         }
+    if isinstance(out.get("config", {}).get("axis"), list) and len(out["config"]["axis"]) != 1:
+        # Keras 3's legacy reader drops a multi-element `axis` list unless the record has a module
+        out = {"module": "keras.layers", **out, "registered_name": None}
     if entry is not None:
         out["name"] = entry["name"]
         try:
@@ -210,11 +217,17 @@ def _legacy_config(
         if isinstance(value, Mapping):
             if value.get("class_name") == "DTypePolicy":
                 return value["config"]["name"]
+            if key and value.get("class_name") in _KERAS3_ONLY_LAYERS:  # a wrapped layer
+                refusals.append(
+                    Refusal(where, class_name, f"it wraps a {value['class_name']}: {_KERAS3_ONLY}")
+                )
             if value.get("module") == "keras.dtype_policies":
                 refusals.append(Refusal(where, class_name, "a quantized layer (tf_keras has none)"))
                 return None
             out = {}
             for k, v in value.items():
+                if k in _ACTIVATION_KEYS and isinstance(v, str) and v in _ACTIVATIONS_NOT_IN_BOTH:
+                    refusals.append(Refusal(where, class_name, f"{k}={v!r}: {_ACTIVATIONS_NOT_IN_BOTH[v]}"))
                 if k in _KERAS3_ONLY_KEYS:
                     if v not in _KERAS3_ONLY_KEYS[k]:
                         refusals.append(Refusal(where, class_name, f"{k}={v!r} has no tf_keras equivalent"))
@@ -235,11 +248,81 @@ def _legacy_config(
 _TF_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$")
 # tf.keras folded an RNN's initial states into its first argument (``rnn([x, h, c])``).
 _RNN_CALLS = frozenset({"SimpleRNN", "LSTM", "GRU", "Bidirectional"})
+# The public layer classes of Keras 3.15.1 that tf_keras 2.21 does not have (it cannot deserialize them).
+_KERAS3_ONLY_LAYERS = frozenset(
+    {
+        "AdaptiveAveragePooling1D",
+        "AdaptiveAveragePooling2D",
+        "AdaptiveAveragePooling3D",
+        "AdaptiveMaxPooling1D",
+        "AdaptiveMaxPooling2D",
+        "AdaptiveMaxPooling3D",
+        "AugMix",
+        "AutoContrast",
+        "ContrastLimitedAdaptiveHistogramEqualization",
+        "CutMix",
+        "Equalization",
+        "FlaxLayer",
+        "GroupQueryAttention",
+        "JaxLayer",
+        "MaxNumBoundingBoxes",
+        "MelSpectrogram",
+        "MixUp",
+        "Pipeline",
+        "RMSNormalization",
+        "RandAugment",
+        "RandomColorDegeneration",
+        "RandomColorJitter",
+        "RandomElasticTransform",
+        "RandomErasing",
+        "RandomGaussianBlur",
+        "RandomGrayscale",
+        "RandomHue",
+        "RandomInvert",
+        "RandomPerspective",
+        "RandomPosterization",
+        "RandomSaturation",
+        "RandomSharpness",
+        "RandomShear",
+        "ReversibleEmbedding",
+        "STFTSpectrogram",
+        "Solarization",
+        "TFSMLayer",
+        "TorchModuleWrapper",
+    }
+)
+_KERAS3_ONLY = "a Keras 3 layer class that tf_keras 2 does not have"
+_ACTIVATION_KEYS = frozenset({"activation", "recurrent_activation"})
+_NO_SUCH_ACTIVATION = "tf_keras 2 has no such activation"
+# Keras 3.15.1 activation names that tf_keras 2.21's ``activations.get`` cannot resolve, or
+# resolves to another function.
+_ACTIVATIONS_NOT_IN_BOTH = {
+    **dict.fromkeys(
+        (
+            "celu",
+            "glu",
+            "hard_shrink",
+            "hard_silu",
+            "hard_swish",
+            "hard_tanh",
+            "log_sigmoid",
+            "soft_shrink",
+            "sparse_plus",
+            "sparse_sigmoid",
+            "sparsemax",
+            "squareplus",
+            "tanh_shrink",
+            "threshold",
+        ),
+        _NO_SUCH_ACTIVATION,
+    ),
+    "hard_sigmoid": "Keras 3's is relu6(x + 3) / 6, tf_keras's clip(0.2 x + 0.5, 0, 1)",
+}
 # Classes whose config one .h5 cannot give both loaders (measured with tf_keras 2.21 and Keras 3.15.1).
 _NOT_IN_BOTH = {
     "MultiHeadAttention": (
-        "tf_keras builds it from query_shape/key_shape/value_shape in its config; Keras 3's .h5 loader "
-        "cannot build it that way"
+        "tf_keras's from_config requires query_shape/key_shape/value_shape keys that Keras 3's "
+        "constructor rejects (and Keras 3's .h5 loader does not resolve its value= tensor)"
     )
 }
 
@@ -250,7 +333,10 @@ def _legacy_node(node: Mapping[str, Any], graph: ModelGraph, class_name: str) ->
     args = list(node.get("args") or [])
     raw_kwargs = dict(node.get("kwargs") or {})
     if class_name in _RNN_CALLS and raw_kwargs.get("initial_state") is not None:
-        raise ValueError("an RNN given initial_state: tf_keras and Keras 3 read that call differently in .h5")
+        raise ValueError(
+            "an RNN given initial_state: Keras 3's .h5 loader does not resolve keyword tensors and its "
+            "RNNs refuse tf.keras's folded call rnn([x, *states])"
+        )
     kwargs = {k: _legacy_value(v, graph) for k, v in raw_kwargs.items()}
     if len(args) > 1:  # Keras 3 ops and MultiHeadAttention(q, v): refused before this
         raise ValueError(f"{class_name} called with {len(args)} positional arguments")
@@ -284,13 +370,38 @@ def _ref_of(tensor: Mapping[str, Any], graph: ModelGraph) -> list[Any]:
     return [name, node, index]
 
 
-# tf_keras reads a call of a nested Functional as node 1 (its construction is node 0); Keras 3's
-# legacy loader looks that node up one lower but first waits for the model to have 2 calls, so a
-# layer fed by a once-called nested Functional is never built (Keras 3.15 rejects the graph).
+# tf_keras numbers the calls of a nested Functional from 1 (its construction is node 0); Keras 3's
+# .h5 loader has no construction node and takes a layer's list-form node index as it is (only
+# ``input_layers``/``output_layers`` are shifted back by one), so no index names the same call to
+# both: a layer fed by a nested Functional is refused; model outputs taken from it are fine.
 _NESTED_FEEDS_A_LAYER = (
-    "a nested Functional model whose output feeds another layer: tf_keras and Keras 3 read its node "
-    "index differently in .h5"
+    "a nested Functional whose output feeds another layer: no .h5 node index names its call for both "
+    "loaders (tf_keras counts the model's construction as node 0, Keras 3's .h5 loader does not)"
 )
+
+
+# Keras 3 ops drop an implicit mask; a layer (merge layers, even Rescaling in Keras 3) carries it on.
+_MASKED_OP = (
+    "tf_keras has no op nodes, and a layer in its place would carry on the implicit mask that reaches it"
+)
+
+
+def _reached_by_masks(graph: ModelGraph) -> set[str]:
+    """The layers downstream of an implicit mask source (``Embedding(mask_zero=True)``, ``Masking``,
+    a nested model holding one): every layer a mask may reach, whether or not it is carried there."""
+    reached: set[str] = set()
+    for node in graph.nodes:  # topological order
+        if _makes_a_mask(graph.layer(node.layer)) or any(ref.layer in reached for ref in node.inputs):
+            reached.add(node.layer)
+    return reached
+
+
+def _makes_a_mask(layer: Layer) -> bool:
+    if layer.subgraph is not None:
+        return any(_makes_a_mask(inner) for _, inner in layer.subgraph.walk())
+    return layer.class_name == "Masking" or (
+        layer.class_name == "Embedding" and bool(layer.config.get("mask_zero"))
+    )
 
 
 def _feeds_a_layer(graph: ModelGraph, layer_name: str) -> bool:
@@ -299,34 +410,9 @@ def _feeds_a_layer(graph: ModelGraph, layer_name: str) -> bool:
 
 
 def _owns_construction_node(layer: Layer) -> bool:
-    """tf.keras counts a nested Functional's (or input-led Sequential's) construction call as node 0."""
-    sub = layer.subgraph
-    if sub is None:
-        return False
-    if sub.class_name != "Sequential":
-        return True
-    return any(lyr.kind == "input" for lyr in sub.layers)
-
-
-def _plus_one_refs(value: Any, graph: ModelGraph, stored_plus_one: bool) -> Any:
-    """Keras 3 ``input_layers``/``output_layers`` (+1 for a nested Functional) -> tf.keras's (+1 for
-    any nested model that owns a construction node)."""
-    if isinstance(value, list) and len(value) == 3 and isinstance(value[0], str):
-        name, node, index = value
-        original = _original_name(graph, name)
-        if graph.has_layer(original):
-            layer = graph.layer(original)
-            functional = layer.subgraph is not None and layer.subgraph.class_name != "Sequential"
-            if stored_plus_one and functional:
-                node -= 1
-            if _owns_construction_node(layer):
-                node += 1
-        return [name, node, index]
-    if isinstance(value, list):
-        return [_plus_one_refs(v, graph, stored_plus_one) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _plus_one_refs(v, graph, stored_plus_one) for k, v in value.items()}
-    return value
+    """tf_keras counts a nested Functional's (or input-led Sequential's) construction call as node 0,
+    Keras 3 does not. A nested Sequential is written without its InputLayer: then neither does."""
+    return layer.subgraph is not None and layer.subgraph.class_name != "Sequential"
 
 
 def _wrap(value: Any) -> Any:
@@ -351,6 +437,15 @@ def _layer_weights(layer: Layer) -> list[tuple[str, Weight, str]]:
         return trainable + frozen
     own = _own(layer)
     return [e for e in own if _trainable(layer, e[1])] + [e for e in own if not _trainable(layer, e[1])]
+
+
+def _legacy_array(weight: Weight, class_name: str) -> np.ndarray:
+    """A weight as the ``.h5`` stores it: bfloat16 values as the float32 numbers they are (exact;
+    both loaders cast a value to the variable's dtype when they assign it)."""
+    data, dtype_attr = stored_array(weight, class_name)
+    if dtype_attr == "bfloat16":
+        return (data.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return data
 
 
 def _own(layer: Layer) -> list[tuple[str, Weight, str]]:
