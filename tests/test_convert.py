@@ -280,8 +280,8 @@ def test_cli_notes_and_strip(tmp_path):
     [
         # tf.keras ran Conv1D on rank-4 input (extra leading axes as batch); Keras 3 cannot build it
         ("k2/td_conv_rank5.h5", ".keras", ["td_conv1d", "td_conv1d_strided"], "accepts only rank 3"),
-        # Keras 2 RNN(cell): the cells' configs and weights are not rewritten in Keras 3's form
-        ("k2/rnn_cells.h5", ".keras", ["rnn_simple", "rnn_stacked"], "RNN(cell) layer"),
+        # Keras 2 RNN(cell) in .h5: Keras 3's legacy loader does not build the cells' weights
+        ("k2/rnn_cells.h5", ".h5", ["rnn_simple", "rnn_stacked"], "RNN(cell) layer"),
         # tf_keras reads a nested Functional's call as node 1, Keras 3's .h5 loader cannot
         ("k3/random_ids.keras", ".h5", ["inner"], "feeds another layer"),
         # tf_keras's LayerNormalization has no RMS form

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from modelgraph.errors import NotConvertibleError
-from modelgraph.graph import Layer, ModelGraph, Weight
+from modelgraph.graph import Layer, ModelGraph, Weight, keras_version_tuple
 from modelgraph.saving.keras3_config import ConfigWriter, Refusal, legal_name
 from modelgraph.saving.keras3_weights import stored_array
 from modelgraph.saving.upgrades import UpgradeContext
@@ -179,6 +179,8 @@ def _legacy_layer(
             refusals.append(Refusal(where, record["class_name"], _NESTED_FEEDS_A_LAYER))
         out = _legacy_model(record, sub, refusals, (*path, str(name)))
     else:
+        if record["class_name"] == "RNN" and keras_version_tuple(graph.keras_version)[0] < 3:
+            refusals.append(Refusal(where, "RNN", _K2_RNN_CELLS))
         if record["class_name"] in _NOT_IN_BOTH:
             refusals.append(Refusal(where, record["class_name"], _NOT_IN_BOTH[record["class_name"]]))
         out = {
@@ -235,6 +237,8 @@ def _legacy_config(
 _TF_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$")
 # tf.keras folded an RNN's initial states into its first argument (``rnn([x, h, c])``).
 _RNN_CALLS = frozenset({"SimpleRNN", "LSTM", "GRU", "Bidirectional"})
+# Measured: Keras 3's .h5 loader does not build a Keras 2 RNN(cell) layer's cells as tf_keras does.
+_K2_RNN_CELLS = "a Keras 2 RNN(cell) layer: Keras 3's .h5 loader does not build its cells' weights"
 # Classes whose config one .h5 cannot give both loaders (measured with tf_keras 2.21 and Keras 3.15.1).
 _NOT_IN_BOTH = {
     "MultiHeadAttention": (

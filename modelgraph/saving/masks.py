@@ -30,7 +30,7 @@ _PASS_THROUGH = frozenset(
         "SpatialDropout1D", "UnitNormalization",
     }
 )  # fmt: skip
-_RNN = frozenset({"SimpleRNN", "LSTM", "GRU"})
+_RNN = frozenset({"SimpleRNN", "LSTM", "GRU", "RNN"})
 # Layers whose output has no mask whatever their input's (tf.keras and Keras 3 agree).
 _DROPS = frozenset({"Flatten", "Reshape", "Conv1D", "Conv2D", "MaxPooling1D", "AveragePooling1D"})
 

@@ -218,12 +218,32 @@ def _rnn(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
     return out
 
 
+# The cells of a generic RNN(cell) and the Keras 2 layer whose config (and catalogue upgrade) each
+# one shares: LSTMCell reads LSTM's keys, GRUCell GRU's (``reset_after`` by version), ...
+_CELL_LAYERS = {"SimpleRNNCell": "SimpleRNN", "LSTMCell": "LSTM", "GRUCell": "GRU"}
+
+
 @upgrade("RNN")
 def _generic_rnn(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
-    if ctx.major < 3:
-        # time_major, the cells' nested configs and their weights differ from Keras 3's RNN(cell);
-        # rewriting them is not implemented, and a half-upgraded record does not load.
-        raise NotConvertible("a Keras 2 RNN(cell) layer: its cells are not rewritten in Keras 3's form yet")
+    _drop_if(out, "time_major", (False, None))
+    if ctx.major < 3 and isinstance(out.get("cell"), Mapping):
+        out["cell"] = upgrade_cell(out["cell"], ctx)
+    return out
+
+
+def upgrade_cell(record: Mapping[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
+    """A Keras 2 RNN cell record (SimpleRNNCell/LSTMCell/GRUCell/StackedRNNCells) in Keras 3's form."""
+    class_name = record.get("class_name")
+    config = dict(record.get("config") or {})
+    if class_name == "StackedRNNCells" and isinstance(config.get("cells"), list):
+        config = upgrade_common(config, ctx)
+        config["cells"] = [upgrade_cell(c, ctx) for c in config["cells"]]
+    elif class_name in _CELL_LAYERS:
+        # The cell's own keys are its layer's: the same catalogue upgrade applies.
+        config = upgrade_common(_catalogue_upgrade(_CELL_LAYERS[class_name], config, ctx), ctx)
+    else:
+        raise NotConvertible(f"an RNN cell of class '{class_name}' is not a Keras 3 cell")
+    out = {"module": "keras.layers", "class_name": class_name, "config": config, "registered_name": None}
     return out
 
 
