@@ -61,7 +61,7 @@ def keras_bytes(graph: ModelGraph, target: str = "the model") -> bytes:
     config = writer.model(graph, infer_shapes(graph))
     refusals = list(writer.refusals)
     try:
-        entries = list(layer_tree(graph, writer.written))
+        entries = list(layer_tree(graph, writer.written, orders=writer.orders))
     except NotConvertible as exc:
         refusals.append(Refusal(graph.name, graph.class_name, str(exc)))
         entries = []
@@ -76,7 +76,7 @@ def keras_bytes(graph: ModelGraph, target: str = "the model") -> bytes:
     members = [
         ("metadata.json", json.dumps(metadata).encode()),
         ("config.json", json.dumps(config).encode()),
-        ("model.weights.h5", write_weights_h5(graph, writer.written)),
+        ("model.weights.h5", write_weights_h5(graph, writer.written, writer.orders)),
     ]
     return zip_bytes(members)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.graph import Layer, ModelGraph, TensorRef
+from modelgraph.graph import Layer, ModelGraph, TensorRef, flatten_structure, map_structure
 from modelgraph.saving.keras3_names import OP_MODULES
 from modelgraph.saving.masks import MaskPlan, plan_masks
 from modelgraph.saving.tf_ops import convert_tf_op
@@ -32,6 +32,7 @@ from modelgraph.saving.upgrades import (
     upgrade_layer,
 )
 from modelgraph.shapes import ShapeResult
+from modelgraph.topology import map_graph
 
 FUNCTIONAL_MODULE = "keras.src.models.functional"
 _TF_OP_CLASSES = frozenset({"TFOpLambda", "SlicingOpLambda"})
@@ -66,10 +67,13 @@ class ConfigWriter:
     refusals: list[Refusal] = field(default_factory=list)
     # (path of layer names) -> the class and config the layer was written with
     written: dict[tuple[str, ...], WrittenLayer] = field(default_factory=dict)
-    _mask_kwargs: dict[tuple[str, int], TensorRef] = field(default_factory=dict)
-    _mask_specs: dict[str, tuple[Any, ...] | None] = field(default_factory=dict)
+    _mask_kwargs: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    _mask_inputs: dict[tuple[str, int], dict[TensorRef, TensorRef]] = field(default_factory=dict)
+    _mask_specs: dict[str, tuple[tuple[Any, ...] | None, str]] = field(default_factory=dict)
     # Keras 1/2 implicit masks become explicit op nodes (a .keras file); a legacy .h5 keeps them implicit.
     explicit_masks: bool = True
+    # (path of a model) -> its layers in the order Keras 3 lists them, when added op nodes changed it
+    orders: dict[tuple[str, ...], list[str]] = field(default_factory=dict)
 
     # --- models -------------------------------------------------------------------------------
     def model(
@@ -87,11 +91,16 @@ class ConfigWriter:
         for layer_name, class_name, reason in plan.refusals:
             self._refuse((*path, layer_name), class_name, reason)
         if not self.explicit_masks:
+            for layer_name, class_name, reason in dict.fromkeys(plan.explicit_only):
+                self._refuse((*path, layer_name), class_name, reason)
             plan = MaskPlan()
-        self._mask_specs = {op.name: op.shape for op in plan.ops}
+        self._mask_specs = {op.name: (op.shape, op.dtype) for op in plan.ops}
         self._mask_kwargs = plan.kwargs
+        self._mask_inputs = plan.inputs
         layers = [self._functional_entry(layer, graph, shapes, path) for layer in graph.layers]
         layers = self._with_mask_ops(layers, plan, graph, shapes, path)
+        if plan.ops:
+            layers = self._keras3_order(layers, graph, path)
         config = {
             "name": legal_name(graph.name),
             "trainable": True,
@@ -115,9 +124,21 @@ class ConfigWriter:
         shapes: ShapeResult | None,
         path: tuple[str, ...],
     ) -> list[dict[str, Any] | None]:
-        """Insert the op nodes computing masks right after the layer (or op) they read from."""
+        """Insert each op node computing a mask right after the entry it follows (by default the last
+        entry it reads from)."""
         out = list(entries)
         for op in plan.ops:
+            names = [e.get("name") if e is not None else None for e in out]
+            if op.after is None:
+                producers = [
+                    legal_name(r.layer)
+                    for r in flatten_structure(op.args, _is_ref)
+                    if isinstance(r, TensorRef)
+                ]
+                at = max((names.index(p) for p in producers if p in names), default=len(out) - 1) + 1
+            else:
+                after = legal_name(op.after)
+                at = names.index(after) + 1 if after in names else len(out)
             entry = {
                 "module": OP_MODULES[op.class_name],
                 "class_name": op.class_name,
@@ -126,16 +147,36 @@ class ConfigWriter:
                 "name": op.name,
                 "inbound_nodes": [{"args": [self._encode(a, shapes) for a in op.args], "kwargs": {}}],
             }
-            names = [e.get("name") if e is not None else None for e in out]
-            at = names.index(legal_name(op.after)) + 1 if legal_name(op.after) in names else len(out)
             out.insert(at, entry)
         return out
 
+    def _keras3_order(
+        self, entries: list[dict[str, Any] | None], graph: ModelGraph, path: tuple[str, ...]
+    ) -> list[dict[str, Any] | None]:
+        """The entries in the order Keras 3's ``map_graph`` lists the rebuilt model's operations
+        (depth descending, ties by first visit): added op nodes change the depths, and Keras 3
+        saves the weights of same-class layers in that order (``dense``, ``dense_1``)."""
+        by_name = {e["name"]: e for e in entries if e is not None}
+        parents: dict[tuple[str, int], list[tuple[str, int]]] = {}
+        for name, entry in by_name.items():
+            for i, node in enumerate(entry.get("inbound_nodes") or []):
+                parents[(name, i)] = _history_keys([node.get("args"), node.get("kwargs")])
+        refs = flatten_structure(graph.output_structure, _is_ref)
+        outputs = [(legal_name(r.layer), r.node_index) for r in refs if isinstance(r, TensorRef)]
+        inputs = [(legal_name(r.layer), r.node_index) for r in graph.inputs]
+        topo = map_graph(outputs, lambda key: parents.get(key, []), inputs)
+        original = {legal_name(layer.name): layer.name for layer in graph.layers}
+        self.orders[path] = [original[n] for n in topo.layer_order if n in original]
+        ordered = [by_name[n] for n in topo.layer_order if n in by_name]
+        return ordered + [e for e in entries if e is not None and e["name"] not in topo.layer_depths]
+
     def _encode(self, value: Any, shapes: ShapeResult | None) -> Any:
+        if isinstance(value, list | tuple):
+            return [self._encode(v, shapes) for v in value]
         if not isinstance(value, TensorRef):
             return value
         if value.layer in self._mask_specs:
-            return _mask_tensor(value, self._mask_specs[value.layer])
+            return _mask_tensor(value, *self._mask_specs[value.layer])
         return _keras_tensor(value, shapes)
 
     def _sequential(
@@ -185,9 +226,10 @@ class ConfigWriter:
                 args, kwargs = node.args, dict(node.kwargs)
                 if self.ctx.major < 3:
                     args, kwargs = upgrade_call(layer.class_name, args, kwargs)
-                mask = self._mask_kwargs.get(node.key)
-                if mask is not None:
-                    kwargs["mask"] = mask
+                replaced = self._mask_inputs.get(node.key)
+                if replaced:
+                    args, kwargs = map_structure((args, kwargs), lambda r, m=replaced: m.get(r, r), _is_ref)
+                kwargs.update(self._mask_kwargs.get(node.key, {}))
                 nodes.append(self._node(args, kwargs, shapes, graph, path, layer))
         record["inbound_nodes"] = nodes
         return record
@@ -313,7 +355,7 @@ class ConfigWriter:
         def encode(value: Any) -> Any:
             if isinstance(value, TensorRef):
                 if value.layer in self._mask_specs:
-                    return _mask_tensor(value, self._mask_specs[value.layer])
+                    return _mask_tensor(value, *self._mask_specs[value.layer])
                 return _keras_tensor(value, shapes)
             if isinstance(value, slice):
                 return {
@@ -362,10 +404,10 @@ class ConfigWriter:
 
 
 def _is_public(layer: Layer) -> bool:
-    from modelgraph.saving.keras3_names import KERAS3_ALIASES, KERAS3_LAYERS
-    from modelgraph.saving.upgrades import KERAS1_CLASSES
+    from modelgraph.saving.keras3_names import KERAS3_LAYERS
+    from modelgraph.saving.upgrades import keras3_class_name
 
-    name = KERAS3_ALIASES.get(layer.class_name, KERAS1_CLASSES.get(layer.class_name, layer.class_name))
+    name = keras3_class_name(layer.class_name)
     return name in KERAS3_LAYERS and (
         layer.module in (None, "keras.layers") or not layer.module.startswith("keras.src.")
     )
@@ -395,13 +437,13 @@ def _keras_tensor(ref: TensorRef, shapes: ShapeResult | None) -> dict[str, Any]:
     }
 
 
-def _mask_tensor(ref: TensorRef, shape: tuple[Any, ...] | None) -> dict[str, Any]:
-    """A boolean mask tensor produced by an op node the writer added."""
+def _mask_tensor(ref: TensorRef, shape: tuple[Any, ...] | None, dtype: str = "bool") -> dict[str, Any]:
+    """A tensor produced by an op node the writer added (a boolean mask, or an unmasked copy)."""
     return {
         "class_name": "__keras_tensor__",
         "config": {
             "shape": None if shape is None else list(shape),
-            "dtype": "bool",
+            "dtype": dtype,
             "keras_history": [legal_name(ref.layer), ref.node_index, ref.tensor_index],
         },
     }
@@ -463,3 +505,20 @@ def _build_config(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -
     if layer.build_config is not None:
         return dict(layer.build_config)
     return None
+
+
+def _is_ref(value: Any) -> bool:
+    return isinstance(value, TensorRef)
+
+
+def _history_keys(value: Any) -> list[tuple[str, int]]:
+    """The producer node of every ``__keras_tensor__`` in a written call, in Keras's flattening order
+    (lists in order, mappings by sorted key)."""
+    if isinstance(value, Mapping):
+        if value.get("class_name") == "__keras_tensor__":
+            history = value["config"]["keras_history"]
+            return [(history[0], history[1])]
+        return [k for key in sorted(value) for k in _history_keys(value[key])]
+    if isinstance(value, list | tuple):
+        return [k for v in value for k in _history_keys(v)]
+    return []

@@ -44,11 +44,17 @@ def layer_tree(
     written: dict[tuple[str, ...], WrittenLayer],
     prefix: tuple[str, ...] = (),
     tree: str = "layers",
+    orders: dict[tuple[str, ...], list[str]] | None = None,
 ) -> Iterator[WeightsEntry]:
-    """Every saved layer of ``graph`` in Keras 3's visiting order, with the arrays it stores."""
+    """Every saved layer of ``graph`` in Keras 3's visiting order, with the arrays it stores.
+
+    ``orders`` gives a model's layer order where the config writer changed it (added op nodes).
+    """
     counters: dict[str, int] = {}
     sequential = graph.class_name == "Sequential"
-    for layer in graph.layers:
+    order = (orders or {}).get(prefix)
+    layers = graph.layers if order is None else [graph.layer(name) for name in order]
+    for layer in layers:
         if layer.kind == "op" or layer.class_name in _TF_OP_CLASSES:
             continue
         if sequential and layer.kind == "input":
@@ -64,7 +70,7 @@ def layer_tree(
         tree_path = f"{tree}/{base}" + (f"_{n}" if n else "")
         if layer.subgraph is not None:
             yield WeightsEntry(path, tree_path, layer.name, ())
-            yield from layer_tree(layer.subgraph, written, path, f"{tree_path}/layers")
+            yield from layer_tree(layer.subgraph, written, path, f"{tree_path}/layers", orders)
             continue
         config = shown.config if shown is not None else dict(layer.config)
         yield WeightsEntry(
@@ -113,11 +119,15 @@ def stored_array(weight: Weight, class_name: str = "") -> tuple[np.ndarray, str 
     return np.array(values, order="C"), None  # not ascontiguousarray: it turns a scalar into shape (1,)
 
 
-def write_weights_h5(graph: ModelGraph, written: dict[tuple[str, ...], WrittenLayer]) -> bytes:
+def write_weights_h5(
+    graph: ModelGraph,
+    written: dict[tuple[str, ...], WrittenLayer],
+    orders: dict[tuple[str, ...], list[str]] | None = None,
+) -> bytes:
     """The bytes of ``model.weights.h5`` for ``graph`` as written by the config writer."""
     import h5py
 
-    entries = list(layer_tree(graph, written))
+    entries = list(layer_tree(graph, written, orders=orders))
     buffer = io.BytesIO()
     with h5py.File(buffer, "w") as f:
         f.create_group("layers")

@@ -130,9 +130,11 @@ def upgrade_layer(
     class_name: str, config: Mapping[str, Any], ctx: UpgradeContext
 ) -> tuple[str, dict[str, Any]]:
     """``(Keras 3 class name, Keras 3 config)`` of one public layer, or :class:`NotConvertible`."""
-    name = KERAS3_ALIASES.get(class_name, KERAS1_CLASSES.get(class_name, class_name))
+    name = keras3_class_name(class_name)
     if name not in KERAS3_LAYERS:
         raise NotConvertible(f"class '{class_name}' is not a Keras 3 layer")
+    if class_name in REPLACED_CLASSES:
+        config = REPLACED_CLASSES[class_name][1](config)
     out = upgrade_common(_catalogue_upgrade(name, config, ctx), ctx)
     if name != "InputLayer":
         for key in _INPUT_SHAPE_KEYS:  # the graph has its InputLayer; Keras 3 layers refuse these keys
@@ -182,6 +184,25 @@ def upgrade_call(
 
 # Keras 1 class names Keras 3 knows under another name.
 KERAS1_CLASSES = {"Convolution1D": "Conv1D", "Convolution2D": "Conv2D", "Convolution3D": "Conv3D"}
+
+
+def _thresholded_relu(config: Mapping[str, Any]) -> dict[str, Any]:
+    # tf.keras: x * (x > theta); Keras 3's ReLU(threshold=theta): where(x > theta, x, 0).
+    out = {k: v for k, v in config.items() if k != "theta"}
+    return {**out, "negative_slope": 0.0, "max_value": None, "threshold": float(config.get("theta", 1.0))}
+
+
+# Keras 2 classes Keras 3 dropped, and the Keras 3 class (with the config) that computes the same.
+REPLACED_CLASSES: dict[str, tuple[str, Callable[[Mapping[str, Any]], dict[str, Any]]]] = {
+    "ThresholdedReLU": ("ReLU", _thresholded_relu),
+}
+
+
+def keras3_class_name(class_name: str) -> str:
+    """The Keras 3 class a layer of this (possibly older) class is written as."""
+    if class_name in REPLACED_CLASSES:
+        return REPLACED_CLASSES[class_name][0]
+    return KERAS3_ALIASES.get(class_name, KERAS1_CLASSES.get(class_name, class_name))
 
 
 # --- per class ---------------------------------------------------------------------------------
@@ -288,6 +309,15 @@ def _wrapper(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
                 "config": inner,
                 "registered_name": None,
             }
+    return out
+
+
+@upgrade("SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D")
+def _spatial_dropout(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
+    # Keras 3's SpatialDropout takes only rate, seed, name, dtype (and data_format for 2D/3D); a
+    # weightless layer's ``trainable`` changes nothing.
+    out.pop("trainable", None)
+    _drop_if(out, "noise_shape", (None,))
     return out
 
 
