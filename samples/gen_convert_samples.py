@@ -1,6 +1,6 @@
 """Hard cases for ``modelgraph convert`` that the other samples lack, made with tf_keras 2.
 
-    /work/venvs/k2/bin/python samples/gen_convert_samples.py
+    /work/venvs/k2/bin/python samples/gen_convert_samples.py [NAME ...]
 
 Writes ``samples/convert/``:
 
@@ -10,7 +10,8 @@ Writes ``samples/convert/``:
   ``time_major`` key, top-level class ``Model``, ``keras_version`` 2.2.4. Keras 3 cannot load it
   (it builds a reset-after GRU whose bias does not fit); the golden outputs are tf_keras's, computed
   before the config was edited back to Keras 2.2's form.
-* ``time_major.h5``: an LSTM with ``time_major=True`` (Keras 3 has no such option: refused).
+* ``time_major.h5`` + golden: an LSTM and a GRU (sequence + state) with ``time_major=True`` (Keras 3
+  has no such option; ``convert`` writes Transpose op nodes around them).
 * ``unconvertible.h5``: a Lambda, a TF op with no Keras 3 equivalent (``tf.math.bessel_i0``) and a
   ``ThresholdedReLU``: ``convert`` must refuse the file naming all three.
 """
@@ -67,9 +68,26 @@ def _keras22_gru(tf, keras) -> None:
 
 
 def _time_major(tf, keras) -> None:
+    rng = np.random.default_rng(7)
     x = keras.Input((2, 3), name="steps")  # time-major: axis 0 is time, axis 1 the batch
-    y = keras.layers.LSTM(4, time_major=True, name="lstm_tm")(x)
-    keras.Model(x, y, name="time_major").save(OUT / "time_major.h5")
+    last = keras.layers.LSTM(4, time_major=True, name="lstm_tm")(x)
+    seq, state = keras.layers.GRU(3, time_major=True, return_sequences=True, return_state=True, name="gru_tm")(x)
+    out = keras.layers.Dense(2, name="after_seq")(seq)  # reads the time-major sequence
+    model = keras.Model(x, [last, seq, state, out], name="time_major")
+    for layer in model.layers:
+        layer.set_weights([rng.normal(0, 0.5, w.shape).astype("float32") for w in layer.get_weights()])
+    data = rng.normal(0, 1, (5, 2, 3)).astype("float32")  # 5 steps of a batch of 2
+    expected = model.predict(data, verbose=0)
+    model.save(OUT / "time_major.h5")
+    np.savez(OUT / "time_major.npz", **{"input/steps": data, **{f"output/{i}": e for i, e in enumerate(expected)}})
+    golden = {
+        "family": "convert",
+        "model": "time_major",
+        "made_by": f"tf_keras {keras.__version__}",
+        "files": {"h5": "convert/time_major.h5"},
+        "inputs": {"steps": {"shape": list(data.shape), "dtype": "<f4"}},
+    }
+    (OUT / "time_major.json").write_text(json.dumps(golden, indent=1) + "\n")
 
 
 def _unconvertible(tf, keras) -> None:
@@ -85,11 +103,11 @@ def main() -> None:
     import tensorflow as tf
     import tf_keras as keras
 
+    makers = {"keras22_gru": _keras22_gru, "time_major": _time_major, "unconvertible": _unconvertible}
     keras.utils.set_random_seed(0)
     OUT.mkdir(exist_ok=True)
-    _keras22_gru(tf, keras)
-    _time_major(tf, keras)
-    _unconvertible(tf, keras)
+    for name in sys.argv[1:] or list(makers):  # e.g. `gen_convert_samples.py time_major`
+        makers[name](tf, keras)
     print("wrote", sorted(p.name for p in OUT.iterdir()), file=sys.stderr)
 
 

@@ -24,6 +24,7 @@ from modelgraph.graph import Layer, ModelGraph, TensorRef, flatten_structure, ma
 from modelgraph.saving.keras3_names import OP_MODULES
 from modelgraph.saving.masks import MaskPlan, plan_masks
 from modelgraph.saving.tf_ops import convert_tf_op
+from modelgraph.saving.time_major import is_time_major, plan_time_major
 from modelgraph.saving.upgrades import (
     NotConvertible,
     UpgradeContext,
@@ -69,6 +70,7 @@ class ConfigWriter:
     written: dict[tuple[str, ...], WrittenLayer] = field(default_factory=dict)
     _mask_kwargs: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     _mask_inputs: dict[tuple[str, int], dict[TensorRef, TensorRef]] = field(default_factory=dict)
+    _redirect: dict[TensorRef, TensorRef] = field(default_factory=dict)
     _mask_specs: dict[str, tuple[tuple[Any, ...] | None, str]] = field(default_factory=dict)
     # Keras 1/2 implicit masks become explicit op nodes (a .keras file); a legacy .h5 keeps them implicit.
     explicit_masks: bool = True
@@ -88,6 +90,8 @@ class ConfigWriter:
             )
         self._check_names(graph, path)
         plan = plan_masks(graph, shapes) if self.ctx.major < 3 else MaskPlan()
+        if self.ctx.major < 3 and self.explicit_masks:
+            plan_time_major(graph, shapes, plan)
         for layer_name, class_name, reason in plan.refusals:
             self._refuse((*path, layer_name), class_name, reason)
         if not self.explicit_masks:
@@ -97,6 +101,7 @@ class ConfigWriter:
         self._mask_specs = {op.name: (op.shape, op.dtype) for op in plan.ops}
         self._mask_kwargs = plan.kwargs
         self._mask_inputs = plan.inputs
+        self._redirect = plan.outputs
         layers = [self._functional_entry(layer, graph, shapes, path) for layer in graph.layers]
         layers = self._with_mask_ops(layers, plan, graph, shapes, path)
         if plan.ops:
@@ -106,7 +111,7 @@ class ConfigWriter:
             "trainable": True,
             "layers": [entry for entry in layers if entry is not None],
             "input_layers": _structure(graph.input_structure, graph, plus_one=True),
-            "output_layers": _structure(graph.output_structure, graph, plus_one=True),
+            "output_layers": _structure(self._redirected(graph.output_structure), graph, plus_one=True),
         }
         return {
             "module": FUNCTIONAL_MODULE,
@@ -161,7 +166,7 @@ class ConfigWriter:
         for name, entry in by_name.items():
             for i, node in enumerate(entry.get("inbound_nodes") or []):
                 parents[(name, i)] = _history_keys([node.get("args"), node.get("kwargs")])
-        refs = flatten_structure(graph.output_structure, _is_ref)
+        refs = flatten_structure(self._redirected(graph.output_structure), _is_ref)
         outputs = [(legal_name(r.layer), r.node_index) for r in refs if isinstance(r, TensorRef)]
         inputs = [(legal_name(r.layer), r.node_index) for r in graph.inputs]
         topo = map_graph(outputs, lambda key: parents.get(key, []), inputs)
@@ -169,6 +174,9 @@ class ConfigWriter:
         self.orders[path] = [original[n] for n in topo.layer_order if n in original]
         ordered = [by_name[n] for n in topo.layer_order if n in by_name]
         return ordered + [e for e in entries if e is not None and e["name"] not in topo.layer_depths]
+
+    def _redirected(self, structure: Any) -> Any:
+        return map_structure(structure, lambda r: self._redirect.get(r, r), _is_ref)
 
     def _encode(self, value: Any, shapes: ShapeResult | None) -> Any:
         if isinstance(value, list | tuple):
@@ -263,9 +271,14 @@ class ConfigWriter:
             }
             self.written[where] = WrittenLayer(layer.class_name, record["config"])
             return self._with_build_config(record, layer, graph, shapes)
+        source_config: Mapping[str, Any] = layer.config
+        if self.ctx.major < 3 and self.explicit_masks and is_time_major(layer.class_name, source_config):
+            # written with Transpose op nodes around it (time_major.py)
+            source_config = {k: v for k, v in source_config.items() if k != "time_major"}
         try:
-            _check_input_rank(layer, graph, shapes)
-            class_name, config = upgrade_layer(layer.class_name, layer.config, self.ctx)
+            extra_axes = _check_input_rank(layer, graph, shapes)
+            class_name, config = upgrade_layer(layer.class_name, source_config, self.ctx)
+            config = _fold_extra_axes(config, extra_axes)
         except NotConvertible as exc:
             self._refuse(where, layer.class_name, str(exc))
             return None
@@ -474,10 +487,12 @@ def _structure(value: Any, graph: ModelGraph, plus_one: bool) -> Any:
 _EXACT_INPUT_RANK = {"Conv1D": 3, "Conv1DTranspose": 3, "SeparableConv1D": 3, "DepthwiseConv1D": 3}
 
 
-def _check_input_rank(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> None:
-    """Refuse a layer (or a TimeDistributed one) called on a higher rank than Keras 3 builds it for."""
+def _check_input_rank(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> int:
+    """How many extra leading axes tf.keras folded into the batch of a ``TimeDistributed`` layer's
+    inner Conv1D-family layer (0 for any other layer); a bare layer called on a higher rank than
+    Keras 3 builds it for is refused."""
     if shapes is None:
-        return
+        return 0
     inner, extra = layer.class_name, 0
     if inner == "TimeDistributed":
         record = layer.config.get("layer")
@@ -485,14 +500,46 @@ def _check_input_rank(layer: Layer, graph: ModelGraph, shapes: ShapeResult | Non
         extra = 1
     rank = _EXACT_INPUT_RANK.get(inner) if isinstance(inner, str) else None
     if rank is None:
-        return
+        return 0
+    folded = set()
     for node in graph.nodes_of(layer.name):
         shape = shapes.shape(node.inputs[0]) if node.inputs else None
-        if shape is not None and len(shape) > rank + extra:
-            raise NotConvertible(
-                f"{inner} applied to a rank-{len(shape) - extra} input: tf.keras treated the extra "
-                f"leading axes as batch axes, Keras 3's {inner} accepts only rank {rank}"
-            )
+        if shape is not None:
+            folded.add(max(0, len(shape) - rank - extra))
+    if not folded or folded == {0}:
+        return 0
+    if extra == 0:
+        raise NotConvertible(
+            f"{inner} applied to a rank-{max(folded) + rank} input: tf.keras treated the extra leading "
+            f"axes as batch axes, Keras 3's {inner} accepts only rank {rank}"
+        )
+    if len(folded) > 1:
+        raise NotConvertible(f"a TimeDistributed({inner}) called on inputs of different ranks")
+    return folded.pop()
+
+
+def _fold_extra_axes(config: dict[str, Any], extra_axes: int) -> dict[str, Any]:
+    """``TimeDistributed(inner)`` over a rank-``3 + 1 + extra_axes`` input: tf.keras folded every
+    leading axis into the inner layer's batch; Keras 3's TimeDistributed maps over one axis, so the
+    inner layer is wrapped in one more ``TimeDistributed`` per extra axis (same numbers, the inner
+    weights one ``layer/`` deeper)."""
+    for i in range(extra_axes):
+        inner = config["layer"]
+        config = {
+            **config,
+            "layer": {
+                "module": "keras.layers",
+                "class_name": "TimeDistributed",
+                "config": {
+                    "name": f"{config['name']}_axis_{i + 2}",
+                    "trainable": config.get("trainable", True),
+                    "dtype": config.get("dtype"),
+                    "layer": inner,
+                },
+                "registered_name": None,
+            },
+        }
+    return config
 
 
 def _build_config(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> dict[str, Any] | None:

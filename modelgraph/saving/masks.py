@@ -65,6 +65,8 @@ class MaskPlan:
     # node key -> {input tensor: the tensor it reads instead} (Copy nodes)
     inputs: dict[tuple[str, int], dict[TensorRef, TensorRef]] = field(default_factory=dict)
     refusals: list[tuple[str, str, str]] = field(default_factory=list)  # (layer, class, reason)
+    # model output -> the tensor written in its place (a time-major RNN's transposed-back output)
+    outputs: dict[TensorRef, TensorRef] = field(default_factory=dict)
     # masks that are only right when written explicitly (a legacy .h5 refuses these layers)
     explicit_only: list[tuple[str, str, str]] = field(default_factory=list)
 
