@@ -12,6 +12,8 @@ Writes ``samples/convert/``:
   before the config was edited back to Keras 2.2's form.
 * ``time_major.h5`` + golden: an LSTM and a GRU (sequence + state) with ``time_major=True`` (Keras 3
   has no such option; ``convert`` writes Transpose op nodes around them).
+* ``attention_masks.h5`` + golden: tf.keras implicit masks into Attention, AdditiveAttention and
+  MultiHeadAttention calls (fully masked rows included), which ``convert`` writes explicitly.
 * ``unconvertible.h5``: a Lambda, a TF op with no Keras 3 equivalent (``tf.math.bessel_i0``) and a
   ``ThresholdedReLU``: ``convert`` must refuse the file naming all three.
 """
@@ -90,6 +92,69 @@ def _time_major(tf, keras) -> None:
     (OUT / "time_major.json").write_text(json.dumps(golden, indent=1) + "\n")
 
 
+def _attention_masks(tf, keras) -> None:
+    """tf.keras implicit masks into attention layers, every call Keras 3 can be told the same masks:
+    Attention [q, v] / [q, v, k], AdditiveAttention (+ scores), MultiHeadAttention (q, v), (q, v, k)
+    with keywords, self-attention + causal mask, an unmasked query, an attention_mask tensor. Token
+    rows include fully masked ones. (MultiHeadAttention returning its scores is refused: Keras 3
+    zeroes a fully masked row there.)"""
+    rng = np.random.default_rng(11)
+    layers = keras.layers
+    tq = keras.Input((5,), dtype="int32", name="tok_q")
+    tv = keras.Input((7,), dtype="int32", name="tok_v")
+    tk = keras.Input((7,), dtype="int32", name="tok_k")
+    fq = keras.Input((5, 6), name="feat_q")
+    am = keras.Input((5, 7), dtype="int32", name="att_mask")
+    eq = layers.Embedding(20, 6, mask_zero=True, name="emb_q")(tq)
+    ev = layers.Embedding(20, 6, mask_zero=True, name="emb_v")(tv)
+    ek = layers.Embedding(20, 6, mask_zero=True, name="emb_k")(tk)
+    att = layers.Attention(name="att")([eq, ev])
+    att_k = layers.Attention(use_scale=True, score_mode="concat", name="att_qvk")([eq, ev, ek])
+    add_att, scores = layers.AdditiveAttention(name="add_att")([eq, ev], return_attention_scores=True)
+    att_uq = layers.Attention(name="att_unmasked_q")([fq, ev])
+    mha = layers.MultiHeadAttention(2, 3, name="mha")(eq, ev)
+    mha_self = layers.MultiHeadAttention(2, 3, name="mha_self_causal")(ev, ev, use_causal_mask=True)
+    mha_k = layers.MultiHeadAttention(2, 3, value_dim=2, name="mha_qvk")(eq, key=ek, value=ev)
+    mha_uq = layers.MultiHeadAttention(2, 3, name="mha_unmasked_q")(fq, ev)
+    mha_am = layers.MultiHeadAttention(2, 3, name="mha_attention_mask")(eq, attention_mask=am, key=ek, value=ev)
+    outs = [
+        att, layers.LSTM(3, name="lstm_att")(att), att_k, layers.GRU(3, name="gru_att_qvk")(att_k),
+        add_att, scores, layers.GlobalAveragePooling1D(name="gap_add_att")(add_att),
+        att_uq, layers.SimpleRNN(2, name="srnn_att_uq")(att_uq),
+        mha, layers.GRU(3, name="gru_mha")(mha), mha_self, layers.LSTM(2, name="lstm_mha_self")(mha_self),
+        mha_k, mha_uq, layers.SimpleRNN(2, name="srnn_mha_uq")(mha_uq), mha_am, layers.GRU(2, name="gru_mha_am")(mha_am),
+    ]
+    model = keras.Model([tq, tv, tk, fq, am], outs, name="attention_masks")
+    for layer in model.layers:
+        layer.set_weights([rng.normal(0, 0.5, w.shape).astype("float32") for w in layer.get_weights()])
+
+    def tokens(shape, zero_rows):
+        tok = rng.integers(1, 20, size=shape)
+        for row, cols in zero_rows.items():
+            tok[row, cols] = 0
+        return tok.astype("int32")
+
+    data = {
+        "tok_q": tokens((5, 5), {0: [0], 1: [2, 4], 2: slice(None), 3: slice(3, None)}),
+        "tok_v": tokens((5, 7), {0: [1, 6], 1: slice(0, 3), 2: slice(None), 4: slice(4, None)}),
+        "tok_k": tokens((5, 7), {0: [2, 3], 1: slice(0, 2), 2: slice(None), 4: [6]}),
+        "feat_q": rng.normal(size=(5, 5, 6)).astype("float32"),
+        "att_mask": (rng.random((5, 5, 7)) < 0.8).astype("int32"),
+    }
+    expected = model.predict([data[n] for n in model.input_names], verbose=0)
+    model.save(OUT / "attention_masks.h5")
+    arrays = {**{f"input/{k}": v for k, v in data.items()}, **{f"output/{i}": e for i, e in enumerate(expected)}}
+    np.savez(OUT / "attention_masks.npz", **arrays)
+    golden = {
+        "family": "convert",
+        "model": "attention_masks",
+        "made_by": f"tf_keras {keras.__version__}",
+        "files": {"h5": "convert/attention_masks.h5"},
+        "inputs": {k: {"shape": list(v.shape), "dtype": v.dtype.str} for k, v in data.items()},
+    }
+    (OUT / "attention_masks.json").write_text(json.dumps(golden, indent=1) + "\n")
+
+
 def _unconvertible(tf, keras) -> None:
     x = keras.Input((4,), name="x")
     h = keras.layers.Lambda(lambda t: t * 2.0, name="double")(x)
@@ -103,7 +168,12 @@ def main() -> None:
     import tensorflow as tf
     import tf_keras as keras
 
-    makers = {"keras22_gru": _keras22_gru, "time_major": _time_major, "unconvertible": _unconvertible}
+    makers = {
+        "keras22_gru": _keras22_gru,
+        "time_major": _time_major,
+        "unconvertible": _unconvertible,
+        "attention_masks": _attention_masks,
+    }
     keras.utils.set_random_seed(0)
     OUT.mkdir(exist_ok=True)
     for name in sys.argv[1:] or list(makers):  # e.g. `gen_convert_samples.py time_major`
