@@ -22,7 +22,7 @@ import numpy as np
 
 from modelgraph.graph import Layer, ModelGraph, TensorRef, flatten_structure, map_structure
 from modelgraph.saving.keras3_names import OP_MODULES
-from modelgraph.saving.masks import MaskPlan, plan_masks
+from modelgraph.saving.masks import WritePlan, plan_masks
 from modelgraph.saving.tf_ops import convert_tf_op
 from modelgraph.saving.time_major import is_time_major, plan_time_major
 from modelgraph.saving.upgrades import (
@@ -68,10 +68,11 @@ class ConfigWriter:
     refusals: list[Refusal] = field(default_factory=list)
     # (path of layer names) -> the class and config the layer was written with
     written: dict[tuple[str, ...], WrittenLayer] = field(default_factory=dict)
-    _mask_kwargs: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
-    _mask_inputs: dict[tuple[str, int], dict[TensorRef, TensorRef]] = field(default_factory=dict)
+    _added_kwargs: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    _replaced_inputs: dict[tuple[str, int], dict[TensorRef, TensorRef]] = field(default_factory=dict)
     _redirect: dict[TensorRef, TensorRef] = field(default_factory=dict)
-    _mask_specs: dict[str, tuple[tuple[Any, ...] | None, str]] = field(default_factory=dict)
+    _written_shapes: dict[TensorRef, tuple[Any, ...] | None] = field(default_factory=dict)
+    _added_specs: dict[str, tuple[tuple[Any, ...] | None, str]] = field(default_factory=dict)
     # Keras 1/2 implicit masks become explicit op nodes (a .keras file); a legacy .h5 keeps them implicit.
     explicit_masks: bool = True
     # (path of a model) -> its layers in the order Keras 3 lists them, when added op nodes changed it
@@ -89,7 +90,7 @@ class ConfigWriter:
                 path or (graph.name,), graph.class_name, "a model subclass that Keras 3 cannot rebuild"
             )
         self._check_names(graph, path)
-        plan = plan_masks(graph, shapes) if self.ctx.major < 3 else MaskPlan()
+        plan = plan_masks(graph, shapes) if self.ctx.major < 3 else WritePlan()
         if self.ctx.major < 3 and self.explicit_masks:
             plan_time_major(graph, shapes, plan)
         for layer_name, class_name, reason in plan.refusals:
@@ -97,13 +98,14 @@ class ConfigWriter:
         if not self.explicit_masks:
             for layer_name, class_name, reason in dict.fromkeys(plan.explicit_only):
                 self._refuse((*path, layer_name), class_name, reason)
-            plan = MaskPlan()
-        self._mask_specs = {op.name: (op.shape, op.dtype) for op in plan.ops}
-        self._mask_kwargs = plan.kwargs
-        self._mask_inputs = plan.inputs
+            plan = WritePlan()
+        self._added_specs = {op.name: (op.shape, op.dtype) for op in plan.ops}
+        self._added_kwargs = plan.kwargs
+        self._replaced_inputs = plan.inputs
         self._redirect = plan.outputs
+        self._written_shapes = plan.shapes
         layers = [self._functional_entry(layer, graph, shapes, path) for layer in graph.layers]
-        layers = self._with_mask_ops(layers, plan, graph, shapes, path)
+        layers = self._with_added_ops(layers, plan, graph, shapes, path)
         if plan.ops:
             layers = self._keras3_order(layers, graph, path)
         config = {
@@ -121,10 +123,10 @@ class ConfigWriter:
             "build_config": {"input_shape": None},
         }
 
-    def _with_mask_ops(
+    def _with_added_ops(
         self,
         entries: list[dict[str, Any] | None],
-        plan: MaskPlan,
+        plan: WritePlan,
         graph: ModelGraph,
         shapes: ShapeResult | None,
         path: tuple[str, ...],
@@ -183,8 +185,12 @@ class ConfigWriter:
             return [self._encode(v, shapes) for v in value]
         if not isinstance(value, TensorRef):
             return value
-        if value.layer in self._mask_specs:
-            return _mask_tensor(value, *self._mask_specs[value.layer])
+        if value.layer in self._added_specs:
+            return _added_tensor(value, *self._added_specs[value.layer])
+        if value in self._written_shapes:
+            return _added_tensor(
+                value, self._written_shapes[value], (shapes and shapes.dtype(value)) or "float32"
+            )
         return _keras_tensor(value, shapes)
 
     def _sequential(
@@ -234,10 +240,10 @@ class ConfigWriter:
                 args, kwargs = node.args, dict(node.kwargs)
                 if self.ctx.major < 3:
                     args, kwargs = upgrade_call(layer.class_name, args, kwargs)
-                replaced = self._mask_inputs.get(node.key)
+                replaced = self._replaced_inputs.get(node.key)
                 if replaced:
                     args, kwargs = map_structure((args, kwargs), lambda r, m=replaced: m.get(r, r), _is_ref)
-                kwargs.update(self._mask_kwargs.get(node.key, {}))
+                kwargs.update(self._added_kwargs.get(node.key, {}))
                 nodes.append(self._node(args, kwargs, shapes, graph, path, layer))
         record["inbound_nodes"] = nodes
         return record
@@ -367,8 +373,8 @@ class ConfigWriter:
     ) -> dict[str, Any]:
         def encode(value: Any) -> Any:
             if isinstance(value, TensorRef):
-                if value.layer in self._mask_specs:
-                    return _mask_tensor(value, *self._mask_specs[value.layer])
+                if value.layer in self._added_specs:
+                    return _added_tensor(value, *self._added_specs[value.layer])
                 return _keras_tensor(value, shapes)
             if isinstance(value, slice):
                 return {
@@ -450,8 +456,9 @@ def _keras_tensor(ref: TensorRef, shapes: ShapeResult | None) -> dict[str, Any]:
     }
 
 
-def _mask_tensor(ref: TensorRef, shape: tuple[Any, ...] | None, dtype: str = "bool") -> dict[str, Any]:
-    """A tensor produced by an op node the writer added (a boolean mask, or an unmasked copy)."""
+def _added_tensor(ref: TensorRef, shape: tuple[Any, ...] | None, dtype: str = "bool") -> dict[str, Any]:
+    """A tensor whose shape and dtype the writer knows itself: an added op's output (a boolean mask, an
+    unmasked copy, a transpose) or a time-major layer's batch-major output."""
     return {
         "class_name": "__keras_tensor__",
         "config": {

@@ -43,7 +43,7 @@ _UNWRITTEN = TensorRef("", -1, -1)
 
 
 @dataclass
-class MaskOp:
+class AddedOp:
     """A new op node: its name, class, config and call arguments (TensorRefs at tensor positions)."""
 
     name: str
@@ -56,10 +56,11 @@ class MaskOp:
 
 
 @dataclass
-class MaskPlan:
-    """The op nodes to add and how each consuming node changes."""
+class WritePlan:
+    """What the writer adds to a graph: op nodes, and how each consuming node changes (implicit masks
+    made explicit here, time-major transposes in :mod:`modelgraph.saving.time_major`)."""
 
-    ops: list[MaskOp] = field(default_factory=list)
+    ops: list[AddedOp] = field(default_factory=list)
     # node key -> keyword arguments to set (mask tensors, lists of them)
     kwargs: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     # node key -> {input tensor: the tensor it reads instead} (Copy nodes)
@@ -67,6 +68,8 @@ class MaskPlan:
     refusals: list[tuple[str, str, str]] = field(default_factory=list)  # (layer, class, reason)
     # model output -> the tensor written in its place (a time-major RNN's transposed-back output)
     outputs: dict[TensorRef, TensorRef] = field(default_factory=dict)
+    # tensors whose written shape differs from the source's (a time-major RNN's own output)
+    shapes: dict[TensorRef, tuple[Any, ...] | None] = field(default_factory=dict)
     # masks that are only right when written explicitly (a legacy .h5 refuses these layers)
     explicit_only: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -80,18 +83,18 @@ def _behaviour(class_name: str, version: int) -> MaskBehaviour:
 class _Planner:
     graph: ModelGraph
     shapes: ShapeResult | None
-    plan: MaskPlan = field(default_factory=MaskPlan)
+    plan: WritePlan = field(default_factory=WritePlan)
     mask2: dict[TensorRef, TensorRef] = field(default_factory=dict)  # Keras 2's mask of a tensor
     may3: set[TensorRef] = field(default_factory=set)  # may carry a Keras 3 implicit mask
     copies: dict[TensorRef, TensorRef] = field(default_factory=dict)
     taken: set[str] = field(default_factory=set)
     read: set[TensorRef] = field(default_factory=set)  # every tensor a node or the model reads
+    op_shapes: dict[str, tuple[Any, ...] | None] = field(default_factory=dict)
 
     # --- op nodes ---------------------------------------------------------------------------
     def shape(self, ref: TensorRef) -> tuple[Any, ...] | None:
-        for op in self.plan.ops:
-            if op.name == ref.layer:
-                return op.shape
+        if ref.layer in self.op_shapes:
+            return self.op_shapes[ref.layer]
         shape = self.shapes.shape(ref) if self.shapes is not None else None
         return None if shape is None else tuple(shape)
 
@@ -110,7 +113,8 @@ class _Planner:
         while name in self.taken:
             name, n = f"{base}_{n}", n + 1
         self.taken.add(name)
-        self.plan.ops.append(MaskOp(name, class_name, config, args, after, shape, dtype))
+        self.plan.ops.append(AddedOp(name, class_name, config, args, after, shape, dtype))
+        self.op_shapes[name] = shape
         return TensorRef(name, 0, 0)
 
     def logical_and(self, base: str, masks: list[TensorRef]) -> TensorRef:
@@ -365,7 +369,7 @@ class _Planner:
         return node.key in self.plan.kwargs or any(r in self.may3 for r in reads)
 
 
-def plan_masks(graph: ModelGraph, shapes: ShapeResult | None = None) -> MaskPlan:
+def plan_masks(graph: ModelGraph, shapes: ShapeResult | None = None) -> WritePlan:
     """Where ``graph``'s implicit Keras 2 masks come from and go (nodes in topological order)."""
     read = {r for node in graph.nodes for r in node.inputs}
     read.update(r for r in flatten_structure(graph.output_structure, _is_ref) if isinstance(r, TensorRef))

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from modelgraph.graph import ModelGraph, TensorRef
-from modelgraph.saving.masks import MaskOp, MaskPlan
+from modelgraph.saving.masks import AddedOp, WritePlan
 from modelgraph.saving.upgrades import keras3_class_name
 from modelgraph.shapes import ShapeResult
 
@@ -26,7 +26,7 @@ def is_time_major(class_name: str, config: Mapping[str, Any]) -> bool:
     return keras3_class_name(class_name) in TIME_MAJOR_CLASSES and bool(config.get("time_major"))
 
 
-def plan_time_major(graph: ModelGraph, shapes: ShapeResult | None, plan: MaskPlan) -> None:
+def plan_time_major(graph: ModelGraph, shapes: ShapeResult | None, plan: WritePlan) -> None:
     """Add to ``plan`` the transposes around every time-major recurrent call of ``graph``."""
     taken = {layer.name for layer in graph.layers} | {op.name for op in plan.ops}
 
@@ -60,15 +60,16 @@ def plan_time_major(graph: ModelGraph, shapes: ShapeResult | None, plan: MaskPla
             continue
         dtype = (shapes.dtype(x) if shapes is not None else None) or "float32"
         before = name(f"{node.layer}_batch_major")
-        plan.ops.append(MaskOp(before, "Transpose", dict(_SWAP), [x], None, swapped(x), dtype))
+        plan.ops.append(AddedOp(before, "Transpose", dict(_SWAP), [x], None, swapped(x), dtype))
         plan.inputs.setdefault(node.key, {})[x] = TensorRef(before, 0, 0)
         if not layer.config.get("return_sequences"):
             continue
         out = TensorRef(node.layer, node.index, 0)
         shape = shapes.shape(out) if shapes is not None else None
         after = name(f"{node.layer}_time_major")
-        plan.ops.append(MaskOp(after, "Transpose", dict(_SWAP), [out], None, shape and tuple(shape), dtype))
+        plan.ops.append(AddedOp(after, "Transpose", dict(_SWAP), [out], None, shape and tuple(shape), dtype))
         plan.outputs[out] = TensorRef(after, 0, 0)
+        plan.shapes[out] = None if shape is None else (shape[1], shape[0], *shape[2:])
         for reader in graph.nodes:
             if out in reader.inputs:
                 plan.inputs.setdefault(reader.key, {})[out] = TensorRef(after, 0, 0)

@@ -13,7 +13,7 @@ initializer envelopes, activations) are in :func:`upgrade_common`. What the writ
 described in ``docs/writing.md``.
 
 An upgrade never changes what a layer computes. When the old config means something Keras 3
-cannot express (Keras 2's ``hard_sigmoid``, a ``time_major`` RNN, a GRU whose Keras 1 gate layout
+cannot express (Keras 2's ``hard_sigmoid``, a ``time_major`` RNN inside a wrapper, a GRU whose Keras 1 gate layout
 is unknown), it raises :class:`NotConvertible` with the reason; the writer collects every such
 layer and refuses the whole model before writing anything.
 """
@@ -234,9 +234,19 @@ def _input_layer(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
 @upgrade("LSTM", "SimpleRNN", "GRU")
 def _rnn(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
     # The catalogue dropped ``time_major: false`` and set GRU ``reset_after`` by version; a
-    # time-major layer is left, which Keras 3 cannot express.
-    _drop_if(out, "time_major", (False, None))
+    # time-major layer reaches here only where no Transpose op nodes can be written around it
+    # (inside a wrapper, in a legacy .h5): the writer strips the key where they can.
+    _refuse_time_major(out)
     return out
+
+
+def _refuse_time_major(out: dict[str, Any]) -> None:
+    if out.get("time_major"):
+        raise NotConvertible(
+            "time_major=True has no Keras 3 equivalent here (a .keras file writes a time-major "
+            "layer of the model itself with Transpose op nodes around it)"
+        )
+    out.pop("time_major", None)
 
 
 # The cells of a generic RNN(cell) and the Keras 2 layer whose config (and catalogue upgrade) each
@@ -246,7 +256,7 @@ _CELL_LAYERS = {"SimpleRNNCell": "SimpleRNN", "LSTMCell": "LSTM", "GRUCell": "GR
 
 @upgrade("RNN")
 def _generic_rnn(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
-    _drop_if(out, "time_major", (False, None))
+    _refuse_time_major(out)
     if ctx.major < 3 and isinstance(out.get("cell"), Mapping):
         out["cell"] = upgrade_cell(out["cell"], ctx)
     return out
