@@ -96,8 +96,8 @@ def _attention_masks(tf, keras) -> None:
     """tf.keras implicit masks into attention layers, every call Keras 3 can be told the same masks:
     Attention [q, v] / [q, v, k], AdditiveAttention (+ scores), MultiHeadAttention (q, v), (q, v, k)
     with keywords, self-attention + causal mask, an unmasked query, an attention_mask tensor. Token
-    rows include fully masked ones. (MultiHeadAttention returning its scores is refused: Keras 3
-    zeroes a fully masked row there.)"""
+    rows include fully masked ones. (samples/k2/mask_attention.h5 adds MultiHeadAttention returning
+    its scores.)"""
     rng = np.random.default_rng(11)
     layers = keras.layers
     tq = keras.Input((5,), dtype="int32", name="tok_q")

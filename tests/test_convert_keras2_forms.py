@@ -74,12 +74,21 @@ def test_multi_head_attention_gets_keras2s_attention_mask(tmp_path):
     assert layers[_history(node["args"])[0]]["class_name"] == "Copy"
 
 
-def test_attention_scores_with_a_keras2_mask_are_refused(tmp_path):
-    with pytest.raises(NotConvertibleError) as info:
-        modelgraph.save(modelgraph.load(SAMPLES / "k2" / "mask_attention.h5"), tmp_path / "out.keras")
-    assert [r.path for r in info.value.refusals] == ["mha_qvk"]
-    assert "fully masked row" in str(info.value)
-    assert not list(tmp_path.iterdir())
+def test_masked_attention_scores_keep_keras2s_evenly_spread_rows(tmp_path):
+    """Keras 3 zeroes a fully masked row of the scores it returns (tf.keras spread it evenly): the
+    layer is called again without scores for its output, and the scores are patched with Where."""
+    layers = _written("k2/mask_attention.h5", tmp_path)
+    first, second = layers["mha_qvk"]["inbound_nodes"]
+    assert first["kwargs"]["return_attention_scores"] is True
+    assert "return_attention_scores" not in second["kwargs"]
+    assert _history(first["kwargs"]["attention_mask"]) == _history(second["kwargs"]["attention_mask"])
+    where = layers["mha_qvk_scores"]
+    assert where["class_name"] == "Where"
+    assert where["inbound_nodes"][0]["args"][1]["config"]["keras_history"] == ["mha_qvk", 0, 1]
+    assert where["inbound_nodes"][0]["args"][2] == pytest.approx(1 / 7)
+    outputs = layers[""]["config"]["output_layers"]
+    assert ["mha_qvk", 1, 0] in outputs and ["mha_qvk_scores", 0, 0] in outputs
+    assert ["mha_qvk", 0, 0] not in outputs and ["mha_qvk", 0, 1] not in outputs
 
 
 def test_mask_rules_keras3_does_differently_stay_refused_for_h5(tmp_path):

@@ -72,6 +72,9 @@ class ConfigWriter:
     _replaced_inputs: dict[tuple[str, int], dict[TensorRef, TensorRef]] = field(default_factory=dict)
     _redirect: dict[TensorRef, TensorRef] = field(default_factory=dict)
     _written_shapes: dict[TensorRef, tuple[Any, ...] | None] = field(default_factory=dict)
+    _added_calls: dict[str, list[tuple[tuple[str, int], tuple[Any, ...], dict[str, Any]]]] = field(
+        default_factory=dict
+    )
     _added_specs: dict[str, tuple[tuple[Any, ...] | None, str]] = field(default_factory=dict)
     # Keras 1/2 implicit masks become explicit op nodes (a .keras file); a legacy .h5 keeps them implicit.
     explicit_masks: bool = True
@@ -104,6 +107,7 @@ class ConfigWriter:
         self._replaced_inputs = plan.inputs
         self._redirect = plan.outputs
         self._written_shapes = plan.shapes
+        self._added_calls = plan.calls
         layers = [self._functional_entry(layer, graph, shapes, path) for layer in graph.layers]
         layers = self._with_added_ops(layers, plan, graph, shapes, path)
         if plan.ops:
@@ -245,6 +249,10 @@ class ConfigWriter:
                     args, kwargs = map_structure((args, kwargs), lambda r, m=replaced: m.get(r, r), _is_ref)
                 kwargs.update(self._added_kwargs.get(node.key, {}))
                 nodes.append(self._node(args, kwargs, shapes, graph, path, layer))
+            for source, args, kwargs in self._added_calls.get(layer.name, []):
+                replaced = self._replaced_inputs.get(source, {})
+                args, kwargs = map_structure((args, kwargs), lambda r, m=replaced: m.get(r, r), _is_ref)
+                nodes.append(self._node(args, kwargs, shapes, graph, path, layer))
         record["inbound_nodes"] = nodes
         return record
 
@@ -373,9 +381,7 @@ class ConfigWriter:
     ) -> dict[str, Any]:
         def encode(value: Any) -> Any:
             if isinstance(value, TensorRef):
-                if value.layer in self._added_specs:
-                    return _added_tensor(value, *self._added_specs[value.layer])
-                return _keras_tensor(value, shapes)
+                return self._encode(value, shapes)
             if isinstance(value, slice):
                 return {
                     "class_name": "__slice__",

@@ -68,8 +68,13 @@ class WritePlan:
     refusals: list[tuple[str, str, str]] = field(default_factory=list)  # (layer, class, reason)
     # model output -> the tensor written in its place (a time-major RNN's transposed-back output)
     outputs: dict[TensorRef, TensorRef] = field(default_factory=dict)
-    # tensors whose written shape differs from the source's (a time-major RNN's own output)
+    # tensors whose written shape differs from the source's (a time-major RNN's own output), or that
+    # the source has not (an added call's outputs)
     shapes: dict[TensorRef, tuple[Any, ...] | None] = field(default_factory=dict)
+    # layer -> added calls of it: (the node whose input replacements they share, args, kwargs)
+    calls: dict[str, list[tuple[tuple[str, int], tuple[Any, ...], dict[str, Any]]]] = field(
+        default_factory=dict
+    )
     # masks that are only right when written explicitly (a legacy .h5 refuses these layers)
     explicit_only: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -90,6 +95,7 @@ class _Planner:
     taken: set[str] = field(default_factory=set)
     read: set[TensorRef] = field(default_factory=set)  # every tensor a node or the model reads
     op_shapes: dict[str, tuple[Any, ...] | None] = field(default_factory=dict)
+    redirect: dict[TensorRef, TensorRef] = field(default_factory=dict)  # read this written tensor instead
 
     # --- op nodes ---------------------------------------------------------------------------
     def shape(self, ref: TensorRef) -> tuple[Any, ...] | None:
@@ -129,8 +135,9 @@ class _Planner:
         """The tensor without its Keras 3 implicit mask (one Copy per tensor, shared)."""
         if ref not in self.copies:
             dtype = self.shapes.dtype(ref) if self.shapes is not None else None
+            source = self.redirect.get(ref, ref)
             self.copies[ref] = self.op(
-                f"{ref.layer}_unmasked", "Copy", {}, [ref], self.shape(ref), dtype=dtype or "float32"
+                f"{ref.layer}_unmasked", "Copy", {}, [source], self.shape(ref), dtype=dtype or "float32"
             )
         return self.copies[ref]
 
@@ -140,6 +147,9 @@ class _Planner:
         cls = layer.class_name
         masks = [self.mask2.get(r) for r in node.inputs]
         outputs = self._outputs(node)
+        for ref in node.inputs:
+            if ref in self.redirect:
+                self.plan.inputs.setdefault(node.key, {})[ref] = self.redirect[ref]
         if layer.kind == "model":
             if any(m is not None for m in masks):
                 raise NotConvertible("an implicit Keras 2 mask crosses into a nested model")
@@ -227,19 +237,57 @@ class _Planner:
             shape = self.shape(mask)
             expanded = None if shape is None else _expand(shape, axis)
             parts.append(self.op(f"{base}_{name}", "ExpandDims", {"axis": axis}, [mask], expanded))
-        if parts and node.kwargs.get("return_attention_scores"):
-            # Measured: Keras 3's masked softmax (used when it returns the scores) zeroes a row whose
-            # every position is masked; tf.keras's spread it evenly. No mask makes Keras 3 do that.
-            raise NotConvertible(
-                "Keras 3 zeroes the attention of a fully masked row where tf.keras spread it evenly "
-                "(return_attention_scores with an implicit mask)"
-            )
         given = bound.get("attention_mask")
         if isinstance(given, TensorRef):
             parts.append(self.op(f"{base}_given", "Cast", {"dtype": "bool"}, [given], self.shape(given)))
         elif given is not None:
             raise NotConvertible("an attention_mask that is not a tensor")
-        self.plan.kwargs.setdefault(node.key, {})["attention_mask"] = self.logical_and(base, parts)
+        attention_mask = self.logical_and(base, parts)
+        self.plan.kwargs.setdefault(node.key, {})["attention_mask"] = attention_mask
+        if node.kwargs.get("return_attention_scores") and len(parts) > (given is not None):
+            self._mha_scores(node, bound, attention_mask, base)
+
+    def _mha_scores(self, node: Node, bound: Mapping[str, Any], attention_mask: TensorRef, base: str) -> None:
+        """A masked call that returns its scores: tf.keras spread a row whose every position is
+        masked evenly (its softmax adds -1e9 to every score of the row), but Keras 3's masked softmax,
+        which it uses when it returns the scores, zeroes that row (measured). Its dot-product path,
+        used without scores, spreads it evenly as tf.keras did. So the written model calls the layer
+        a second time, without scores, for the attention output, and writes the scores as
+        ``Where(any(mask, -1), scores, 1 / S)``."""
+        if self.graph.layer(node.layer).config.get("attention_axes") not in (None, [1], (1,), 1, -2):
+            raise NotConvertible("scores of a masked call over several attention axes")
+        value = bound.get("key") or bound.get("value")
+        shape = self.shape(value) if isinstance(value, TensorRef) else None
+        if shape is None or len(shape) != 3 or not isinstance(shape[1], int):
+            raise NotConvertible("scores of a masked call whose key length is unknown")
+        output, scores = TensorRef(node.layer, node.index, 0), TensorRef(node.layer, node.index, 1)
+        index = len(self.graph.nodes_of(node.layer)) + len(self.plan.calls.get(node.layer, []))
+        kwargs = {k: v for k, v in node.kwargs.items() if k != "return_attention_scores"}
+        self.plan.calls.setdefault(node.layer, []).append(
+            (node.key, node.args, {**kwargs, "attention_mask": attention_mask})
+        )
+        second = TensorRef(node.layer, index, 0)
+        self.plan.shapes[second] = self.shape(output)
+        mask_shape = self.shape(attention_mask)
+        if mask_shape is None or len(mask_shape) != 3:
+            raise NotConvertible("scores of a masked call whose mask shape is unknown")
+        row = self.op(
+            f"{base}_row", "Any", {"axis": -1, "keepdims": False}, [attention_mask], mask_shape[:-1]
+        )
+        row = self.op(f"{base}_row", "ExpandDims", {"axis": 1}, [row], _expand(mask_shape[:-1], 1))
+        row = self.op(f"{base}_row", "ExpandDims", {"axis": -1}, [row], (*_expand(mask_shape[:-1], 1), 1))
+        dtype = (self.shapes.dtype(scores) if self.shapes is not None else None) or "float32"
+        even = self.op(
+            f"{node.layer}_scores",
+            "Where",
+            {},
+            [row, scores, 1.0 / shape[1]],
+            self.shape(scores),
+            dtype=dtype,
+        )
+        for old, new in ((output, second), (scores, even)):
+            self.redirect[old] = new
+            self.plan.outputs[old] = new
 
     def _produce(
         self,
