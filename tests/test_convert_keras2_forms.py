@@ -143,3 +143,50 @@ def test_time_distributed_conv1d_over_folded_axes_is_nested(tmp_path):
 
     with h5py.File(tmp_path / "w.h5") as f:
         assert "layers/time_distributed/layer/layer/vars/0" in f
+
+
+def test_a_keras2_mask_leaving_a_nested_model_is_refused(tmp_path):
+    """tf.keras carried a mask made inside a nested model out of it (its compute_mask ran the inner
+    graph); the writer does not follow masks across nested models, so it refuses rather than drop it."""
+
+    def layer(cls, name, config, inbound):
+        return {"class_name": cls, "name": name, "config": {"name": name, **config}, "inbound_nodes": inbound}
+
+    inner = layer(
+        "Functional",
+        "inner",
+        {
+            "layers": [
+                layer("InputLayer", "ids", {"batch_input_shape": [None, 5], "dtype": "int32"}, []),
+                layer(
+                    "Embedding",
+                    "emb",
+                    {"input_dim": 10, "output_dim": 3, "mask_zero": True},
+                    [[["ids", 0, 0, {}]]],
+                ),
+            ],
+            "input_layers": [["ids", 0, 0]],
+            "output_layers": [["emb", 0, 0]],
+        },
+        [[["tokens", 0, 0, {}]]],
+    )
+    config = {
+        "class_name": "Functional",
+        "config": {
+            "name": "outer",
+            "layers": [
+                layer("InputLayer", "tokens", {"batch_input_shape": [None, 5], "dtype": "int32"}, []),
+                inner,
+                layer("LSTM", "lstm", {"units": 2}, [[["inner", 1, 0, {}]]]),
+            ],
+            "input_layers": [["tokens", 0, 0]],
+            "output_layers": [["lstm", 0, 0]],
+        },
+        "keras_version": "2.15.0",
+        "backend": "tensorflow",
+    }
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(NotConvertibleError, match="made inside the nested model leaves it") as info:
+        modelgraph.save(modelgraph.load(path), tmp_path / "out.keras")
+    assert "inner" in [r.path for r in info.value.refusals]  # (the JSON has no weights: also named)

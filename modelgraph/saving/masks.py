@@ -153,6 +153,8 @@ class _Planner:
         if layer.kind == "model":
             if any(m is not None for m in masks):
                 raise NotConvertible("an implicit Keras 2 mask crosses into a nested model")
+            if layer.subgraph is not None and _masked_outputs(layer.subgraph):
+                raise NotConvertible("an implicit Keras 2 mask made inside the nested model leaves it")
             return
         b2, b3 = _behaviour(cls, K2), _behaviour(keras3_class_name(cls), K3)
         if any(m is _UNWRITTEN for m in masks):
@@ -430,6 +432,20 @@ def plan_masks(graph: ModelGraph, shapes: ShapeResult | None = None) -> WritePla
         except NotConvertible as exc:
             planner.plan.refusals.append((node.layer, graph.layer(node.layer).class_name, str(exc)))
     return planner.plan
+
+
+def _masked_outputs(graph: ModelGraph) -> bool:
+    """Whether tf.keras attached a mask to an output of this (nested) model."""
+    planner = _Planner(graph, None, taken={layer.name for layer in graph.layers})
+    for node in graph.nodes:
+        if graph.layer(node.layer).depth is None:
+            continue
+        try:
+            planner.node(node)
+        except NotConvertible:
+            return True  # whatever it is, it is refused where it sits
+    refs = flatten_structure(graph.output_structure, _is_ref)
+    return any(isinstance(r, TensorRef) and r in planner.mask2 for r in refs)
 
 
 def _same_in_both(b2: MaskBehaviour, b3: MaskBehaviour, config: Mapping[str, Any]) -> bool:
