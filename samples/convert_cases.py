@@ -186,7 +186,7 @@ def refusal_cases() -> list[Case]:
     """Real Keras files ``convert`` must refuse, naming every layer it cannot write."""
     return [
         Case(id=f"refuse/{name}", golden="", source=f"samples/convert/{name}.h5")
-        for name in ("time_major", "unconvertible")
+        for name in ("unconvertible",)
     ]
 
 

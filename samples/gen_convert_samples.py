@@ -1,6 +1,6 @@
 """Hard cases for ``modelgraph convert`` that the other samples lack, made with tf_keras 2.
 
-    /work/venvs/k2/bin/python samples/gen_convert_samples.py [SAMPLE ...]
+    /work/venvs/k2/bin/python samples/gen_convert_samples.py [NAME ...]
 
 Writes ``samples/convert/``:
 
@@ -10,7 +10,10 @@ Writes ``samples/convert/``:
   ``time_major`` key, top-level class ``Model``, ``keras_version`` 2.2.4. Keras 3 cannot load it
   (it builds a reset-after GRU whose bias does not fit); the golden outputs are tf_keras's, computed
   before the config was edited back to Keras 2.2's form.
-* ``time_major.h5``: an LSTM with ``time_major=True`` (Keras 3 has no such option: refused).
+* ``time_major.h5`` + golden: an LSTM and a GRU (sequence + state) with ``time_major=True`` (Keras 3
+  has no such option; ``convert`` writes Transpose op nodes around them).
+* ``attention_masks.h5`` + golden: tf.keras implicit masks into Attention, AdditiveAttention and
+  MultiHeadAttention calls (fully masked rows included), which ``convert`` writes explicitly.
 * ``h5_forms.h5`` + golden: what the ``.h5`` writer must put in a form both tf_keras 2 and Keras 3
   read alike: a nested Sequential that starts with an InputLayer, called twice, feeding other layers
   (tf_keras numbers its calls from 1, Keras 3 from 0), LayerNormalization and Softmax over two axes (Keras 3's
@@ -73,9 +76,89 @@ def _keras22_gru(tf, keras) -> None:
 
 
 def _time_major(tf, keras) -> None:
+    rng = np.random.default_rng(7)
     x = keras.Input((2, 3), name="steps")  # time-major: axis 0 is time, axis 1 the batch
-    y = keras.layers.LSTM(4, time_major=True, name="lstm_tm")(x)
-    keras.Model(x, y, name="time_major").save(OUT / "time_major.h5")
+    last = keras.layers.LSTM(4, time_major=True, name="lstm_tm")(x)
+    seq, state = keras.layers.GRU(3, time_major=True, return_sequences=True, return_state=True, name="gru_tm")(x)
+    out = keras.layers.Dense(2, name="after_seq")(seq)  # reads the time-major sequence
+    model = keras.Model(x, [last, seq, state, out], name="time_major")
+    for layer in model.layers:
+        layer.set_weights([rng.normal(0, 0.5, w.shape).astype("float32") for w in layer.get_weights()])
+    data = rng.normal(0, 1, (5, 2, 3)).astype("float32")  # 5 steps of a batch of 2
+    expected = model.predict(data, verbose=0)
+    model.save(OUT / "time_major.h5")
+    np.savez(OUT / "time_major.npz", **{"input/steps": data, **{f"output/{i}": e for i, e in enumerate(expected)}})
+    golden = {
+        "family": "convert",
+        "model": "time_major",
+        "made_by": f"tf_keras {keras.__version__}",
+        "files": {"h5": "convert/time_major.h5"},
+        "inputs": {"steps": {"shape": list(data.shape), "dtype": "<f4"}},
+    }
+    (OUT / "time_major.json").write_text(json.dumps(golden, indent=1) + "\n")
+
+
+def _attention_masks(tf, keras) -> None:
+    """tf.keras implicit masks into attention layers, every call Keras 3 can be told the same masks:
+    Attention [q, v] / [q, v, k], AdditiveAttention (+ scores), MultiHeadAttention (q, v), (q, v, k)
+    with keywords, self-attention + causal mask, an unmasked query, an attention_mask tensor. Token
+    rows include fully masked ones. (samples/k2/mask_attention.h5 adds MultiHeadAttention returning
+    its scores.)"""
+    rng = np.random.default_rng(11)
+    layers = keras.layers
+    tq = keras.Input((5,), dtype="int32", name="tok_q")
+    tv = keras.Input((7,), dtype="int32", name="tok_v")
+    tk = keras.Input((7,), dtype="int32", name="tok_k")
+    fq = keras.Input((5, 6), name="feat_q")
+    am = keras.Input((5, 7), dtype="int32", name="att_mask")
+    eq = layers.Embedding(20, 6, mask_zero=True, name="emb_q")(tq)
+    ev = layers.Embedding(20, 6, mask_zero=True, name="emb_v")(tv)
+    ek = layers.Embedding(20, 6, mask_zero=True, name="emb_k")(tk)
+    att = layers.Attention(name="att")([eq, ev])
+    att_k = layers.Attention(use_scale=True, score_mode="concat", name="att_qvk")([eq, ev, ek])
+    add_att, scores = layers.AdditiveAttention(name="add_att")([eq, ev], return_attention_scores=True)
+    att_uq = layers.Attention(name="att_unmasked_q")([fq, ev])
+    mha = layers.MultiHeadAttention(2, 3, name="mha")(eq, ev)
+    mha_self = layers.MultiHeadAttention(2, 3, name="mha_self_causal")(ev, ev, use_causal_mask=True)
+    mha_k = layers.MultiHeadAttention(2, 3, value_dim=2, name="mha_qvk")(eq, key=ek, value=ev)
+    mha_uq = layers.MultiHeadAttention(2, 3, name="mha_unmasked_q")(fq, ev)
+    mha_am = layers.MultiHeadAttention(2, 3, name="mha_attention_mask")(eq, attention_mask=am, key=ek, value=ev)
+    outs = [
+        att, layers.LSTM(3, name="lstm_att")(att), att_k, layers.GRU(3, name="gru_att_qvk")(att_k),
+        add_att, scores, layers.GlobalAveragePooling1D(name="gap_add_att")(add_att),
+        att_uq, layers.SimpleRNN(2, name="srnn_att_uq")(att_uq),
+        mha, layers.GRU(3, name="gru_mha")(mha), mha_self, layers.LSTM(2, name="lstm_mha_self")(mha_self),
+        mha_k, mha_uq, layers.SimpleRNN(2, name="srnn_mha_uq")(mha_uq), mha_am, layers.GRU(2, name="gru_mha_am")(mha_am),
+    ]
+    model = keras.Model([tq, tv, tk, fq, am], outs, name="attention_masks")
+    for layer in model.layers:
+        layer.set_weights([rng.normal(0, 0.5, w.shape).astype("float32") for w in layer.get_weights()])
+
+    def tokens(shape, zero_rows):
+        tok = rng.integers(1, 20, size=shape)
+        for row, cols in zero_rows.items():
+            tok[row, cols] = 0
+        return tok.astype("int32")
+
+    data = {
+        "tok_q": tokens((5, 5), {0: [0], 1: [2, 4], 2: slice(None), 3: slice(3, None)}),
+        "tok_v": tokens((5, 7), {0: [1, 6], 1: slice(0, 3), 2: slice(None), 4: slice(4, None)}),
+        "tok_k": tokens((5, 7), {0: [2, 3], 1: slice(0, 2), 2: slice(None), 4: [6]}),
+        "feat_q": rng.normal(size=(5, 5, 6)).astype("float32"),
+        "att_mask": (rng.random((5, 5, 7)) < 0.8).astype("int32"),
+    }
+    expected = model.predict([data[n] for n in model.input_names], verbose=0)
+    model.save(OUT / "attention_masks.h5")
+    arrays = {**{f"input/{k}": v for k, v in data.items()}, **{f"output/{i}": e for i, e in enumerate(expected)}}
+    np.savez(OUT / "attention_masks.npz", **arrays)
+    golden = {
+        "family": "convert",
+        "model": "attention_masks",
+        "made_by": f"tf_keras {keras.__version__}",
+        "files": {"h5": "convert/attention_masks.h5"},
+        "inputs": {k: {"shape": list(v.shape), "dtype": v.dtype.str} for k, v in data.items()},
+    }
+    (OUT / "attention_masks.json").write_text(json.dumps(golden, indent=1) + "\n")
 
 
 def _h5_forms(tf, keras) -> None:
@@ -122,11 +205,16 @@ def main() -> None:
     import tensorflow as tf
     import tf_keras as keras
 
+    makers = {
+        "keras22_gru": _keras22_gru,
+        "time_major": _time_major,
+        "h5_forms": _h5_forms,
+        "unconvertible": _unconvertible,
+        "attention_masks": _attention_masks,
+    }
     keras.utils.set_random_seed(0)
     OUT.mkdir(exist_ok=True)
-    makers = {"keras22_gru": _keras22_gru, "time_major": _time_major, "h5_forms": _h5_forms}
-    makers["unconvertible"] = _unconvertible
-    for name in sys.argv[1:] or makers:  # names on the command line: only those samples
+    for name in sys.argv[1:] or list(makers):  # e.g. `gen_convert_samples.py time_major`
         makers[name](tf, keras)
     print("wrote", sorted(p.name for p in OUT.iterdir()), file=sys.stderr)
 

@@ -5,7 +5,7 @@ from modelgraph.catalogue.spec import NEEDS_SHAPES, NO_KERNEL, NO_SHAPE_RULE, op
 #: Shapes and a kernel; no multiply-accumulates (element-wise, reductions, data movement).
 RUN = (
     "Abs", "Absolute", "Add", "All", "Any", "Argmax", "Argmin", "Cast", "Ceil", "Celu", "Clip",
-    "Concatenate", "ConvertToTensor", "Cos", "Cumsum", "Divide", "Elu", "Equal", "Erf",
+    "Concatenate", "ConvertToTensor", "Copy", "Cos", "Cumsum", "Divide", "Elu", "Equal", "Erf",
     "Exp", "ExpandDims", "Expm1", "Flip", "Floor", "FloorDivide", "Gelu", "GetItem", "Glu", "Greater",
     "GreaterEqual", "HardShrink", "HardSigmoid", "HardSilu", "HardTanh", "LeakyRelu", "Less",
     "LessEqual", "Log", "Log1p", "LogSigmoid", "LogSoftmax", "LogicalAnd", "LogicalNot", "LogicalOr",
@@ -20,7 +20,7 @@ RUN = (
 #: Shapes, no kernel yet.
 SHAPES_ONLY = (
     "Amax", "Amin", "Arccos", "Arccosh", "Arcsin", "Arcsinh", "Arctan", "Arctan2", "Arctanh",
-    "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Cbrt", "Conjugate", "Copy", "Cosh", "Erfinv", "Exp2",
+    "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Cbrt", "Conjugate", "Cosh", "Erfinv", "Exp2",
     "HardSwish", "Heaviside", "Hypot", "Identity", "Imag", "IsFinite", "IsInf", "IsNan", "Log10",
     "Log2", "Median", "Mish", "NanToNum", "Real", "Roll", "Signbit", "Sinh", "Sort", "Sparsemax",
     "Swish", "Tan", "Threshold", "Trunc",

@@ -70,7 +70,7 @@ def keras_bytes(graph: ModelGraph, target: str = "the model", strip: bool = Fals
     config = writer.model(graph, infer_shapes(graph))
     refusals = list(writer.refusals)
     try:
-        entries = list(layer_tree(graph, writer.written))
+        entries = list(layer_tree(graph, writer.written, orders=writer.orders))
     except NotConvertible as exc:
         refusals.append(Refusal(graph.name, graph.class_name, str(exc)))
         entries = []
@@ -97,7 +97,7 @@ def keras_bytes(graph: ModelGraph, target: str = "the model", strip: bool = Fals
     members = [
         ("metadata.json", json.dumps(metadata).encode()),
         ("config.json", json.dumps(config).encode()),
-        ("model.weights.h5", write_weights_h5(graph, writer.written, optimizer)),
+        ("model.weights.h5", write_weights_h5(graph, writer.written, writer.orders, optimizer)),
     ]
     return zip_bytes(members), notes
 

@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.graph import Layer, ModelGraph, TensorRef
+from modelgraph.graph import Layer, ModelGraph, TensorRef, flatten_structure, map_structure
 from modelgraph.saving.keras3_names import OP_MODULES
-from modelgraph.saving.masks import MaskPlan, plan_masks
+from modelgraph.saving.masks import WritePlan, plan_masks
 from modelgraph.saving.tf_ops import convert_tf_op
+from modelgraph.saving.time_major import is_time_major, plan_time_major
 from modelgraph.saving.upgrades import (
     NotConvertible,
     UpgradeContext,
@@ -32,6 +33,7 @@ from modelgraph.saving.upgrades import (
     upgrade_layer,
 )
 from modelgraph.shapes import ShapeResult
+from modelgraph.topology import map_graph
 
 FUNCTIONAL_MODULE = "keras.src.models.functional"
 _TF_OP_CLASSES = frozenset({"TFOpLambda", "SlicingOpLambda"})
@@ -66,10 +68,18 @@ class ConfigWriter:
     refusals: list[Refusal] = field(default_factory=list)
     # (path of layer names) -> the class and config the layer was written with
     written: dict[tuple[str, ...], WrittenLayer] = field(default_factory=dict)
-    _mask_kwargs: dict[tuple[str, int], TensorRef] = field(default_factory=dict)
-    _mask_specs: dict[str, tuple[Any, ...] | None] = field(default_factory=dict)
+    _added_kwargs: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    _replaced_inputs: dict[tuple[str, int], dict[TensorRef, TensorRef]] = field(default_factory=dict)
+    _redirect: dict[TensorRef, TensorRef] = field(default_factory=dict)
+    _written_shapes: dict[TensorRef, tuple[Any, ...] | None] = field(default_factory=dict)
+    _added_calls: dict[str, list[tuple[tuple[str, int], tuple[Any, ...], dict[str, Any]]]] = field(
+        default_factory=dict
+    )
+    _added_specs: dict[str, tuple[tuple[Any, ...] | None, str]] = field(default_factory=dict)
     # Keras 1/2 implicit masks become explicit op nodes (a .keras file); a legacy .h5 keeps them implicit.
     explicit_masks: bool = True
+    # (path of a model) -> its layers in the order Keras 3 lists them, when added op nodes changed it
+    orders: dict[tuple[str, ...], list[str]] = field(default_factory=dict)
 
     # --- models -------------------------------------------------------------------------------
     def model(
@@ -83,21 +93,31 @@ class ConfigWriter:
                 path or (graph.name,), graph.class_name, "a model subclass that Keras 3 cannot rebuild"
             )
         self._check_names(graph, path)
-        plan = plan_masks(graph, shapes) if self.ctx.major < 3 else MaskPlan()
+        plan = plan_masks(graph, shapes) if self.ctx.major < 3 else WritePlan()
+        if self.ctx.major < 3 and self.explicit_masks:
+            plan_time_major(graph, shapes, plan)
         for layer_name, class_name, reason in plan.refusals:
             self._refuse((*path, layer_name), class_name, reason)
         if not self.explicit_masks:
-            plan = MaskPlan()
-        self._mask_specs = {op.name: op.shape for op in plan.ops}
-        self._mask_kwargs = plan.kwargs
+            for layer_name, class_name, reason in dict.fromkeys(plan.explicit_only):
+                self._refuse((*path, layer_name), class_name, reason)
+            plan = WritePlan()
+        self._added_specs = {op.name: (op.shape, op.dtype) for op in plan.ops}
+        self._added_kwargs = plan.kwargs
+        self._replaced_inputs = plan.inputs
+        self._redirect = plan.outputs
+        self._written_shapes = plan.shapes
+        self._added_calls = plan.calls
         layers = [self._functional_entry(layer, graph, shapes, path) for layer in graph.layers]
-        layers = self._with_mask_ops(layers, plan, graph, shapes, path)
+        layers = self._with_added_ops(layers, plan, graph, shapes, path)
+        if plan.ops:
+            layers = self._keras3_order(layers, graph, path)
         config = {
             "name": legal_name(graph.name),
             "trainable": True,
             "layers": [entry for entry in layers if entry is not None],
             "input_layers": _structure(graph.input_structure, graph, plus_one=True),
-            "output_layers": _structure(graph.output_structure, graph, plus_one=True),
+            "output_layers": _structure(self._redirected(graph.output_structure), graph, plus_one=True),
         }
         return {
             "module": FUNCTIONAL_MODULE,
@@ -107,17 +127,29 @@ class ConfigWriter:
             "build_config": {"input_shape": None},
         }
 
-    def _with_mask_ops(
+    def _with_added_ops(
         self,
         entries: list[dict[str, Any] | None],
-        plan: MaskPlan,
+        plan: WritePlan,
         graph: ModelGraph,
         shapes: ShapeResult | None,
         path: tuple[str, ...],
     ) -> list[dict[str, Any] | None]:
-        """Insert the op nodes computing masks right after the layer (or op) they read from."""
+        """Insert each op node computing a mask right after the entry it follows (by default the last
+        entry it reads from)."""
         out = list(entries)
         for op in plan.ops:
+            names = [e.get("name") if e is not None else None for e in out]
+            if op.after is None:
+                producers = [
+                    legal_name(r.layer)
+                    for r in flatten_structure(op.args, _is_ref)
+                    if isinstance(r, TensorRef)
+                ]
+                at = max((names.index(p) for p in producers if p in names), default=len(out) - 1) + 1
+            else:
+                after = legal_name(op.after)
+                at = names.index(after) + 1 if after in names else len(out)
             entry = {
                 "module": OP_MODULES[op.class_name],
                 "class_name": op.class_name,
@@ -126,16 +158,43 @@ class ConfigWriter:
                 "name": op.name,
                 "inbound_nodes": [{"args": [self._encode(a, shapes) for a in op.args], "kwargs": {}}],
             }
-            names = [e.get("name") if e is not None else None for e in out]
-            at = names.index(legal_name(op.after)) + 1 if legal_name(op.after) in names else len(out)
             out.insert(at, entry)
         return out
 
+    def _keras3_order(
+        self, entries: list[dict[str, Any] | None], graph: ModelGraph, path: tuple[str, ...]
+    ) -> list[dict[str, Any] | None]:
+        """The entries in the order Keras 3's ``map_graph`` lists the rebuilt model's operations
+        (depth descending, ties by first visit): added op nodes change the depths, and Keras 3
+        saves the weights of same-class layers in that order (``dense``, ``dense_1``)."""
+        by_name = {e["name"]: e for e in entries if e is not None}
+        parents: dict[tuple[str, int], list[tuple[str, int]]] = {}
+        for name, entry in by_name.items():
+            for i, node in enumerate(entry.get("inbound_nodes") or []):
+                parents[(name, i)] = _history_keys([node.get("args"), node.get("kwargs")])
+        refs = flatten_structure(self._redirected(graph.output_structure), _is_ref)
+        outputs = [(legal_name(r.layer), r.node_index) for r in refs if isinstance(r, TensorRef)]
+        inputs = [(legal_name(r.layer), r.node_index) for r in graph.inputs]
+        topo = map_graph(outputs, lambda key: parents.get(key, []), inputs)
+        original = {legal_name(layer.name): layer.name for layer in graph.layers}
+        self.orders[path] = [original[n] for n in topo.layer_order if n in original]
+        ordered = [by_name[n] for n in topo.layer_order if n in by_name]
+        return ordered + [e for e in entries if e is not None and e["name"] not in topo.layer_depths]
+
+    def _redirected(self, structure: Any) -> Any:
+        return map_structure(structure, lambda r: self._redirect.get(r, r), _is_ref)
+
     def _encode(self, value: Any, shapes: ShapeResult | None) -> Any:
+        if isinstance(value, list | tuple):
+            return [self._encode(v, shapes) for v in value]
         if not isinstance(value, TensorRef):
             return value
-        if value.layer in self._mask_specs:
-            return _mask_tensor(value, self._mask_specs[value.layer])
+        if value.layer in self._added_specs:
+            return _added_tensor(value, *self._added_specs[value.layer])
+        if value in self._written_shapes:
+            return _added_tensor(
+                value, self._written_shapes[value], (shapes and shapes.dtype(value)) or "float32"
+            )
         return _keras_tensor(value, shapes)
 
     def _sequential(
@@ -185,9 +244,14 @@ class ConfigWriter:
                 args, kwargs = node.args, dict(node.kwargs)
                 if self.ctx.major < 3:
                     args, kwargs = upgrade_call(layer.class_name, args, kwargs)
-                mask = self._mask_kwargs.get(node.key)
-                if mask is not None:
-                    kwargs["mask"] = mask
+                replaced = self._replaced_inputs.get(node.key)
+                if replaced:
+                    args, kwargs = map_structure((args, kwargs), lambda r, m=replaced: m.get(r, r), _is_ref)
+                kwargs.update(self._added_kwargs.get(node.key, {}))
+                nodes.append(self._node(args, kwargs, shapes, graph, path, layer))
+            for source, args, kwargs in self._added_calls.get(layer.name, []):
+                replaced = self._replaced_inputs.get(source, {})
+                args, kwargs = map_structure((args, kwargs), lambda r, m=replaced: m.get(r, r), _is_ref)
                 nodes.append(self._node(args, kwargs, shapes, graph, path, layer))
         record["inbound_nodes"] = nodes
         return record
@@ -221,9 +285,14 @@ class ConfigWriter:
             }
             self.written[where] = WrittenLayer(layer.class_name, record["config"])
             return self._with_build_config(record, layer, graph, shapes)
+        source_config: Mapping[str, Any] = layer.config
+        if self.ctx.major < 3 and self.explicit_masks and is_time_major(layer.class_name, source_config):
+            # written with Transpose op nodes around it (time_major.py)
+            source_config = {k: v for k, v in source_config.items() if k != "time_major"}
         try:
-            _check_input_rank(layer, graph, shapes)
-            class_name, config = upgrade_layer(layer.class_name, layer.config, self.ctx)
+            extra_axes = _check_input_rank(layer, graph, shapes)
+            class_name, config = upgrade_layer(layer.class_name, source_config, self.ctx)
+            config = _fold_extra_axes(config, extra_axes)
         except NotConvertible as exc:
             self._refuse(where, layer.class_name, str(exc))
             return None
@@ -312,9 +381,7 @@ class ConfigWriter:
     ) -> dict[str, Any]:
         def encode(value: Any) -> Any:
             if isinstance(value, TensorRef):
-                if value.layer in self._mask_specs:
-                    return _mask_tensor(value, self._mask_specs[value.layer])
-                return _keras_tensor(value, shapes)
+                return self._encode(value, shapes)
             if isinstance(value, slice):
                 return {
                     "class_name": "__slice__",
@@ -362,10 +429,10 @@ class ConfigWriter:
 
 
 def _is_public(layer: Layer) -> bool:
-    from modelgraph.saving.keras3_names import KERAS3_ALIASES, KERAS3_LAYERS
-    from modelgraph.saving.upgrades import KERAS1_CLASSES
+    from modelgraph.saving.keras3_names import KERAS3_LAYERS
+    from modelgraph.saving.upgrades import keras3_class_name
 
-    name = KERAS3_ALIASES.get(layer.class_name, KERAS1_CLASSES.get(layer.class_name, layer.class_name))
+    name = keras3_class_name(layer.class_name)
     return name in KERAS3_LAYERS and (
         layer.module in (None, "keras.layers") or not layer.module.startswith("keras.src.")
     )
@@ -395,13 +462,14 @@ def _keras_tensor(ref: TensorRef, shapes: ShapeResult | None) -> dict[str, Any]:
     }
 
 
-def _mask_tensor(ref: TensorRef, shape: tuple[Any, ...] | None) -> dict[str, Any]:
-    """A boolean mask tensor produced by an op node the writer added."""
+def _added_tensor(ref: TensorRef, shape: tuple[Any, ...] | None, dtype: str = "bool") -> dict[str, Any]:
+    """A tensor whose shape and dtype the writer knows itself: an added op's output (a boolean mask, an
+    unmasked copy, a transpose) or a time-major layer's batch-major output."""
     return {
         "class_name": "__keras_tensor__",
         "config": {
             "shape": None if shape is None else list(shape),
-            "dtype": "bool",
+            "dtype": dtype,
             "keras_history": [legal_name(ref.layer), ref.node_index, ref.tensor_index],
         },
     }
@@ -432,10 +500,12 @@ def _structure(value: Any, graph: ModelGraph, plus_one: bool) -> Any:
 _EXACT_INPUT_RANK = {"Conv1D": 3, "Conv1DTranspose": 3, "SeparableConv1D": 3, "DepthwiseConv1D": 3}
 
 
-def _check_input_rank(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> None:
-    """Refuse a layer (or a TimeDistributed one) called on a higher rank than Keras 3 builds it for."""
+def _check_input_rank(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> int:
+    """How many extra leading axes tf.keras folded into the batch of a ``TimeDistributed`` layer's
+    inner Conv1D-family layer (0 for any other layer); a bare layer called on a higher rank than
+    Keras 3 builds it for is refused."""
     if shapes is None:
-        return
+        return 0
     inner, extra = layer.class_name, 0
     if inner == "TimeDistributed":
         record = layer.config.get("layer")
@@ -443,14 +513,46 @@ def _check_input_rank(layer: Layer, graph: ModelGraph, shapes: ShapeResult | Non
         extra = 1
     rank = _EXACT_INPUT_RANK.get(inner) if isinstance(inner, str) else None
     if rank is None:
-        return
+        return 0
+    folded = set()
     for node in graph.nodes_of(layer.name):
         shape = shapes.shape(node.inputs[0]) if node.inputs else None
-        if shape is not None and len(shape) > rank + extra:
-            raise NotConvertible(
-                f"{inner} applied to a rank-{len(shape) - extra} input: tf.keras treated the extra "
-                f"leading axes as batch axes, Keras 3's {inner} accepts only rank {rank}"
-            )
+        if shape is not None:
+            folded.add(max(0, len(shape) - rank - extra))
+    if not folded or folded == {0}:
+        return 0
+    if extra == 0:
+        raise NotConvertible(
+            f"{inner} applied to a rank-{max(folded) + rank} input: tf.keras treated the extra leading "
+            f"axes as batch axes, Keras 3's {inner} accepts only rank {rank}"
+        )
+    if len(folded) > 1:
+        raise NotConvertible(f"a TimeDistributed({inner}) called on inputs of different ranks")
+    return folded.pop()
+
+
+def _fold_extra_axes(config: dict[str, Any], extra_axes: int) -> dict[str, Any]:
+    """``TimeDistributed(inner)`` over a rank-``3 + 1 + extra_axes`` input: tf.keras folded every
+    leading axis into the inner layer's batch; Keras 3's TimeDistributed maps over one axis, so the
+    inner layer is wrapped in one more ``TimeDistributed`` per extra axis (same numbers, the inner
+    weights one ``layer/`` deeper)."""
+    for i in range(extra_axes):
+        inner = config["layer"]
+        config = {
+            **config,
+            "layer": {
+                "module": "keras.layers",
+                "class_name": "TimeDistributed",
+                "config": {
+                    "name": f"{config['name']}_axis_{i + 2}",
+                    "trainable": config.get("trainable", True),
+                    "dtype": config.get("dtype"),
+                    "layer": inner,
+                },
+                "registered_name": None,
+            },
+        }
+    return config
 
 
 def _build_config(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> dict[str, Any] | None:
@@ -463,3 +565,20 @@ def _build_config(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -
     if layer.build_config is not None:
         return dict(layer.build_config)
     return None
+
+
+def _is_ref(value: Any) -> bool:
+    return isinstance(value, TensorRef)
+
+
+def _history_keys(value: Any) -> list[tuple[str, int]]:
+    """The producer node of every ``__keras_tensor__`` in a written call, in Keras's flattening order
+    (lists in order, mappings by sorted key)."""
+    if isinstance(value, Mapping):
+        if value.get("class_name") == "__keras_tensor__":
+            history = value["config"]["keras_history"]
+            return [(history[0], history[1])]
+        return [k for key in sorted(value) for k in _history_keys(value[key])]
+    if isinstance(value, list | tuple):
+        return [k for v in value for k in _history_keys(v)]
+    return []

@@ -44,14 +44,20 @@ def layer_tree(
     written: dict[tuple[str, ...], WrittenLayer],
     prefix: tuple[str, ...] = (),
     tree: str = "layers",
+    orders: dict[tuple[str, ...], list[str]] | None = None,
     keras_major: int | None = None,
 ) -> Iterator[WeightsEntry]:
-    """Every saved layer of ``graph`` in Keras 3's visiting order, with the arrays it stores
-    (``keras_major``: of the file, which nested graphs do not record)."""
+    """Every saved layer of ``graph`` in Keras 3's visiting order, with the arrays it stores.
+
+    ``orders`` gives a model's layer order where the config writer changed it (added op nodes);
+    ``keras_major`` is the file's, which nested graphs do not record.
+    """
     major = graph.keras_major if keras_major is None else keras_major
     counters: dict[str, int] = {}
     sequential = graph.class_name == "Sequential"
-    for layer in graph.layers:
+    order = (orders or {}).get(prefix)
+    layers = graph.layers if order is None else [graph.layer(name) for name in order]
+    for layer in layers:
         if layer.kind == "op" or layer.class_name in _TF_OP_CLASSES:
             continue
         if sequential and layer.kind == "input":
@@ -67,7 +73,7 @@ def layer_tree(
         tree_path = f"{tree}/{base}" + (f"_{n}" if n else "")
         if layer.subgraph is not None:
             yield WeightsEntry(path, tree_path, layer.name, ())
-            yield from layer_tree(layer.subgraph, written, path, f"{tree_path}/layers", major)
+            yield from layer_tree(layer.subgraph, written, path, f"{tree_path}/layers", orders, major)
             continue
         config = shown.config if shown is not None else dict(layer.config)
         arrays = _arrays(layer, class_name, config, path)
@@ -143,13 +149,14 @@ def stored_array(weight: Weight, class_name: str = "") -> tuple[np.ndarray, str 
 def write_weights_h5(
     graph: ModelGraph,
     written: dict[tuple[str, ...], WrittenLayer],
+    orders: dict[tuple[str, ...], list[str]] | None = None,
     optimizer: tuple[str, Sequence[np.ndarray]] | None = None,
 ) -> bytes:
     """The bytes of ``model.weights.h5`` for ``graph`` as written by the config writer, with the
     optimizer's variables (its name and the arrays in Keras 3's order) when given."""
     import h5py
 
-    entries = list(layer_tree(graph, written))
+    entries = list(layer_tree(graph, written, orders=orders))
     buffer = io.BytesIO()
     with h5py.File(buffer, "w") as f:
         f.create_group("layers")

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from modelgraph.errors import NotConvertibleError
-from modelgraph.graph import Layer, ModelGraph, Weight
+from modelgraph.graph import Layer, ModelGraph, Weight, keras_version_tuple
 from modelgraph.saving.keras3_config import ConfigWriter, Refusal, legal_name
 from modelgraph.saving.keras3_weights import stored_array
 from modelgraph.saving.legacy_h5_ops import op_as_layer
@@ -181,6 +181,8 @@ def _legacy_layer(
             refusals.append(Refusal(where, record["class_name"], _NESTED_FEEDS_A_LAYER))
         out = _legacy_model(record, sub, refusals, (*path, str(name)))
     else:
+        if record["class_name"] == "RNN" and keras_version_tuple(graph.keras_version)[0] < 3:
+            refusals.append(Refusal(where, "RNN", _K2_RNN_CELLS))
         if record["class_name"] in _NOT_IN_BOTH:
             refusals.append(Refusal(where, record["class_name"], _NOT_IN_BOTH[record["class_name"]]))
         elif record["class_name"] in _KERAS3_ONLY_LAYERS:
@@ -318,6 +320,8 @@ _ACTIVATIONS_NOT_IN_BOTH = {
     ),
     "hard_sigmoid": "Keras 3's is relu6(x + 3) / 6, tf_keras's clip(0.2 x + 0.5, 0, 1)",
 }
+# Measured: Keras 3's .h5 loader does not build a Keras 2 RNN(cell) layer's cells as tf_keras does.
+_K2_RNN_CELLS = "a Keras 2 RNN(cell) layer: Keras 3's .h5 loader does not build its cells' weights"
 # Classes whose config one .h5 cannot give both loaders (measured with tf_keras 2.21 and Keras 3.15.1).
 _NOT_IN_BOTH = {
     "MultiHeadAttention": (

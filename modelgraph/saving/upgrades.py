@@ -13,7 +13,7 @@ initializer envelopes, activations) are in :func:`upgrade_common`. What the writ
 described in ``docs/writing.md``.
 
 An upgrade never changes what a layer computes. When the old config means something Keras 3
-cannot express (Keras 2's ``hard_sigmoid``, a ``time_major`` RNN, a GRU whose Keras 1 gate layout
+cannot express (Keras 2's ``hard_sigmoid``, a ``time_major`` RNN inside a wrapper, a GRU whose Keras 1 gate layout
 is unknown), it raises :class:`NotConvertible` with the reason; the writer collects every such
 layer and refuses the whole model before writing anything.
 """
@@ -134,9 +134,11 @@ def upgrade_layer(
     class_name: str, config: Mapping[str, Any], ctx: UpgradeContext
 ) -> tuple[str, dict[str, Any]]:
     """``(Keras 3 class name, Keras 3 config)`` of one public layer, or :class:`NotConvertible`."""
-    name = KERAS3_ALIASES.get(class_name, KERAS1_CLASSES.get(class_name, class_name))
+    name = keras3_class_name(class_name)
     if name not in KERAS3_LAYERS:
         raise NotConvertible(f"class '{class_name}' is not a Keras 3 layer")
+    if class_name in REPLACED_CLASSES:
+        config = REPLACED_CLASSES[class_name][1](config)
     upgraded = _catalogue_upgrade(name, config, ctx)
     rescaled = False
     if ctx.major < 3 and ctx.rescale_hard_sigmoid:
@@ -194,6 +196,25 @@ def upgrade_call(
 KERAS1_CLASSES = {"Convolution1D": "Conv1D", "Convolution2D": "Conv2D", "Convolution3D": "Conv3D"}
 
 
+def _thresholded_relu(config: Mapping[str, Any]) -> dict[str, Any]:
+    # tf.keras: x * (x > theta); Keras 3's ReLU(threshold=theta): where(x > theta, x, 0).
+    out = {k: v for k, v in config.items() if k != "theta"}
+    return {**out, "negative_slope": 0.0, "max_value": None, "threshold": float(config.get("theta", 1.0))}
+
+
+# Keras 2 classes Keras 3 dropped, and the Keras 3 class (with the config) that computes the same.
+REPLACED_CLASSES: dict[str, tuple[str, Callable[[Mapping[str, Any]], dict[str, Any]]]] = {
+    "ThresholdedReLU": ("ReLU", _thresholded_relu),
+}
+
+
+def keras3_class_name(class_name: str) -> str:
+    """The Keras 3 class a layer of this (possibly older) class is written as."""
+    if class_name in REPLACED_CLASSES:
+        return REPLACED_CLASSES[class_name][0]
+    return KERAS3_ALIASES.get(class_name, KERAS1_CLASSES.get(class_name, class_name))
+
+
 # --- per class ---------------------------------------------------------------------------------
 
 
@@ -223,17 +244,47 @@ def _input_layer(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
 @upgrade("LSTM", "SimpleRNN", "GRU")
 def _rnn(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
     # The catalogue dropped ``time_major: false`` and set GRU ``reset_after`` by version; a
-    # time-major layer is left, which Keras 3 cannot express.
-    _drop_if(out, "time_major", (False, None))
+    # time-major layer reaches here only where no Transpose op nodes can be written around it
+    # (inside a wrapper, in a legacy .h5): the writer strips the key where they can.
+    _refuse_time_major(out)
     return out
+
+
+def _refuse_time_major(out: dict[str, Any]) -> None:
+    if out.get("time_major"):
+        raise NotConvertible(
+            "time_major=True has no Keras 3 equivalent here (a .keras file writes a time-major "
+            "layer of the model itself with Transpose op nodes around it)"
+        )
+    out.pop("time_major", None)
+
+
+# The cells of a generic RNN(cell) and the Keras 2 layer whose config (and catalogue upgrade) each
+# one shares: LSTMCell reads LSTM's keys, GRUCell GRU's (``reset_after`` by version), ...
+_CELL_LAYERS = {"SimpleRNNCell": "SimpleRNN", "LSTMCell": "LSTM", "GRUCell": "GRU"}
 
 
 @upgrade("RNN")
 def _generic_rnn(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
-    if ctx.major < 3:
-        # time_major, the cells' nested configs and their weights differ from Keras 3's RNN(cell);
-        # rewriting them is not implemented, and a half-upgraded record does not load.
-        raise NotConvertible("a Keras 2 RNN(cell) layer: its cells are not rewritten in Keras 3's form yet")
+    _refuse_time_major(out)
+    if ctx.major < 3 and isinstance(out.get("cell"), Mapping):
+        out["cell"] = upgrade_cell(out["cell"], ctx)
+    return out
+
+
+def upgrade_cell(record: Mapping[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
+    """A Keras 2 RNN cell record (SimpleRNNCell/LSTMCell/GRUCell/StackedRNNCells) in Keras 3's form."""
+    class_name = record.get("class_name")
+    config = dict(record.get("config") or {})
+    if class_name == "StackedRNNCells" and isinstance(config.get("cells"), list):
+        config = upgrade_common(config, ctx)
+        config["cells"] = [upgrade_cell(c, ctx) for c in config["cells"]]
+    elif class_name in _CELL_LAYERS:
+        # The cell's own keys are its layer's: the same catalogue upgrade applies.
+        config = upgrade_common(_catalogue_upgrade(_CELL_LAYERS[class_name], config, ctx), ctx)
+    else:
+        raise NotConvertible(f"an RNN cell of class '{class_name}' is not a Keras 3 cell")
+    out = {"module": "keras.layers", "class_name": class_name, "config": config, "registered_name": None}
     return out
 
 
@@ -278,6 +329,15 @@ def _wrapper(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
                 "config": inner,
                 "registered_name": None,
             }
+    return out
+
+
+@upgrade("SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D")
+def _spatial_dropout(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
+    # Keras 3's SpatialDropout takes only rate, seed, name, dtype (and data_format for 2D/3D); a
+    # weightless layer's ``trainable`` changes nothing.
+    out.pop("trainable", None)
+    _drop_if(out, "noise_shape", (None,))
     return out
 
 

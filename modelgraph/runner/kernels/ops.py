@@ -690,8 +690,8 @@ def _op_fill_like(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return lambda x: fn(_as_array(x), dtype=dtype)
 
 
-@_op_with_config(["StopGradient"], {})
-def _op_stop_gradient(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+@_op_with_config(["StopGradient", "Copy"], {})
+def _op_identity(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return lambda x: _as_array(x)
 
 
