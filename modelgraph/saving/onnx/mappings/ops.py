@@ -929,7 +929,7 @@ def _op_fill_like(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     return Value(y, x.rank, None, dtype)
 
 
-_op(["StopGradient"])(lambda ctx, p, x: x)
+_op(["StopGradient", "Copy"])(lambda ctx, p, x: x)  # the same values: nothing to compute
 
 
 @_op(["Round"], {"decimals": 0})
