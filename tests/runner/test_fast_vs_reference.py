@@ -27,7 +27,9 @@ from modelgraph.runner.registry import KernelSpec
 
 FORMATS = ("channels_last", "channels_first")
 ACTIVATIONS = ["linear", "relu", "relu6", "tanh", "softmax", "log_softmax", "gelu"]
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)  # the same draws on every run (CI); wider offline runs raise max_examples
 
 
 def _layout(data: st.DataObject, x: np.ndarray) -> np.ndarray:
