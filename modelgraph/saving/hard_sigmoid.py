@@ -7,7 +7,7 @@ pre-activation), scaling exactly those weights by 1.2 makes Keras 3's ``hard_sig
 old numbers (to float32 rounding). The recurrent layers apply ``recurrent_activation`` to some gates
 only: the gates' column blocks are in the catalogue (``catalogue.recurrent.RECURRENT_ACTIVATION_GATES``).
 Anything else (an ``Activation`` layer, an LSTM's cell ``activation``) has no such rewrite and stays
-refused. See ``docs/writing.md`` ("hard_sigmoid").
+refused (the writer says :data:`NOT_RESCALABLE`). See ``docs/writing.md`` ("hard_sigmoid").
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from modelgraph.catalogue.recurrent import RECURRENT_ACTIVATION_GATES
-from modelgraph.saving.upgrades import NotConvertible
 
 SCALE = 1.2  # 0.2 / (1 / 6)
 Transform = Callable[[np.ndarray], np.ndarray]
@@ -45,9 +44,9 @@ def uses_hard_sigmoid(config: Mapping[str, Any]) -> bool:
     return any(k.endswith("activation") and v == "hard_sigmoid" for k, v in config.items())
 
 
-def weight_scales(class_name: str, config: Mapping[str, Any]) -> dict[str, Transform]:
+def weight_scales(class_name: str, config: Mapping[str, Any]) -> dict[str, Transform] | None:
     """``{weight name: transform}`` that keeps a Keras 1/2 layer's ``hard_sigmoid`` exact under Keras
-    3's; empty when it has none; :class:`NotConvertible` when no rescaling keeps it exact."""
+    3's; empty when it has none; None when no rescaling keeps it exact (:data:`NOT_RESCALABLE`)."""
     transforms: dict[str, Transform] = {}
     for key, value in config.items():
         if not key.endswith("activation") or value != "hard_sigmoid":
@@ -60,11 +59,14 @@ def weight_scales(class_name: str, config: Mapping[str, Any]) -> dict[str, Trans
             for name in ("kernel", "recurrent_kernel", "bias"):
                 transforms[name] = _scaled_blocks(gates, count)
         else:
-            raise NotConvertible(
-                f"{key}='hard_sigmoid' means clip(0.2x+0.5) in Keras 1/2; Keras 3's differs and this "
-                "layer's input to it is not a product of its weights that can be rescaled"
-            )
+            return None
     return transforms
+
+
+NOT_RESCALABLE = (
+    "'hard_sigmoid' means clip(0.2x+0.5) in Keras 1/2; Keras 3's differs and this layer's input to it "
+    "is not a product of its weights that can be rescaled"
+)
 
 
 def _scaled_all(array: np.ndarray) -> np.ndarray:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from modelgraph.graph import Layer, ModelGraph, Weight
+from modelgraph.saving.hard_sigmoid import weight_scales
 from modelgraph.saving.keras3_config import WrittenLayer
 from modelgraph.saving.upgrades import WEIGHT_UPGRADES, NotConvertible
 from modelgraph.weight_names import keras3_groups, snake_case
@@ -87,8 +88,6 @@ def _rescaled_hard_sigmoid(
 ) -> list[tuple[str, Weight]]:
     """The arrays of a Keras 1/2 layer whose ``hard_sigmoid`` the config writer kept by rescaling
     (:mod:`modelgraph.saving.hard_sigmoid`); a wrapper's inner layer's weights likewise."""
-    from modelgraph.saving.hard_sigmoid import weight_scales
-
     inner = config.get("layer") if class_name in ("Bidirectional", "TimeDistributed") else None
     if isinstance(inner, dict):
         scales = weight_scales(inner.get("class_name", ""), inner.get("config") or {})

@@ -27,6 +27,7 @@ from typing import Any
 from modelgraph import catalogue
 from modelgraph.catalogue.spec import ConfigSpec
 from modelgraph.graph import keras_version_tuple
+from modelgraph.saving.hard_sigmoid import NOT_RESCALABLE, uses_hard_sigmoid, weight_scales
 from modelgraph.saving.keras3_names import KERAS3_ALIASES, KERAS3_LAYERS
 
 
@@ -141,10 +142,10 @@ def upgrade_layer(
         config = REPLACED_CLASSES[class_name][1](config)
     upgraded = _catalogue_upgrade(name, config, ctx)
     rescaled = False
-    if ctx.major < 3 and ctx.rescale_hard_sigmoid:
-        from modelgraph.saving.hard_sigmoid import uses_hard_sigmoid, weight_scales
-
-        rescaled = uses_hard_sigmoid(upgraded) and bool(weight_scales(name, upgraded))  # raises if it cannot
+    if ctx.major < 3 and ctx.rescale_hard_sigmoid and uses_hard_sigmoid(upgraded):
+        if weight_scales(name, upgraded) is None:
+            raise NotConvertible(NOT_RESCALABLE)
+        rescaled = True
     out = upgrade_common(upgraded, ctx, rescaled)
     if name != "InputLayer":
         for key in _INPUT_SHAPE_KEYS:  # the graph has its InputLayer; Keras 3 layers refuse these keys
