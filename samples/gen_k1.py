@@ -1,12 +1,15 @@
 """Genuine Keras 1 files, saved by Keras 1.2.2 itself (Theano backend), with its own outputs as goldens.
 
-    KERAS_BACKEND=theano THEANO_FLAGS="cxx=,device=cpu,floatX=float32,blas.ldflags=" \
+    samples/keras1_env/setup.sh /work/venvs/k1     # once
+    KERAS_BACKEND=theano THEANO_FLAGS="cxx=,device=cpu,floatX=float32,blas.ldflags=,optimizer=None" \
         /work/venvs/k1/bin/python samples/gen_k1.py
 
 The venv is development-only: ``numpy<1.24 scipy theano==1.0.5 keras==1.2.2 h5py<3.12`` on Python
-3.11 with two import shims in its ``sitecustomize.py`` (``inspect.getargspec`` and the
-``collections`` ABC aliases, both removed from Python since Keras 1 was released); Theano runs in
-its pure-Python mode (no C compiler), which is slow but exact for these small models. Keras 1's
+3.11 with the import shims of ``samples/keras1_env/sitecustomize.py`` (``inspect.getargspec``, the
+``collections`` ABC aliases, scipy's old private signal modules, ``theano.ifelse``: names Python and
+SciPy dropped since Keras 1 was released) and one patched line of Theano's Python pooling; Theano
+runs unoptimised in pure Python (no C compiler, no BLAS), which is slow but exact for these small
+models. Keras 1's
 ``image_dim_ordering`` is set per layer (``dim_ordering=``) so the file says which one it used.
 
 Writes ``samples/k1/<name>.h5`` (full model via ``model.save``) and ``samples/k1/<name>.golden.json``:
