@@ -86,7 +86,7 @@ def keras_bytes(graph: ModelGraph, target: str = "the model", strip: bool = Fals
     notes = list(state.notes)
     if record is not None and strip:
         notes.append("the training config and optimizer state are dropped (--strip)")
-    elif record is not None and state.compile_config is not None and state.optimizer_variables is None:
+    elif record is not None and state.compile_config is not None and state.optimizer_variables is None and not notes:
         notes.append("the model loads compiled, with a fresh optimizer state")
     if state.compile_config is not None:
         config["compile_config"] = state.compile_config
