@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,6 +190,37 @@ def refusal_cases() -> list[Case]:
         Case(id=f"refuse/{name}", golden="", source=f"samples/convert/{name}.h5")
         for name in ("unconvertible",)
     ]
+
+
+#: How the verify scripts run Keras 3: TensorFlow on the CPU, deterministic kernels, quiet logs.
+KERAS3_ENVIRONMENT = {
+    "KERAS_BACKEND": "tensorflow",
+    "TF_ENABLE_ONEDNN_OPTS": "0",
+    "CUDA_VISIBLE_DEVICES": "-1",
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+}
+
+
+def use_keras3_environment() -> None:
+    """Set :data:`KERAS3_ENVIRONMENT` (what the caller's environment already says wins); call it
+    before Keras is imported."""
+    for key, value in KERAS3_ENVIRONMENT.items():
+        os.environ.setdefault(key, value)
+
+
+def writer_versions(modelgraph: str) -> dict[str, str]:
+    """The HDF5, h5py and NumPy versions of the environment the ``modelgraph`` executable runs in:
+    what decides the exact bytes of the files it writes."""
+    python = str(Path(modelgraph).parent / "python")
+    code = "import h5py, numpy; print(h5py.version.hdf5_version, h5py.__version__, numpy.__version__)"
+    hdf5, h5py_version, numpy_version = subprocess.run(
+        [python, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return {
+        "writer_hdf5_version": hdf5,
+        "writer_h5py_version": h5py_version,
+        "writer_numpy_version": numpy_version,
+    }
 
 
 def canonical_hash(path: Path) -> str:

@@ -18,23 +18,27 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", "-1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from convert_cases import canonical_hash, convert_cases, extract_cases, h5_cases, refusal_cases  # noqa: E402
+from convert_cases import (  # noqa: E402
+    canonical_hash,
+    convert_cases,
+    extract_cases,
+    h5_cases,
+    refusal_cases,
+    use_keras3_environment,
+    writer_versions,
+)
+
+use_keras3_environment()
 
 FLOAT_TOLERANCE = 1e-4  # absolute, on outputs of order 1 (float32 reordering noise is ~1e-6)
 
@@ -216,22 +220,9 @@ def main() -> None:
             )
             records.append(record)
         check_with_tf_keras(args.tf_keras_python, pending_tf_keras, Path(tmp))
-    writer_python = str(Path(args.modelgraph).parent / "python")
-    versions = subprocess.run(
-        [
-            writer_python,
-            "-c",
-            "import h5py, numpy; print(h5py.version.hdf5_version, h5py.__version__, numpy.__version__)",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
     document = {
         "made_by": "samples/verify_convert.py",
-        "writer_hdf5_version": versions[0],
-        "writer_h5py_version": versions[1],
-        "writer_numpy_version": versions[2],
+        **writer_versions(args.modelgraph),
         "keras_version": keras.__version__,
         "python_version": sys.version.split()[0],
         "keras_h5py_version": __import__("h5py").__version__,

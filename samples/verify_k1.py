@@ -14,23 +14,19 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", "-1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from convert_cases import canonical_hash  # noqa: E402
+from convert_cases import canonical_hash, use_keras3_environment, writer_versions  # noqa: E402
+
+use_keras3_environment()
 
 TOLERANCE = 1e-5
 
@@ -49,7 +45,7 @@ def main() -> None:
             out = Path(tmp) / (source.stem + ".keras")
             argv = ["--keras1-backend", "theano", "convert", str(source), "-o", str(out)]
             proc = subprocess.run([args.modelgraph, *argv], cwd=ROOT, capture_output=True, text=True)
-            case = {"source": str(source), "argv": argv, "exit_code": proc.returncode}
+            case = {"source": str(source), "argv": [*argv[:-1], "OUT.keras"], "exit_code": proc.returncode}
             if proc.returncode == 0:
                 case["sha256"] = hashlib.sha256(out.read_bytes()).hexdigest()
                 case["canonical"] = canonical_hash(out)
@@ -80,14 +76,10 @@ def main() -> None:
                 case["stderr"] = proc.stderr.strip()
             print(json.dumps(case))
             cases.append(case)
-    writer_python = str(Path(args.modelgraph).parent / "python")
-    hdf5 = subprocess.run(
-        [writer_python, "-c", "import h5py; print(h5py.version.hdf5_version)"], capture_output=True, text=True, check=True
-    ).stdout.strip()
     record = {
         "made_by": "samples/verify_k1.py",
         "keras_version": keras.__version__,
-        "writer_hdf5_version": hdf5,
+        "writer_hdf5_version": writer_versions(args.modelgraph)["writer_hdf5_version"],
         "tolerance": TOLERANCE,
         "cases": cases,
     }

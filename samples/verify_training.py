@@ -14,22 +14,18 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", "-1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from convert_cases import canonical_hash  # noqa: E402
+from convert_cases import canonical_hash, use_keras3_environment, writer_versions  # noqa: E402
+
+use_keras3_environment()
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -128,17 +124,10 @@ def main() -> None:
         print(json.dumps({k: v for k, v in r.items() if k != "notes"}))
     import keras
 
-    writer_python = str(Path(args.modelgraph).parent / "python")
-    hdf5 = subprocess.run(
-        [writer_python, "-c", "import h5py; print(h5py.version.hdf5_version)"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
     record = {
         "made_by": "samples/verify_training.py",
         "keras_version": keras.__version__,
-        "writer_hdf5_version": hdf5,
+        "writer_hdf5_version": writer_versions(args.modelgraph)["writer_hdf5_version"],
         "cases": results,
     }
     (DIR / "verified.json").write_text(json.dumps(record, indent=1) + "\n")
