@@ -154,3 +154,21 @@ def test_optimizer_variables_that_name_no_model_variable_are_refused():
     assert len(optimizer_variables(record, optimizer, stored)) == 2 + 6
     with pytest.raises(NotCarried, match="belongs to no model variable"):
         optimizer_variables(renamed, optimizer, stored)
+
+
+def test_optimizer_variables_under_hostile_names_are_not_carried(tmp_path):
+    """``optimizer/vars`` holding anything but ``0 .. n-1`` (here a name of 5,000 digits, which
+    Python refuses to parse as an int) reads as no optimizer state, not an internal error."""
+    source = ROOT / "samples/training/k3_sgd_momentum.keras"
+    out = tmp_path / "hostile.keras"
+    with zipfile.ZipFile(source) as archive, zipfile.ZipFile(out, "w") as target:
+        for name in archive.namelist():
+            data = archive.read(name)
+            if name == "model.weights.h5":
+                buffer = io.BytesIO(data)
+                with h5py.File(buffer, "a") as f:
+                    f.create_dataset("optimizer/vars/" + "9" * 5000, data=np.zeros(()))
+                data = buffer.getvalue()
+            target.writestr(name, data)
+    record = modelgraph.load(out).metadata[TRAINING_KEY]
+    assert record.form == "compile_config" and record.variables == ()

@@ -75,7 +75,7 @@ def keras_zip_training(
 
 def _numbered(found: Mapping[str, StoredArray]) -> list[StoredArray] | None:
     """``vars/0 .. vars/n-1`` in order, or None when the keys are not exactly that."""
-    keys = sorted(found, key=lambda k: int(k) if k.isdigit() else -1)
-    if [k for k in keys] != [str(i) for i in range(len(keys))]:
+    keys = [str(i) for i in range(len(found))]
+    if set(found) != set(keys):  # compared as text: a hostile name of many digits is never parsed
         return None
     return [found[k] for k in keys]
