@@ -307,6 +307,16 @@ _KERAS1_SUFFIXES = {
 _MHA_LEGACY = {"query", "key", "value", "attention_output"}
 
 
+def keras1_weight_name(class_name: str, suffix: str) -> str | None:
+    """Keras 2's name for a Keras 1 weight suffix of this class (``W`` -> ``kernel``, an Embedding's
+    ``W`` -> ``embeddings``, ``running_std`` -> ``moving_variance``), or None for another suffix."""
+    name = _KERAS1_SUFFIXES.get(suffix)
+    if name is None:
+        return None
+    spec = _spec(class_name)
+    return name if spec is None else spec.keras1_weight_names.get(name, name)
+
+
 def canonical_from_path(
     class_name: str, layer_name: str, stored: str, config: Mapping[str, Any] | None = None
 ) -> str:
@@ -328,10 +338,11 @@ def canonical_from_path(
                 return f"forward/{last}"
             if segment.startswith("backward"):
                 return f"backward/{last}"
+    if last.startswith(layer_name + "_"):
+        keras1 = keras1_weight_name(class_name, last[len(layer_name) + 1 :])
+        if keras1 is not None:
+            return keras1
     spec = _spec(class_name)
-    if last.startswith(layer_name + "_") and last[len(layer_name) + 1 :] in _KERAS1_SUFFIXES:
-        name = _KERAS1_SUFFIXES[last[len(layer_name) + 1 :]]
-        return name if spec is None else spec.keras1_weight_names.get(name, name)
     return last if spec is None else spec.legacy_weight_names.get(last, last)
 
 

@@ -23,20 +23,10 @@ from modelgraph.catalogue.conv import keras1_kernel
 from modelgraph.catalogue.merge import KERAS1_MERGE_MODES
 from modelgraph.catalogue.recurrent import KERAS1_GATES
 from modelgraph.graph import Layer, ModelGraph, Weight, keras_version_tuple
+from modelgraph.weight_names import keras1_weight_name
 
 _WRAPPERS = ("TimeDistributed", "Bidirectional")
 _MODELS = ("Sequential", "Model", "Functional")
-#: Keras 1 weight suffixes (after ``<layer name>_``) and their Keras 2 names.
-_SUFFIXES = {
-    "W": "kernel",
-    "U": "recurrent_kernel",
-    "b": "bias",
-    "gamma": "gamma",
-    "beta": "beta",
-    "running_mean": "moving_mean",
-    "running_std": "moving_variance",  # Keras 1 kept the moving variance under this name
-    "alphas": "alpha",
-}
 
 
 def is_keras1(keras_version: str | None) -> bool:
@@ -157,7 +147,8 @@ _CONV_RANKS = {"Conv1D": 1, "Conv2D": 2, "Conv3D": 3}
 
 def _conv_kernel(weight: Weight, rank: int, channels_first: bool, theano: bool) -> Weight:
     """A Keras 1 convolution kernel in Keras 2's layout, read lazily (catalogue.conv.keras1_kernel)."""
-    probe = keras1_kernel(rank, np.empty(weight.shape, dtype=np.uint8), channels_first, theano)
+    # the new shape, from a view of no memory
+    probe = keras1_kernel(rank, np.broadcast_to(np.uint8(0), weight.shape), channels_first, theano)
 
     def read(weight: Weight = weight) -> np.ndarray:
         return np.ascontiguousarray(keras1_kernel(rank, np.asarray(weight.read()), channels_first, theano))
@@ -181,7 +172,7 @@ def _join_gates(class_name: str, weights: list[Weight]) -> list[Weight]:
             _joined(name, [by_name[f"{part}_{g}"] for g in gates])
             for part, name in (("W", "kernel"), ("U", "recurrent_kernel"), ("b", "bias"))
         ]
-    return [replace(w, name=_SUFFIXES.get(w.name, w.name)) for w in weights]
+    return [replace(w, name=keras1_weight_name(class_name, w.name) or w.name) for w in weights]
 
 
 def _joined(name: str, parts: list[Weight]) -> Weight:
