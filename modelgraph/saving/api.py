@@ -86,7 +86,12 @@ def keras_bytes(graph: ModelGraph, target: str = "the model", strip: bool = Fals
     notes = list(state.notes)
     if record is not None and strip:
         notes.append("the training config and optimizer state are dropped (--strip)")
-    elif record is not None and state.compile_config is not None and state.optimizer_variables is None and not notes:
+    elif (
+        record is not None
+        and state.compile_config is not None
+        and state.optimizer_variables is None
+        and not notes
+    ):
         notes.append("the model loads compiled, with a fresh optimizer state")
     if state.compile_config is not None:
         config["compile_config"] = state.compile_config
@@ -97,7 +102,7 @@ def keras_bytes(graph: ModelGraph, target: str = "the model", strip: bool = Fals
     members = [
         ("metadata.json", json.dumps(metadata).encode()),
         ("config.json", json.dumps(config).encode()),
-        ("model.weights.h5", write_weights_h5(graph, writer.written, writer.orders, optimizer)),
+        ("model.weights.h5", write_weights_h5(graph, entries, optimizer)),
     ]
     return zip_bytes(members), notes
 

@@ -70,9 +70,8 @@ NOT_RESCALABLE = (
 
 
 def _scaled_all(array: np.ndarray) -> np.ndarray:
-    return (np.asarray(array) * np.asarray(SCALE, dtype=np.asarray(array).dtype)).astype(
-        np.asarray(array).dtype
-    )
+    array = np.asarray(array)
+    return (array * np.asarray(SCALE, dtype=array.dtype)).astype(array.dtype)
 
 
 def _scaled_blocks(gates: tuple[int, ...], count: int) -> Transform:

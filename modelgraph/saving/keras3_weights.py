@@ -147,15 +147,14 @@ def stored_array(weight: Weight, class_name: str = "") -> tuple[np.ndarray, str 
 
 def write_weights_h5(
     graph: ModelGraph,
-    written: dict[tuple[str, ...], WrittenLayer],
-    orders: dict[tuple[str, ...], list[str]] | None = None,
+    entries: Sequence[WeightsEntry],
     optimizer: tuple[str, Sequence[np.ndarray]] | None = None,
 ) -> bytes:
-    """The bytes of ``model.weights.h5`` for ``graph`` as written by the config writer, with the
-    optimizer's variables (its name and the arrays in Keras 3's order) when given."""
+    """The bytes of ``model.weights.h5`` for ``graph``: its saved layers (``entries``, from
+    :func:`layer_tree` over what the config writer wrote) and, when given, the optimizer's
+    variables (its name and the arrays in Keras 3's order)."""
     import h5py
 
-    entries = list(layer_tree(graph, written, orders=orders))
     buffer = io.BytesIO()
     with h5py.File(buffer, "w") as f:
         f.create_group("layers")
