@@ -63,6 +63,18 @@ def _golden(model, name: str, seed: int) -> None:
     (OUT / f"{name}.optimizer.json").write_text(json.dumps(golden))
 
 
+def _make(keras, cases: dict, first_seed: int) -> None:
+    """Build, compile, train and save each case (``.h5`` and ``.keras``) and record its golden."""
+    for seed, (name, compile_args) in enumerate(cases.items(), start=first_seed):
+        keras.utils.set_random_seed(seed)
+        model = _model(keras, name)
+        model.compile(**compile_args)
+        _train(model, seed)
+        model.save(OUT / f"{name}.h5")
+        model.save(OUT / f"{name}.keras")
+        _golden(model, name, seed)
+
+
 def k2() -> None:
     import tf_keras as keras
 
@@ -72,14 +84,7 @@ def k2() -> None:
         "k2_adam_amsgrad": dict(optimizer=keras.optimizers.Adam(0.02, amsgrad=True), loss="mse"),
         "k2_legacy_adam_decay": dict(optimizer=keras.optimizers.legacy.Adam(0.02, decay=0.01), loss="categorical_crossentropy"),
     }
-    for seed, (name, compile_args) in enumerate(cases.items()):
-        keras.utils.set_random_seed(seed)
-        model = _model(keras, name)
-        model.compile(**compile_args)
-        _train(model, seed)
-        model.save(OUT / f"{name}.h5")
-        model.save(OUT / f"{name}.keras")
-        _golden(model, name, seed)
+    _make(keras, cases, first_seed=0)
 
 
 def k3() -> None:
@@ -90,14 +95,7 @@ def k3() -> None:
         "k3_adamw_schedule": dict(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss="categorical_crossentropy", metrics=["accuracy"]),
         "k3_sgd_momentum": dict(optimizer=keras.optimizers.SGD(0.05, momentum=0.9), loss=keras.losses.Huber(delta=0.5)),
     }
-    for seed, (name, compile_args) in enumerate(cases.items(), start=10):
-        keras.utils.set_random_seed(seed)
-        model = _model(keras, name)
-        model.compile(**compile_args)
-        _train(model, seed)
-        model.save(OUT / f"{name}.keras")
-        model.save(OUT / f"{name}.h5")
-        _golden(model, name, seed)
+    _make(keras, cases, first_seed=10)
 
 
 if __name__ == "__main__":
