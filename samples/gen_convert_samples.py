@@ -41,6 +41,22 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "convert"
 
 
+def save_golden(name: str, made_by: str, files: dict, inputs: dict, outputs) -> None:
+    """``convert/<name>.npz`` (``input/<name>``, ``output/<i>``) and ``convert/<name>.json``: the
+    inputs and the outputs the making Keras computed, as the convert tests read them."""
+    outputs = outputs if isinstance(outputs, list) else [outputs]
+    arrays = {**{f"input/{k}": v for k, v in inputs.items()}, **{f"output/{i}": o for i, o in enumerate(outputs)}}
+    np.savez(OUT / f"{name}.npz", **arrays)
+    golden = {
+        "family": "convert",
+        "model": name,
+        "made_by": made_by,
+        "files": files,
+        "inputs": {k: {"shape": list(v.shape), "dtype": v.dtype.str} for k, v in inputs.items()},
+    }
+    (OUT / f"{name}.json").write_text(json.dumps(golden, indent=1) + "\n")
+
+
 def _keras22_gru(tf, keras) -> None:
     rng = np.random.default_rng(22)
     x = keras.Input((5, 3), name="x")
@@ -64,15 +80,8 @@ def _keras22_gru(tf, keras) -> None:
         f.attrs["model_config"] = json.dumps(config).encode()
         f.attrs["keras_version"] = b"2.2.4"
         f["model_weights"].attrs["keras_version"] = b"2.2.4"
-    np.savez(OUT / "keras22_gru.npz", **{"input/x": data, "output/0": expected})
-    golden = {
-        "family": "convert",
-        "model": "keras22_gru",
-        "made_by": f"tf_keras {keras.__version__}, config edited to Keras 2.2.4's form",
-        "files": {"h5": "convert/keras22_gru.h5"},
-        "inputs": {"x": {"shape": list(data.shape), "dtype": "<f4"}},
-    }
-    (OUT / "keras22_gru.json").write_text(json.dumps(golden, indent=1) + "\n")
+    made_by = f"tf_keras {keras.__version__}, config edited to Keras 2.2.4's form"
+    save_golden("keras22_gru", made_by, {"h5": "convert/keras22_gru.h5"}, {"x": data}, expected)
 
 
 def _time_major(tf, keras) -> None:
@@ -87,15 +96,8 @@ def _time_major(tf, keras) -> None:
     data = rng.normal(0, 1, (5, 2, 3)).astype("float32")  # 5 steps of a batch of 2
     expected = model.predict(data, verbose=0)
     model.save(OUT / "time_major.h5")
-    np.savez(OUT / "time_major.npz", **{"input/steps": data, **{f"output/{i}": e for i, e in enumerate(expected)}})
-    golden = {
-        "family": "convert",
-        "model": "time_major",
-        "made_by": f"tf_keras {keras.__version__}",
-        "files": {"h5": "convert/time_major.h5"},
-        "inputs": {"steps": {"shape": list(data.shape), "dtype": "<f4"}},
-    }
-    (OUT / "time_major.json").write_text(json.dumps(golden, indent=1) + "\n")
+    files = {"h5": "convert/time_major.h5"}
+    save_golden("time_major", f"tf_keras {keras.__version__}", files, {"steps": data}, expected)
 
 
 def _attention_masks(tf, keras) -> None:
@@ -149,16 +151,8 @@ def _attention_masks(tf, keras) -> None:
     }
     expected = model.predict([data[n] for n in model.input_names], verbose=0)
     model.save(OUT / "attention_masks.h5")
-    arrays = {**{f"input/{k}": v for k, v in data.items()}, **{f"output/{i}": e for i, e in enumerate(expected)}}
-    np.savez(OUT / "attention_masks.npz", **arrays)
-    golden = {
-        "family": "convert",
-        "model": "attention_masks",
-        "made_by": f"tf_keras {keras.__version__}",
-        "files": {"h5": "convert/attention_masks.h5"},
-        "inputs": {k: {"shape": list(v.shape), "dtype": v.dtype.str} for k, v in data.items()},
-    }
-    (OUT / "attention_masks.json").write_text(json.dumps(golden, indent=1) + "\n")
+    files = {"h5": "convert/attention_masks.h5"}
+    save_golden("attention_masks", f"tf_keras {keras.__version__}", files, data, expected)
 
 
 def _h5_forms(tf, keras) -> None:
@@ -181,15 +175,7 @@ def _h5_forms(tf, keras) -> None:
     data = rng.normal(0, 1, (3, 5, 8)).astype("float32")
     expected = model.predict(data, verbose=0)
     model.save(OUT / "h5_forms.h5")
-    np.savez(OUT / "h5_forms.npz", **{"input/x": data, "output/0": expected})
-    golden = {
-        "family": "convert",
-        "model": "h5_forms",
-        "made_by": f"tf_keras {keras.__version__}",
-        "files": {"h5": "convert/h5_forms.h5"},
-        "inputs": {"x": {"shape": list(data.shape), "dtype": "<f4"}},
-    }
-    (OUT / "h5_forms.json").write_text(json.dumps(golden, indent=1) + "\n")
+    save_golden("h5_forms", f"tf_keras {keras.__version__}", {"h5": "convert/h5_forms.h5"}, {"x": data}, expected)
 
 
 def _unconvertible(tf, keras) -> None:

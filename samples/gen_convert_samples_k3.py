@@ -13,7 +13,6 @@ Writes ``samples/convert/``:
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -25,7 +24,8 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "-1")
 import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "convert"
+sys.path.insert(0, str(HERE))
+from gen_convert_samples import OUT, save_golden  # noqa: E402
 
 
 def _masked_op(keras) -> None:
@@ -43,15 +43,8 @@ def _masked_op(keras) -> None:
     data[:, 4:] = 0  # padding the mask would skip
     expected = np.asarray(model(data, training=False))
     model.save(OUT / "k3_masked_op.keras")
-    np.savez(OUT / "k3_masked_op.npz", **{"input/tokens": data, "output/0": expected})
-    golden = {
-        "family": "convert",
-        "model": "k3_masked_op",
-        "made_by": f"keras {keras.__version__}",
-        "files": {"keras": "convert/k3_masked_op.keras"},
-        "inputs": {"tokens": {"shape": list(data.shape), "dtype": "<i4"}},
-    }
-    (OUT / "k3_masked_op.json").write_text(json.dumps(golden, indent=1) + "\n")
+    files = {"keras": "convert/k3_masked_op.keras"}
+    save_golden("k3_masked_op", f"keras {keras.__version__}", files, {"tokens": data}, expected)
 
 
 def main() -> None:
