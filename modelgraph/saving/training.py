@@ -249,14 +249,20 @@ def _parse_names(
     slots: dict[tuple[str, str], str] = {}
     if (record.writer or "").startswith("3."):
         by_flat = {path.replace("/", "_"): path for path in known}
+        # Keras 3's slot names, longest first (``velocity_hat`` before ``velocity``)
+        slot_names = sorted({*spec.new_slots.values(), *spec.legacy_slots.values()}, key=len, reverse=True)
         iteration = _one(names, lambda n: n.endswith("/iteration"), "step counter")
         lr = next((n for n in names if n.endswith("/learning_rate")), None)
         for name in names:
             if name in (iteration, lr):
                 continue
-            tail = name.split("/", 1)[-1]
+            tail = name.split("/", 1)[-1]  # <variable path with "_" for "/">_<slot>
             match = next(
-                ((by_flat[flat], tail[len(flat) + 1 :]) for flat in by_flat if tail.startswith(flat + "_")),
+                (
+                    (by_flat[tail[: -len(slot) - 1]], slot)
+                    for slot in slot_names
+                    if tail.endswith("_" + slot) and tail[: -len(slot) - 1] in by_flat
+                ),
                 None,
             )
             if match is None:
