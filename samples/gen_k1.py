@@ -112,6 +112,17 @@ def wrappers(keras):
     return Model(x, y, name="k1_wrappers"), {"seq": (2, 5, 3)}
 
 
+def bidirectional_simple(keras):
+    from keras.layers import Dense, Input, SimpleRNN
+    from keras.layers.wrappers import Bidirectional
+    from keras.models import Model
+
+    # a wrapped layer whose weights are not per-gate: each side keeps only its own W, U, b
+    x = Input(shape=(4, 3), name="seq")
+    h = Bidirectional(SimpleRNN(2), merge_mode="concat", name="bi_simple")(x)
+    return Model(x, Dense(2, name="out")(h), name="k1_bidi_simple"), {"seq": (2, 4, 3)}
+
+
 def _inputs(spec, rng):
     out = {}
     for name, shape in spec.items():
@@ -129,7 +140,7 @@ def main() -> None:
     import keras
 
     OUT.mkdir(exist_ok=True)
-    for seed, build in enumerate((seq_cnn, th_cnn, rnn, wrappers)):
+    for seed, build in enumerate((seq_cnn, th_cnn, rnn, wrappers, bidirectional_simple)):
         rng = np.random.default_rng(100 + seed)
         model, spec = build(keras)
         _randomise(model, rng)

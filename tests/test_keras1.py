@@ -40,7 +40,7 @@ def _run(golden: dict, backend: str) -> list[np.ndarray]:
 
 
 def test_there_are_keras1_samples():
-    assert len(GOLDENS) == 4
+    assert len(GOLDENS) == 5
 
 
 @pytest.mark.parametrize("path", GOLDENS, ids=[p.name.split(".")[0] for p in GOLDENS])

@@ -102,7 +102,6 @@ def _merge(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 #: the kernels as stored, as Keras 2 loads a Keras 1 file) or ``theano`` (reverse convolution
 #: kernels, as Theano applied them). The CLI's ``--keras1-backend`` sets it.
 KERAS1_BACKEND: ContextVar[str] = ContextVar("keras1_backend", default="tensorflow")
-KERAS1_BACKENDS = ("tensorflow", "theano")
 
 
 def upgrade_weights(graph: ModelGraph, backend: str | None = None) -> ModelGraph:
@@ -131,7 +130,8 @@ def _layer_weights(layer: Layer, theano: bool) -> Layer:
         if layer.class_name == "Bidirectional":
             weights: list[Weight] = []
             for side in ("forward", "backward"):
-                own = _strip(layer.weights, f"{side}_{inner_name}_")
+                prefix = f"{side}_{inner_name}_"
+                own = _strip(tuple(w for w in layer.weights if w.name.startswith(prefix)), prefix)
                 weights += [replace(w, name=f"{side}/{w.name}") for w in _join_gates(inner_class, own)]
             return replace(layer, weights=tuple(weights))
         return replace(
