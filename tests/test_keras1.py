@@ -181,3 +181,27 @@ def test_hard_sigmoid_is_rescaled_gate_by_gate():
     assert (
         weight_scales("LSTM", {"activation": "hard_sigmoid"}) is None
     )  # the cell activation: no weight product
+
+
+@pytest.mark.parametrize(("key", "value"), [("dim_ordering", ["th"]), ("activation", {"a": 1})])
+def test_hostile_keras1_values_get_typed_errors(tmp_path, key, value):
+    """JSON lists or objects where Keras 1 wrote a string: the run refuses them (exit 4); the
+    conversion carries them as it carries any value it does not interpret, or refuses; neither ends
+    in an internal error (both raised TypeError before)."""
+    import h5py
+
+    from modelgraph.errors import NotConvertibleError, UnsupportedError
+
+    model = tmp_path / "m.h5"
+    model.write_bytes((SAMPLES / "k1" / "k1_seq_cnn.h5").read_bytes())
+    with h5py.File(model, "r+") as f:
+        config = json.loads(f.attrs["model_config"])
+        config["config"][0]["config"][key] = value
+        f.attrs["model_config"] = json.dumps(config).encode()
+    graph = modelgraph.load(model)
+    with pytest.raises(UnsupportedError):
+        modelgraph.Runner(graph)
+    try:
+        modelgraph.save(graph, tmp_path / "out.keras")
+    except NotConvertibleError:
+        pass

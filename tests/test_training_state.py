@@ -172,3 +172,31 @@ def test_optimizer_variables_under_hostile_names_are_not_carried(tmp_path):
             target.writestr(name, data)
     record = modelgraph.load(out).metadata[TRAINING_KEY]
     assert record.form == "compile_config" and record.variables == ()
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("optimizer_config", "config", "momentum"), "fast"),
+        (("optimizer_config", "config", "learning_rate"), "a"),
+        (("optimizer_config", "config", "name"), 3),
+        (("optimizer_config", "config", "decay"), {}),
+        (("loss",), {"class_name": "Huber", "config": {"reduction": []}}),
+    ],
+)
+def test_a_malformed_training_config_is_left_out_with_a_note(tmp_path, path, value):
+    """A training config whose values are not what Keras writes converts the model without it (a
+    note names the value); it never ends in an internal error."""
+    source = tmp_path / "model.h5"
+    source.write_bytes((ROOT / "samples/training/k2_sgd_nesterov.h5").read_bytes())
+    with h5py.File(source, "r+") as f:
+        config = json.loads(f.attrs["training_config"])
+        target = config
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        f.attrs["training_config"] = json.dumps(config).encode()
+    report = modelgraph.save(modelgraph.load(source), tmp_path / "out.keras")
+    assert any(note.startswith("the training config is not written") for note in report.notes), report.notes
+    config, _ = _members(tmp_path / "out.keras")
+    assert "compile_config" not in config

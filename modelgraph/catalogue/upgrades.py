@@ -184,7 +184,10 @@ def _renamed(config: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, A
 def _data_format(out: dict[str, Any]) -> dict[str, Any]:
     if "dim_ordering" in out:
         ordering = out.pop("dim_ordering")
-        out["data_format"] = KERAS1_DIM_ORDERING.get(ordering, ordering)
+        # any other value (a hostile list or object too) is kept for the kernel to refuse
+        out["data_format"] = (
+            KERAS1_DIM_ORDERING.get(ordering, ordering) if isinstance(ordering, str) else ordering
+        )
     return out
 
 

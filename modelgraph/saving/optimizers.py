@@ -30,6 +30,18 @@ BASE_ARGUMENTS: Mapping[str, Any] = {
     "gradient_accumulation_steps": None,
 }
 
+#: The arguments the writer itself reads (the variables' layout, the learning-rate variable, the
+#: optimizer's name in the weights file), with the JSON types Keras writes for them.
+READ_ARGUMENTS: Mapping[str, tuple[type, ...]] = {
+    "name": (str, type(None)),
+    "learning_rate": (int, float, Mapping),
+    "momentum": (int, float, type(None)),
+    "centered": (bool,),
+    "amsgrad": (bool,),
+    "use_ema": (bool,),
+    "gradient_accumulation_steps": (int, type(None)),
+}
+
 # tf.keras-only arguments that say nothing about the update rule.
 TF_KERAS_ONLY = frozenset({"jit_compile", "is_legacy_optimizer", "mesh"})
 

@@ -20,7 +20,13 @@ import numpy as np
 
 from modelgraph.graph import Weight
 from modelgraph.loading.training import TrainingRecord
-from modelgraph.saving.optimizers import BASE_ARGUMENTS, OPTIMIZERS, TF_KERAS_ONLY, arguments_of
+from modelgraph.saving.optimizers import (
+    BASE_ARGUMENTS,
+    OPTIMIZERS,
+    READ_ARGUMENTS,
+    TF_KERAS_ONLY,
+    arguments_of,
+)
 
 _KERAS3_DEFAULTS = {"run_eagerly": False, "steps_per_execution": 1, "jit_compile": False}
 _REDUCTIONS = {
@@ -109,6 +115,8 @@ def _optimizer(entry: Any) -> dict[str, Any]:
     if "lr" in config:
         config.setdefault("learning_rate", config.pop("lr"))
     decay = config.pop("decay", None)
+    if decay is not None and (isinstance(decay, bool) or not isinstance(decay, int | float)):
+        raise NotCarried(f"optimizer {class_name} decay={decay!r} is not a number")
     if decay:  # the legacy optimizers' lr / (1 + decay * iterations)
         config["learning_rate"] = _schedule(
             "InverseTimeDecay",
@@ -130,6 +138,11 @@ def _optimizer(entry: Any) -> dict[str, Any]:
     for key, default in BASE_ARGUMENTS.items():
         if key != "name":
             config.setdefault(key, default)
+    for key, types in READ_ARGUMENTS.items():
+        if key in config and not isinstance(config[key], types):
+            raise NotCarried(
+                f"optimizer {class_name} argument {key}={config[key]!r} is not a {types[0].__name__}"
+            )
     return {"module": "keras.optimizers", "class_name": class_name, "config": config, "registered_name": None}
 
 
@@ -153,7 +166,7 @@ def _losses(loss: Any) -> Any:
     config.pop("fn", None)  # tf.keras's LossFunctionWrapper names its function; Keras 3 knows it
     if "reduction" in config:
         reduction = config["reduction"]
-        if reduction not in _REDUCTIONS:
+        if not isinstance(reduction, str) or reduction not in _REDUCTIONS:
             raise NotCarried(f"loss {class_name} reduction {reduction!r} has no Keras 3 equivalent")
         config["reduction"] = _REDUCTIONS[reduction]
     return {"module": "keras.losses", "class_name": class_name, "config": config, "registered_name": None}

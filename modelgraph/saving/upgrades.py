@@ -82,6 +82,12 @@ _DISTRIBUTIONS = {"normal": "truncated_normal"}
 _CHANGED_ACTIVATIONS = frozenset({"hard_sigmoid"})
 
 
+def _is_changed_activation(value: Any) -> bool:
+    """Whether an activation setting names one of :data:`_CHANGED_ACTIVATIONS` (a config may hold
+    any JSON value there: a list or object is another, unsupported, activation)."""
+    return isinstance(value, str) and value in _CHANGED_ACTIVATIONS
+
+
 def dtype_policy(name: str) -> dict[str, Any]:
     """Keras 3's serialised ``DTypePolicy`` for a policy name (``"float32"``, ``"mixed_float16"``)."""
     return {"module": "keras", "class_name": "DTypePolicy", "config": {"name": name}, "registered_name": None}
@@ -124,7 +130,7 @@ def upgrade_common(config: Mapping[str, Any], ctx: UpgradeContext, rescaled: boo
         for suffix, module in _OBJECT_MODULES.items():
             if key.endswith(suffix):
                 out[key] = upgrade_object(value, module)
-        if ctx.major < 3 and key.endswith("activation") and value in _CHANGED_ACTIVATIONS and not rescaled:
+        if ctx.major < 3 and key.endswith("activation") and _is_changed_activation(value) and not rescaled:
             raise NotConvertible(
                 f"{key}={value!r} means clip(0.2x+0.5) in Keras {ctx.major}; Keras 3's {value} differs"
             )
