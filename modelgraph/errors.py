@@ -67,6 +67,15 @@ class UsageError(ModelGraphError):
     """The request names something that does not exist (an unknown input, layer or option)."""
 
 
+class CatalogueError(ModelGraphError, ValueError):
+    """A catalogue registration was refused: not a descriptor, a wrong type in one of its fields, or a
+    name already registered (without ``replace=True``)."""
+
+
+class PluginError(UsageError):
+    """A plugin the user named cannot be loaded: missing, raising, or registering nonsense (exit 2)."""
+
+
 # --- cannot load (exit 3) -------------------------------------------------------------------
 
 
