@@ -318,6 +318,13 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
         except Exception as exc:  # noqa: BLE001
             issues.append(_crash("the weights check", exc, path))
 
+        from modelgraph.validate.catalogue import catalogue_issues
+
+        try:
+            issues.extend(catalogue_issues(graph, path))
+        except Exception as exc:  # noqa: BLE001
+            issues.append(_crash("the catalogue check", exc, path))
+
         if opts.config.select is None or any(r.startswith("RUN") for r in opts.config.select):
             from modelgraph.validate.runtime import runtime_issues
 

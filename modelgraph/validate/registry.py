@@ -10,6 +10,7 @@ prefix      family    what it checks
 ``WGT``     weights   stored weights against the config (names, shapes, dtypes; values on request)
 ``SEC``     security  what Keras would execute, import, fetch or unpickle (:mod:`.security`)
 ``RUN``     runtime   layers and options the NumPy runner cannot execute
+``CAT``     catalogue custom classes and functions modelgraph does not know (plugins teach them)
 ==========  ========  =========================================================================
 
 :func:`rules_markdown` renders ``docs/rules.md`` from this table (a test keeps the file in sync).
@@ -28,6 +29,7 @@ FAMILIES: dict[str, str] = {
     "WGT": "weights",
     "SEC": "security",
     "RUN": "runtime",
+    "CAT": "catalogue",
 }
 
 
@@ -355,6 +357,20 @@ _OWN: list[Rule] = [
         "Read the message; fix the structural or weight findings reported for the same layer first.",
     ),
 ]
+
+
+_OWN.append(
+    _r(
+        "CAT001",
+        "info",
+        "class unknown to modelgraph",
+        "A layer class (or a custom activation a config names) that modelgraph does not know: the model "
+        "reads, draws and validates, but that class has no shape rule, MAC count, NumPy kernel or ONNX "
+        "mapping, and convert refuses it unless --keep-unknown.",
+        "Describe the class in a plugin and load it with modelgraph --plugin FILE.py (docs/plugins.md); "
+        "or convert with --keep-unknown and load the result with your own custom_objects.",
+    )
+)
 
 
 def _sec_rules() -> list[Rule]:
