@@ -17,12 +17,13 @@ without ``replace=True``) is one :class:`~modelgraph.errors.PluginError` naming 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -75,6 +76,24 @@ def env_plugins(environ: os._Environ[str] | dict[str, str] | None = None) -> lis
 def loaded() -> list[str]:
     """The references of the plugins loaded so far, in order."""
     return list(_LOADED)
+
+
+@contextlib.contextmanager
+def scratch() -> Iterator[None]:
+    """Plugins loaded inside, and everything they registered, are forgotten on leaving."""
+    from modelgraph import catalogue
+
+    loaded_before = dict(_LOADED)
+    modules_before = set(sys.modules)
+    with catalogue.scratch():
+        try:
+            yield
+        finally:
+            _LOADED.clear()
+            _LOADED.update(loaded_before)
+            for name in set(sys.modules) - modules_before:
+                if name.startswith("modelgraph_plugin_"):
+                    del sys.modules[name]
 
 
 def _key(ref: str) -> str:
@@ -137,4 +156,4 @@ def _entry_point(ref: str, name: str) -> object:
     return loaded
 
 
-__all__ = ["ENTRY_POINT_GROUP", "ENV_VAR", "env_plugins", "load_plugin", "load_plugins", "loaded"]
+__all__ = ["ENTRY_POINT_GROUP", "ENV_VAR", "env_plugins", "load_plugin", "load_plugins", "loaded", "scratch"]

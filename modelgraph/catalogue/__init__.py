@@ -50,6 +50,7 @@ __all__ = [
     "register_activation",
     "register_function",
     "register_initializer",
+    "scratch",
     "is_layer_class",
     "key_of",
     "load_families",
@@ -116,6 +117,18 @@ def plugin_scope(name: str) -> Iterator[None]:
         yield
     finally:
         _PLUGIN.reset(token)
+
+
+@contextlib.contextmanager
+def scratch() -> Iterator[None]:
+    """Every registration made inside is undone on leaving (for tests, and for trying a plugin)."""
+    saved = dict(_SPECS), dict(_ALIASES), dict(_FUNCTIONS)
+    try:
+        yield
+    finally:
+        for table, old in zip((_SPECS, _ALIASES, _FUNCTIONS), saved, strict=True):
+            table.clear()
+            table.update(old)  # type: ignore[arg-type]
 
 
 def register(spec: LayerSpec, *, replace: bool = False, family: str | None = None) -> LayerSpec:

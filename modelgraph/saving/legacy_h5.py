@@ -55,11 +55,11 @@ _NON_TRAINABLE = {
 }
 
 
-def legacy_h5_bytes(graph: ModelGraph, target: str = "the model") -> bytes:
+def legacy_h5_bytes(graph: ModelGraph, target: str = "the model", keep_unknown: bool = False) -> bytes:
     """The bytes of a legacy ``.h5`` for ``graph``, or :class:`NotConvertibleError` naming every layer."""
     import h5py
 
-    writer = ConfigWriter(UpgradeContext(graph.keras_version), explicit_masks=False)
+    writer = ConfigWriter(UpgradeContext(graph.keras_version), explicit_masks=False, keep_unknown=keep_unknown)
     modern = writer.model(graph, infer_shapes(graph))
     refusals = list(writer.refusals)
     config = _legacy_model(modern, graph, refusals, ())
@@ -129,7 +129,7 @@ def _legacy_model(
     layers = []
     masked = _reached_by_masks(graph)
     for entry in config["layers"]:
-        if entry["module"].startswith("keras.src.ops."):
+        if (entry["module"] or "").startswith("keras.src.ops."):  # a custom class may have none
             layer = op_as_layer(entry) if _original_name(graph, entry["name"]) not in masked else _MASKED_OP
             if isinstance(layer, str):
                 refusals.append(Refusal("/".join((*path, entry["name"])), entry["class_name"], layer))
