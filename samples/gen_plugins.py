@@ -13,10 +13,11 @@ write them (the Keras code is below, registered with ``@keras.saving.register_ke
 * ``gelu_tanh``: a registered activation function (GELU, tanh approximation), used by a Dense layer
   and an Activation layer.
 
-With ``--verify-converted`` it also loads the files modelgraph's ``convert --keep-unknown`` wrote
-(samples/plugins/converted/*.keras, *.h5, made by tests/test_plugins.py's helper, see
-samples/README.md) with ``custom_objects`` and records, in samples/plugins/converted.json, how far
-their outputs on the golden inputs are from the golden. The golden is kept out of samples/goldens/
+With ``--verify-converted [--modelgraph .venv/bin/modelgraph]`` it converts both files to .keras
+and .h5 with modelgraph (a subprocess: once with the plugins of examples/plugins/, once with
+``--keep-unknown`` and no plugin) into samples/plugins/converted/, loads each result with real Keras
+and ``custom_objects``, and records in samples/plugins/converted.json how far its outputs on the
+golden inputs are from the golden. The golden is kept out of samples/goldens/
 on purpose: the tests that walk every golden run models without plugins.
 """
 
@@ -176,9 +177,40 @@ def make() -> None:
         "outputs": ["logits", "attention[1] (the attention weights)"],
         "params": int(model.count_params()),
     }
-    np.savez_compressed(GOLDEN.with_suffix(".npz"), **{"input/ids": ids, "output/0": outs[0], "output/1": outs[1]})
+    np.savez_compressed(
+        GOLDEN.with_suffix(".npz"), **{"input/ids": ids, "output/0": outs[0], "output/1": outs[1]}
+    )
     C.dump_json(GOLDEN.with_suffix(".json"), info)
     print(f"custom_text: params={info['params']} logits std={outs[0].std():.4g}")
+
+
+PLUGINS = [
+    HERE.parent / "examples" / "plugins" / f"{n}.py"
+    for n in ("attention_pooling", "position_embedding", "gelu_tanh")
+]
+
+
+def convert_all(modelgraph: str) -> None:
+    """modelgraph's conversions of both files to both formats, with the plugins and without."""
+    import subprocess
+
+    CONVERTED.mkdir(parents=True, exist_ok=True)
+    with_plugins = [arg for path in PLUGINS for arg in ("--plugin", str(path))]
+    for source in ("keras", "h5"):
+        for target in ("keras", "h5"):
+            src = OUT / f"custom_text.{source}"
+            for prefix, extra in (("plugin", with_plugins), ("keep_unknown", ["--keep-unknown"])):
+                out = CONVERTED / f"{prefix}_from_{source}.{target}"
+                argv = [
+                    modelgraph,
+                    *(extra if prefix == "plugin" else []),
+                    "convert",
+                    str(src),
+                    "-o",
+                    str(out),
+                ]
+                argv += extra if prefix == "keep_unknown" else []
+                subprocess.run(argv, check=True, capture_output=True, text=True)
 
 
 def verify_converted() -> None:
@@ -204,8 +236,10 @@ def verify_converted() -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--verify-converted", action="store_true")
+    parser.add_argument("--modelgraph", default=str(HERE.parent / ".venv" / "bin" / "modelgraph"))
     args = parser.parse_args()
     if args.verify_converted:
+        convert_all(args.modelgraph)
         verify_converted()
     else:
         make()
