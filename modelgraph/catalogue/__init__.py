@@ -178,11 +178,32 @@ def _plugin_entry(spec: LayerSpec, plugin: str) -> LayerSpec:
     for slot in _IMPL_SLOTS:
         if getattr(spec, slot) is None:
             fields[slot] = not_given(plugin)
+    if callable(spec.shape):
+        fields["shape"] = _named_shape_rule(spec.shape, plugin, spec.key)
     names = spec.weight_names
     if isinstance(names, tuple | list) and all(isinstance(n, str) for n in names):
         fixed = tuple(names)
         fields["weight_names"] = lambda _config, _names=fixed: _names
     return dataclasses.replace(spec, **fields)
+
+
+def _named_shape_rule(rule: Callable[..., Any], plugin: str, key: str) -> Callable[..., Any]:
+    """The plugin's shape rule, with an exception other than the rule protocol's (``ShapeError``,
+    ``Unknown``) reported as a shape problem naming the plugin, not as a modelgraph bug."""
+
+    def shape(call: Any) -> Any:
+        from modelgraph.shape_rules import ShapeError, Unknown
+
+        try:
+            return rule(call)
+        except (ShapeError, Unknown):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the plugin's own code
+            raise ShapeError(
+                f"the shape rule of plugin '{plugin}' for {key} failed: {type(exc).__name__}: {exc}", "plugin"
+            ) from None
+
+    return shape
 
 
 def _check(spec: LayerSpec) -> None:

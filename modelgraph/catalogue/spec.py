@@ -171,6 +171,12 @@ class LayerSpec:
     macs: Callable[..., Any] | str | None = None
     masks: Mapping[int, MaskBehaviour] = field(default_factory=lambda: DROPS_MASK)
     """Mask behaviour per Keras version (:data:`K2`, :data:`K3`); a version not listed drops masks."""
+    non_trainable_weights: tuple[str, ...] = ()
+    """Canonical names of the variables Keras creates non-trainable (BatchNormalization's moving
+    statistics): counted as non-trainable parameters, written non-trainable to a legacy ``.h5``."""
+    input_axis: bool = False
+    """Its ``axis`` config counts dimensions of its input: with the input rank known, ``-1`` and
+    ``rank - 1`` are the same axis (Keras 3 writes ``axis: -1``, tf.keras ``[3]``; ``diff``)."""
     training_sensitive: bool = False
     """A call recorded with ``training=True`` behaves differently (Dropout, BatchNormalization)."""
     dtype: DtypeBehaviour = "compute"

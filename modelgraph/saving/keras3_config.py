@@ -36,7 +36,6 @@ from modelgraph.shapes import ShapeResult
 from modelgraph.topology import map_graph
 
 FUNCTIONAL_MODULE = "keras.src.models.functional"
-_TF_OP_CLASSES = frozenset({"TFOpLambda", "SlicingOpLambda"})
 _MODEL_CLASSES = frozenset({"Functional", "Model", "Container"})
 
 
@@ -234,7 +233,7 @@ class ConfigWriter:
     ) -> dict[str, Any] | None:
         if layer.depth is None and layer.kind != "input":
             return None  # Keras 3 drops layers that no output reaches
-        if layer.class_name in _TF_OP_CLASSES:
+        if layer.key.startswith("tf:"):  # a TFOpLambda/SlicingOpLambda (the catalogue's key_of)
             return self._tf_op_entry(layer, graph, shapes, path)
         record = self._layer_record(layer, graph, shapes, path)
         if record is None:

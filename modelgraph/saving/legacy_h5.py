@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph.errors import NotConvertibleError
 from modelgraph.graph import Layer, ModelGraph, Weight, keras_version_tuple
 from modelgraph.saving.keras3_config import ConfigWriter, Refusal, legal_name
@@ -48,10 +49,6 @@ _KERAS3_ONLY_KEYS: dict[str, tuple[Any, ...]] = {
     "lora_rank": (None,),
     "lora_alpha": (None,),
     "rms_scaling": (False,),  # LayerNormalization's RMS form: tf_keras has no such option
-}
-_NON_TRAINABLE = {
-    "BatchNormalization": ("moving_mean", "moving_variance"),
-    "Normalization": ("mean", "variance", "count"),
 }
 
 
@@ -460,4 +457,5 @@ def _own(layer: Layer) -> list[tuple[str, Weight, str]]:
 def _trainable(layer: Layer, weight: Weight) -> bool:
     if not layer.trainable:
         return False
-    return weight.name.split("/")[-1] not in _NON_TRAINABLE.get(layer.class_name, ())
+    spec = catalogue.spec_for(layer.key)
+    return spec is None or weight.name.split("/")[-1] not in spec.non_trainable_weights
