@@ -327,3 +327,46 @@ def test_registered_activation_matches_keras3_names(scratch):
     }
     assert get_activation(value)(np.ones(2, np.float32)).tolist() == [2.0, 2.0]
     assert get_activation("twice")(np.ones(1, np.float32)).tolist() == [2.0]
+
+
+def test_a_plugins_failing_shape_rule_is_named(scratch, tmp_path):
+    from modelgraph.shapes import infer_shapes
+
+    plugin = tmp_path / "buggy.py"
+    plugin.write_text(
+        "from modelgraph.catalogue import LayerSpec, register\n"
+        "register(LayerSpec('AttentionWeightedAverage', shape=lambda call: call.config['nope']))\n"
+    )
+    plugins.load_plugin(str(plugin))
+    problems = [
+        p for p in infer_shapes(load(SAMPLES / "custom_text.keras")).problems if p.layer == "attention"
+    ]
+    assert [p.kind for p in problems] == ["plugin"]
+    assert (
+        "the shape rule of plugin 'buggy' for AttentionWeightedAverage failed: KeyError"
+        in problems[0].message
+    )
+
+
+def test_a_model_file_never_loads_a_plugin(tmp_path, monkeypatch):
+    """A record's module naming an importable plugin module does not import it."""
+    import sys
+    import zipfile
+
+    (tmp_path / "sneaky_plugin.py").write_text("import sys\nsys.modules['sneaky_ran'] = sys\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with zipfile.ZipFile(SAMPLES / "custom_text.keras") as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    config = json.loads(members["config.json"])
+    for record in config["config"]["layers"]:
+        if record["class_name"] == "AttentionWeightedAverage":
+            record["module"] = "sneaky_plugin"
+    members["config.json"] = json.dumps(config).encode()
+    path = tmp_path / "sneaky.keras"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    graph = load(path)
+    assert graph.layer("attention").module == "sneaky_plugin"
+    assert "sneaky_plugin" not in sys.modules and "sneaky_ran" not in sys.modules
+    assert catalogue.spec_for("AttentionWeightedAverage") is None
