@@ -3,7 +3,7 @@
 A class the catalogue has no entry for (a user's custom layer) is read, drawn and checked like any
 other, but has no shape rule, MAC count, kernel or ONNX mapping, and ``convert`` refuses it unless
 told to keep it. A custom activation a config names by a registered name is the same for the
-layers that use it. One finding per class or function, naming its layers and the two ways on:
+layers that use it; a custom initializer only matters to Keras (it needs the code to load). One finding per class or function, naming its layers and the two ways on:
 a plugin (``--plugin``, docs/plugins.md) or ``convert --keep-unknown``.
 """
 
@@ -26,11 +26,14 @@ def catalogue_issues(graph: ModelGraph, path: str = "") -> list[Issue]:
     """``CAT001`` for every class and custom activation the catalogue does not know."""
     classes: dict[str, list[str]] = {}
     activations: dict[str, list[str]] = {}
+    initializers: dict[str, list[str]] = {}
     for label, layer in _layers(graph, ()):
         if layer.kind not in _SKIPPED_KINDS and catalogue.spec_for(layer.key) is None:
             classes.setdefault(layer.class_name, []).append(label)
         for name in _custom_activations(layer.config):
             activations.setdefault(name, []).append(label)
+        for name in _custom_initializers(layer.config):
+            initializers.setdefault(name, []).append(label)
     issues = [
         _issue(f"class '{name}'", labels, path, "no shape rule, MAC count, kernel or ONNX mapping")
         for name, labels in classes.items()
@@ -38,6 +41,10 @@ def catalogue_issues(graph: ModelGraph, path: str = "") -> list[Issue]:
     issues += [
         _issue(f"custom activation '{name}'", labels, path, "the layers using it cannot run or export")
         for name, labels in activations.items()
+    ]
+    issues += [
+        _issue(f"custom initializer '{name}'", labels, path, "Keras needs its code to load the model")
+        for name, labels in initializers.items()
     ]
     return issues
 
@@ -71,4 +78,19 @@ def _custom_activations(config: Mapping[str, Any]) -> Iterator[str]:
         if module.startswith(_BUILTIN_FUNCTION_MODULES):
             continue
         if catalogue.function_spec("activation", name) is None:
+            yield name
+
+
+def _custom_initializers(config: Mapping[str, Any]) -> Iterator[str]:
+    """Registered names of custom initializers the config's ``*_initializer`` keys name (a
+    ``pkg>Name`` registered name, or a module outside Keras) that no plugin registered."""
+    for key, value in config.items():
+        if not key.endswith("_initializer") or not isinstance(value, Mapping):
+            continue
+        name = value.get("registered_name") or value.get("class_name")
+        module = value.get("module")
+        if not isinstance(name, str):
+            continue
+        outside = isinstance(module, str) and not module.startswith(_BUILTIN_FUNCTION_MODULES)
+        if (">" in name or outside) and catalogue.function_spec("initializer", name) is None:
             yield name

@@ -364,9 +364,9 @@ _OWN.append(
         "CAT001",
         "info",
         "class unknown to modelgraph",
-        "A layer class (or a custom activation a config names) that modelgraph does not know: the model "
-        "reads, draws and validates, but that class has no shape rule, MAC count, NumPy kernel or ONNX "
-        "mapping, and convert refuses it unless --keep-unknown.",
+        "A layer class (or a custom activation or initializer a config names) that modelgraph does not "
+        "know: the model reads, draws and validates, but that class has no shape rule, MAC count, NumPy "
+        "kernel or ONNX mapping, and convert refuses it unless --keep-unknown.",
         "Describe the class in a plugin and load it with modelgraph --plugin FILE.py (docs/plugins.md); "
         "or convert with --keep-unknown and load the result with your own custom_objects.",
     )

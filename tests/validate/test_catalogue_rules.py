@@ -45,3 +45,31 @@ def test_cat001_custom_activation_and_its_near_misses(tmp_path: Path) -> None:
     with plugins.scratch():
         catalogue.register_activation("gelu_tanh", kernel=lambda x: x)
         assert not _cat(M.write_json(tmp_path / "c.json", cfg))
+
+
+def test_cat001_custom_initializer_and_its_near_misses(tmp_path: Path) -> None:
+    cfg = M.simple()
+    dense = cfg["config"]["layers"][1]["config"]
+    dense["kernel_initializer"] = {
+        "module": None,
+        "class_name": "Scaled",
+        "config": {},
+        "registered_name": "mine>Scaled",
+    }
+    hits = _cat(M.write_json(tmp_path / "a.json", cfg))
+    assert len(hits) == 1 and "custom initializer 'mine>Scaled'" in hits[0].message
+    dense["kernel_initializer"] = {
+        "module": "keras.initializers",
+        "class_name": "GlorotUniform",
+        "config": {},
+    }
+    assert not _cat(M.write_json(tmp_path / "b.json", cfg))
+    dense["kernel_initializer"] = {
+        "module": None,
+        "class_name": "Scaled",
+        "config": {},
+        "registered_name": "mine>Scaled",
+    }
+    with plugins.scratch():
+        catalogue.register_initializer("Scaled")
+        assert not _cat(M.write_json(tmp_path / "c.json", cfg))
