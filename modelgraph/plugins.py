@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.metadata
 import importlib.util
 import os
 import sys
@@ -143,6 +142,8 @@ def _file(ref: str, name: str) -> ModuleType:
 
 
 def _entry_point(ref: str, name: str) -> object:
+    import importlib.metadata  # only for entry points: ~45 ms
+
     found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name)
     if not found:
         installed = sorted(ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
