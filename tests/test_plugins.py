@@ -370,3 +370,22 @@ def test_a_model_file_never_loads_a_plugin(tmp_path, monkeypatch):
     assert graph.layer("attention").module == "sneaky_plugin"
     assert "sneaky_plugin" not in sys.modules and "sneaky_ran" not in sys.modules
     assert catalogue.spec_for("AttentionWeightedAverage") is None
+
+
+def test_validate_workers_load_the_same_plugins(with_examples, tmp_path):
+    import multiprocessing
+    import shutil
+
+    from modelgraph.validate.api import validate
+
+    for name in MODELS:
+        shutil.copy(SAMPLES / name, tmp_path / name)
+    # Spawned workers (the default start method from Python 3.14) inherit nothing from this process.
+    method = multiprocessing.get_start_method()
+    multiprocessing.set_start_method("spawn", force=True)
+    try:
+        report = validate([str(tmp_path)], jobs=2)
+    finally:
+        multiprocessing.set_start_method(method, force=True)
+    assert len(report) == 2
+    assert not [i for f in report for i in f.issues if i.rule in ("CAT001", "RUN001")]

@@ -470,7 +470,12 @@ def validate(
     if jobs > 1 and len(targets) > 1:
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
+        from modelgraph.plugins import load_plugins, loaded
+
+        # Workers load the plugins this process loaded (a spawned worker would not inherit them).
+        with ProcessPoolExecutor(
+            max_workers=min(jobs, len(targets)), initializer=load_plugins, initargs=(loaded(),)
+        ) as pool:
             for result in pool.map(_worker, [(t, opts) for t in targets], chunksize=1):
                 results.append(result)
                 if progress is not None:
