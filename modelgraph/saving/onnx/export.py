@@ -156,9 +156,10 @@ class _Walk:
                 raise RunError(f"model output {ref} is not computed by any node")
             self.e.scope = ""
             src = self.e.logical(value)
-            self.e.nodes.append(
-                helper.make_node("Identity", [src], [key], name=self.e.unique(f"{key}/output"))
-            )
+            if src != key:  # a model input returned as it is stays one value: ONNX names are SSA
+                self.e.nodes.append(
+                    helper.make_node("Identity", [src], [key], name=self.e.unique(f"{key}/output"))
+                )
             shape = shapes.shape(ref)
             if shape is None and value.rank is not None:
                 shape = (None,) * value.rank
