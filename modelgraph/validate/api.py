@@ -395,10 +395,13 @@ def _drop_consequences(issues: list[Issue]) -> list[Issue]:
 
 def _finish(path: str, fmt: str, issues: list[Issue], opts: Options) -> FileResult:
     issues = _drop_consequences(issues)
-    if opts.target_keras is not None:
-        from modelgraph.validate.security.advisories import judge
+    from modelgraph.validate.security.advisories import annotate, judge
 
-        issues = [judge(i, fmt, opts.target_keras) if i.rule.startswith("SEC") else i for i in issues]
+    if opts.target_keras is not None:
+        target = opts.target_keras
+        issues = [judge(i, fmt, target) if i.rule.startswith("SEC") else i for i in issues]
+    else:  # each security finding says which Keras versions act on it (docs/security.md)
+        issues = [annotate(i, fmt) if i.rule.startswith("SEC") else i for i in issues]
     unique: list[Issue] = []
     seen: set[tuple[str, str, str]] = set()
     for i in issues:

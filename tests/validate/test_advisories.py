@@ -116,3 +116,14 @@ def test_sarif_and_rules_name_the_advisories(tmp_path: Path) -> None:
     meaning = next(r["meaning"] for r in json.loads(listed.output)["rules"] if r["id"] == "SEC014")
     assert "CVE-2026-12479" in meaning
     assert set(advisory_ids("SEC001")) == {"CVE-2024-3660", "CVE-2025-9905", "CVE-2026-12481"}
+
+
+def test_each_finding_says_which_keras_versions_act_on_it(tmp_path: Path) -> None:
+    for sub in ("k", "h5"):
+        (tmp_path / sub).mkdir()
+    [tfsm] = _findings(modelgraph.validate(payload("SEC006", "keras")(tmp_path / "k")), "SEC006")
+    assert tfsm.message.endswith(
+        "[Keras acts on it when loading: CVE-2026-1462 >=3.0,<3.12.1; >=3.13.0,<3.13.2]"
+    )
+    [h5] = _findings(modelgraph.validate(payload("SEC001", "h5")(tmp_path / "h5")), "SEC001")
+    assert "CVE-2024-3660 >=1.0,<2.13, CVE-2024-3660 >=2.0, CVE-2025-9905 >=3.0,<3.11.3]" in h5.message

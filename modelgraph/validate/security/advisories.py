@@ -244,6 +244,17 @@ def advisory_ids(rule: str) -> list[str]:
     return list(dict.fromkeys(a.id.split("/", 1)[0] for a in advisories_for(rule)))
 
 
+def annotate(issue: Issue, fmt: str) -> Issue:
+    """``issue`` with the Keras versions that act on it when loading a file of format ``fmt``, by the
+    advisories of its rule: ``[Keras acts on it when loading: CVE-2026-1462 >=3.0,<3.12.1; ...]``
+    (unchanged when no advisory concerns that container)."""
+    relevant = [a for a in advisories_for(issue.rule) if a.on_load and a.concerns(fmt)]
+    if not relevant:
+        return issue
+    named = ", ".join(f"{a.id.split('/', 1)[0]} {a.versions}" for a in relevant)
+    return replace(issue, message=f"{issue.message} [Keras acts on it when loading: {named}]")
+
+
 def judge(issue: Issue, fmt: str, version: Version) -> Issue:
     """``issue`` re-judged for a user who loads the file with Keras ``version`` (see the module text)."""
     relevant = [
