@@ -13,6 +13,7 @@ from modelgraph.loading.training import TRAINING_KEY
 from modelgraph.saving.archive import write_atomically, zip_bytes
 from modelgraph.saving.keras3_config import ConfigWriter, Refusal
 from modelgraph.saving.keras3_weights import layer_tree, write_weights_h5
+from modelgraph.saving.security_gate import refuse_unsafe_input
 from modelgraph.saving.training import training_state
 from modelgraph.saving.upgrades import NotConvertible, UpgradeContext
 from modelgraph.shapes import infer_shapes
@@ -37,8 +38,9 @@ class SaveReport:
 def save(graph: ModelGraph, path: str | Path, strip: bool = False, keep_unknown: bool = False) -> SaveReport:
     """Write ``graph`` to ``path`` (``.keras``: Keras 3 archive; ``.h5``: legacy HDF5 for tf_keras and Keras 3).
 
-    Nothing is written when any layer cannot be converted faithfully: :class:`NotConvertibleError`
-    names every such layer. The file is written to a temporary file and renamed, and the same graph
+    Nothing is written when any layer cannot be converted faithfully (:class:`NotConvertibleError`
+    names every such layer) or when the input files carry an error-severity security finding
+    (:class:`~modelgraph.errors.SecurityRefusedError`, :mod:`modelgraph.saving.security_gate`). The file is written to a temporary file and renamed, and the same graph
     always gives the same bytes. ``strip`` drops the training configuration; optimizer state is
     never carried (see ``docs/writing.md``). ``keep_unknown`` writes classes the catalogue does not
     know as the file had them, for loading with the user's ``custom_objects`` (docs/plugins.md).
@@ -47,6 +49,7 @@ def save(graph: ModelGraph, path: str | Path, strip: bool = False, keep_unknown:
     suffix = target.suffix.lower()
     if suffix not in SUFFIXES:
         raise UsageError(f"output '{target}' must end in .keras or .h5 (got '{suffix or 'no suffix'}')")
+    refuse_unsafe_input(graph, target)
     notes = _notes(graph)
     if suffix in LEGACY_SUFFIXES:
         from modelgraph.saving.legacy_h5 import legacy_h5_bytes

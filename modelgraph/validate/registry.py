@@ -374,10 +374,15 @@ _OWN.append(
 
 
 def _sec_rules() -> list[Rule]:
+    from modelgraph.validate.security.advisories import advisory_ids
+
     out = []
     for rid, sec in security.SECURITY_RULES.items():
         title = sec.meaning.split(":", 1)[0].split("(", 1)[0].strip()
         meaning = sec.meaning[:1].upper() + sec.meaning[1:] + "."
+        advisories = advisory_ids(rid)
+        if advisories:
+            meaning += f" Keras advisories: {', '.join(advisories)} (docs/security.md)."
         out.append(Rule(rid, "security", sec.severity, title, meaning, sec.hint))
     return out
 
