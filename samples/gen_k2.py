@@ -638,6 +638,22 @@ def in_passthrough(rng):
     return {"x": rng.normal(size=(3, 4)), "extra": rng.normal(size=(3, 3))}
 
 
+def m_hard_sigmoid_act():
+    # Activation("hard_sigmoid") means Keras 2's clip(0.2x + 0.5) (Keras 3's is clip(x/6 + 0.5)):
+    # on a model input, after a Dense, after a merge, and twice on one tensor.
+    x = keras.Input((5,), name="x")
+    a = layers.Activation("hard_sigmoid", name="hs_in")(x)
+    d = layers.Dense(4, name="d")(x)
+    b = layers.Activation("hard_sigmoid", name="hs_dense")(d)
+    s = layers.Add(name="add")([layers.Dense(4, name="d2")(a), b])
+    c = layers.Activation("hard_sigmoid", name="hs_add")(s)
+    return keras.Model(x, [c, layers.Activation("hard_sigmoid", name="hs_again")(d)], name="hard_sigmoid_act")
+
+
+def in_hard_sigmoid_act(rng):
+    return {"x": rng.normal(0.0, 4.0, size=(4, 5))}
+
+
 MODELS = {
     "multi_io_list": (m_multi_io_list, in_multi_io_list,
                       ["list inputs", "list outputs", "shared layer called 3 times at different depths",
@@ -741,6 +757,9 @@ MODELS = {
     "transposed": (m_transposed, in_transposed,
                        ["Conv1DTranspose/Conv2DTranspose/Conv3DTranspose (strided, same/valid): tf_keras "
                         "configs carry groups: 1"], {}),
+    "hard_sigmoid_act": (m_hard_sigmoid_act, in_hard_sigmoid_act,
+                         ["standalone Activation('hard_sigmoid') (Keras 2 maths) on an input, after Dense "
+                          "and Add, twice on one tensor"], {}),
     "passthrough": (m_passthrough, in_passthrough,
                     ["model inputs returned unchanged as model outputs (one also used by a layer)"], {}),
 }

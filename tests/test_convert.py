@@ -154,7 +154,9 @@ def test_refused_samples_are_refused_naming_each_layer(tmp_path):
         else:
             with pytest.raises(NotConvertibleError) as info:
                 modelgraph.save(graph, out)
-            assert f"modelgraph: error: {info.value}" == record["stderr"].replace(f"OUT{case.suffix}", str(out))
+            assert f"modelgraph: error: {info.value}" == record["stderr"].replace(
+                f"OUT{case.suffix}", str(out)
+            )
         assert not list(tmp_path.iterdir())  # nothing written, no temporary file left
 
 
@@ -305,3 +307,24 @@ def test_what_keras_cannot_read_back_is_refused(source, suffix, refused, reason,
     assert reason in proc.stderr
     assert "'td_conv2d'" not in proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_a_standalone_keras2_hard_sigmoid_is_written_with_its_input_scaled(tmp_path):
+    """Activation("hard_sigmoid") from tf_keras: a Multiply by 1.2 in front of each call, so Keras 3's
+    hard_sigmoid computes Keras 2's; Keras 3 loaded the file made so (samples/convert/verified.json)."""
+    import io
+    import json
+    import zipfile
+
+    from modelgraph import load
+    from modelgraph.saving.api import keras_bytes
+
+    data, _ = keras_bytes(load(ROOT / "samples" / "k2" / "hard_sigmoid_act.h5"))
+    config = json.loads(zipfile.ZipFile(io.BytesIO(data)).read("config.json"))
+    scales = [e for e in config["config"]["layers"] if e["name"].endswith("_keras2_scale")]
+    assert sorted(e["name"] for e in scales) == ["hs_add_keras2_scale", "hs_again_keras2_scale",
+                                                 "hs_dense_keras2_scale", "hs_in_keras2_scale"]  # fmt: skip
+    assert all(e["class_name"] == "Multiply" and e["inbound_nodes"][0]["args"][1] == 1.2 for e in scales)
+    by_name = {e["name"]: e for e in config["config"]["layers"]}
+    hs_in_args = by_name["hs_in"]["inbound_nodes"][0]["args"][0]
+    assert hs_in_args["config"]["keras_history"][0] == "hs_in_keras2_scale"

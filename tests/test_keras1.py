@@ -177,7 +177,7 @@ def test_hard_sigmoid_is_rescaled_gate_by_gate():
         gru["bias"](np.ones((2, 6), np.float32))[1], [1.2, 1.2, 1.2, 1.2, 1, 1], rtol=1e-7
     )
     assert weight_scales("Dense", {"activation": "relu"}) == {}
-    assert weight_scales("Activation", {"activation": "hard_sigmoid"}) is None
+    assert weight_scales("Activation", {"activation": "hard_sigmoid"}) == {}  # its input is scaled instead
     assert (
         weight_scales("LSTM", {"activation": "hard_sigmoid"}) is None
     )  # the cell activation: no weight product

@@ -6,8 +6,10 @@ input is a linear function of a layer's weights (a Dense or convolution output, 
 pre-activation), scaling exactly those weights by 1.2 makes Keras 3's ``hard_sigmoid`` compute the
 old numbers (to float32 rounding). The recurrent layers apply ``recurrent_activation`` to some gates
 only: the gates' column blocks are in the catalogue (``catalogue.recurrent.RECURRENT_ACTIVATION_GATES``).
-Anything else (an ``Activation`` layer, an LSTM's cell ``activation``) has no such rewrite and stays
-refused (the writer says :data:`NOT_RESCALABLE`). See ``docs/writing.md`` ("hard_sigmoid").
+A layer without weights (an ``Activation`` layer) applies its ``activation`` to its input as it is:
+in a ``.keras`` file the writer scales that input by 1.2 with a ``Multiply`` op node in front of it
+(:func:`modelgraph.saving.hard_sigmoid_inputs.plan_scaled_inputs`). Anything else (an LSTM's cell ``activation``) has no such rewrite and
+stays refused (the writer says :data:`NOT_RESCALABLE`). See ``docs/writing.md`` ("hard_sigmoid").
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph.catalogue.recurrent import RECURRENT_ACTIVATION_GATES
 
 SCALE = 1.2  # 0.2 / (1 / 6)
@@ -51,6 +54,8 @@ def weight_scales(class_name: str, config: Mapping[str, Any]) -> dict[str, Trans
     for key, value in config.items():
         if not key.endswith("activation") or value != "hard_sigmoid":
             continue
+        if key == "activation" and is_weightless(class_name):
+            continue  # its input is scaled instead (hard_sigmoid_inputs)
         if key == "activation" and class_name in _LINEAR_BEFORE_ACTIVATION:
             for name in _LINEAR_BEFORE_ACTIVATION[class_name]:
                 transforms[name] = _scaled_all
@@ -61,6 +66,12 @@ def weight_scales(class_name: str, config: Mapping[str, Any]) -> dict[str, Trans
         else:
             return None
     return transforms
+
+
+def is_weightless(class_name: str) -> bool:
+    """Whether the catalogue says the class has no weights (its activation acts on its input)."""
+    spec = catalogue.spec_for(class_name)
+    return spec is not None and getattr(spec.weight_names, "no_weights", False)
 
 
 NOT_RESCALABLE = (

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from modelgraph.graph import Layer, ModelGraph, TensorRef, flatten_structure, map_structure
+from modelgraph.saving.hard_sigmoid_inputs import plan_scaled_inputs
 from modelgraph.saving.keras3_names import OP_MODULES
 from modelgraph.saving.masks import WritePlan, plan_masks
 from modelgraph.saving.tf_ops import convert_tf_op
@@ -97,6 +98,8 @@ class ConfigWriter:
         plan = plan_masks(graph, shapes) if self.ctx.major < 3 else WritePlan()
         if self.ctx.major < 3 and self.explicit_masks:
             plan_time_major(graph, shapes, plan)
+        if self.ctx.major < 3 and self.ctx.rescale_hard_sigmoid and self.explicit_masks:
+            plan_scaled_inputs(graph, shapes, plan)
         for layer_name, class_name, reason in plan.refusals:
             self._refuse((*path, layer_name), class_name, reason)
         if not self.explicit_masks:
