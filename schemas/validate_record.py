@@ -73,7 +73,7 @@ class RuleCount(_Report):
 
 class ScanReport(_Report):
     """``modelgraph report --format json``: the totals of a results file (the latest record of each
-    model), the findings by rule, and the models that failed."""
+    model) and the findings by rule; the per-model detail stays in the JSONL file."""
 
     schema_version: Literal["1.0"] = SCAN_REPORT_SCHEMA_VERSION
     tool_version: str
@@ -88,4 +88,3 @@ class ScanReport(_Report):
     superseded: int = Field(description="older records of a model that a later record replaced")
     formats: dict[str, int]
     by_rule: list[RuleCount]
-    failed_models: list[str] = Field(description="paths of the failed models, in file order")
