@@ -30,6 +30,7 @@ SUFFIXES = (".keras", ".h5", ".hdf5")
 _JSON_MARKERS = (b'"class_name"', b'"modelTopology"', b'"weight_map"', b'"layers"')
 _HEAD = 1 << 16
 _WEIGHTS_ONLY = ("legacy_weights_h5", "keras3_weights_h5")
+_MAX_UNNAMED = 8  # HDF5 files opened to find the weights of a folder's only config
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,9 @@ def _head(p: Path) -> bytes | None:
 
 
 def file_kind(p: Path) -> str | None:
-    """What a regular file is by its content: ``zip``, ``hdf5``, ``json`` (a Keras-looking JSON), or
-    None when it is not a model. ``.keras``/``.h5``/``.hdf5`` files count whatever their content."""
+    """What a regular file is by its content: ``zip``, ``hdf5``, ``json`` (a Keras config), ``tfjs``
+    (a TF.js ``model.json``), ``index`` (a sharded-weights index), ``other`` (a ``.keras``/``.h5``/
+    ``.hdf5`` whose content is none of these: still checked), or None when it is not a model."""
     from modelgraph.loading.detect import HDF5_SIGNATURE, ZIP_SIGNATURE
 
     head = _head(p)
@@ -94,7 +96,9 @@ def file_kind(p: Path) -> str | None:
     if head.startswith(HDF5_SIGNATURE) or _hdf5_user_block(p):
         return "hdf5"
     if head.lstrip().startswith(b"{") and any(m in head for m in _JSON_MARKERS):
-        return "json"
+        if any(m in head for m in (b'"modelTopology"', b'"weightsManifest"', b'"layers-model"')):
+            return "tfjs"
+        return "index" if b'"weight_map"' in head else "json"
     return "other" if by_name else None
 
 
@@ -178,60 +182,66 @@ def _walk(top: Path, skipped: Callable[[str], None] | None) -> Iterator[Target]:
 
 def _folder_targets(files: list[Path], skipped: Callable[[str], None] | None) -> Iterator[Target]:
     """The targets among one folder's files: JSON configs paired with their weights files, shards
-    of an index left to the index, everything else on its own."""
-    from modelgraph.loading.detect import detect
-
-    models: list[Path] = []
+    of an index left to the index, everything else on its own. Each file's first bytes decide what
+    it is; an HDF5 file is opened only when it may be a config's weights file."""
+    kinds: dict[Path, str] = {}
     for f in files:
-        if file_kind(f) is None:
+        kind = file_kind(f)
+        if kind is None:
             if skipped is not None:
                 skipped(str(f))
         else:
-            models.append(f)
-    formats: dict[Path, str] = {}
-    for f in models:
-        if f.suffix.lower() in (".json", ".h5", ".hdf5") or file_kind(f) in ("json", "hdf5"):
-            try:
-                formats[f] = detect(f)
-            except Exception:  # noqa: BLE001 - the check itself reports why the file is unreadable
-                formats[f] = "unknown"
+            kinds[f] = kind
     shards: set[Path] = set()
-    for f, fmt in formats.items():
-        if fmt == "keras3_sharded_weights":
+    for f, kind in kinds.items():
+        if kind == "index":
             shards |= {Path(s) for s in index_shards(f)}
-    pairs = _pairs(
-        [f for f, fmt in formats.items() if fmt == "json_config"],
-        [f for f, fmt in formats.items() if fmt in _WEIGHTS_ONLY and f not in shards],
-    )
+    configs = [f for f, kind in kinds.items() if kind == "json"]
+    hdf5 = [f for f, kind in kinds.items() if kind == "hdf5" and f not in shards]
+    pairs = _pairs(configs, hdf5) if configs and hdf5 else {}
     attached = set(pairs.values())
-    for f in models:
+    for f in kinds:
         if f in shards or f in attached:
             continue
         w = pairs.get(f)
         yield Target(str(f), None if w is None else str(w))
 
 
-def _pairs(configs: list[Path], weights: list[Path]) -> dict[Path, Path]:
-    """config -> weights file, for the configs whose weights file is in the same folder."""
+def _pairs(configs: list[Path], hdf5: list[Path]) -> dict[Path, Path]:
+    """config -> weights-only HDF5 file of the same folder: by name (``m.json`` with ``m.h5``,
+    ``m_weights.h5``, ``m.weights.h5``), else the folder's only config with its only weights file.
+    A full model (``model_config``) is never taken as weights."""
+    by_name = {w.name: w for w in hdf5}
     out: dict[Path, Path] = {}
-    free = list(weights)
     for c in configs:
         stem = c.name[: -len(c.suffix)] if c.suffix else c.name
-        names = {
+        for name in (
+            f"{stem}.weights.h5",
+            f"{stem}_weights.h5",
+            f"{stem}_weights.hdf5",
             f"{stem}.h5",
             f"{stem}.hdf5",
-            f"{stem}_weights.h5",
-            f"{stem}.weights.h5",
-            f"{stem}_weights.hdf5",
-        }
-        match = next((w for w in free if w.name in names), None)
-        if match is not None:
-            out[c] = match
-            free.remove(match)
+        ):
+            w = by_name.get(name)
+            if w is not None and w not in out.values() and _weights_only(w):
+                out[c] = w
+                break
     rest = [c for c in configs if c not in out]
-    if len(rest) == 1 and len(free) == 1:
-        out[rest[0]] = free[0]
+    free = [w for w in hdf5 if w not in out.values()]
+    if len(rest) == 1 and 0 < len(free) <= _MAX_UNNAMED:
+        weights = [w for w in free if _weights_only(w)]
+        if len(weights) == 1:
+            out[rest[0]] = weights[0]
     return out
+
+
+def _weights_only(p: Path) -> bool:
+    from modelgraph.loading.detect import detect
+
+    try:
+        return detect(p) in _WEIGHTS_ONLY
+    except Exception:  # noqa: BLE001 - unreadable: checked on its own, and the check says why
+        return False
 
 
 def index_shards(index: Path) -> set[str]:
