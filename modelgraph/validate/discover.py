@@ -30,6 +30,8 @@ SUFFIXES = (".keras", ".h5", ".hdf5")
 _JSON_MARKERS = (b'"class_name"', b'"modelTopology"', b'"weight_map"', b'"layers"')
 _HEAD = 1 << 16
 _WEIGHTS_ONLY = ("legacy_weights_h5", "keras3_weights_h5")
+# Directory formats that hold weights only (a TensorFlow checkpoint folder, once detect knows it).
+_WEIGHTS_ONLY_DIRS = ("tf_checkpoint",)
 _MAX_UNNAMED = 8  # HDF5 files opened to find the weights of a folder's only config
 
 
@@ -58,6 +60,8 @@ def model_dir_format(p: Path) -> str | None:
         return None
     if fmt == "tfjs_layers" and not _is_tfjs_json(p / "model.json"):
         return None  # a folder that holds a to_json() config named model.json: walk it
+    if fmt in _WEIGHTS_ONLY_DIRS:
+        return None  # a folder of checkpoint files may hold models too: walk it
     return fmt
 
 
