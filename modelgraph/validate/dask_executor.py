@@ -24,6 +24,13 @@ from modelgraph.errors import UsageError
 from modelgraph.validate.discover import Target
 
 _local = threading.local()
+_QUIET_WORKERS = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "500ms",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.admin.system-monitor.gil.enabled": False,
+    "distributed.worker.memory.monitor-interval": "1s",
+}
 
 
 def check_batch(items: list[list[str | None]], options: dict[str, Any], bounds: list[Any]) -> str:
@@ -71,6 +78,12 @@ class DaskExecutor:
             except OSError as exc:
                 raise UsageError(f"--scheduler {self.scheduler}: cannot connect ({exc})") from None
         else:
+            import dask
+
+            # The scan's workers only hand paths to their child processes: the sampling profiler
+            # (every 10 ms), the 20 ms event-loop tick and the monitors cost CPU the checks need
+            # on a small machine.
+            dask.config.set(_QUIET_WORKERS)
             self._cluster = LocalCluster(
                 n_workers=self.workers,
                 threads_per_worker=1,

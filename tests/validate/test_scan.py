@@ -222,3 +222,18 @@ def test_str015_near_miss_a_check_within_its_limits_has_no_str015() -> None:
         assert rec["verdict"] == "ok" and not rec["findings"]
     finally:
         checker.close()
+
+
+def test_a_directory_detect_recognises_is_one_model_and_is_not_walked(tmp_path: Path) -> None:
+    """The hook for directory formats: whatever loading.detect says about a directory (here a
+    TensorFlow SavedModel, refused or read depending on the loaders) makes it one target; the
+    files inside it (variables/, assets/) are not targets of their own."""
+    sm = tmp_path / "exported"
+    (sm / "variables").mkdir(parents=True)
+    (sm / "saved_model.pb").write_bytes(b"\x08\x01\x12\x00")
+    (sm / "variables" / "variables.index").write_bytes(b"\0" * 64)
+    shutil.copy(K2 / "mha.h5", sm / "variables" / "stray.h5")
+    shutil.copy(K2 / "mha.h5", tmp_path / "model.h5")
+    found = find_targets([tmp_path])
+    assert sorted(Path(p).name for p in found.models) == ["exported", "model.h5"]
+    assert not found.skipped
