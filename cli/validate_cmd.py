@@ -151,16 +151,21 @@ def validate_command(
     if jobs == 0:
         jobs = os.cpu_count() or 1
     if results is not None:
+        from modelgraph.validate.api import make_options
+
+        options = make_options(
+            check_values=check_values,
+            require_runnable=bool(require_runnable),
+            select=list(select) or None,
+            ignore=list(ignore) or None,
+            config=cfg,
+            strict=strict_on,
+        )
         _scan(
             paths,
             fmt,
             weights,
-            cfg,
-            select=select,
-            ignore=ignore,
-            check_values=check_values,
-            require_runnable=require_runnable,
-            strict=strict_on,
+            options,
             results=results,
             resume=resume,
             cache_dir=cache_dir,
@@ -216,29 +221,20 @@ def validate_command(
         ctx.exit(FINDINGS)
 
 
-def _scan(paths: tuple[str, ...], fmt: str, weights: str | None, cfg: object, **kw: object) -> None:
+def _scan(paths: tuple[str, ...], fmt: str, weights: str | None, options: object, **kw: object) -> None:
     """``validate --results``: the streaming scan (cli/validate_scan.py)."""
     from modelgraph.cli.validate_scan import run_scan
     from modelgraph.errors import UsageError
-    from modelgraph.validate.api import Options, _first_set
 
-    results = kw["results"]
     if fmt != "text":
         raise UsageError(
             f"--results streams records; build the {fmt} report from them: "
-            f"modelgraph report {results} --format {fmt}"
+            f"modelgraph report {kw['results']} --format {fmt}"
         )
     if weights is not None:
         raise UsageError(
             "--weights checks one model; a --results scan pairs configs with weights files itself"
         )
-    cfg = cfg.merged(select=list(kw.pop("select")) or None, ignore=list(kw.pop("ignore")) or None)  # type: ignore[attr-defined]
-    options = Options(
-        check_values=_first_set(kw.pop("check_values"), cfg.check_values, True),
-        require_runnable=bool(kw.pop("require_runnable")) or bool(cfg.require_runnable),
-        strict=bool(kw.pop("strict")),
-        config=cfg,
-    )
     if not run_scan(paths, options=options, **kw):  # type: ignore[arg-type]
         click.get_current_context().exit(FINDINGS)
 

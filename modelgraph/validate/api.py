@@ -387,26 +387,22 @@ def validate(
         paths: list[str | os.PathLike[str] | Target] = [path_or_paths]
     else:
         paths = list(path_or_paths)
-    if config is None:
-        cfg = find_config()
-    elif isinstance(config, ValidateConfig):
-        cfg = config
-    else:
-        cfg = read_config_file(config)
-    cfg = cfg.merged(select=select, ignore=ignore)
-    opts = Options(
-        check_values=_first_set(check_values, cfg.check_values, True),
-        require_runnable=require_runnable or bool(cfg.require_runnable),
-        strict=strict or bool(cfg.strict),
-        config=cfg,
-        weights=None if weights is None else str(weights),
+    opts = make_options(
+        check_values=check_values,
+        require_runnable=require_runnable,
+        select=select,
+        ignore=ignore,
+        config=config,
+        strict=strict,
+        weights=weights,
     )
     targets: list[Target] = []
+    seen: set[Target] = set()
     for item in paths:
-        if isinstance(item, Target):
-            targets.append(item)
-        else:
-            targets.extend(t for t in find_targets([item]).targets if t not in targets)
+        for t in [item] if isinstance(item, Target) else find_targets([item]).targets:
+            if t not in seen:
+                seen.add(t)
+                targets.append(t)
     if weights is not None and len(targets) != 1:
         raise UsageError(f"--weights attaches to one model; the paths name {len(targets)}")
     work = [
@@ -433,6 +429,34 @@ def validate(
         if progress is not None:
             progress(len(results), len(targets), path)
     return ValidationReport(results)
+
+
+def make_options(
+    *,
+    check_values: bool | None = None,
+    require_runnable: bool = False,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    config: ValidateConfig | str | os.PathLike[str] | None = None,
+    strict: bool = False,
+    weights: str | os.PathLike[str] | None = None,
+) -> Options:
+    """The :class:`Options` of a check: flags first, then the config file (``config``: a
+    :class:`ValidateConfig`, a path, or None to find one from the current folder), then defaults."""
+    if config is None:
+        cfg = find_config()
+    elif isinstance(config, ValidateConfig):
+        cfg = config
+    else:
+        cfg = read_config_file(config)
+    cfg = cfg.merged(select=select, ignore=ignore)
+    return Options(
+        check_values=_first_set(check_values, cfg.check_values, True),
+        require_runnable=require_runnable or bool(cfg.require_runnable),
+        strict=strict or bool(cfg.strict),
+        config=cfg,
+        weights=None if weights is None else str(weights),
+    )
 
 
 def _first_set(*values: bool | None) -> bool:
