@@ -20,6 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("modelgraph.cli.inspect_cmd", "Summary table of a model: layers, shapes, params, depths."),
     "validate": ("modelgraph.cli.validate_cmd", "Check model files for every problem at once (CI-friendly)."),
     "rules": ("modelgraph.cli.validate_cmd", "List every validation rule with its id and severity."),
+    "report": (
+        "modelgraph.cli.report_cmd",
+        "Summarise a validate --results file: text, JSON, SARIF or a CycloneDX ML-BOM.",
+    ),
     "render": (
         "modelgraph.cli.render_cmd",
         "Draw a model graph (DOT, SVG, PNG, PDF, or an interactive HTML page).",

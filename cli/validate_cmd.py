@@ -73,6 +73,49 @@ from modelgraph.cli.output import format_option
     show_default=True,
     help="Processes (0: one per CPU).",
 )
+@click.option(
+    "--results",
+    type=click.Path(dir_okay=False),
+    help="Stream one JSON record per model to this JSONL file, appended as each model finishes (a "
+    "registry scan); summarise it later with `modelgraph report`.",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="With --results: skip models already recorded there with the same content and rule set.",
+)
+@click.option(
+    "--cache",
+    "cache_dir",
+    type=click.Path(file_okay=False),
+    help="With --results: reuse records of identical bytes (keyed by content hash and rule set) from this folder.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="With --results or --jobs > 1: seconds one model's check may take (then STR015).",
+)
+@click.option(
+    "--max-memory",
+    "max_memory",
+    type=click.IntRange(min=256),
+    default=4096,
+    show_default=True,
+    help="With --results or --jobs > 1: MiB of address space one model's check may use (then STR015).",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="With --results: local processes (--jobs) or a Dask cluster (--workers N or --scheduler ADDR).",
+)
+@click.option(
+    "--workers", type=click.IntRange(min=1), help="--executor dask: start a local cluster of N workers."
+)
+@click.option("--scheduler", metavar="ADDR", help="--executor dask: the address of a running Dask scheduler.")
 def validate_command(
     paths: tuple[str, ...],
     fmt: str,
@@ -86,6 +129,14 @@ def validate_command(
     models_only: bool,
     target_keras: str | None,
     jobs: int,
+    results: str | None,
+    resume: bool,
+    cache_dir: str | None,
+    timeout: float,
+    max_memory: int,
+    executor: str,
+    workers: int | None,
+    scheduler: str | None,
 ) -> None:
     """Check model files for every problem at once: structure, shapes, weights, security, runtime.
 
@@ -109,6 +160,37 @@ def validate_command(
     strict_on = bool(strict if strict is not None else cfg.strict)
     if jobs == 0:
         jobs = os.cpu_count() or 1
+    if results is not None:
+        from modelgraph.validate.api import make_options
+
+        options = make_options(
+            check_values=check_values,
+            require_runnable=bool(require_runnable),
+            select=list(select) or None,
+            ignore=list(ignore) or None,
+            config=cfg,
+            strict=strict_on,
+            target_keras=target_keras,
+        )
+        _scan(
+            paths,
+            fmt,
+            weights,
+            options,
+            results=results,
+            resume=resume,
+            cache_dir=cache_dir,
+            jobs=jobs,
+            timeout=timeout,
+            max_memory_mb=max_memory,
+            executor_name=executor,
+            workers=workers,
+            scheduler=scheduler,
+            models_only=models_only,
+        )
+        return
+    if resume or cache_dir or executor != "local" or workers or scheduler:
+        raise UsageError("--resume, --cache and --executor write records: give --results FILE.jsonl")
     targets = find_targets(paths, models_only=models_only)
     if targets.skipped:
         shown = ", ".join(printable(s) for s in targets.skipped[:10])
@@ -122,7 +204,7 @@ def validate_command(
         raise UsageError(f"nothing to check: no model files in {', '.join(printable(p) for p in paths)}")
     progress = _progress if sys.stderr.isatty() and any(os.path.isdir(p) for p in paths) else None
     results = validate(
-        targets.models,
+        targets.targets,
         check_values=check_values,
         require_runnable=bool(require_runnable),
         select=list(select) or None,
@@ -131,6 +213,7 @@ def validate_command(
         strict=strict_on,
         jobs=jobs,
         weights=weights,
+        bounds=(timeout, max_memory),
         progress=progress,
         target_keras=target_keras,
     )
@@ -148,6 +231,24 @@ def validate_command(
         _print_text(results, strict_on)
     if not all(r.ok for r in results):
         ctx.exit(FINDINGS)
+
+
+def _scan(paths: tuple[str, ...], fmt: str, weights: str | None, options: object, **kw: object) -> None:
+    """``validate --results``: the streaming scan (cli/validate_scan.py)."""
+    from modelgraph.cli.validate_scan import run_scan
+    from modelgraph.errors import UsageError
+
+    if fmt != "text":
+        raise UsageError(
+            f"--results streams records; build the {fmt} report from them: "
+            f"modelgraph report {kw['results']} --format {fmt}"
+        )
+    if weights is not None:
+        raise UsageError(
+            "--weights checks one model; a --results scan pairs configs with weights files itself"
+        )
+    if not run_scan(paths, options=options, **kw):  # type: ignore[arg-type]
+        click.get_current_context().exit(FINDINGS)
 
 
 _COLOURS = {"error": "red", "warning": "yellow", "info": "blue"}

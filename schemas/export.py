@@ -31,6 +31,8 @@ REPORTS: dict[str, tuple[str, str, str]] = {
     "run_check": ("modelgraph.schemas.run_report", "CheckReport", "RUN_SCHEMA_VERSION"),
     "export": ("modelgraph.schemas.export_report", "ExportReport", "EXPORT_SCHEMA_VERSION"),
     "layers": ("modelgraph.schemas.layers_report", "LayersReport", "LAYERS_SCHEMA_VERSION"),
+    "validate_record": ("modelgraph.schemas.validate_record", "ValidateRecord", "RECORD_SCHEMA_VERSION"),
+    "scan_report": ("modelgraph.schemas.validate_record", "ScanReport", "SCAN_REPORT_SCHEMA_VERSION"),
 }
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from modelgraph.errors import LoadError, SecurityError, UsageError
 from modelgraph.validate.config import ValidateConfig, find_config, read_config_file
+from modelgraph.validate.discover import Target, iter_targets
 from modelgraph.validate.issue import Issue, at_least, sort_issues
 from modelgraph.validate.registry import make_issue
 
@@ -26,13 +27,24 @@ _JSON_MARKERS = (b'"class_name"', b'"modelTopology"', b'"weight_map"', b'"layers
 
 
 @dataclass(frozen=True)
+class ModelFacts:
+    """What the check learnt about a model it could load, for inventories (a CycloneDX ML-BOM)."""
+
+    name: str
+    keras_version: str | None
+    params: int
+    layer_classes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class FileResult:
-    """The findings for one model file (or model directory)."""
+    """The findings for one model file (or model directory); ``model``: its facts when it loaded."""
 
     path: str
     format: str
     issues: tuple[Issue, ...] = ()
     strict: bool = False
+    model: ModelFacts | None = None
 
     @property
     def ok(self) -> bool:
@@ -80,25 +92,6 @@ class Options:
 # --- finding the files ---------------------------------------------------------------------------
 
 
-def _is_model_dir(p: Path) -> bool:
-    def has(name: str) -> bool:  # by name: a member that is not a regular file is a finding later
-        return os.path.lexists(p / name)
-
-    return has("model.json") or (has("config.json") and (has("model.weights.h5") or has("metadata.json")))
-
-
-def _looks_like_model_json(p: Path) -> bool:
-    from modelgraph import safe_io
-    from modelgraph.errors import LoadError
-
-    try:
-        with safe_io.open_file(p) as fh:  # a FIFO in the folder must not block the walk
-            head = fh.read(1 << 16)
-    except (OSError, LoadError):
-        return False
-    return any(m in head for m in _JSON_MARKERS)
-
-
 @dataclass(frozen=True)
 class Targets:
     """What :func:`find_targets` found: the model files and folders to check, and the files of the
@@ -106,92 +99,32 @@ class Targets:
 
     models: list[str]
     skipped: list[str]
+    targets: list[Target] = field(default_factory=list)
 
 
 def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     """The model files and model directories to check: files as given; directories that are models
     themselves (an unzipped ``.keras``, a TF.js folder) as one; other directories walked (sorted, no
-    symlinks followed, hidden folders skipped) for ``.keras``/``.h5``/``.hdf5`` files and JSON files
-    that look like Keras configs. ``UsageError`` for a path that does not exist."""
+    symlinks followed, hidden folders skipped) for files that are models by their content
+    (:mod:`modelgraph.validate.discover`). ``UsageError`` for a path that does not exist."""
     return find_targets(paths).models
 
 
-def _is_model_file(f: Path) -> bool:
-    suffix = f.suffix.lower()
-    return suffix in (".keras", ".h5", ".hdf5") or (suffix == ".json" and _looks_like_model_json(f))
-
-
 def find_targets(paths: Iterable[str | os.PathLike[str]], *, models_only: bool = False) -> Targets:
-    """:func:`expand_paths`, plus the files it skipped as unrecognised (a walked folder's README, an
-    empty ``.json``). ``models_only``: a file given by name that is not a model (a ``package.json``
-    passed by a pre-commit hook) is skipped too, instead of checked and failed."""
-    out: list[str] = []
+    """:func:`expand_paths` as a list, plus the files it skipped as unrecognised (a walked folder's
+    README, an empty ``.json``) and the :class:`~modelgraph.validate.discover.Target` of each model
+    (with the weights file paired with a config-only JSON). ``models_only``: a file given by name that
+    is not a model (a ``package.json`` passed by a pre-commit hook) is skipped too, instead of checked
+    and failed. A folder scan that must not hold every path uses :func:`iter_targets` instead."""
     skipped: list[str] = []
-    for raw in paths:
-        p = Path(raw)
-        if not p.exists() and not p.is_symlink():
-            raise UsageError(f"no such file or directory: {raw}")
-        if not p.is_dir() or _is_model_dir(p):
-            if models_only and not p.is_dir() and not _is_model_file(p):
-                skipped.append(str(p))
-                continue
-            out.append(str(p))
-            continue
-        for dirpath, dirnames, filenames in os.walk(p, followlinks=False):
-            d = Path(dirpath)
-            keep = []
-            for name in sorted(dirnames):
-                sub = d / name
-                if name.startswith(".") or name == "__pycache__" or sub.is_symlink():
-                    continue
-                if _is_model_dir(sub):
-                    out.append(str(sub))
-                else:
-                    keep.append(name)
-            dirnames[:] = keep
-            for name in sorted(filenames):
-                f = d / name
-                if f.is_symlink() or name.startswith("."):
-                    continue
-                if _is_model_file(f):
-                    out.append(str(f))
-                else:
-                    skipped.append(str(f))
-    shards: set[str] = set()
-    for s in out:
-        if s.endswith(".json"):
-            shards |= _index_shards(Path(s))
+    targets = list(iter_targets(paths, models_only=models_only, skipped=skipped.append))
     seen: set[str] = set()
     unique = []
-    for s in out:
-        if s in shards:
-            continue  # a shard of a sharded weights index: checked through its index
-        if s not in seen:
-            seen.add(s)
-            unique.append(s)
-    return Targets(unique, skipped)
-
-
-def _index_shards(index: Path) -> set[str]:
-    """Shard files named by a sharded-weights index (``weight_map``), as paths; empty otherwise."""
-    from modelgraph import safe_io
-
-    try:
-        raw = safe_io.read_file(index, max_bytes=16 * 1024 * 1024)
-        if len(raw) > 16 * 1024 * 1024:
-            return set()
-        doc = safe_io.parse_json(raw, where=str(index)).value
-    except Exception:  # noqa: BLE001 - not an index: nothing to exclude
-        return set()
-    wm = doc.get("weight_map") if isinstance(doc, dict) else None
-    if not isinstance(wm, dict):
-        return set()
-    out: set[str] = set()
-    for value in wm.values():
-        for name in value if isinstance(value, list) else [value]:
-            if isinstance(name, str) and "/" not in name and "\\" not in name:
-                out.add(str(index.parent / name))
-    return out
+    for t in targets:
+        if t.path not in seen:
+            seen.add(t.path)
+            unique.append(t)
+    return Targets([t.path for t in unique], skipped, unique)
 
 
 # --- one file ------------------------------------------------------------------------------------
@@ -293,7 +226,12 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
     if opts.weights is not None:
         graph = _attach(graph, opts.weights, issues)
 
+    facts = None
     try:
+        try:
+            facts = _facts(graph)
+        except Exception as exc:  # noqa: BLE001
+            issues.append(_crash("the inventory", exc, path))
         has_cycles = any(type(prob).__name__ == "CycleError" for prob in problems)
         try:
             issues.extend(graph_issues(graph, path, has_cycles))
@@ -336,7 +274,15 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
                 issues.append(_crash("the runtime-support check", exc, path))
     finally:
         _close_handles(graph)
-    return _finish(path, fmt, issues, opts)
+    return replace(_finish(path, fmt, issues, opts), model=facts)
+
+
+def _facts(graph: Any) -> ModelFacts:
+    classes = sorted({layer.class_name for _, layer in graph.walk()})
+    version = graph.keras_version
+    return ModelFacts(
+        str(graph.name), None if version is None else str(version), int(graph.param_count), tuple(classes)
+    )
 
 
 def _attach(graph: Any, weights: str, issues: list[Issue]) -> Any:
@@ -421,15 +367,11 @@ def _finish(path: str, fmt: str, issues: list[Issue], opts: Options) -> FileResu
     return FileResult(path, fmt, tuple(sort_issues(kept)), opts.strict)
 
 
-def _worker(args: tuple[str, Options]) -> FileResult:
-    return validate_file(*args)
-
-
 # --- the public entry point ------------------------------------------------------------------------
 
 
 def validate(
-    path_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    path_or_paths: str | os.PathLike[str] | Target | Sequence[str | os.PathLike[str] | Target],
     *,
     check_values: bool | None = None,
     require_runnable: bool = False,
@@ -441,6 +383,7 @@ def validate(
     weights: str | os.PathLike[str] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     target_keras: str | None = None,
+    bounds: tuple[float, int] | None = None,
 ) -> ValidationReport:
     """Validate model files (directories are walked) and return one :class:`FileResult` per file
     (a :class:`ValidationReport`: a list that is falsy when there is no finding at all).
@@ -456,11 +399,72 @@ def validate(
     path)`` is called after each file. ``target_keras`` (``"3.12"``): re-judge each security finding for
     a user loading with that Keras version, by the fixed-in versions of the advisories its rule covers
     (:func:`modelgraph.validate.security.advisories.judge`; ``docs/security.md``).
+    With ``jobs`` > 1 each file is checked in a child process
+    under ``bounds``: (seconds, MiB of address space), 300 s and 4096 MiB by default; a check that
+    passes one is stopped and reported as STR015.
     """
-    if isinstance(path_or_paths, str | os.PathLike):
-        paths: list[str | os.PathLike[str]] = [path_or_paths]
+    if isinstance(path_or_paths, str | os.PathLike | Target):
+        paths: list[str | os.PathLike[str] | Target] = [path_or_paths]
     else:
         paths = list(path_or_paths)
+    opts = make_options(
+        check_values=check_values,
+        require_runnable=require_runnable,
+        select=select,
+        ignore=ignore,
+        config=config,
+        strict=strict,
+        weights=weights,
+        target_keras=target_keras,
+    )
+    targets: list[Target] = []
+    seen: set[Target] = set()
+    for item in paths:
+        for t in [item] if isinstance(item, Target) else find_targets([item]).targets:
+            if t not in seen:
+                seen.add(t)
+                targets.append(t)
+    if weights is not None and len(targets) != 1:
+        raise UsageError(f"--weights attaches to one model; the paths name {len(targets)}")
+    work = [
+        (t.path, opts if t.weights is None or weights is not None else replace(opts, weights=t.weights))
+        for t in targets
+    ]
+    results: list[FileResult] = []
+    if jobs > 1 and len(targets) > 1:
+        # The scan's bounded child processes (modelgraph.validate.scan), results back in input order.
+        from modelgraph.validate.records import options_to_json, result_from_record
+        from modelgraph.validate.scan import Bounds, LocalExecutor
+
+        order = {t.path: i for i, t in enumerate(targets)}
+        found: list[FileResult | None] = [None] * len(targets)
+        executor = LocalExecutor(min(jobs, len(targets)))
+        limits = Bounds() if bounds is None else Bounds(timeout=bounds[0], max_memory_mb=bounds[1])
+        for done, record in enumerate(executor.run(targets, options_to_json(opts), limits), 1):
+            found[order[record["path"]]] = result_from_record(record)
+            if progress is not None:
+                progress(done, len(targets), record["path"])
+        return ValidationReport([r for r in found if r is not None])
+    for path, o in work:
+        results.append(validate_file(path, o))
+        if progress is not None:
+            progress(len(results), len(targets), path)
+    return ValidationReport(results)
+
+
+def make_options(
+    *,
+    check_values: bool | None = None,
+    require_runnable: bool = False,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    config: ValidateConfig | str | os.PathLike[str] | None = None,
+    strict: bool = False,
+    weights: str | os.PathLike[str] | None = None,
+    target_keras: str | None = None,
+) -> Options:
+    """The :class:`Options` of a check: flags first, then the config file (``config``: a
+    :class:`ValidateConfig`, a path, or None to find one from the current folder), then defaults."""
     if config is None:
         cfg = find_config()
     elif isinstance(config, ValidateConfig):
@@ -468,7 +472,7 @@ def validate(
     else:
         cfg = read_config_file(config)
     cfg = cfg.merged(select=select, ignore=ignore)
-    opts = Options(
+    return Options(
         check_values=_first_set(check_values, cfg.check_values, True),
         require_runnable=require_runnable or bool(cfg.require_runnable),
         strict=strict or bool(cfg.strict),
@@ -476,29 +480,6 @@ def validate(
         weights=None if weights is None else str(weights),
         target_keras=None if target_keras is None else _target(target_keras),
     )
-    targets = expand_paths(paths)
-    if weights is not None and len(targets) != 1:
-        raise UsageError(f"--weights attaches to one model; the paths name {len(targets)}")
-    results: list[FileResult] = []
-    if jobs > 1 and len(targets) > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
-        from modelgraph.plugins import load_plugins, loaded
-
-        # Workers load the plugins this process loaded (a spawned worker would not inherit them).
-        with ProcessPoolExecutor(
-            max_workers=min(jobs, len(targets)), initializer=load_plugins, initargs=(loaded(),)
-        ) as pool:
-            for result in pool.map(_worker, [(t, opts) for t in targets], chunksize=1):
-                results.append(result)
-                if progress is not None:
-                    progress(len(results), len(targets), result.path)
-        return ValidationReport(results)
-    for t in targets:
-        results.append(validate_file(t, opts))
-        if progress is not None:
-            progress(len(results), len(targets), t)
-    return ValidationReport(results)
 
 
 def _target(version: str) -> tuple[int, ...]:

@@ -157,6 +157,14 @@ _OWN: list[Rule] = [
         "A check crashed on this file; the other checks still ran. This is a bug in modelgraph.",
         "Report it with the file (or a minimal reproduction) and the message.",
     ),
+    _r(
+        "STR015",
+        "error",
+        "check stopped at a bound",
+        "Checking the file ran past the time limit or the memory limit of a scan (validate --timeout, "
+        "--max-memory) or the check process died; the file was not fully checked.",
+        "Check the file on its own with larger limits; a small file that needs more is suspect.",
+    ),
     # --- shapes ------------------------------------------------------------------------------------
     _r(
         "SHP001",
