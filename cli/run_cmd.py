@@ -265,6 +265,13 @@ def _tolerance_option(
     help="numpy (the reference), onnxruntime (export to ONNX in memory; needs modelgraph[ort]), "
     "or auto (onnxruntime when installed and the model exports).",
 )
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Pin the threads of the run (runner and BLAS; onnxruntime's intra-op pool). Default: "
+    "MODELGRAPH_THREADS, else the cores this process may use less those busy with other processes.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
 def run_command(
@@ -290,6 +297,7 @@ def run_command(
     weights: Path | None,
     check_only: bool,
     backend: str,
+    threads: int | None,
     fmt: str,
 ) -> None:
     """Run MODEL with the pure NumPy runner (or onnxruntime: --backend).
@@ -334,7 +342,7 @@ def run_command(
             raise problems[0].error
         return
 
-    runner = Runner(graph, fuse=not no_fuse, backend=backend, reference=reference)
+    runner = Runner(graph, fuse=not no_fuse, backend=backend, reference=reference, threads=threads)
     import numpy as np
 
     from modelgraph.runner import compare as cmp

@@ -47,8 +47,11 @@ class OnnxRuntimeSession:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
-        if threads:
-            options.intra_op_num_threads = threads
+        # Pinned, or the policy's count now (modelgraph.runner.threads): a session keeps its pool.
+        from modelgraph.runner.threads import decide_threads
+
+        options.intra_op_num_threads = threads or decide_threads()
+        options.inter_op_num_threads = 1
         start = time.perf_counter()
         self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
         self.load_seconds = time.perf_counter() - start
@@ -62,16 +65,17 @@ class OnnxRuntimeSession:
         return list(self.session.run(self.output_names, feeds))
 
 
-def select_backend(name: str, graph: ModelGraph) -> OnnxRuntimeSession | None:
+def select_backend(name: str, graph: ModelGraph, *, threads: int | None = None) -> OnnxRuntimeSession | None:
     """The session for ``name`` (None for NumPy). ``onnxruntime`` raises when onnxruntime or onnx is
-    missing or the model does not export (naming every layer); ``auto`` falls back to NumPy then."""
+    missing or the model does not export (naming every layer); ``auto`` falls back to NumPy then.
+    ``threads`` pins the session's intra-op threads."""
     if name not in BACKENDS:
         raise UsageError(f"unknown backend {name!r}; choose one of {list(BACKENDS)}")
     if name == "numpy":
         return None
     if name == "onnxruntime":
-        return OnnxRuntimeSession(graph)
+        return OnnxRuntimeSession(graph, threads=threads)
     try:
-        return OnnxRuntimeSession(graph)
+        return OnnxRuntimeSession(graph, threads=threads)
     except UnsupportedError:  # onnx/onnxruntime missing (ToolMissingError) or a layer that does not map
         return None

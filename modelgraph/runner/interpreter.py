@@ -54,6 +54,8 @@ from modelgraph.runner.fusion import fuse as fuse_graph
 from modelgraph.runner.heap import keep_freed_memory
 from modelgraph.runner.quantized import quantized_kernel
 from modelgraph.runner.registry import KernelSpec, get_entry
+from modelgraph.runner.threads import positive_threads as _positive_threads
+from modelgraph.runner.threads import run_threads
 from modelgraph.shape_rules._base import is_size_list
 
 _NO_POLICY_KINDS = ("op",)
@@ -343,7 +345,9 @@ class Runner:
     built); ``"auto"`` does so when onnxruntime is installed and the model exports, else builds the
     NumPy plan (:mod:`modelgraph.runner.backends`). With
     ``reference`` every layer runs its plain reference kernel (no fast kernel, no fusion), see
-    :mod:`modelgraph.runner.fast`.
+    :mod:`modelgraph.runner.fast`. ``threads`` pins the run's thread count (runner and BLAS; the
+    onnxruntime session's intra-op threads); by default :mod:`modelgraph.runner.threads` decides it
+    at every run from the cores the process may use and the load on them.
     """
 
     def __init__(
@@ -355,7 +359,11 @@ class Runner:
         fuse: bool = True,
         backend: str = "numpy",
         reference: bool = False,
+        threads: int | None = None,
     ) -> None:
+        if threads is not None:
+            threads = _positive_threads(threads)
+        self.threads = threads
         if not isinstance(model, ModelGraph):
             from modelgraph.loading import load
 
@@ -368,7 +376,7 @@ class Runner:
         # with one, the plan only binds the feeds and names the outputs (no kernels are built).
         from modelgraph.runner.backends import select_backend
 
-        self._session = select_backend(backend, model)
+        self._session = select_backend(backend, model, threads=threads)
         self.backend = "numpy" if self._session is None else self._session.name
         plan_kernels = self._session is None
         self._plan_graph = fuse_graph(model) if fuse and not reference and plan_kernels else model
@@ -718,7 +726,7 @@ class Runner:
         """The plain plan (no fusion), built on first need: every layer keeps its own tensor."""
         if self._unfused_runner is None:
             self._unfused_runner = Runner(
-                self.graph, strict=self._strict, fuse=False, reference=self.reference
+                self.graph, strict=self._strict, fuse=False, reference=self.reference, threads=self.threads
             )
         return self._unfused_runner
 
@@ -811,6 +819,18 @@ class Runner:
         (memory-mapped inputs are read one slice at a time) and the results concatenated;
         ``progress(done, total)`` is called after every slice.
         """
+        with run_threads(self.threads):
+            return self._run(feeds, taps, all_intermediates, batch_size, profile, progress)
+
+    def _run(
+        self,
+        feeds: Any,
+        taps: Sequence[str] | None,
+        all_intermediates: bool,
+        batch_size: int | None,
+        profile: Profile | None,
+        progress: Callable[[int, int], None] | None,
+    ) -> dict[str, np.ndarray]:
         if self.problems:
             raise self.problems[0].error
         if self._session is not None and (taps or all_intermediates or profile is not None):
