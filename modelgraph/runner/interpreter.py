@@ -854,11 +854,8 @@ class Runner:
             # in (the plan's own allocations; another backend allocates from its own arena).
             keep_freed_memory()
         n = arrays[0].shape[0] if arrays and arrays[0].ndim else 0
-        if batch_size is not None and 0 < batch_size < n and self.stateful_layers:
-            raise UsageError(
-                f"stateful RNN layer(s) {self.stateful_layers[:3]} carry their state from one batch to the "
-                "next in Keras; run the whole input as one batch (no --batch-size)"
-            )
+        if batch_size is not None:
+            self.check_batching(n, batch_size)
         if batch_size is None or batch_size <= 0 or n <= batch_size:
             out = self._execute([self._cast(a, i) for i, a in enumerate(arrays)], tapped, profile)
             if progress is not None:
@@ -871,6 +868,15 @@ class Runner:
             if progress is not None:
                 progress(min(start + batch_size, n), n)
         return {k: np.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
+
+    def check_batching(self, samples: int, batch_size: int) -> None:
+        """Refuse to split ``samples`` into batches of ``batch_size`` when the model has stateful RNN
+        layers (Keras carries their state from one batch to the next)."""
+        if 0 < batch_size < samples and self.stateful_layers:
+            raise UsageError(
+                f"stateful RNN layer(s) {self.stateful_layers[:3]} carry their state from one batch to the "
+                "next in Keras; run the whole input as one batch (no --batch-size)"
+            )
 
     def _cast(self, x: np.ndarray, i: int) -> np.ndarray:
         if x.dtype.kind in "cOSUV" and x.dtype.kind != np.dtype(_np_name(self._input_dtypes[i])).kind:
