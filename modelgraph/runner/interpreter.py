@@ -869,6 +869,13 @@ class Runner:
                 progress(min(start + batch_size, n), n)
         return {k: np.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
 
+    def check_inputs(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> None:
+        """Raise the UsageError a run would for inputs of these shapes and dtypes (in model input
+        order), without running: to refuse a streamed input before anything is written."""
+        empty = [np.empty((0, *shape[1:]), dtype=dtype) for shape, dtype in zip(shapes, dtypes, strict=True)]
+        for i, x in enumerate(self._bind_feeds(empty)):
+            self._cast(x, i)
+
     def check_batching(self, samples: int, batch_size: int) -> None:
         """Refuse to split ``samples`` into batches of ``batch_size`` when the model has stateful RNN
         layers (Keras carries their state from one batch to the next)."""

@@ -173,13 +173,15 @@ class FolderSink:
             raise UsageError(f"{self.path}: exists and is not a folder (outputs go to FOLDER/<output>.npy)")
         self.path.mkdir(parents=True, exist_ok=True)
         old = self._read_manifest()
+        if old is not None and old.get("done") == 0:
+            old = None  # an earlier run that wrote nothing: start afresh
+        elif old is None and any(self.path.iterdir()):
+            raise UsageError(f"{self.path}: the folder is not empty; give an empty or new folder")
         if old is not None and not self.resume:
             raise UsageError(
                 f"{self.path} holds the outputs of an earlier run ({MANIFEST}); add --resume to continue "
                 "it, or give an empty folder"
             )
-        if old is None and any(self.path.iterdir()):
-            raise UsageError(f"{self.path}: the folder is not empty; give an empty or new folder")
         self._manifest = {"version": MANIFEST_VERSION, "total": total, "done": 0, **identity, "outputs": {}}
         if old is None:
             self._write_manifest()
@@ -285,6 +287,7 @@ def stream_run(
     if total == 0:
         raise UsageError("the inputs hold no samples")
     runner.check_batching(total, batch_size)
+    runner.check_inputs([s.shape for s in sources], [s.dtype for s in sources])
     identity = {
         "model": model,
         "inputs": [

@@ -14,8 +14,9 @@ The policy, applied by :func:`run_threads` at the start of every run:
 * **otherwise** the cores the process may use (:func:`usable_cores`: the CPU affinity mask and the
   cgroup CPU quota, v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``, of this cgroup and its ancestors),
   less the threads of other processes that are runnable right now (:func:`other_runnable`, from
-  ``procs_running`` in ``/proc/stat`` minus this process's own running threads), at least 1. The
-  probe costs tens of microseconds and is repeated at most every :data:`PROBE_SECONDS`.
+  the most ``procs_running`` of :data:`PROBE_READS` reads of ``/proc/stat``, minus this process's own
+  running threads), at least 1. The probe costs tens to hundreds of microseconds and is repeated
+  at most every :data:`PROBE_SECONDS`.
 
 BLAS gets the same count for the run (set through threadpoolctl, the ecosystem's library for BLAS and
 OpenMP pools, restored after the run), unless ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS`` cap it
@@ -179,12 +180,20 @@ def own_running(task_dir: Path = Path("/proc/self/task")) -> int:
     return max(1, running)
 
 
+# Reads of procs_running per probe; the largest counts. A thread too many costs far more than one too
+# few: on 2 busy cores, MobileNetV2 at batch 1 took 4-10x longer with 2 threads than with 1 (every
+# join waits for a thread the scheduler has put behind another process), and at most 2x longer with
+# 1 thread than with 2 on an idle machine. A single read sees a moment; the busiest of a few is safer.
+PROBE_READS = 3
+
+
 def other_runnable(stat: Path = Path("/proc/stat"), task_dir: Path = Path("/proc/self/task")) -> int:
-    """Runnable threads of other processes right now (0 when it cannot be read)."""
-    total = procs_running(stat)
-    if total is None:
+    """Runnable threads of other processes (the most of :data:`PROBE_READS` reads; 0 when
+    ``stat`` cannot be read)."""
+    readings = [r for r in (procs_running(stat) for _ in range(PROBE_READS)) if r is not None]
+    if not readings:
         return 0
-    return max(0, total - own_running(task_dir))
+    return max(0, max(readings) - own_running(task_dir))
 
 
 def auto_threads(cores: int, others: int, machine: int | None = None) -> int:

@@ -260,3 +260,23 @@ def test_cli_stream_usage_errors(tmp_path, extra, words):
     res = run(CNN, "--input", tmp_path / "x.npy", *[e.format(tmp=tmp_path) for e in extra])
     assert res.exit_code == 2, res.output
     assert words in res.output and "Traceback" not in res.output
+
+
+def test_a_wrong_input_is_refused_before_the_folder_is_touched(tmp_path, cnn):
+    np.save(tmp_path / "x.npy", np.zeros((4, 16, 15, 3), np.float32))
+    with pytest.raises(UsageError, match="expects shape"):
+        st.stream_run(cnn, [src.npy_source(tmp_path / "x.npy")], 2, st.FolderSink(tmp_path / "o"))
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_run_that_wrote_nothing_is_started_afresh(tmp_path, cnn):
+    np.save(tmp_path / "x.npy", samples(6))
+    folder = tmp_path / "o"
+    with pytest.raises(_Stop):
+        st.stream_run(
+            cnn, [src.npy_source(tmp_path / "x.npy")], 2, st.FolderSink(folder), progress=_interrupt_after(0)
+        )
+    assert json.loads((folder / st.MANIFEST).read_text())["done"] == 0
+    np.save(tmp_path / "x.npy", samples(7))  # another input: nothing of the first run is kept
+    result = st.stream_run(cnn, [src.npy_source(tmp_path / "x.npy")], 2, st.FolderSink(folder))
+    assert result.resumed_from == 0 and np.load(folder / "probs.npy").shape == (7, 5)
