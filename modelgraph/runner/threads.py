@@ -280,12 +280,16 @@ def _controller() -> Any:
     return ThreadpoolController()
 
 
+def _blas_pools() -> list[Any]:
+    """threadpoolctl's controllers of the BLAS libraries loaded (read and set directly: building
+    its ``info()`` dicts or a ``limit()`` context on every run costs 60-150 us)."""
+    return [c for c in _controller().lib_controllers if c.user_api == "blas"]
+
+
 def blas_threads_now() -> int | None:
     """Threads of the first BLAS pool threadpoolctl finds (None: no BLAS it can control)."""
-    for pool in _controller().info():
-        if pool.get("user_api") == "blas":
-            return int(pool["num_threads"])
-    return None
+    pools = _blas_pools()
+    return int(pools[0].get_num_threads()) if pools else None
 
 
 @contextmanager
@@ -303,11 +307,15 @@ def run_threads(count: int | None = None) -> Iterator[int]:
     blas = threads if cap is None else min(threads, cap)
     previous = _current
     _current = threads
+    changed: list[tuple[Any, int]] = []
     try:
-        if blas_threads_now() in (None, blas):
-            yield threads
-        else:
-            with _controller().limit(limits=blas, user_api="blas"):
-                yield threads
+        for pool in _blas_pools():
+            before = pool.get_num_threads()
+            if before != blas:
+                pool.set_num_threads(blas)
+                changed.append((pool, before))
+        yield threads
     finally:
+        for pool, before in changed:
+            pool.set_num_threads(before)
         _current = previous
