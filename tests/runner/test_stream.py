@@ -241,6 +241,7 @@ def test_cli_batch_size_with_an_npz_output_streams_the_input(tmp_path, cnn):
     res = run(CNN, "--input", f"img={tmp_path / 'x.npy'}", "--batch-size", "6", "-o", tmp_path / "o.npz")
     assert res.exit_code == 0, res.output
     assert "streamed: 20 samples in batches of 6" in res.output
+    assert "samples/s" not in res.output  # the progress bar is drawn on a terminal only
     with np.load(tmp_path / "o.npz") as out:
         np.testing.assert_allclose(out["probs"], cnn.run(x)["probs"], rtol=1e-5, atol=1e-7)
 
@@ -280,3 +281,28 @@ def test_a_run_that_wrote_nothing_is_started_afresh(tmp_path, cnn):
     np.save(tmp_path / "x.npy", samples(7))  # another input: nothing of the first run is kept
     result = st.stream_run(cnn, [src.npy_source(tmp_path / "x.npy")], 2, st.FolderSink(folder))
     assert result.resumed_from == 0 and np.load(folder / "probs.npy").shape == (7, 5)
+
+
+def test_the_progress_bar_reports_samples_per_second_and_eta():
+    """What the bar draws on a terminal: done/total, samples/s and the time left (a fake clock:
+    10 samples a second)."""
+    import io
+
+    from rich.console import Console
+    from rich.progress import MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from modelgraph.cli.run_stream import _RateColumn
+
+    now = [0.0]
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=100)
+    with Progress(
+        MofNCompleteColumn(), _RateColumn(), TimeRemainingColumn(), console=console, get_time=lambda: now[0]
+    ) as bar:
+        task = bar.add_task("run", total=100)
+        for done in (10, 20, 30):
+            now[0] += 1.0
+            bar.update(task, completed=done)
+        bar.refresh()
+    text = out.getvalue()
+    assert "30/100" in text and "10.0 samples/s" in text and "0:00:07" in text
