@@ -196,17 +196,27 @@ class FolderSink:
         if not isinstance(done, int) or not 0 <= done <= total:
             raise UsageError(f"{self.path / MANIFEST}: bad sample count {done!r}")
         self._manifest = old
-        for key, entry in old.get("outputs", {}).items():
-            self._open(key, entry, create=False)
+        outputs = old.get("outputs")
+        if not isinstance(outputs, dict):
+            raise UsageError(f"{self.path / MANIFEST}: bad outputs entry")
+        for key, entry in outputs.items():
+            try:
+                self._open(key, entry, create=False)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise UsageError(f"{self.path / MANIFEST}: bad entry for output {key!r}: {exc}") from exc
         return done
 
     # -- output files ----------------------------------------------------------------------------------
 
     def _open(self, key: str, entry: dict[str, Any], *, create: bool) -> None:
+        if not isinstance(entry["file"], str) or not isinstance(entry["shape"], list):
+            raise TypeError("file must be a name and shape a list")
         path = self.path / entry["file"]
         if os.sep in entry["file"] or entry["file"] in ("", ".", ".."):
             raise UsageError(f"{self.path / MANIFEST}: bad output file name {entry['file']!r}")
-        shape, dtype = tuple(entry["shape"]), np.dtype(entry["dtype"])
+        shape, dtype = tuple(int(d) for d in entry["shape"]), np.dtype(entry["dtype"])
+        if dtype.hasobject or any(d < 0 for d in shape):
+            raise ValueError(f"output {shape} {dtype} cannot be a streamed output")
         if create:
             created = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
             del created  # unmapped: the header is written and the file sized (sparse until written)

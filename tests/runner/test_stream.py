@@ -306,3 +306,28 @@ def test_the_progress_bar_reports_samples_per_second_and_eta():
         bar.refresh()
     text = out.getvalue()
     assert "30/100" in text and "10.0 samples/s" in text and "0:00:07" in text
+
+
+@pytest.mark.parametrize(
+    "outputs",
+    [
+        {"probs": {"file": "../../etc/passwd", "shape": [6, 5], "dtype": "<f4"}},
+        {"probs": {"file": "probs.npy", "shape": [6, 5], "dtype": "not a dtype"}},
+        {"probs": {"file": "probs.npy", "shape": [6, 5], "dtype": "|O"}},
+        {"probs": {"file": 3, "shape": "x", "dtype": "<f4"}},
+        {"probs": {"shape": [6, 5]}},
+        ["not", "a", "dict"],
+    ],
+)
+def test_a_tampered_manifest_is_a_usage_error(tmp_path, cnn, outputs):
+    np.save(tmp_path / "x.npy", samples(6))
+    folder = tmp_path / "o"
+    with pytest.raises(_Stop):
+        st.stream_run(
+            cnn, [src.npy_source(tmp_path / "x.npy")], 2, st.FolderSink(folder), progress=_interrupt_after(1)
+        )
+    manifest = json.loads((folder / st.MANIFEST).read_text())
+    manifest["outputs"] = outputs
+    (folder / st.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(UsageError, match="stream.json|output"):
+        st.stream_run(cnn, [src.npy_source(tmp_path / "x.npy")], 2, st.FolderSink(folder, resume=True))
