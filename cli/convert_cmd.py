@@ -21,7 +21,13 @@ import click
     help="OUT.keras (Keras 3) or OUT.h5 (legacy, for tf_keras and Keras 3).",
 )
 @click.option("--strip", is_flag=True, help="Drop the training config (optimizer state is never carried).")
-def convert_command(model: Path, weights: Path | None, output: Path, strip: bool) -> None:
+@click.option(
+    "--keep-unknown",
+    is_flag=True,
+    help="Write classes modelgraph does not know as they are (class, module, registered name, config), "
+    "for loading with your own custom_objects; see docs/plugins.md.",
+)
+def convert_command(model: Path, weights: Path | None, output: Path, strip: bool, keep_unknown: bool) -> None:
     """Convert MODEL (any format modelgraph reads) to a file Keras 3 loads in safe mode.
 
     \b
@@ -32,7 +38,7 @@ def convert_command(model: Path, weights: Path | None, output: Path, strip: bool
     from modelgraph.saving import save
 
     graph = modelgraph.load(model, weights=weights)
-    report = save(graph, output, strip=strip)
+    report = save(graph, output, strip=strip, keep_unknown=keep_unknown)
     for note in report.notes:
         click.echo(f"modelgraph: note: {note}", err=True)
     click.echo(f"wrote {report.path} (sha256 {report.sha256})", err=True)

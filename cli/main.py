@@ -49,7 +49,10 @@ class LazyGroup(click.Group):
         if cmd_name not in COMMANDS or not _available(cmd_name):
             return None
         module = importlib.import_module(COMMANDS[cmd_name][0])
-        return getattr(module, f"{cmd_name}_command")
+        command = getattr(module, f"{cmd_name}_command")
+        if not any(p.name == "plugin" for p in command.params):
+            command.params.append(_plugin_option())  # every command takes --plugin after its name too
+        return command
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
@@ -130,6 +133,32 @@ class LazyGroup(click.Group):
             ctx.exit(code)
 
 
+def _load_plugins(ctx: click.Context, param: click.Parameter, refs: tuple[str, ...]) -> None:
+    """Load the plugins named by ``--plugin`` (a plugin error is one line, exit 2)."""
+    if refs:
+        from modelgraph.plugins import load_plugins
+
+        load_plugins(refs)
+
+
+PLUGIN_HELP = (
+    "Load a plugin that teaches modelgraph custom classes: a .py file, a module, or entry:NAME (an "
+    "installed modelgraph.plugins entry point); repeatable; also MODELGRAPH_PLUGINS. See docs/plugins.md."
+)
+
+
+def _plugin_option() -> click.Option:
+    return click.Option(
+        ["--plugin"],
+        multiple=True,
+        metavar="FILE.py|MODULE|entry:NAME",
+        expose_value=False,
+        is_eager=True,
+        callback=_load_plugins,
+        help=PLUGIN_HELP,
+    )
+
+
 def _available(name: str) -> bool:
     return importlib.util.find_spec(COMMANDS[name][0]) is not None
 
@@ -145,13 +174,19 @@ def _available(name: str) -> bool:
     help="The backend a Keras 1 file was made with (its file does not say): theano applied "
     "convolution kernels reversed.",
 )
-def cli(traceback: bool, keras1_backend: str) -> None:
+@click.option(
+    "--plugin", "plugins", multiple=True, metavar="FILE.py|MODULE|entry:NAME", help=PLUGIN_HELP
+)
+def cli(traceback: bool, keras1_backend: str, plugins: tuple[str, ...]) -> None:
     """Read, inspect, validate, render, diff and run saved Keras models without Keras.
 
     \b
     Exit codes: 0 ok, 1 findings/differences/mismatch, 2 usage, 3 cannot load,
     4 unsupported (or Graphviz missing), 5 run failed, 70 internal error.
     """
+    from modelgraph.plugins import env_plugins, load_plugins
+
+    load_plugins([*env_plugins(), *plugins])
     if keras1_backend != "tensorflow":
         from modelgraph.loading.keras1 import KERAS1_BACKEND
 

@@ -484,6 +484,8 @@ def run_command(
             runner.run(feeds, batch_size=batch_size, profile=timed[-1])
         prof = median_profile(timed)
 
+    for note in runner.notes:  # e.g. --backend auto running NumPy because onnxruntime could not
+        click.echo(f"modelgraph: note: {note}", err=True)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(out, "wb") as fh:

@@ -57,6 +57,15 @@ from modelgraph.cli.output import format_option
     "hooks that pass every .json file.",
 )
 @click.option(
+    "--target-keras",
+    "target_keras",
+    metavar="VERSION",
+    default=None,
+    help="Judge security findings for this Keras version (e.g. 3.12): an error when a published "
+    "advisory says that version acts on the payload, one step lower when it is past every fix "
+    "(docs/security.md).",
+)
+@click.option(
     "--jobs",
     "-j",
     type=click.IntRange(min=0),
@@ -75,6 +84,7 @@ def validate_command(
     config_file: str | None,
     weights: str | None,
     models_only: bool,
+    target_keras: str | None,
     jobs: int,
 ) -> None:
     """Check model files for every problem at once: structure, shapes, weights, security, runtime.
@@ -122,6 +132,7 @@ def validate_command(
         jobs=jobs,
         weights=weights,
         progress=progress,
+        target_keras=target_keras,
     )
     if progress is not None:
         click.echo("\r\x1b[K", nl=False, err=True)

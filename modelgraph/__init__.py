@@ -32,6 +32,7 @@ _EXPORTS = {
     "extract": ("modelgraph.saving.extract", "extract"),
     "export_onnx": ("modelgraph.saving.onnx", "export_onnx"),
     "to_onnx": ("modelgraph.saving.onnx", "to_onnx"),
+    "load_plugin": ("modelgraph.plugins", "load_plugin"),
 }
 
 __all__ = [  # noqa: F822 - the names resolve lazily through __getattr__
@@ -53,6 +54,7 @@ __all__ = [  # noqa: F822 - the names resolve lazily through __getattr__
     "extract",
     "export_onnx",
     "to_onnx",
+    "load_plugin",
 ]
 
 

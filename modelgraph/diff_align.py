@@ -65,20 +65,6 @@ CLASS_ALIASES = {"Model": "Functional"}
 POLICY_CLASSES = frozenset({"DTypePolicy", "Policy", "FloatDTypePolicy"})
 
 
-#: Classes whose ``axis`` (int or list) counts dimensions of the layer's input: with the input rank
-#: known, ``-1`` and ``rank - 1`` are the same axis (Keras 3 writes ``axis: -1``, tf.keras ``[3]``).
-INPUT_AXIS_CLASSES = frozenset(
-    {
-        "BatchNormalization",
-        "LayerNormalization",
-        "GroupNormalization",
-        "UnitNormalization",
-        "RMSNormalization",
-        "Normalization",
-        "Concatenate",
-        "Softmax",
-    }
-)
 #: Defaults of every Keras layer (the base ``Layer``): a key left out means this value.
 BASE_LAYER_DEFAULTS: dict[str, Any] = {"trainable": True, "dtype": "float32"}
 
@@ -232,9 +218,15 @@ def normalize_config(layer: Layer, context: ConfigContext | None = None) -> dict
     if context.strict:
         return {k: v for k, v in sorted(layer.config.items()) if k != "name" and k not in skip}
     out = _norm_layer_config(class_name, layer.config, skip=skip, keras_version=context.keras_version)
-    if context.input_rank is not None and class_name in INPUT_AXIS_CLASSES and "axis" in out:
+    if context.input_rank is not None and "axis" in out and _input_axis(class_name):
         out["axis"] = _axis(out["axis"], context.input_rank)
     return out
+
+
+def _input_axis(class_name: str) -> bool:
+    """Whether the class's ``axis`` counts its input's dimensions (its catalogue entry says)."""
+    spec = catalogue.spec_for(class_name)
+    return spec is not None and spec.input_axis
 
 
 def _axis(value: Any, rank: int) -> Any:

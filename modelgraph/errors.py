@@ -67,6 +67,15 @@ class UsageError(ModelGraphError):
     """The request names something that does not exist (an unknown input, layer or option)."""
 
 
+class CatalogueError(ModelGraphError, ValueError):
+    """A catalogue registration was refused: not a descriptor, a wrong type in one of its fields, or a
+    name already registered (without ``replace=True``)."""
+
+
+class PluginError(UsageError):
+    """A plugin the user named cannot be loaded: missing, raising, or registering nonsense (exit 2)."""
+
+
 # --- cannot load (exit 3) -------------------------------------------------------------------
 
 
@@ -161,6 +170,34 @@ class NotConvertibleError(UnsupportedError):
         super().__init__(
             f"cannot write {target}: {count} layer{'s' if count != 1 else ''} cannot be converted: {listed}"
         )
+
+
+class SecurityRefusedError(UnsupportedError):
+    """A writer refuses a model whose input files carry error-severity security findings (the rules
+    ``validate`` reports); ``findings`` lists them, and nothing is written."""
+
+    def __init__(self, target: str, source: str, findings: list[Any], shown: int = 3) -> None:
+        self.target = target
+        self.source = source
+        self.findings = list(findings)
+        listed = "; ".join(_finding_text(f) for f in self.findings[:shown])
+        more = len(self.findings) - shown
+        if more > 0:
+            listed += f"; and {more} more"
+        count = len(self.findings)
+        super().__init__(
+            f"refusing to write {target}: {source} has {count} security error{'s' if count != 1 else ''}: "
+            f"{listed}; see them all with: modelgraph validate {source}"
+        )
+
+
+def _finding_text(finding: Any, limit: int = 200) -> str:
+    """``SEC006 at $.config.layers[3]: layer 'x' is a TFSMLayer ...`` (the message cut to ``limit``)."""
+    message = str(getattr(finding, "message", finding))
+    if len(message) > limit:
+        message = message[: limit - 3] + "..."
+    where = getattr(finding, "where", "")
+    return f"{getattr(finding, 'rule', '?')}{f' at {where}' if where else ''}: {message}"
 
 
 class ToolMissingError(UnsupportedError):

@@ -621,12 +621,15 @@ _CHUNK = 1 * MiB
 class _StoredMember(io.RawIOBase):
     """A seekable read-only view of a stored (uncompressed) member's byte range in the archive."""
 
-    def __init__(self, path: str, start: int, size: int) -> None:
+    def __init__(self, path: str, start: int, size: int, name: str = "") -> None:
         super().__init__()
         self._fh = open(path, "rb")  # noqa: SIM115 - closed in close()
         self._start = start
         self._size = size
         self._pos = 0
+        # ``archive.keras:member``: h5py names a file object by its repr, which shows this name, so
+        # errors about the member name the user's file instead of "<_io.BufferedReader>".
+        self.name = name or path
 
     def readable(self) -> bool:
         return True
@@ -744,8 +747,10 @@ class SafeZip:
             raise FormatError(f"{self.path}: zip member {name!r} is encrypted")
         if info.compress_type == zipfile.ZIP_STORED:
             start = self._data_offset(info)
-            return io.BufferedReader(_StoredMember(self.path, start, info.file_size), buffer_size=256 * KiB)
+            member = _StoredMember(self.path, start, info.file_size, f"{self.path}:{name}")
+            return io.BufferedReader(member, buffer_size=256 * KiB)
         tmp = tempfile.TemporaryFile()  # noqa: SIM115 - returned to the caller
+        tmp.raw.name = f"{self.path}:{name}"  # type: ignore[attr-defined] # named in h5py's messages
         try:
             with self._open_raw(info) as fh:
                 self._copy(fh, tmp, info)

@@ -63,7 +63,6 @@ from modelgraph.sharing import repeated_objects
 __all__ = ["LayerStats", "ModelTotals", "layer_stats", "model_totals"]
 
 _NON_TRAINABLE_NAMES = {"moving_mean", "moving_variance"}
-_NORMALIZATION_STATE = {"mean", "variance", "count"}
 _QUANT_SUFFIXES = ("_scale", "_zero", "_amax_history", "_scale_history")
 
 
@@ -348,7 +347,8 @@ def _non_trainable_weight(layer: Layer, name: str) -> bool:
     last = name.rsplit("/", 1)[-1]
     if last in _NON_TRAINABLE_NAMES:
         return True
-    if layer.class_name == "Normalization" and last in _NORMALIZATION_STATE:
+    spec = catalogue.spec_for(layer.key)
+    if spec is not None and last in spec.non_trainable_weights:
         return True
     if _quantized(layer):
         return last != "bias" and not last.endswith("bias")

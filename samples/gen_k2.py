@@ -608,6 +608,36 @@ def in_vec4(rng):
     return {"x": rng.normal(2.0, 3.0, size=(3, 4))}
 
 
+def m_transposed():
+    # tf_keras writes `groups: 1` into every Conv*DTranspose config (Keras 3's constructors refuse it).
+    x1 = keras.Input((5, 3), name="x1")
+    x2 = keras.Input((4, 4, 2), name="x2")
+    x3 = keras.Input((3, 3, 3, 2), name="x3")
+    a = layers.Conv1DTranspose(4, 3, strides=2, padding="same", name="t1")(x1)
+    a = layers.Activation("sigmoid", name="sig")(a)
+    b = layers.Conv2DTranspose(3, (3, 2), strides=(2, 1), padding="valid", name="t2")(x2)
+    b = layers.Dense(2, name="t2_dense")(b)
+    c = layers.Conv3DTranspose(2, 2, strides=(1, 2, 1), padding="same", name="t3")(x3)
+    return keras.Model([x1, x2, x3], [a, layers.Flatten(name="fb")(b), c], name="transposed")
+
+
+def in_transposed(rng):
+    return {"x1": rng.normal(size=(2, 5, 3)), "x2": rng.normal(size=(2, 4, 4, 2)),
+            "x3": rng.normal(size=(2, 3, 3, 3, 2))}
+
+
+def m_passthrough():
+    # A model input that is also a model output, unchanged (ONNX needs an Identity for it).
+    x = keras.Input((4,), name="x")
+    extra = keras.Input((3,), name="extra")
+    y = layers.Dense(2, name="d")(x)
+    return keras.Model([x, extra], [y, extra, x], name="passthrough")
+
+
+def in_passthrough(rng):
+    return {"x": rng.normal(size=(3, 4)), "extra": rng.normal(size=(3, 3))}
+
+
 MODELS = {
     "multi_io_list": (m_multi_io_list, in_multi_io_list,
                       ["list inputs", "list outputs", "shared layer called 3 times at different depths",
@@ -708,6 +738,11 @@ MODELS = {
                       ["Normalization after adapt(): variables mean, variance, count stored without a layer "
                        "prefix (TF.js manifest names 'mean', 'variance', 'count')",
                        "Normalization with mean/variance in its config (no weights)"], {"tfjs": [""]}),
+    "transposed": (m_transposed, in_transposed,
+                       ["Conv1DTranspose/Conv2DTranspose/Conv3DTranspose (strided, same/valid): tf_keras "
+                        "configs carry groups: 1"], {}),
+    "passthrough": (m_passthrough, in_passthrough,
+                    ["model inputs returned unchanged as model outputs (one also used by a layer)"], {}),
 }
 
 WILD_MODELS = {

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import modelgraph
-from modelgraph.errors import NotConvertibleError
+from modelgraph.errors import NotConvertibleError, SecurityRefusedError
+from modelgraph.saving.security_gate import security_errors
 
 from ._cli import run_cli
 
@@ -145,9 +146,15 @@ def test_refused_samples_are_refused_naming_each_layer(tmp_path):
     for record in REFUSED:
         case = BY_ID[record["id"]]
         out = tmp_path / f"x{case.suffix}"
-        with pytest.raises(NotConvertibleError) as info:
-            modelgraph.save(_source(case), out)
-        assert f"modelgraph: error: {info.value}" == record["stderr"].replace(f"OUT{case.suffix}", str(out))
+        graph = _source(case)
+        if security_errors(graph):  # a bytecode Lambda: the security gate refuses it first
+            with pytest.raises(SecurityRefusedError) as refused:
+                modelgraph.save(graph, out)
+            assert "SEC001 at " in str(refused.value)
+        else:
+            with pytest.raises(NotConvertibleError) as info:
+                modelgraph.save(graph, out)
+            assert f"modelgraph: error: {info.value}" == record["stderr"].replace(f"OUT{case.suffix}", str(out))
         assert not list(tmp_path.iterdir())  # nothing written, no temporary file left
 
 
@@ -155,9 +162,9 @@ def test_refusal_exit_code_and_one_line(tmp_path):
     proc = run_cli("convert", ROOT / "samples" / "convert" / "unconvertible.h5", "-o", tmp_path / "x.keras")
     assert proc.returncode == 4
     assert proc.stderr.count("\n") == 1
-    for name in ("'double' (Lambda)", "'tf.math.bessel_i0' (TFOpLambda)"):
-        assert name in proc.stderr
-    assert "'thr'" not in proc.stderr  # ThresholdedReLU is written as ReLU(threshold=theta)
+    # The bytecode Lambda is a security error (SEC001): the gate refuses before the writer looks.
+    for words in ("SEC001 at ", "layer 'double'", "modelgraph validate "):
+        assert words in proc.stderr
     assert not list(tmp_path.iterdir())
 
 
@@ -184,7 +191,8 @@ def _config_with(layers: list[dict]) -> dict:
 def test_every_unconvertible_layer_is_named(tmp_path):
     lam = {
         "class_name": "Lambda",
-        "config": {"name": "lam", "function": ["4wEAAAAAAAAA", None, None], "function_type": "lambda"},
+        # a named function, not bytecode: a warning (SEC004) the gate lets through to the writer
+        "config": {"name": "lam", "function": "double", "function_type": "function", "module": "__main__"},
         "name": "lam",
         "inbound_nodes": [[["x", 0, 0, {}]]],
     }

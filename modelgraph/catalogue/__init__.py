@@ -15,19 +15,42 @@ import without ``onnx``; only building a model does).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib
 from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 
-from modelgraph.catalogue.spec import CONCERNS, LayerSpec, missing_concerns, support
+from modelgraph.catalogue.spec import (
+    CONCERNS,
+    Alias,
+    ConfigSpec,
+    FunctionSpec,
+    Keras3Writing,
+    LayerSpec,
+    MaskBehaviour,
+    missing_concerns,
+    support,
+)
+from modelgraph.errors import CatalogueError
 
 __all__ = [
     "CONCERNS",
+    "FunctionSpec",
+    "Keras3Writing",
     "LayerSpec",
     "all_specs",
     "attach",
     "declared",
+    "function_spec",
+    "functions",
+    "register",
+    "register_activation",
+    "register_function",
+    "register_initializer",
+    "scratch",
     "is_layer_class",
     "key_of",
     "load_families",
@@ -69,21 +92,225 @@ _ALIASES: dict[str, str] = {}
 _unloaded: set[str] = set(PROVIDERS.values())
 
 
+_FUNCTIONS: dict[tuple[str, str], FunctionSpec] = {}
+FUNCTION_KINDS = ("activation", "initializer", "function")
+
+#: The plugin whose module is being imported (set by :mod:`modelgraph.plugins`): entries it registers
+#: carry its name, and the concerns they omit say so.
+_PLUGIN: ContextVar[str] = ContextVar("modelgraph_plugin", default="")
+
+# Implementation slots: a callable, a string saying why there is none, or None until attached.
+_IMPL_SLOTS = ("shape", "weight_shapes", "macs", "kernel", "onnx")
+_DTYPES = ("compute", "follows_input", "float32_variables")
+
+
+def not_given(plugin: str) -> str:
+    """The reason a plugin's entry gives for a concern it omits."""
+    return f"not given by plugin '{plugin}'"
+
+
+@contextlib.contextmanager
+def plugin_scope(name: str) -> Iterator[None]:
+    """Entries registered inside are the plugin ``name``'s (used by :func:`modelgraph.plugins.load_plugin`)."""
+    token = _PLUGIN.set(name)
+    try:
+        yield
+    finally:
+        _PLUGIN.reset(token)
+
+
+@contextlib.contextmanager
+def scratch() -> Iterator[None]:
+    """Every registration made inside is undone on leaving (for tests, and for trying a plugin)."""
+    saved = dict(_SPECS), dict(_ALIASES), dict(_FUNCTIONS)
+    try:
+        yield
+    finally:
+        for table, old in zip((_SPECS, _ALIASES, _FUNCTIONS), saved, strict=True):
+            table.clear()
+            table.update(old)  # type: ignore[arg-type]
+
+
+def register(spec: LayerSpec, *, replace: bool = False, family: str | None = None) -> LayerSpec:
+    """Add a class to the catalogue: the one way in, for the built-in families and plugins alike.
+
+    ``spec`` may give any subset of the concerns (shape rule, expected weights, MACs, kernel, ONNX
+    mapping, Keras 3 writing); an implementation slot left None is filled later by a built-in
+    provider module (``@shape_rule``, ``@register`` ...), or, for a plugin's entry, says that the
+    plugin does not give it (``modelgraph layers`` reports each concern). ``weight_names`` may be a
+    tuple of names (the same for every config). A key or alias that is already registered is a
+    :class:`~modelgraph.errors.CatalogueError` unless ``replace`` (the old entry, and its aliases, go).
+    Returns the entry as registered.
+    """
+    if not isinstance(spec, LayerSpec):
+        raise CatalogueError(f"register() takes a LayerSpec, got {type(spec).__name__}")
+    plugin = _PLUGIN.get()
+    if plugin:
+        spec = _plugin_entry(spec, plugin)
+    _check(spec)
+    names = (spec.key, *(a.name for a in spec.aliases))
+    taken = [name for name in names if name in _SPECS or name in _ALIASES]
+    if taken and not replace:
+        owner = _SPECS[_canonical(taken[0])]
+        by = f"plugin '{owner.plugin}'" if owner.plugin else f"modelgraph ({owner.family})"
+        raise CatalogueError(
+            f"{taken[0]!r} is already registered by {by}; pass replace=True to replace that entry"
+        )
+    if taken:
+        # The built-in providers attach to the entries they name: let them do it before it goes.
+        _load(tuple(PROVIDERS))
+        for name in taken:
+            old = _SPECS.pop(_canonical(name), None)
+            for alias in old.aliases if old is not None else ():
+                _ALIASES.pop(alias.name, None)
+    if family is not None or plugin or not spec.family:
+        # The entry is the caller's own new object: set its family in place (replace() would copy
+        # ~400 entries at every start-up).
+        object.__setattr__(spec, "family", family or (f"plugin {plugin}" if plugin else "custom"))
+    _SPECS[spec.key] = spec
+    _ALIASES.update({a.name: spec.key for a in spec.aliases})
+    return spec
+
+
+def _plugin_entry(spec: LayerSpec, plugin: str) -> LayerSpec:
+    """A plugin's entry: its name recorded, every omitted concern saying so, names as a function."""
+    fields: dict[str, Any] = {"plugin": plugin}
+    for slot in _IMPL_SLOTS:
+        if getattr(spec, slot) is None:
+            fields[slot] = not_given(plugin)
+    if callable(spec.shape):
+        fields["shape"] = _named_shape_rule(spec.shape, plugin, spec.key)
+    names = spec.weight_names
+    if isinstance(names, tuple | list) and all(isinstance(n, str) for n in names):
+        fixed = tuple(names)
+        fields["weight_names"] = lambda _config, _names=fixed: _names
+    return dataclasses.replace(spec, **fields)
+
+
+def _named_shape_rule(rule: Callable[..., Any], plugin: str, key: str) -> Callable[..., Any]:
+    """The plugin's shape rule, with an exception other than the rule protocol's (``ShapeError``,
+    ``Unknown``) reported as a shape problem naming the plugin, not as a modelgraph bug."""
+
+    def shape(call: Any) -> Any:
+        from modelgraph.shape_rules import ShapeError, Unknown
+
+        try:
+            return rule(call)
+        except (ShapeError, Unknown):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the plugin's own code
+            raise ShapeError(
+                f"the shape rule of plugin '{plugin}' for {key} failed: {type(exc).__name__}: {exc}", "plugin"
+            ) from None
+
+    return shape
+
+
+def _check(spec: LayerSpec) -> None:
+    """Refuse an entry whose fields have the wrong types, naming the field."""
+
+    def bad(field: str, want: str, value: Any) -> CatalogueError:
+        return CatalogueError(f"entry {spec.key!r}: {field} must be {want}, got {type(value).__name__} {value!r}")
+
+    if not isinstance(spec.key, str) or not spec.key.strip() or spec.key != spec.key.strip():
+        raise CatalogueError(f"an entry's key must be a non-empty class name, got {spec.key!r}")
+    for slot in _IMPL_SLOTS:
+        value = getattr(spec, slot)
+        if value is not None and not isinstance(value, str) and not callable(value):
+            raise bad(slot, "a callable or a string saying why there is none", value)
+    if not isinstance(spec.weight_names, str) and not callable(spec.weight_names):
+        raise bad("weight_names", "(config) -> names, a tuple of names, or a reason string", spec.weight_names)
+    if not isinstance(spec.config, ConfigSpec | str):
+        raise bad("config", "a ConfigSpec or a reason string", spec.config)
+    if not isinstance(spec.aliases, tuple) or not all(isinstance(a, Alias) for a in spec.aliases):
+        raise bad("aliases", "a tuple of Alias", spec.aliases)
+    if not isinstance(spec.keras_versions, tuple) or not all(isinstance(v, str) for v in spec.keras_versions):
+        raise bad("keras_versions", "a tuple of strings ('2', '3')", spec.keras_versions)
+    if not isinstance(spec.masks, Mapping) or not all(isinstance(b, MaskBehaviour) for b in spec.masks.values()):
+        raise bad("masks", "a mapping of Keras version to MaskBehaviour (spec.masks(...))", spec.masks)
+    if spec.dtype not in _DTYPES:
+        raise bad("dtype", " or ".join(_DTYPES), spec.dtype)
+    if not all(callable(k) for k in spec.fast_kernels):
+        raise bad("fast_kernels", "a tuple of callables", spec.fast_kernels)
+    if spec.keras3 is not None and not isinstance(spec.keras3, Keras3Writing):
+        raise bad("keras3", "a Keras3Writing", spec.keras3)
+
+
 def _register(module: ModuleType) -> None:
     family = module.__name__.rsplit(".", 1)[1]
     for spec in module.SPECS:
-        for name in (spec.key, *(a.name for a in spec.aliases)):
-            if name in _SPECS or name in _ALIASES:
-                raise RuntimeError(f"catalogue: {name!r} is declared twice")
-        # The entry is the family module's own new object: set its family in place (replace() would
-        # copy 396 entries at every start-up).
-        object.__setattr__(spec, "family", family)
-        _SPECS[spec.key] = spec
-        _ALIASES.update({a.name: spec.key for a in spec.aliases})
+        register(spec, family=family)
 
 
 for _family in FAMILIES:
     _register(importlib.import_module(f"modelgraph.catalogue.{_family}"))
+
+
+def _register_function(kind: str, name: str, kernel: Any, onnx: Any, replace: bool) -> FunctionSpec:
+    if not isinstance(name, str) or not name.strip():
+        raise CatalogueError(f"a registered {kind} needs a non-empty name, got {name!r}")
+    for slot, value in (("kernel", kernel), ("onnx", onnx)):
+        if value is not None and not isinstance(value, str) and not callable(value):
+            raise CatalogueError(
+                f"{kind} {name!r}: {slot} must be a callable or a string saying why there is none, "
+                f"got {type(value).__name__} {value!r}"
+            )
+    plugin = _PLUGIN.get()
+    if kind == "activation" and not replace:
+        from modelgraph.runner.activations import known_activations
+
+        if name in known_activations():
+            raise CatalogueError(
+                f"activation {name!r} is built into modelgraph; pass replace=True to replace it"
+            )
+    existing = _FUNCTIONS.get((kind, name))
+    if existing is not None and not replace:
+        by = f"plugin '{existing.plugin}'" if existing.plugin else "modelgraph"
+        raise CatalogueError(f"{kind} {name!r} is already registered by {by}; pass replace=True to replace it")
+    reason = not_given(plugin) if plugin else "not given"
+    spec = FunctionSpec(
+        kind, name, reason if kernel is None else kernel, reason if onnx is None else onnx, plugin
+    )
+    _FUNCTIONS[(kind, name)] = spec
+    return spec
+
+
+def register_activation(
+    name: str,
+    kernel: Callable[..., Any] | None = None,
+    onnx: Callable[..., Any] | None = None,
+    *,
+    replace: bool = False,
+) -> FunctionSpec:
+    """A custom activation by its registered name: ``kernel(x) -> y`` (NumPy, elementwise or not) for
+    the runner, ``onnx(e, x) -> name`` writing nodes through the exporter's emitter (``e.op``,
+    ``e.const``). Every layer whose ``activation`` names it (``Dense``, ``Activation``, ...) uses it."""
+    return _register_function("activation", name, kernel, onnx, replace)
+
+
+def register_initializer(name: str, *, replace: bool = False) -> FunctionSpec:
+    """A custom initializer by its registered name (known, so ``validate`` does not report it)."""
+    return _register_function("initializer", name, None, None, replace)
+
+
+def register_function(name: str, *, replace: bool = False) -> FunctionSpec:
+    """Any other custom function a config names (a loss, a metric, a constraint), known by name."""
+    return _register_function("function", name, None, None, replace)
+
+
+def function_spec(kind: str, name: Any) -> FunctionSpec | None:
+    """The registered function of this kind a config's name denotes (``pkg>name`` or ``name``)."""
+    if not isinstance(name, str):
+        return None
+    found = _FUNCTIONS.get((kind, name))
+    if found is None and ">" in name:
+        found = _FUNCTIONS.get((kind, name.rsplit(">", 1)[1]))
+    return found
+
+
+def functions() -> list[FunctionSpec]:
+    """Every registered function, by kind and name."""
+    return [_FUNCTIONS[k] for k in sorted(_FUNCTIONS)]
 
 
 def _canonical(key: str) -> str:
@@ -135,6 +362,8 @@ def attach(key: str, slot: str, implementation: Callable[..., Any]) -> None:
     current = getattr(spec, slot)
     if current is implementation:
         return
+    if spec.plugin and current == not_given(spec.plugin):
+        current = None  # a plugin may attach what its entry left out, with the providers' decorators
     if isinstance(current, str):
         raise RuntimeError(
             f"catalogue: {key!r} already has {slot} {current!r} (a reason for having none): "
@@ -181,7 +410,13 @@ def key_of(class_name: str, kind: str, config: Mapping[str, Any]) -> str:
     if class_name in OP_LAMBDA_CLASSES:
         function = config.get("function")
         return f"tf:{function if isinstance(function, str) else ''}"
-    return _canonical(class_name)
+    key = _canonical(class_name)
+    if key not in _SPECS and ">" in key:
+        # Keras 3's legacy .h5 names a registered custom class by its registered name ("pkg>Class").
+        short = _canonical(key.rsplit(">", 1)[1])
+        if short in _SPECS:
+            return short
+    return key
 
 
 def names() -> Iterator[str]:

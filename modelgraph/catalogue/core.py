@@ -82,6 +82,7 @@ SPECS = (
     layer(
         "Softmax",
         **WEIGHTLESS,
+        input_axis=True,
         masks=masks(MaskBehaviour("first", "pass"), MaskBehaviour("call", "pass", ("inputs", "mask"))),
     ),
 )

@@ -33,6 +33,7 @@ SPECS = (
     layer(
         "Concatenate",
         **WEIGHTLESS,
+        input_axis=True,
         masks=masks(MaskBehaviour(None, "concat_all"), MaskBehaviour(None, "concat_any")),
     ),
     layer("Dot", weight_names=wn.no_weights),

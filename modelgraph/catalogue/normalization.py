@@ -109,6 +109,8 @@ SPECS = (
         "BatchNormalization",
         config=ConfigSpec(upgrade=upgrades.keras1_batch_normalization),
         training_sensitive=True,
+        non_trainable_weights=("moving_mean", "moving_variance"),
+        input_axis=True,
         weight_names=wn.batch_normalization,
         masks=masks(
             PASS_MASK,
@@ -121,6 +123,7 @@ SPECS = (
     layer(
         "GroupNormalization",
         config=_AXIS_UPGRADE,
+        input_axis=True,
         weight_names=wn.gamma_beta,
         masks=masks(k3=PASS_MASK),
         **_FLOAT32_STATISTICS,
@@ -128,6 +131,7 @@ SPECS = (
     layer(
         "LayerNormalization",
         config=_AXIS_UPGRADE,
+        input_axis=True,
         weight_names=wn.layer_normalization,
         masks=PROPAGATES_MASK,
         **_FLOAT32_STATISTICS,
@@ -135,6 +139,7 @@ SPECS = (
     layer(
         "RMSNormalization",
         keras_versions=("3",),
+        input_axis=True,
         config=ConfigSpec({"axis": -1, "epsilon": 1e-6}),
         weight_names=_rms_weight_names,
         weight_shapes=_rms_weight_shapes,
@@ -145,6 +150,7 @@ SPECS = (
     layer(
         "UnitNormalization",
         **WEIGHTLESS,
+        input_axis=True,
         masks=PROPAGATES_MASK,
         dtype="float32_variables",
     ),

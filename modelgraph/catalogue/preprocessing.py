@@ -27,6 +27,8 @@ SPECS = (
     layer(
         "Normalization",
         macs=zero_macs,
+        non_trainable_weights=("mean", "variance", "count"),
+        input_axis=True,
         weight_names=wn.normalization,
         dtype="float32_variables",
         masks=masks(k3=PASS_MASK),

@@ -109,6 +109,33 @@ WeightNames = Callable[[Mapping[str, Any]], "tuple[str, ...] | None"]
 
 
 @dataclass(frozen=True)
+class Keras3Writing:
+    """How ``convert`` writes a class that is not one of ``keras.layers`` (a plugin's custom class):
+    the ``module`` and ``registered_name`` of its Keras 3 record (None: what the file had, else the
+    class name) and ``upgrade(config) -> config`` for the config Keras 3 reads (None: as it is). Keras
+    loads such a record only with the user's class in ``custom_objects`` (or registered)."""
+
+    module: str | None = None
+    registered_name: str | None = None
+    upgrade: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """A function a config names by its registered name: a custom activation (``kind="activation"``,
+    with a NumPy ``kernel(x) -> y`` and an ``onnx(e, x) -> name`` lowering through the exporter's
+    emitter), initializer or other function (``"initializer"``, ``"function"``: known by name, so
+    ``validate`` does not report them as unknown). ``name`` matches a config's name with or without
+    the ``package>`` prefix Keras 3 adds (``"gelu_tanh"`` matches ``"plugins>gelu_tanh"``)."""
+
+    kind: str
+    name: str
+    kernel: Callable[..., Any] | str | None = None
+    onnx: Callable[..., Any] | str | None = None
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
 class LayerSpec:
     """Everything modelgraph knows about one Keras class (a layer, a Keras 3 op, a TFOpLambda function).
 
@@ -144,6 +171,12 @@ class LayerSpec:
     macs: Callable[..., Any] | str | None = None
     masks: Mapping[int, MaskBehaviour] = field(default_factory=lambda: DROPS_MASK)
     """Mask behaviour per Keras version (:data:`K2`, :data:`K3`); a version not listed drops masks."""
+    non_trainable_weights: tuple[str, ...] = ()
+    """Canonical names of the variables Keras creates non-trainable (BatchNormalization's moving
+    statistics): counted as non-trainable parameters, written non-trainable to a legacy ``.h5``."""
+    input_axis: bool = False
+    """Its ``axis`` config counts dimensions of its input: with the input rank known, ``-1`` and
+    ``rank - 1`` are the same axis (Keras 3 writes ``axis: -1``, tf.keras ``[3]``; ``diff``)."""
     training_sensitive: bool = False
     """A call recorded with ``training=True`` behaves differently (Dropout, BatchNormalization)."""
     dtype: DtypeBehaviour = "compute"
@@ -154,6 +187,11 @@ class LayerSpec:
     onnx: Callable[..., Any] | str | None = None
     """The ONNX mapping (:mod:`modelgraph.saving.onnx.mappings`, attached like the kernels; building a
     model with it needs the optional ``onnx`` package, attaching it does not)."""
+    keras3: Keras3Writing | None = None
+    """How ``convert`` writes a class that is not one of ``keras.layers`` (None for the built-ins,
+    which the writer knows; a custom class without it is written only with ``--keep-unknown``)."""
+    plugin: str = ""
+    """The plugin that registered the entry ("" for the built-in catalogue)."""
 
     @property
     def class_name(self) -> str:

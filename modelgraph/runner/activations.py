@@ -251,7 +251,17 @@ def activation_name(value: Any) -> str | None:
         name = value.get("config")
         if isinstance(name, str) and module.startswith(_KERAS_FUNCTION_MODULES):
             return name
+        registered = _registered(name)
+        if registered is not None:
+            return registered.name
     return None
+
+
+def _registered(name: Any) -> Any:
+    """A plugin's activation (:func:`modelgraph.catalogue.register_activation`) by a config's name."""
+    from modelgraph import catalogue
+
+    return catalogue.function_spec("activation", name)
 
 
 def get_activation(
@@ -271,6 +281,9 @@ def get_activation(
     if table is None:
         table = _TABLES[major] = _table(major)
     name = activation_name(value)
+    registered = _registered(name) if name is not None else None
+    if registered is not None and callable(registered.kernel):
+        return registered.kernel  # a plugin's, or one it replaced (replace=True)
     if name is None or name not in table:
         raise UnsupportedConfigError(class_name, "activation", value, layer)
     return table[name]

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.errors import ToolMissingError, UnsupportedError, UsageError
+from modelgraph.errors import ModelGraphError, RunError, ToolMissingError, UnsupportedError, UsageError
 from modelgraph.graph import ModelGraph
 
 BACKENDS = ("numpy", "onnxruntime", "auto")
@@ -46,7 +46,7 @@ class OnnxRuntimeSession:
         self.export_seconds = time.perf_counter() - start
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
+        options.log_severity_level = 4  # fatal only: failures become one line of ours
         # Pinned, or the policy's count now (modelgraph.runner.threads): a session keeps its pool.
         from modelgraph.runner.threads import decide_threads
 
@@ -58,24 +58,45 @@ class OnnxRuntimeSession:
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
         self.dequantized = result.dequantized
+        self._run_options = ort.RunOptions()
+        self._run_options.log_severity_level = 4  # a failed run is one RunError line, not a log dump
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """The model's outputs, in order, for the inputs in model order."""
         feeds = {name: np.ascontiguousarray(a) for name, a in zip(self.input_names, arrays, strict=True)}
-        return list(self.session.run(self.output_names, feeds))
+        return list(self.session.run(self.output_names, feeds, self._run_options))
 
 
-def select_backend(name: str, graph: ModelGraph, *, threads: int | None = None) -> OnnxRuntimeSession | None:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's text (onnxruntime's errors run over several lines)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def select_backend(
+    name: str, graph: ModelGraph, notes: list[str] | None = None, *, threads: int | None = None
+) -> OnnxRuntimeSession | None:
     """The session for ``name`` (None for NumPy). ``onnxruntime`` raises when onnxruntime or onnx is
-    missing or the model does not export (naming every layer); ``auto`` falls back to NumPy then.
-    ``threads`` pins the session's intra-op threads."""
+    missing or the model does not export (naming every layer), :class:`RunError` when onnxruntime
+    refuses the exported model; ``auto`` falls back to NumPy in all these cases, with a one-line note
+    appended to ``notes``. ``threads`` pins the session's intra-op threads."""
     if name not in BACKENDS:
         raise UsageError(f"unknown backend {name!r}; choose one of {list(BACKENDS)}")
     if name == "numpy":
         return None
     if name == "onnxruntime":
-        return OnnxRuntimeSession(graph, threads=threads)
+        try:
+            return OnnxRuntimeSession(graph, threads=threads)
+        except ModelGraphError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's own errors (Fail, InvalidGraph, ...)
+            raise RunError(f"onnxruntime refused the exported model: {first_line(exc)}") from exc
     try:
         return OnnxRuntimeSession(graph, threads=threads)
-    except UnsupportedError:  # onnx/onnxruntime missing (ToolMissingError) or a layer that does not map
-        return None
+    except UnsupportedError as exc:  # onnx/onnxruntime missing or a layer that does not map
+        reason = first_line(exc)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime refused the model: NumPy runs it
+        reason = f"onnxruntime refused the exported model: {first_line(exc)}"
+    if notes is not None:
+        notes.append(f"--backend auto runs NumPy: {reason}")
+    return None

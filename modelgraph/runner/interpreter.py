@@ -376,7 +376,12 @@ class Runner:
         # with one, the plan only binds the feeds and names the outputs (no kernels are built).
         from modelgraph.runner.backends import select_backend
 
-        self._session = select_backend(backend, model, threads=threads)
+        # Notes for the user (``auto`` running NumPy after onnxruntime could not, and why).
+        self.notes: list[str] = []
+        self._auto = backend == "auto"
+        self._fuse = fuse
+        self._numpy_fallback: Runner | None = None  # ``auto`` after onnxruntime failed at run time
+        self._session = select_backend(backend, model, self.notes, threads=threads)
         self.backend = "numpy" if self._session is None else self._session.name
         plan_kernels = self._session is None
         self._plan_graph = fuse_graph(model) if fuse and not reference and plan_kernels else model
@@ -885,6 +890,20 @@ class Runner:
                 "next in Keras; run the whole input as one batch (no --batch-size)"
             )
 
+    def _onnxruntime_failed(self, exc: Exception) -> None:
+        """onnxruntime failed while running: ``auto`` switches to a NumPy plan of the same model for
+        this and later runs (with a note); ``onnxruntime`` raises :class:`RunError` (exit 5)."""
+        from modelgraph.runner.backends import first_line
+
+        reason = f"onnxruntime failed while running: {first_line(exc)}"
+        if not self._auto:
+            raise RunError(reason) from exc
+        self._numpy_fallback = Runner(
+            self.graph, fuse=self._fuse, backend="numpy", reference=self.reference, threads=self.threads
+        )
+        self.backend = "numpy"
+        self.notes.append(f"--backend auto runs NumPy: {reason}")
+
     def _cast(self, x: np.ndarray, i: int) -> np.ndarray:
         if x.dtype.kind in "cOSUV" and x.dtype.kind != np.dtype(_np_name(self._input_dtypes[i])).kind:
             raise UsageError(
@@ -901,7 +920,13 @@ class Runner:
         self, arrays: list[np.ndarray], tapped: set[int] | None, profile: Profile | None
     ) -> dict[str, np.ndarray]:
         if self._session is not None:
-            return dict(zip(self.output_keys, self._session.run(arrays), strict=True))
+            if self._numpy_fallback is None:
+                try:
+                    return dict(zip(self.output_keys, self._session.run(arrays), strict=True))
+                except Exception as exc:  # noqa: BLE001 - onnxruntime's own run-time errors
+                    self._onnxruntime_failed(exc)
+            assert self._numpy_fallback is not None
+            return self._numpy_fallback._execute(arrays, tapped, profile)
         values: list[Any] = [None] * self._nslots
         masks: list[Any] | None = [None] * self._nslots if self._mask_slots else None
         for slot, x in zip(self._input_slots, arrays, strict=True):

@@ -13,6 +13,7 @@ from modelgraph.loading.training import TRAINING_KEY
 from modelgraph.saving.archive import write_atomically, zip_bytes
 from modelgraph.saving.keras3_config import ConfigWriter, Refusal
 from modelgraph.saving.keras3_weights import layer_tree, write_weights_h5
+from modelgraph.saving.security_gate import refuse_unsafe_input
 from modelgraph.saving.training import training_state
 from modelgraph.saving.upgrades import NotConvertible, UpgradeContext
 from modelgraph.shapes import infer_shapes
@@ -34,39 +35,44 @@ class SaveReport:
     notes: list[str] = field(default_factory=list)
 
 
-def save(graph: ModelGraph, path: str | Path, strip: bool = False) -> SaveReport:
+def save(graph: ModelGraph, path: str | Path, strip: bool = False, keep_unknown: bool = False) -> SaveReport:
     """Write ``graph`` to ``path`` (``.keras``: Keras 3 archive; ``.h5``: legacy HDF5 for tf_keras and Keras 3).
 
-    Nothing is written when any layer cannot be converted faithfully: :class:`NotConvertibleError`
-    names every such layer. The file is written to a temporary file and renamed, and the same graph
+    Nothing is written when any layer cannot be converted faithfully (:class:`NotConvertibleError`
+    names every such layer) or when the input files carry an error-severity security finding
+    (:class:`~modelgraph.errors.SecurityRefusedError`, :mod:`modelgraph.saving.security_gate`). The file is written to a temporary file and renamed, and the same graph
     always gives the same bytes. ``strip`` drops the training configuration; optimizer state is
-    never carried (see ``docs/writing.md``).
+    never carried (see ``docs/writing.md``). ``keep_unknown`` writes classes the catalogue does not
+    know as the file had them, for loading with the user's ``custom_objects`` (docs/plugins.md).
     """
     target = Path(path)
     suffix = target.suffix.lower()
     if suffix not in SUFFIXES:
         raise UsageError(f"output '{target}' must end in .keras or .h5 (got '{suffix or 'no suffix'}')")
+    refuse_unsafe_input(graph, target)
     notes = _notes(graph)
     if suffix in LEGACY_SUFFIXES:
         from modelgraph.saving.legacy_h5 import legacy_h5_bytes
 
-        data = legacy_h5_bytes(graph, str(target))
+        data = legacy_h5_bytes(graph, str(target), keep_unknown=keep_unknown)
         if graph.metadata.get(TRAINING_KEY) is not None:
             notes.append(
                 "the training config and optimizer state are not written to .h5; the model loads uncompiled"
             )
     else:
-        data, training_notes = keras_bytes(graph, str(target), strip=strip)
+        data, training_notes = keras_bytes(graph, str(target), strip=strip, keep_unknown=keep_unknown)
         notes.extend(training_notes)
     write_atomically(target, data)
     return SaveReport(target, hashlib.sha256(data).hexdigest(), notes)
 
 
-def keras_bytes(graph: ModelGraph, target: str = "the model", strip: bool = False) -> tuple[bytes, list[str]]:
+def keras_bytes(
+    graph: ModelGraph, target: str = "the model", strip: bool = False, keep_unknown: bool = False
+) -> tuple[bytes, list[str]]:
     """The bytes of a Keras 3 ``.keras`` archive for ``graph`` (refusing it whole when needed) and
     notes on its training state: the ``compile_config`` and optimizer variables are carried unless
     ``strip`` (:mod:`modelgraph.saving.training`)."""
-    writer = ConfigWriter(UpgradeContext(graph.keras_version, rescale_hard_sigmoid=True))
+    writer = ConfigWriter(UpgradeContext(graph.keras_version, rescale_hard_sigmoid=True), keep_unknown=keep_unknown)
     config = writer.model(graph, infer_shapes(graph))
     refusals = list(writer.refusals)
     try:

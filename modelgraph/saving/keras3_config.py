@@ -36,7 +36,6 @@ from modelgraph.shapes import ShapeResult
 from modelgraph.topology import map_graph
 
 FUNCTIONAL_MODULE = "keras.src.models.functional"
-_TF_OP_CLASSES = frozenset({"TFOpLambda", "SlicingOpLambda"})
 _MODEL_CLASSES = frozenset({"Functional", "Model", "Container"})
 
 
@@ -80,6 +79,8 @@ class ConfigWriter:
     explicit_masks: bool = True
     # (path of a model) -> its layers in the order Keras 3 lists them, when added op nodes changed it
     orders: dict[tuple[str, ...], list[str]] = field(default_factory=dict)
+    # Write classes the catalogue does not know as they are (``convert --keep-unknown``).
+    keep_unknown: bool = False
 
     # --- models -------------------------------------------------------------------------------
     def model(
@@ -232,7 +233,7 @@ class ConfigWriter:
     ) -> dict[str, Any] | None:
         if layer.depth is None and layer.kind != "input":
             return None  # Keras 3 drops layers that no output reaches
-        if layer.class_name in _TF_OP_CLASSES:
+        if layer.key.startswith("tf:"):  # a TFOpLambda/SlicingOpLambda (the catalogue's key_of)
             return self._tf_op_entry(layer, graph, shapes, path)
         record = self._layer_record(layer, graph, shapes, path)
         if record is None:
@@ -276,6 +277,10 @@ class ConfigWriter:
                 "a Lambda layer carries Python bytecode, which is never executed or written",
             )
             return None
+        custom = None if _is_public(layer) else custom_record(layer, self.keep_unknown)
+        if custom is not None:
+            self.written[where] = WrittenLayer(custom["class_name"], custom["config"])
+            return self._with_build_config(custom, layer, graph, shapes)
         if not _is_public(layer) and self._keeps_keras3_record(layer):
             record = {
                 "module": layer.module,
@@ -438,6 +443,36 @@ def _is_public(layer: Layer) -> bool:
     )
 
 
+def custom_record(layer: Layer, keep_unknown: bool) -> dict[str, Any] | None:
+    """The Keras 3 record of a custom class: one a plugin describes (its ``keras3`` writing), or with
+    ``keep_unknown`` one the catalogue does not know, written as the file had it (class, module and
+    registered name kept, config as it is; Keras loads it with the user's ``custom_objects``)."""
+    from modelgraph import catalogue
+
+    if layer.kind != "layer":
+        return None
+    spec = catalogue.spec_for(layer.key)
+    writing = spec.keras3 if spec is not None else None
+    if writing is None and not (keep_unknown and (spec is None or spec.plugin)):
+        return None
+    class_name = layer.class_name.rsplit(">", 1)[-1]  # Keras 3's legacy .h5 writes "pkg>Class"
+    registered = layer.registered_name or (layer.class_name if ">" in layer.class_name else None)
+    config = dict(layer.config)
+    module = layer.module
+    if writing is not None:
+        module = writing.module or module
+        registered = writing.registered_name or registered
+        if writing.upgrade is not None:
+            config = dict(writing.upgrade(config))
+    config["name"] = legal_name(layer.name)
+    return {
+        "module": module,
+        "class_name": class_name,
+        "config": config,
+        "registered_name": registered or class_name,
+    }
+
+
 def legal_name(name: str) -> str:
     """A layer name Keras 3 accepts: it refuses ``/`` (tf.keras MobileNetV3 names ``Conv/BatchNorm``)."""
     return name.replace("/", "_")
@@ -455,7 +490,9 @@ def _keras_tensor(ref: TensorRef, shapes: ShapeResult | None) -> dict[str, Any]:
     return {
         "class_name": "__keras_tensor__",
         "config": {
-            "shape": None if shape is None else list(shape),
+            # Keras replaces a tensor with history by the producing layer's output and drops this
+            # shape, but refuses None: an unknown shape (after a kept unknown class) is written [].
+            "shape": [] if shape is None else list(shape),
             "dtype": dtype or "float32",
             "keras_history": [legal_name(ref.layer), ref.node_index, ref.tensor_index],
         },

@@ -26,8 +26,6 @@ from modelgraph.saving.keras3_config import WrittenLayer
 from modelgraph.saving.upgrades import WEIGHT_UPGRADES, NotConvertible
 from modelgraph.weight_names import keras3_groups, snake_case
 
-_TF_OP_CLASSES = frozenset({"TFOpLambda", "SlicingOpLambda"})
-
 
 @dataclass(frozen=True)
 class WeightsEntry:
@@ -59,7 +57,7 @@ def layer_tree(
     order = (orders or {}).get(prefix)
     layers = graph.layers if order is None else [graph.layer(name) for name in order]
     for layer in layers:
-        if layer.kind == "op" or layer.class_name in _TF_OP_CLASSES:
+        if layer.kind == "op" or layer.key.startswith("tf:"):  # ops and TFOpLambda have no variables
             continue
         if sequential and layer.kind == "input":
             continue

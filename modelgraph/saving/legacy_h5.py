@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph.errors import NotConvertibleError
 from modelgraph.graph import Layer, ModelGraph, Weight, keras_version_tuple
 from modelgraph.saving.keras3_config import ConfigWriter, Refusal, legal_name
@@ -49,17 +50,13 @@ _KERAS3_ONLY_KEYS: dict[str, tuple[Any, ...]] = {
     "lora_alpha": (None,),
     "rms_scaling": (False,),  # LayerNormalization's RMS form: tf_keras has no such option
 }
-_NON_TRAINABLE = {
-    "BatchNormalization": ("moving_mean", "moving_variance"),
-    "Normalization": ("mean", "variance", "count"),
-}
 
 
-def legacy_h5_bytes(graph: ModelGraph, target: str = "the model") -> bytes:
+def legacy_h5_bytes(graph: ModelGraph, target: str = "the model", keep_unknown: bool = False) -> bytes:
     """The bytes of a legacy ``.h5`` for ``graph``, or :class:`NotConvertibleError` naming every layer."""
     import h5py
 
-    writer = ConfigWriter(UpgradeContext(graph.keras_version), explicit_masks=False)
+    writer = ConfigWriter(UpgradeContext(graph.keras_version), explicit_masks=False, keep_unknown=keep_unknown)
     modern = writer.model(graph, infer_shapes(graph))
     refusals = list(writer.refusals)
     config = _legacy_model(modern, graph, refusals, ())
@@ -129,7 +126,7 @@ def _legacy_model(
     layers = []
     masked = _reached_by_masks(graph)
     for entry in config["layers"]:
-        if entry["module"].startswith("keras.src.ops."):
+        if (entry["module"] or "").startswith("keras.src.ops."):  # a custom class may have none
             layer = op_as_layer(entry) if _original_name(graph, entry["name"]) not in masked else _MASKED_OP
             if isinstance(layer, str):
                 refusals.append(Refusal("/".join((*path, entry["name"])), entry["class_name"], layer))
@@ -460,4 +457,5 @@ def _own(layer: Layer) -> list[tuple[str, Weight, str]]:
 def _trainable(layer: Layer, weight: Weight) -> bool:
     if not layer.trainable:
         return False
-    return weight.name.split("/")[-1] not in _NON_TRAINABLE.get(layer.class_name, ())
+    spec = catalogue.spec_for(layer.key)
+    return spec is None or weight.name.split("/")[-1] not in spec.non_trainable_weights

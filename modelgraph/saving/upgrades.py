@@ -295,8 +295,10 @@ def upgrade_cell(record: Mapping[str, Any], ctx: UpgradeContext) -> dict[str, An
     return out
 
 
-@upgrade("DepthwiseConv1D", "DepthwiseConv2D")
-def _depthwise(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
+@upgrade("DepthwiseConv1D", "DepthwiseConv2D", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose")
+def _no_groups(out: dict[str, Any], ctx: UpgradeContext) -> dict[str, Any]:
+    # tf.keras's base convolution gave these classes a `groups` argument (always 1 for them);
+    # Keras 3's constructors refuse the key.
     _drop_if(out, "groups", (1, None))
     return out
 

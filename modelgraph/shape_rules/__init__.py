@@ -6,6 +6,6 @@ helpers live in :mod:`modelgraph.shape_rules._base`; the driver and the public A
 """
 
 from modelgraph.shape_rules import attention, core, ops, recurrent, spatial
-from modelgraph.shape_rules._base import shape_rule, weight_rule
+from modelgraph.shape_rules._base import ShapeError, Unknown, shape_rule, weight_rule
 
-__all__ = ["attention", "core", "ops", "recurrent", "shape_rule", "spatial", "weight_rule"]
+__all__ = ["ShapeError", "Unknown", "attention", "core", "ops", "recurrent", "shape_rule", "spatial", "weight_rule"]

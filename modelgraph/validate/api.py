@@ -73,6 +73,8 @@ class Options:
     config: ValidateConfig = field(default_factory=ValidateConfig)
     # A weights file attached to the (one) model checked, as ``inspect --weights`` does.
     weights: str | None = None
+    # The Keras version the user loads with: security findings re-judged by the advisories' ranges.
+    target_keras: tuple[int, ...] | None = None
 
 
 # --- finding the files ---------------------------------------------------------------------------
@@ -318,6 +320,13 @@ def validate_file(path: str, options: Options | None = None) -> FileResult:
         except Exception as exc:  # noqa: BLE001
             issues.append(_crash("the weights check", exc, path))
 
+        from modelgraph.validate.catalogue import catalogue_issues
+
+        try:
+            issues.extend(catalogue_issues(graph, path))
+        except Exception as exc:  # noqa: BLE001
+            issues.append(_crash("the catalogue check", exc, path))
+
         if opts.config.select is None or any(r.startswith("RUN") for r in opts.config.select):
             from modelgraph.validate.runtime import runtime_issues
 
@@ -393,6 +402,13 @@ def _drop_consequences(issues: list[Issue]) -> list[Issue]:
 
 def _finish(path: str, fmt: str, issues: list[Issue], opts: Options) -> FileResult:
     issues = _drop_consequences(issues)
+    from modelgraph.validate.security.advisories import annotate, judge
+
+    if opts.target_keras is not None:
+        target = opts.target_keras
+        issues = [judge(i, fmt, target) if i.rule.startswith("SEC") else i for i in issues]
+    else:  # each security finding says which Keras versions act on it (docs/security.md)
+        issues = [annotate(i, fmt) if i.rule.startswith("SEC") else i for i in issues]
     unique: list[Issue] = []
     seen: set[tuple[str, str, str]] = set()
     for i in issues:
@@ -424,6 +440,7 @@ def validate(
     jobs: int = 1,
     weights: str | os.PathLike[str] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    target_keras: str | None = None,
 ) -> ValidationReport:
     """Validate model files (directories are walked) and return one :class:`FileResult` per file
     (a :class:`ValidationReport`: a list that is falsy when there is no finding at all).
@@ -436,7 +453,9 @@ def validate(
     one found from the current folder. ``jobs`` > 1 checks files in that many processes. ``weights``
     attaches a weights file to the one model given (a config-only JSON, or a model whose weights it
     replaces); a :class:`UsageError` when the paths name several models. ``progress(done, total,
-    path)`` is called after each file.
+    path)`` is called after each file. ``target_keras`` (``"3.12"``): re-judge each security finding for
+    a user loading with that Keras version, by the fixed-in versions of the advisories its rule covers
+    (:func:`modelgraph.validate.security.advisories.judge`; ``docs/security.md``).
     """
     if isinstance(path_or_paths, str | os.PathLike):
         paths: list[str | os.PathLike[str]] = [path_or_paths]
@@ -455,6 +474,7 @@ def validate(
         strict=strict or bool(cfg.strict),
         config=cfg,
         weights=None if weights is None else str(weights),
+        target_keras=None if target_keras is None else _target(target_keras),
     )
     targets = expand_paths(paths)
     if weights is not None and len(targets) != 1:
@@ -463,7 +483,12 @@ def validate(
     if jobs > 1 and len(targets) > 1:
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
+        from modelgraph.plugins import load_plugins, loaded
+
+        # Workers load the plugins this process loaded (a spawned worker would not inherit them).
+        with ProcessPoolExecutor(
+            max_workers=min(jobs, len(targets)), initializer=load_plugins, initargs=(loaded(),)
+        ) as pool:
             for result in pool.map(_worker, [(t, opts) for t in targets], chunksize=1):
                 results.append(result)
                 if progress is not None:
@@ -474,6 +499,12 @@ def validate(
         if progress is not None:
             progress(len(results), len(targets), t)
     return ValidationReport(results)
+
+
+def _target(version: str) -> tuple[int, ...]:
+    from modelgraph.validate.security.advisories import parse_version
+
+    return parse_version(version)
 
 
 def _first_set(*values: bool | None) -> bool:

@@ -10,6 +10,7 @@ prefix      family    what it checks
 ``WGT``     weights   stored weights against the config (names, shapes, dtypes; values on request)
 ``SEC``     security  what Keras would execute, import, fetch or unpickle (:mod:`.security`)
 ``RUN``     runtime   layers and options the NumPy runner cannot execute
+``CAT``     catalogue custom classes and functions modelgraph does not know (plugins teach them)
 ==========  ========  =========================================================================
 
 :func:`rules_markdown` renders ``docs/rules.md`` from this table (a test keeps the file in sync).
@@ -28,6 +29,7 @@ FAMILIES: dict[str, str] = {
     "WGT": "weights",
     "SEC": "security",
     "RUN": "runtime",
+    "CAT": "catalogue",
 }
 
 
@@ -357,11 +359,30 @@ _OWN: list[Rule] = [
 ]
 
 
+_OWN.append(
+    _r(
+        "CAT001",
+        "info",
+        "class unknown to modelgraph",
+        "A layer class (or a custom activation or initializer a config names) that modelgraph does not "
+        "know: the model reads, draws and validates, but that class has no shape rule, MAC count, NumPy "
+        "kernel or ONNX mapping, and convert refuses it unless --keep-unknown.",
+        "Describe the class in a plugin and load it with modelgraph --plugin FILE.py (docs/plugins.md); "
+        "or convert with --keep-unknown and load the result with your own custom_objects.",
+    )
+)
+
+
 def _sec_rules() -> list[Rule]:
+    from modelgraph.validate.security.advisories import advisory_ids
+
     out = []
     for rid, sec in security.SECURITY_RULES.items():
         title = sec.meaning.split(":", 1)[0].split("(", 1)[0].strip()
         meaning = sec.meaning[:1].upper() + sec.meaning[1:] + "."
+        advisories = advisory_ids(rid)
+        if advisories:
+            meaning += f" Keras advisories: {', '.join(advisories)} (docs/security.md)."
         out.append(Rule(rid, "security", sec.severity, title, meaning, sec.hint))
     return out
 

@@ -1,7 +1,8 @@
 """SARIF 2.1.0 output for GitHub code scanning (and any other SARIF consumer).
 
 One run; the driver lists every rule of the registry (id, name, descriptions, help, default level,
-``security-severity`` for the security family). Each finding becomes a result with a physical
+``security-severity`` for the security family; a security rule's ``tags`` and each of its results'
+``properties.tags`` name the Keras advisories it covers, and its ``helpUri`` links the first). Each finding becomes a result with a physical
 location (the model file, relative to the current folder when it is below it, with
 ``region.startLine`` 1 because a model file has no meaningful lines), logical locations for the
 layer/node/JSON path, and a stable ``partialFingerprints`` entry so that GitHub matches findings
@@ -39,11 +40,16 @@ def _uri(path: str) -> tuple[str, str | None]:
 
 
 def _rule_descriptor(rule_id: str) -> dict[str, Any]:
+    from modelgraph.validate.security.advisories import advisories_for, advisory_ids
+
     r = RULES[rule_id]
-    props: dict[str, Any] = {"tags": [r.family]}
+    props: dict[str, Any] = {"tags": [r.family, *advisory_ids(rule_id)]}
     if r.family == "security":
         props["security-severity"] = _SECURITY_SEVERITY[r.severity]
+    advisories = advisories_for(rule_id)
+    extra: dict[str, Any] = {"helpUri": advisories[0].link} if advisories else {}
     return {
+        **extra,
         "id": r.id,
         "name": "".join(
             w.capitalize() for w in r.title.replace("-", " ").replace("/", " ").split() if w.isalnum()
@@ -60,6 +66,7 @@ def _rule_descriptor(rule_id: str) -> dict[str, Any]:
 def sarif_report(results: list[FileResult]) -> dict[str, Any]:
     """The SARIF 2.1.0 log of some validation results, as a JSON-ready dict."""
     from modelgraph._version import __version__
+    from modelgraph.validate.security.advisories import advisory_ids
 
     rule_ids = sorted(RULES)
     index = {rid: i for i, rid in enumerate(rule_ids)}
@@ -113,6 +120,9 @@ def sarif_report(results: list[FileResult]) -> dict[str, Any]:
             }
             if issue.rule in index:
                 result["ruleIndex"] = index[issue.rule]
+            advisories = advisory_ids(issue.rule)
+            if advisories:  # the Keras advisories whose payload this finding is
+                result["properties"] = {"tags": advisories}
             sarif_results.append(result)
     run: dict[str, Any] = {
         "tool": {

@@ -86,7 +86,7 @@ def test_batch_option_fixes_the_batch_dimension(tmp_path):
 
 
 @pytest.mark.parametrize("opset", [17, 18, 21])
-@pytest.mark.parametrize("stem", ["k3_cnn", "k3_mha", "k2_mask_rnn"])
+@pytest.mark.parametrize("stem", ["k3_cnn", "k3_mha", "k2_mask_rnn", "k2_passthrough", "k2_transposed"])
 def test_every_supported_opset_runs_to_the_golden(stem, opset):
     meta = json.loads((SAMPLES / "goldens" / f"{stem}.json").read_text())["files"]
     graph = load(SAMPLES / (meta.get("keras") or meta["h5"]))

@@ -156,9 +156,10 @@ class _Walk:
                 raise RunError(f"model output {ref} is not computed by any node")
             self.e.scope = ""
             src = self.e.logical(value)
-            self.e.nodes.append(
-                helper.make_node("Identity", [src], [key], name=self.e.unique(f"{key}/output"))
-            )
+            if src != key:  # a model input returned as it is stays one value: ONNX names are SSA
+                self.e.nodes.append(
+                    helper.make_node("Identity", [src], [key], name=self.e.unique(f"{key}/output"))
+                )
             shape = shapes.shape(ref)
             if shape is None and value.rank is not None:
                 shape = (None,) * value.rank
@@ -499,12 +500,19 @@ def export_onnx(
 
     ``batch``: an int fixes the batch dimension of every input and output; None or ``"dynamic"``
     leaves it symbolic (``batch``). Layers that cannot be mapped are all named in one
-    :class:`ExportRefusedError` before anything is written; the file is written to a temporary name
-    and renamed, and the same model gives the same bytes.
+    :class:`ExportRefusedError` before anything is written, and a model whose input files carry an
+    error-severity security finding is refused whole (:mod:`modelgraph.saving.security_gate`); ``path``
+    must end in ``.onnx`` (:class:`UsageError`). The file is written to a temporary name and renamed,
+    and the same model gives the same bytes.
     """
+    from modelgraph.saving.security_gate import refuse_unsafe_input
+
+    target = Path(path)
+    if target.suffix.lower() != ".onnx":
+        raise UsageError(f"output '{target}' must end in .onnx (got '{target.suffix or 'no suffix'}')")
+    refuse_unsafe_input(graph, target)
     result = to_onnx(graph, opset=opset, batch=batch)
     data = result.model.SerializeToString(deterministic=True)
-    target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:

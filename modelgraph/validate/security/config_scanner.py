@@ -68,6 +68,18 @@ _PATHLIKE = re.compile(
 )
 
 
+def path_like_name(name: str) -> bool:
+    """Whether a layer or model name could leave a folder when used as a path component: absolute
+    (``/x``, ``\\x``, ``C:/x``), a ``..`` part, a backslash or a NUL. A plain ``a/b`` stays inside."""
+    if not name:
+        return False
+    if name.startswith(("/", "\\")) or "\\" in name or "\x00" in name:
+        return True
+    if len(name) >= 3 and name[1] == ":" and name[0].isalpha() and name[2] == "/":
+        return True
+    return ".." in name.replace("\\", "/").split("/")
+
+
 def looks_like_path(value: str) -> bool:
     """Heuristic: a string Keras (or tf.io.gfile) could treat as a file path or URL."""
     return len(value) < 4096 and bool(_PATHLIKE.search(value))
@@ -262,6 +274,7 @@ class _ConfigScanner:
         if cls == "__lambda__":
             self._code_blob("SEC002", d, where, f"{label} has a serialized Python function (__lambda__)")
             return
+        self._names(d, where)
         gadget = _gadget_in(cls, d.get("registered_name"), module)
         if gadget:
             self.add(
@@ -314,6 +327,24 @@ class _ConfigScanner:
                 where,
                 "informational: a TF op, not arbitrary code",
             )
+
+    def _names(self, d: dict[str, Any], where: str) -> None:
+        """SEC014 for an object's own name (``name`` or ``config.name``) that is a path."""
+        cfg = d.get("config")
+        for holder, hwhere in ((d, where), (cfg, safe_io.json_path(where, "config"))):
+            if not isinstance(holder, dict):
+                continue
+            name = holder.get("name")
+            if isinstance(name, str) and path_like_name(name):
+                nwhere = safe_io.json_path(hwhere, "name")
+                self.add(
+                    "SEC014",
+                    f"{d.get('class_name')} named {name[:200]!r}: the name is a path that leaves its folder "
+                    "(Keras 3.14's directory store wrote outside the model with such names, CVE-2026-12479)",
+                    nwhere,
+                )
+                self.reported.add(nwhere)
+                return
 
     @staticmethod
     def _builtin_custom(name: str) -> bool:
@@ -440,7 +471,7 @@ class _ConfigScanner:
 
 
 def scan_config(config: Any, *, path: str = "", root: str = "$") -> list[Issue]:
-    """Every security finding (rules SEC001-SEC013) in a parsed model config, walked iteratively.
+    """Every security finding (rules SEC001-SEC014) in a parsed model config, walked iteratively.
 
     ``config`` is any parsed Keras JSON: a model config, a ``to_json()`` document, a layer config,
     a ``training_config`` or a TF.js ``model.json``. ``path`` is recorded on each issue; ``root`` is

@@ -86,6 +86,11 @@ SECURITY_RULES: dict[str, SecurityRule] = {
         "config value that looks like a file path or URL",
         "Check that the value is not read by the loader.",
     ),
+    "SEC014": SecurityRule(
+        "error",
+        "layer or model name that is a file path: absolute, with a '..' part, a backslash or a NUL",
+        "Rename the layer: a name that walks out of a folder must never reach a writer or a directory store.",
+    ),
     "SEC100": SecurityRule(
         "error",
         "container could not be scanned",

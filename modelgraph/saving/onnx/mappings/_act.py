@@ -27,6 +27,11 @@ def elementwise(e: Emitter, name: str, x: str, keras_major: int) -> str | None:
     op = e.op
     if name == "linear":
         return x
+    from modelgraph import catalogue
+
+    registered = catalogue.function_spec("activation", name)
+    if registered is not None:  # a plugin's activation (catalogue.register_activation)
+        return registered.onnx(e, x) if callable(registered.onnx) else None
     simple = {
         "relu": "Relu",
         "sigmoid": "Sigmoid",

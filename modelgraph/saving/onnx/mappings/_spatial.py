@@ -33,16 +33,31 @@ def window_pads(
     dilation: Sequence[int],
 ) -> tuple[list[int] | None, str | None]:
     """ONNX ``pads`` (all begins, then all ends) or an ``auto_pad`` for Keras's padding mode. TF's
-    ``same`` puts the extra cell after (ONNX SAME_UPPER); with known sizes the pads are explicit."""
+    ``same`` puts the extra cell after (ONNX SAME_UPPER); with known sizes the pads are explicit.
+
+    A dilated window with an unknown size gets explicit pads too: onnxruntime refuses dilation with
+    ``SAME_UPPER``, and Keras allows dilation only with stride 1, where ``same`` pads a total of
+    ``(k - 1) * d`` cells whatever the size (the smaller half before)."""
     rank = len(kernel)
     if mode == "valid":
         return [0] * (2 * rank), None
     if mode == "causal":
         return [(k - 1) * d for k, d in zip(kernel, dilation, strict=True)] + [0] * rank, None
-    if sizes is None or any(s is None for s in sizes):
+    known = sizes is not None and all(s is not None for s in sizes)
+    dilated_stride1 = any(d != 1 for d in dilation) and all(s == 1 for s in strides)
+    if not known and not dilated_stride1:
         return None, "SAME_UPPER"
-    pairs = [same_pads(n, k, s, d) for n, k, s, d in zip(sizes, kernel, strides, dilation, strict=True)]  # type: ignore[arg-type]
+    pairs = [
+        same_pads(n, k, s, d) if n is not None else _stride1_same(k, d)
+        for n, k, s, d in zip(sizes or (None,) * rank, kernel, strides, dilation, strict=True)
+    ]
     return [a for a, _ in pairs] + [b for _, b in pairs], None
+
+
+def _stride1_same(kernel: int, dilation: int) -> tuple[int, int]:
+    """TF's ``same`` padding at stride 1, which does not depend on the input size."""
+    total = (kernel - 1) * dilation
+    return total // 2, total - total // 2
 
 
 def out_value(name: str, rank: int, perm: Perm, dtype: str = "float32") -> Value:
