@@ -8,7 +8,7 @@ needs tf2onnx and onnx; the onnxruntime worker needs onnxruntime)::
     /work/venvs/k3/bin/pip install keras==3.15.1 tensorflow-cpu==2.21.0 onnxruntime tf2onnx onnx
     /work/venvs/k3/bin/pip install -e /work/main
     KERAS_BACKEND=tensorflow /work/venvs/k3/bin/python bench/bench_runner.py \
-        [--models resnet50,mobilenetv2] [--batches 1,8] [--repeat 5] [--rounds 5]
+        [--models resnet50,mobilenetv2,efficientnetb0,nasnetmobile] [--batches 1,8] [--repeat 5] [--rounds 5]
 
 This process builds each model (``keras.applications`` with random weights and randomised
 BatchNormalization statistics), saves it as ``.keras``, exports it to ONNX with
@@ -134,7 +134,12 @@ def build_models(name: str, workdir: Path, size: int) -> tuple[Any, Path, Path, 
     """Build ``name`` with random weights and BN statistics; save ``.keras`` and export ONNX."""
     import keras
 
-    ctor = {"resnet50": keras.applications.ResNet50, "mobilenetv2": keras.applications.MobileNetV2}[name]
+    ctor = {
+        "resnet50": keras.applications.ResNet50,
+        "mobilenetv2": keras.applications.MobileNetV2,
+        "efficientnetb0": keras.applications.EfficientNetB0,
+        "nasnetmobile": keras.applications.NASNetMobile,
+    }[name]
     model = ctor(weights=None, input_shape=(size, size, 3))
     # Non-trivial BatchNormalization statistics, so no layer is an identity.
     rng = np.random.default_rng(1)

@@ -59,6 +59,10 @@ def _text_report(report: RunReport, failures_only: bool = False) -> str:
         lines.append(f"intermediates: {len(report.intermediates)} kept")
     if report.saved_to:
         lines.append(f"saved: {report.saved_to}")
+    if report.stream is not None:
+        st = report.stream
+        resumed = f", resumed after sample {st.resumed_from}" if st.resumed_from else ""
+        lines.append(f"streamed: {st.samples} samples in batches of {st.batch_size}{resumed}")
     comp = report.comparison
     if comp is not None:
         verdict = "PASSED" if comp.passed else "FAILED"
@@ -201,8 +205,9 @@ def _tolerance_option(
     "--output",
     "-o",
     "out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Save outputs (and taps) to an .npz (missing parent directories are created).",
+    type=click.Path(path_type=Path),
+    help="Save outputs (and taps) to an .npz (missing parent directories are created); a path not "
+    "ending in .npz is a folder: each output is written there as OUTPUT.npy a batch at a time.",
 )
 @click.option(
     "--expect",
@@ -246,7 +251,8 @@ def _tolerance_option(
     "--batch-size",
     type=click.IntRange(min=1),
     default=None,
-    help="Run the inputs in slices of this many samples.",
+    help="Run the inputs in slices of this many samples (read from the input files one slice at a "
+    "time; 32 when streaming to -o FOLDER).",
 )
 @click.option(
     "--weights", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Attach a weights file."
@@ -264,6 +270,18 @@ def _tolerance_option(
     show_default=True,
     help="numpy (the reference), onnxruntime (export to ONNX in memory; needs modelgraph[ort]), "
     "or auto (onnxruntime when installed and the model exports).",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Continue a run that was writing to -o FOLDER from its last written batch.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Pin the threads of the run (runner and BLAS; onnxruntime's intra-op pool). Default: "
+    "MODELGRAPH_THREADS, else the cores this process may use less those busy with other processes.",
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
@@ -290,6 +308,8 @@ def run_command(
     weights: Path | None,
     check_only: bool,
     backend: str,
+    resume: bool,
+    threads: int | None,
     fmt: str,
 ) -> None:
     """Run MODEL with the pure NumPy runner (or onnxruntime: --backend).
@@ -334,7 +354,7 @@ def run_command(
             raise problems[0].error
         return
 
-    runner = Runner(graph, fuse=not no_fuse, backend=backend, reference=reference)
+    runner = Runner(graph, fuse=not no_fuse, backend=backend, reference=reference, threads=threads)
     import numpy as np
 
     from modelgraph.runner import compare as cmp
@@ -349,6 +369,37 @@ def run_command(
         reference = cmp.read_reference(
             expect, runner.output_keys, runner.output_aliases, runner.output_config_names
         )
+    per_run = [
+        name
+        for name, given in (
+            ("--expect", expect is not None),
+            ("--tap", bool(taps)),
+            ("--all-intermediates", all_intermediates),
+            ("--profile", profile),
+            ("--random", use_random),
+        )
+        if given
+    ]
+    from modelgraph.cli import run_stream
+
+    if run_stream.wants_stream(inputs, out, batch_size, resume, per_run):
+        streamed, ignored = run_stream.stream(runner, model, inputs, out, batch_size, resume)
+        if ignored:
+            shown = ", ".join(printable(k) for k in ignored[:10]) + (" ..." if len(ignored) > 10 else "")
+            click.echo(
+                f"modelgraph: note: --input ignored {len(ignored)} key(s) that are not inputs: {shown}",
+                err=True,
+            )
+        if out is not None and out.suffix == ".npz":
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with open(out, "wb") as fh:
+                np.savez(fh, **streamed.results)
+        report = run_stream.stream_report(model, streamed, runner, None if out is None else str(out))
+        if fmt == "json":
+            click.echo(json.dumps(report.model_dump(mode="json"), indent=2))
+        else:
+            click.echo(_text_report(for_display(report)))
+        return
     if inputs:
         ignored: list[str] = []
         feeds: dict[str, Any] = fd.parse_input_options(inputs, runner.input_names, ignored)

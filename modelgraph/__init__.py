@@ -24,6 +24,7 @@ _EXPORTS = {
     "summarize": ("modelgraph.summary", "summarize"),
     "run": ("modelgraph.runner.api", "run"),
     "Runner": ("modelgraph.runner.interpreter", "Runner"),
+    "set_threads": ("modelgraph.runner.threads", "set_threads"),
     "validate": ("modelgraph.validate.api", "validate"),
     "render": ("modelgraph.render", "render"),
     "diff": ("modelgraph.diff", "diff"),
@@ -37,6 +38,7 @@ _EXPORTS = {
 __all__ = [  # noqa: F822 - the names resolve lazily through __getattr__
     "__version__",
     "load",
+    "set_threads",
     "ModelGraph",
     "Layer",
     "Node",

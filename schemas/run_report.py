@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-RUN_SCHEMA_VERSION = "1.1"  # 1.1: profile runs and warmup (a new optional field bumps the minor)
+RUN_SCHEMA_VERSION = "1.2"  # 1.1: profile runs and warmup; 1.2: stream (a new optional field bumps the minor)
 
 
 class _Report(BaseModel):
@@ -84,6 +84,15 @@ class ProfileReport(_Report):
     warmup: int = Field(default=0, description="untimed runs before the timed ones")
 
 
+class StreamReport(_Report):
+    """A run that read its inputs and wrote its outputs a batch at a time."""
+
+    samples: int
+    batch_size: int
+    resumed_from: int = Field(default=0, description="samples an earlier, resumed run had written")
+    folder: str | None = Field(default=None, description="where the outputs were written (-o FOLDER)")
+
+
 class RunReport(_Report):
     """``modelgraph run --format json``: inputs and outputs summarised, intermediates kept, the
     comparison with ``--expect`` and the ``--profile`` table."""
@@ -99,6 +108,7 @@ class RunReport(_Report):
     backend: str = "numpy"
     comparison: ComparisonReport | None = None
     profile: ProfileReport | None = None
+    stream: StreamReport | None = None
 
 
 class CheckProblem(_Report):

@@ -23,6 +23,7 @@ def run(
     batch_size: int | None = None,
     backend: str = "numpy",
     reference: bool = False,
+    threads: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Run a saved Keras model (path, :class:`ModelGraph` or :class:`Runner`) on ``feeds``.
 
@@ -35,6 +36,8 @@ def run(
     a given Runner keeps its own.
     ``reference`` runs every layer's plain reference kernel (no fast kernels, no fusion) when ``model``
     is a path or a graph (a :class:`Runner` keeps the plan it was built with).
+    ``threads`` pins this run's thread count (runner and BLAS; see :mod:`modelgraph.runner.threads`);
+    by default it follows the cores the process may use and the load on them.
     """
     if weights is not None and isinstance(model, (Runner, ModelGraph)):
         raise UsageError(
@@ -44,9 +47,14 @@ def run(
     if isinstance(model, Runner):
         runner = model
     elif isinstance(model, ModelGraph):
-        runner = Runner(model, backend=backend, reference=reference)
+        runner = Runner(model, backend=backend, reference=reference, threads=threads)
     else:
         from modelgraph.loading import load
 
-        runner = Runner(load(model, weights=weights), backend=backend, reference=reference)
+        runner = Runner(load(model, weights=weights), backend=backend, reference=reference, threads=threads)
+    if isinstance(model, Runner) and threads is not None:
+        from modelgraph.runner.threads import run_threads
+
+        with run_threads(threads):
+            return runner.run(feeds, taps=taps, all_intermediates=all_intermediates, batch_size=batch_size)
     return runner.run(feeds, taps=taps, all_intermediates=all_intermediates, batch_size=batch_size)

@@ -47,8 +47,11 @@ class OnnxRuntimeSession:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 4  # fatal only: failures become one line of ours
-        if threads:
-            options.intra_op_num_threads = threads
+        # Pinned, or the policy's count now (modelgraph.runner.threads): a session keeps its pool.
+        from modelgraph.runner.threads import decide_threads
+
+        options.intra_op_num_threads = threads or decide_threads()
+        options.inter_op_num_threads = 1
         start = time.perf_counter()
         self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
         self.load_seconds = time.perf_counter() - start
@@ -71,25 +74,25 @@ def first_line(exc: BaseException) -> str:
 
 
 def select_backend(
-    name: str, graph: ModelGraph, notes: list[str] | None = None
+    name: str, graph: ModelGraph, notes: list[str] | None = None, *, threads: int | None = None
 ) -> OnnxRuntimeSession | None:
     """The session for ``name`` (None for NumPy). ``onnxruntime`` raises when onnxruntime or onnx is
     missing or the model does not export (naming every layer), :class:`RunError` when onnxruntime
     refuses the exported model; ``auto`` falls back to NumPy in all these cases, with a one-line note
-    appended to ``notes``."""
+    appended to ``notes``. ``threads`` pins the session's intra-op threads."""
     if name not in BACKENDS:
         raise UsageError(f"unknown backend {name!r}; choose one of {list(BACKENDS)}")
     if name == "numpy":
         return None
     if name == "onnxruntime":
         try:
-            return OnnxRuntimeSession(graph)
+            return OnnxRuntimeSession(graph, threads=threads)
         except ModelGraphError:
             raise
         except Exception as exc:  # noqa: BLE001 - onnxruntime's own errors (Fail, InvalidGraph, ...)
             raise RunError(f"onnxruntime refused the exported model: {first_line(exc)}") from exc
     try:
-        return OnnxRuntimeSession(graph)
+        return OnnxRuntimeSession(graph, threads=threads)
     except UnsupportedError as exc:  # onnx/onnxruntime missing or a layer that does not map
         reason = first_line(exc)
     except Exception as exc:  # noqa: BLE001 - onnxruntime refused the model: NumPy runs it

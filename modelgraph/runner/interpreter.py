@@ -54,6 +54,8 @@ from modelgraph.runner.fusion import fuse as fuse_graph
 from modelgraph.runner.heap import keep_freed_memory
 from modelgraph.runner.quantized import quantized_kernel
 from modelgraph.runner.registry import KernelSpec, get_entry
+from modelgraph.runner.threads import positive_threads as _positive_threads
+from modelgraph.runner.threads import run_threads
 from modelgraph.shape_rules._base import is_size_list
 
 _NO_POLICY_KINDS = ("op",)
@@ -343,7 +345,9 @@ class Runner:
     built); ``"auto"`` does so when onnxruntime is installed and the model exports, else builds the
     NumPy plan (:mod:`modelgraph.runner.backends`). With
     ``reference`` every layer runs its plain reference kernel (no fast kernel, no fusion), see
-    :mod:`modelgraph.runner.fast`.
+    :mod:`modelgraph.runner.fast`. ``threads`` pins the run's thread count (runner and BLAS; the
+    onnxruntime session's intra-op threads); by default :mod:`modelgraph.runner.threads` decides it
+    at every run from the cores the process may use and the load on them.
     """
 
     def __init__(
@@ -355,7 +359,11 @@ class Runner:
         fuse: bool = True,
         backend: str = "numpy",
         reference: bool = False,
+        threads: int | None = None,
     ) -> None:
+        if threads is not None:
+            threads = _positive_threads(threads)
+        self.threads = threads
         if not isinstance(model, ModelGraph):
             from modelgraph.loading import load
 
@@ -373,7 +381,7 @@ class Runner:
         self._auto = backend == "auto"
         self._fuse = fuse
         self._numpy_fallback: Runner | None = None  # ``auto`` after onnxruntime failed at run time
-        self._session = select_backend(backend, model, self.notes)
+        self._session = select_backend(backend, model, self.notes, threads=threads)
         self.backend = "numpy" if self._session is None else self._session.name
         plan_kernels = self._session is None
         self._plan_graph = fuse_graph(model) if fuse and not reference and plan_kernels else model
@@ -723,7 +731,7 @@ class Runner:
         """The plain plan (no fusion), built on first need: every layer keeps its own tensor."""
         if self._unfused_runner is None:
             self._unfused_runner = Runner(
-                self.graph, strict=self._strict, fuse=False, reference=self.reference
+                self.graph, strict=self._strict, fuse=False, reference=self.reference, threads=self.threads
             )
         return self._unfused_runner
 
@@ -816,6 +824,18 @@ class Runner:
         (memory-mapped inputs are read one slice at a time) and the results concatenated;
         ``progress(done, total)`` is called after every slice.
         """
+        with run_threads(self.threads):
+            return self._run(feeds, taps, all_intermediates, batch_size, profile, progress)
+
+    def _run(
+        self,
+        feeds: Any,
+        taps: Sequence[str] | None,
+        all_intermediates: bool,
+        batch_size: int | None,
+        profile: Profile | None,
+        progress: Callable[[int, int], None] | None,
+    ) -> dict[str, np.ndarray]:
         if self.problems:
             raise self.problems[0].error
         if self._session is not None and (taps or all_intermediates or profile is not None):
@@ -839,11 +859,8 @@ class Runner:
             # in (the plan's own allocations; another backend allocates from its own arena).
             keep_freed_memory()
         n = arrays[0].shape[0] if arrays and arrays[0].ndim else 0
-        if batch_size is not None and 0 < batch_size < n and self.stateful_layers:
-            raise UsageError(
-                f"stateful RNN layer(s) {self.stateful_layers[:3]} carry their state from one batch to the "
-                "next in Keras; run the whole input as one batch (no --batch-size)"
-            )
+        if batch_size is not None:
+            self.check_batching(n, batch_size)
         if batch_size is None or batch_size <= 0 or n <= batch_size:
             out = self._execute([self._cast(a, i) for i, a in enumerate(arrays)], tapped, profile)
             if progress is not None:
@@ -857,6 +874,22 @@ class Runner:
                 progress(min(start + batch_size, n), n)
         return {k: np.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
 
+    def check_inputs(self, shapes: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> None:
+        """Raise the UsageError a run would for inputs of these shapes and dtypes (in model input
+        order), without running: to refuse a streamed input before anything is written."""
+        empty = [np.empty((0, *shape[1:]), dtype=dtype) for shape, dtype in zip(shapes, dtypes, strict=True)]
+        for i, x in enumerate(self._bind_feeds(empty)):
+            self._cast(x, i)
+
+    def check_batching(self, samples: int, batch_size: int) -> None:
+        """Refuse to split ``samples`` into batches of ``batch_size`` when the model has stateful RNN
+        layers (Keras carries their state from one batch to the next)."""
+        if 0 < batch_size < samples and self.stateful_layers:
+            raise UsageError(
+                f"stateful RNN layer(s) {self.stateful_layers[:3]} carry their state from one batch to the "
+                "next in Keras; run the whole input as one batch (no --batch-size)"
+            )
+
     def _onnxruntime_failed(self, exc: Exception) -> None:
         """onnxruntime failed while running: ``auto`` switches to a NumPy plan of the same model for
         this and later runs (with a note); ``onnxruntime`` raises :class:`RunError` (exit 5)."""
@@ -865,7 +898,9 @@ class Runner:
         reason = f"onnxruntime failed while running: {first_line(exc)}"
         if not self._auto:
             raise RunError(reason) from exc
-        self._numpy_fallback = Runner(self.graph, fuse=self._fuse, backend="numpy", reference=self.reference)
+        self._numpy_fallback = Runner(
+            self.graph, fuse=self._fuse, backend="numpy", reference=self.reference, threads=self.threads
+        )
         self.backend = "numpy"
         self.notes.append(f"--backend auto runs NumPy: {reason}")
 

@@ -17,8 +17,9 @@ loops use every core too, not only its GEMMs. Three things about NumPy's OpenBLA
 * Handing a share to a pool thread costs tens of microseconds, and OpenBLAS splits one GEMM among
   its own workers well. So work under ``SPREAD_MIN_WORK`` runs serially and BLAS keeps its threads.
 
-When the thread-count call cannot be found (a NumPy built against another BLAS), or with one thread
-(``MODELGRAPH_NUM_THREADS=1``, or one CPU), blocks run serially in the calling thread. Results do not
+How many threads a run gets is :mod:`modelgraph.runner.threads`'s decision. When the thread-count
+call cannot be found (a NumPy built against another BLAS), or with one thread (pinned, or the
+machine busy), blocks run serially in the calling thread. Results do not
 depend on the thread count: every block is computed the same way wherever it runs.
 """
 
@@ -37,6 +38,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from modelgraph.runner import threads
+
 T = TypeVar("T")
 
 _LOCK = threading.Lock()
@@ -45,20 +48,9 @@ _IN_SHARE = threading.local()
 
 
 def thread_count() -> int:
-    """Threads a kernel may use: ``MODELGRAPH_NUM_THREADS`` when set to a positive int, else the
-    CPUs this process may run on (looked up once: kernels ask on every call)."""
-    value = os.environ.get("MODELGRAPH_NUM_THREADS", "").strip()
-    if value.isdigit() and int(value) > 0:
-        return int(value)
-    return _usable_cpus()
-
-
-@cache
-def _usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    """Threads a kernel may use: the count :mod:`modelgraph.runner.threads` decided for the run in
+    progress (pinned by the user, or the free usable cores)."""
+    return threads.thread_count()
 
 
 def _openblas_libraries() -> list[ctypes.CDLL]:
