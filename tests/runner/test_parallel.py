@@ -175,7 +175,10 @@ def test_conv_blocks_give_the_same_numbers_on_any_thread_count(shape, kernel, st
         monkeypatch.setenv("MODELGRAPH_NUM_THREADS", threads)
         epilogue = in_place_epilogue(bias, "relu", None)
         results.append(conv2d_gemm(x, w, (kernel, kernel), (strides, strides), (1, 1), pads, epilogue))
-    np.testing.assert_array_equal(results[0], results[1])
+    # Blocks of other heights reach BLAS as GEMMs of other sizes; OpenBLAS may pick another
+    # micro-kernel (another summation order) for a short block, so the numbers agree to float32
+    # rounding of the dot products, not bit for bit (0.3.31 on this project's CI machines: 1.3e-6).
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-5)
 
 
 def test_winograd_blocks_give_the_same_numbers_on_any_thread_count(monkeypatch):
