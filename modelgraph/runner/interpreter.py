@@ -444,7 +444,9 @@ class Runner:
                 self.output_slots.append(-1)
             else:
                 self.output_slots.append(env[ref])
-        self._name_outputs(g)
+        # Named after the model's own outputs: a fused plan may end in the layer a BatchNormalization
+        # or activation was folded into, but the output (and the unfused run taps use) keeps Keras's name.
+        self._name_outputs(self.graph)
         self._compute_liveness()
 
     def _bind_inputs(self, g: ModelGraph) -> dict[TensorRef, int]:
