@@ -109,3 +109,31 @@ def _saved_metadata_class() -> Any:
             pool.FindMessageTypeByName("modelgraph.keras_metadata.SavedMetadata")
         )
     return _CLASS
+
+
+_SEQUENCE_CLASSES = frozenset({"__tuple__", "TensorShape"})
+
+
+def decode_keras_json(value: Any) -> Any:
+    """``value`` with tf.keras's SavedModel JSON encodings undone: a tuple (``{"class_name":
+    "__tuple__", "items": [...]}``) and a ``TensorShape`` (same form) become lists, as a ``.h5``
+    config stores them. Iterative: a hostile nesting depth is already bounded by safe_io's parse."""
+    holder = [value]
+    stack: list[tuple[Any, Any]] = [(holder, 0)]
+    while stack:
+        parent, key = stack.pop()
+        item = parent[key]
+        if isinstance(item, dict):
+            if (
+                item.get("class_name") in _SEQUENCE_CLASSES
+                and isinstance(item.get("items"), list)
+                and len(item) == 2
+            ):
+                item = list(item["items"])
+                parent[key] = item
+            else:
+                stack.extend((item, k) for k in item)
+                continue
+        if isinstance(item, list):
+            stack.extend((item, i) for i in range(len(item)))
+    return holder[0]

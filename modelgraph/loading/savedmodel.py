@@ -14,7 +14,13 @@ from typing import Any
 
 from modelgraph.errors import FormatError, UnsupportedFormatError
 from modelgraph.graph import ModelGraph
-from modelgraph.loading.keras_metadata import METADATA_FILE, MetadataNode, read_keras_metadata, root_document
+from modelgraph.loading.keras_metadata import (
+    METADATA_FILE,
+    MetadataNode,
+    decode_keras_json,
+    read_keras_metadata,
+    root_document,
+)
 from modelgraph.loading.normalize import build_graph
 
 GRAPH_CLASSES = frozenset({"Functional", "Sequential", "Model"})
@@ -31,7 +37,7 @@ def load_savedmodel(path: Path, problems: list | None = None) -> ModelGraph:
     folder = savedmodel_folder(path)
     where = str(folder / METADATA_FILE)
     nodes = read_keras_metadata(folder)
-    doc = root_document(nodes, where)
+    doc = decode_keras_json(root_document(nodes, where))
     envelope = model_envelope_of(doc, where)
     keras_version = doc.get("keras_version") if isinstance(doc.get("keras_version"), str) else None
     graph = build_graph(

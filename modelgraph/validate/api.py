@@ -21,7 +21,7 @@ from modelgraph.validate.issue import Issue, at_least, sort_issues
 from modelgraph.validate.registry import make_issue
 
 MODEL_SUFFIXES = (".keras", ".h5", ".hdf5", ".json")
-WEIGHTS_ONLY = ("legacy_weights_h5", "keras3_weights_h5", "keras3_sharded_weights")
+WEIGHTS_ONLY = ("legacy_weights_h5", "keras3_weights_h5", "keras3_sharded_weights", "tf_checkpoint")
 _JSON_MARKERS = (b'"class_name"', b'"modelTopology"', b'"weight_map"', b'"layers"')
 
 
@@ -82,7 +82,11 @@ def _is_model_dir(p: Path) -> bool:
     def has(name: str) -> bool:  # by name: a member that is not a regular file is a finding later
         return os.path.lexists(p / name)
 
-    return has("model.json") or (has("config.json") and (has("model.weights.h5") or has("metadata.json")))
+    return (
+        has("model.json")
+        or has("saved_model.pb")
+        or (has("config.json") and (has("model.weights.h5") or has("metadata.json")))
+    )
 
 
 def _looks_like_model_json(p: Path) -> bool:
