@@ -31,6 +31,22 @@ def is_savedmodel_dir(path: str) -> bool:
     return os.path.isdir(path) and os.path.lexists(os.path.join(path, "saved_model.pb"))
 
 
+def is_checkpoint_path(path: str) -> bool:
+    """Whether ``path`` names a TensorFlow checkpoint: a prefix whose ``.index`` exists, or an
+    ``.index`` file ending with the LevelDB table footer (a regular file: nothing else is opened)."""
+    if not os.path.lexists(path):
+        return os.path.lexists(f"{path}.index")
+    if not path.endswith(".index") or os.path.isdir(path):
+        return False
+    from modelgraph.loading.detect import is_leveldb_table
+
+    try:
+        with safe_io.open_file(path) as fh:
+            return is_leveldb_table(fh)
+    except (SecurityError, FormatError, OSError):
+        return False
+
+
 def scan_savedmodel_dir(path: str) -> tuple[list[Issue], list[tuple[Any, str]]]:
     """Findings for the SavedModel directory ``path`` and its root config as ``[(value, "$")]``."""
     issues: list[Issue] = []
