@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 from pathlib import Path
 from typing import Any, Literal
@@ -54,6 +55,9 @@ def detect(path: str | Path) -> Format:
         raise FormatError(f"{p}: no such file or directory")
     if p.is_dir():
         return _detect_dir(p)
+    shard = re.fullmatch(r"(.+)\.data-\d{5}-of-\d{5}", p.name)
+    if shard is not None and os.path.lexists(p.with_name(f"{shard.group(1)}.index")):
+        return "tf_checkpoint"  # a data shard of a checkpoint: its index says what it holds
     if p.name in ("saved_model.pb", "keras_metadata.pb") and _has(p.parent, "saved_model.pb"):
         return _detect_dir(p.parent)
     from modelgraph import safe_io
