@@ -258,7 +258,7 @@ def make(name: str) -> dict:
     back = keras.models.load_model(sm, compile=False)
     again = back([feeds[t.name.split(":")[0]] for t in model.inputs], training=False)
     again = [np.asarray(o) for o in (again if isinstance(again, (list, tuple)) else [again])]
-    reload_err = max(float(np.max(np.abs(a - b))) for a, b in zip(outputs, again))
+    reload_err = max(float(np.max(np.abs(a - b))) for a, b in zip(outputs, again, strict=True))
     np.savez_compressed(
         GOLDENS / f"{name}.npz",
         **{f"input/{k}": v for k, v in feeds.items()},
