@@ -1,0 +1,1 @@
+"""Protobuf messages modelgraph decodes (TensorFlow checkpoints), generated from the ``.proto`` here."""
