@@ -6,11 +6,13 @@ from pathlib import Path
 
 import click
 
+from modelgraph.cli.weights_param import WEIGHTS
+
 
 @click.command("convert")
 @click.argument("model", type=click.Path(exists=True, path_type=Path))
 @click.option(
-    "--weights", type=click.Path(exists=True, path_type=Path), help="Weights file for a config-only model."
+    "--weights", type=WEIGHTS, help="Weights file for a config-only model."
 )
 @click.option(
     "-o",

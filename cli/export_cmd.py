@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from modelgraph._version import __version__
+from modelgraph.cli.weights_param import WEIGHTS
 from modelgraph.schemas.export_report import ExportReport
 
 
@@ -30,7 +31,7 @@ def _batch(value: str) -> int | str:
     help="The ONNX file to write (missing parent directories are created).",
 )  # fmt: skip
 @click.option(
-    "--weights", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Attach a weights file."
+    "--weights", type=WEIGHTS, help="Attach a weights file."
 )
 @click.option(
     "--opset", type=click.IntRange(17, 21), default=17, show_default=True, help="ONNX opset version."

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from modelgraph.cli.weights_param import WEIGHTS
+
 
 def _names(value: str | None) -> list[str]:
     return [part.strip() for part in (value or "").split(",") if part.strip()]
@@ -18,7 +20,7 @@ def _names(value: str | None) -> list[str]:
     "--inputs", default=None, help="Comma-separated tensors where the graph is cut (new InputLayers)."
 )
 @click.option(
-    "--weights", type=click.Path(exists=True, path_type=Path), help="Weights file for a config-only model."
+    "--weights", type=WEIGHTS, help="Weights file for a config-only model."
 )
 @click.option(
     "-o", "--output", "output", required=True, type=click.Path(path_type=Path), help="SUB.keras or SUB.h5."

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from modelgraph.cli.output import echo_json, fmt_bytes, fmt_count, fmt_shape, for_display, stdout_console
+from modelgraph.cli.weights_param import WEIGHTS
 
 COLUMNS: dict[str, tuple[str, str]] = {
     "layer": ("Layer (type)", "left"),
@@ -66,7 +67,7 @@ def parse_columns(value: str | None) -> list[str]:
     metavar="NAMES",
     help=f"Columns to show, in order, comma-separated: {', '.join(COLUMNS)} (default: {','.join(DEFAULT_COLUMNS)}).",
 )
-@click.option("--weights", type=click.Path(exists=True, path_type=Path), help="Attach a weights file.")
+@click.option("--weights", type=WEIGHTS, help="Attach a weights file.")
 def inspect_command(
     model: Path,
     fmt: str,

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from modelgraph.cli.weights_param import WEIGHTS
+
 PROGRESS_NODES = 200
 """Above this many drawn nodes, progress lines go to stderr."""
 
@@ -60,7 +62,7 @@ PROGRESS_NODES = 200
 @click.option("--dpi", type=click.IntRange(min=1, max=2400), help="Resolution of PNG output.")
 @click.option(
     "--weights",
-    type=click.Path(exists=True, path_type=Path),
+    type=WEIGHTS,
     help="Attach a weights file (param counts).",
 )
 def render_command(

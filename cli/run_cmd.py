@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from modelgraph.cli.output import for_display
+from modelgraph.cli.weights_param import WEIGHTS
 from modelgraph.errors import printable
 from modelgraph.schemas.run_report import RunReport
 
@@ -255,7 +256,7 @@ def _tolerance_option(
     "time; 32 when streaming to -o FOLDER).",
 )
 @click.option(
-    "--weights", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Attach a weights file."
+    "--weights", type=WEIGHTS, help="Attach a weights file."
 )
 @click.option(
     "--check",

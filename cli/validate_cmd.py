@@ -8,6 +8,7 @@ import click
 
 from modelgraph.cli.exit_codes import FINDINGS
 from modelgraph.cli.output import format_option
+from modelgraph.cli.weights_param import WEIGHTS_STR
 
 
 @click.command("validate")
@@ -47,7 +48,7 @@ from modelgraph.cli.output import format_option
 )
 @click.option(
     "--weights",
-    type=click.Path(exists=True),
+    type=WEIGHTS_STR,
     help="Attach a weights file to the one model PATH (e.g. a to_json() config and its save_weights file).",
 )
 @click.option(

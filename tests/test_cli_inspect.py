@@ -116,12 +116,12 @@ def test_dangling_reference_exits_3_naming_layer_and_reference(tmp_path: Path) -
     assert "layer 'head' node 0 refers to unknown layer 'ghost' (ghost[0][0])" in result.stderr
 
 
-def test_savedmodel_directory_is_refused_with_reason(tmp_path: Path) -> None:
+def test_savedmodel_without_keras_metadata_is_refused_with_reason(tmp_path: Path) -> None:
     (tmp_path / "saved_model.pb").write_bytes(b"\x08\x01")
     (tmp_path / "variables").mkdir()
     result = invoke("inspect", str(tmp_path))
     assert result.exit_code == 3
-    assert "SavedModel" in result.stderr and "out of scope" in result.stderr
+    assert "SavedModel without Keras metadata (no keras_metadata.pb" in result.stderr
 
 
 def test_traceback_flag_shows_traceback(tmp_path: Path) -> None:

@@ -44,6 +44,10 @@ def _load(p: Path, weights: str | Path | None, problems: list[LoadError] | None)
         from modelgraph.loading.tfjs import load_tfjs
 
         graph = load_tfjs(p, problems)
+    elif fmt == "savedmodel":
+        from modelgraph.loading.savedmodel import load_savedmodel
+
+        graph = load_savedmodel(p, problems)
     else:
         raise FormatError(
             f"{p}: a weights-only file ({fmt}); give the architecture and attach it with --weights {p.name}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +20,8 @@ Format = Literal[
     "keras3_sharded_weights",  # <name>.weights.json + shards
     "json_config",  # model.to_json() / get_config()
     "tfjs_layers",  # TF.js layers model.json + shards
+    "savedmodel",  # tf.keras SavedModel directory with Keras metadata
+    "tf_checkpoint",  # TensorFlow checkpoint (tensor bundle): prefix.index + prefix.data-*
 ]
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -38,7 +41,7 @@ _OTHER_FORMATS: tuple[tuple[bytes, str], ...] = (
     (b"MZ", "a Windows executable"),
     (b"\x93NUMPY", "a NumPy .npy array"),
     (b"\x80", "a Python pickle (never loaded)"),
-    (b"ONNX", "an ONNX model"),
+    (b"GGUF", "a GGUF model (llama.cpp)"),
     (b"<", "an HTML or XML document"),
 )
 
@@ -47,14 +50,23 @@ def detect(path: str | Path) -> Format:
     """The format of a file or directory, by content; FormatError/UnsupportedFormatError otherwise."""
     p = Path(path)
     if not p.exists():
+        if os.path.lexists(f"{p}.index"):  # a TensorFlow checkpoint named by its prefix
+            return "tf_checkpoint"
         raise FormatError(f"{p}: no such file or directory")
     if p.is_dir():
         return _detect_dir(p)
+    shard = re.fullmatch(r"(.+)\.data-\d{5}-of-\d{5}", p.name)
+    if shard is not None and os.path.lexists(p.with_name(f"{shard.group(1)}.index")):
+        return "tf_checkpoint"  # a data shard of a checkpoint: its index says what it holds
+    if p.name in ("saved_model.pb", "keras_metadata.pb") and _has(p.parent, "saved_model.pb"):
+        return _detect_dir(p.parent)
     from modelgraph import safe_io
 
     with safe_io.open_file(p) as fh:
         head = fh.read(8)
         is_zip = head.startswith(ZIP_SIGNATURE) or has_zip_directory(fh)
+        if is_zip:
+            _refuse_foreign_zip(fh, p)
         is_h5 = is_hdf5(fh, head)
         if is_zip and is_h5 and is_polyglot(fh, head, p):
             raise SecurityError(
@@ -65,20 +77,23 @@ def detect(path: str | Path) -> Format:
             return "keras_zip"
         if is_h5:
             return _detect_h5(p)
+        if is_leveldb_table(fh):
+            return "tf_checkpoint"
         fh.seek(0)
         probe = fh.read(_JSON_PROBE)
     text = probe.lstrip()
     if text.startswith(b"{"):
         return _detect_json(p, probe)
-    if p.name == "saved_model.pb" or head[:1] == b"\x08":
-        raise UnsupportedFormatError(
-            f"{p}: a TensorFlow SavedModel protobuf is out of scope (export the model to .keras or .h5)"
-        )
     if not head:
         raise FormatError(f"{p}: the file is empty")
-    for magic, what in _OTHER_FORMATS:
-        if head.startswith(magic):
-            raise FormatError(f"{p}: {what}, not a Keras model")
+    foreign = foreign_format(probe)
+    if foreign is not None:
+        raise FormatError(f"{p}: {foreign}, not a Keras model")
+    if p.name.endswith(".pb"):
+        raise FormatError(
+            f"{p}: a protobuf file outside a SavedModel directory (no saved_model.pb beside it); "
+            "give the SavedModel's directory"
+        )
     raise FormatError(f"{p}: not a Keras model (no zip, HDF5 or JSON signature; starts with {head[:8]!r})")
 
 
@@ -169,13 +184,96 @@ def _detect_dir(p: Path) -> Format:
     # loader, which opens members with safe_io.open_file, instead of making the folder "not a model".
     if _has(p, "config.json") and (_has(p, "model.weights.h5") or _has(p, "metadata.json")):
         return "keras_dir"
-    if (p / "saved_model.pb").exists():
-        raise UnsupportedFormatError(
-            f"{p}: a TensorFlow SavedModel directory is out of scope (load it in TensorFlow and save as .keras or .h5)"
-        )
+    if _has(p, "saved_model.pb"):
+        return _detect_savedmodel(p)
     if _has(p, "model.json"):
         return "tfjs_layers"
-    raise FormatError(f"{p}: a directory without config.json (Keras) or model.json (TF.js)")
+    if _has(p, "checkpoint") or any(_has(p, n) for n in ("variables.index",)):
+        return "tf_checkpoint"
+    raise FormatError(
+        f"{p}: a directory without config.json (Keras), saved_model.pb (SavedModel), model.json (TF.js) "
+        "or a TensorFlow checkpoint file"
+    )
+
+
+def _detect_savedmodel(p: Path) -> Format:
+    """A SavedModel directory is a Keras model when it carries Keras metadata: ``keras_metadata.pb``
+    (tf.keras 2.4+) or, in older ones, Keras identifiers in ``saved_model.pb``'s object graph."""
+    if _has(p, "keras_metadata.pb"):
+        return "savedmodel"
+    from modelgraph import safe_io
+
+    with safe_io.open_file(p / "saved_model.pb", within=p) as fh:
+        blob = fh.read(MAX_SAVED_MODEL_PB + 1)
+    if len(blob) > MAX_SAVED_MODEL_PB:
+        raise SecurityError(f"{p}/saved_model.pb: over the {MAX_SAVED_MODEL_PB:,}-byte limit")
+    if b"_tf_keras_network" in blob or b"_tf_keras_sequential" in blob or b"_tf_keras_model" in blob:
+        return "savedmodel"
+    raise UnsupportedFormatError(
+        f"{p}: a TensorFlow SavedModel without Keras metadata (no keras_metadata.pb, no Keras objects in "
+        "saved_model.pb): written by tf.saved_model.save or from a model without a config, it holds no "
+        "layer graph; rebuild the model in Keras and save it as .keras or .h5"
+    )
+
+
+# saved_model.pb holds TensorFlow's function graphs; a Keras SavedModel of a large network is tens of MB.
+MAX_SAVED_MODEL_PB = 1 << 30
+# The LevelDB table footer's magic number, last 8 bytes of a tensor bundle's .index file.
+LEVELDB_MAGIC = (0xDB4775248B80FB57).to_bytes(8, "little")
+_ONNX_MODEL_TAGS = frozenset(b"\x12\x1a\x22\x28\x32\x3a\x42\x72")
+
+
+def is_leveldb_table(fh: Any) -> bool:
+    """Whether an open file ends with a LevelDB table footer (a tensor bundle ``.index``)."""
+    try:
+        size = fh.seek(0, os.SEEK_END)
+        if size < 48:
+            return False
+        fh.seek(size - 8)
+        return bool(fh.read(8) == LEVELDB_MAGIC)
+    finally:
+        fh.seek(0)
+
+
+def foreign_format(probe: bytes) -> str | None:
+    """What a file of another ML format is (from its first bytes), for a refusal that names it."""
+    for magic, what in _OTHER_FORMATS:
+        if probe.startswith(magic):
+            return what
+    if probe[4:8] == b"TFL3":
+        return "a TensorFlow Lite flatbuffer"
+    if len(probe) >= 10 and probe[8:10] == b'{"':
+        return "a SafeTensors file (modelgraph reads Keras files)"
+    if len(probe) >= 3 and probe[0] == 0x08:
+        if probe[1] == 0x01 and probe[2] == 0x12:
+            return (
+                "a TensorFlow SavedModel protobuf (saved_model.pb) outside its directory; give the directory"
+            )
+        if 3 <= probe[1] <= 15 and probe[2] in _ONNX_MODEL_TAGS:
+            return "an ONNX model"
+    return None
+
+
+def _refuse_foreign_zip(fh: Any, p: Path) -> None:
+    """A zip that is another framework's model (PyTorch, TorchScript, NumPy .npz) is named as such."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(fh) as zf:
+            names = zf.namelist()[:100_000]
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, OverflowError, struct.error):
+        return
+    finally:
+        fh.seek(0)
+    if "config.json" in names:
+        return
+    leaves = {n.rsplit("/", 1)[-1] for n in names}
+    if "data.pkl" in leaves or "constants.pkl" in leaves:
+        raise FormatError(
+            f"{p}: a PyTorch checkpoint (a zip with data.pkl; never unpickled), not a Keras model"
+        )
+    if names and all(n.endswith(".npy") for n in names):
+        raise FormatError(f"{p}: a NumPy .npz archive, not a Keras model")
 
 
 def _has(folder: Path, name: str) -> bool:

@@ -34,7 +34,13 @@ def attach_weights_file(graph: ModelGraph, path: Path) -> ModelGraph:
         h5s = [safe_io.open_h5(s) for s in sources]
         graph, notes = bind_keras3(graph, keras3_tree(h5s, str(path)))
         handles = [*h5s, *(s for s in sources if not isinstance(s, Path))]  # HDF5 closes first
-    elif fmt in ("keras_zip", "keras_dir", "legacy_h5", "tfjs_layers"):
+    elif fmt == "tf_checkpoint":
+        from modelgraph.loading.checkpoint import bind_checkpoint, checkpoint_prefix
+
+        prefix, folder = checkpoint_prefix(path)
+        graph, notes, handles_t = bind_checkpoint(graph, prefix, within=folder)
+        handles = list(handles_t)
+    elif fmt in ("keras_zip", "keras_dir", "legacy_h5", "tfjs_layers", "savedmodel"):
         from modelgraph.loading import load
 
         donor = load(path)

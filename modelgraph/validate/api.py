@@ -22,8 +22,7 @@ from modelgraph.validate.issue import Issue, at_least, sort_issues
 from modelgraph.validate.registry import make_issue
 
 MODEL_SUFFIXES = (".keras", ".h5", ".hdf5", ".json")
-WEIGHTS_ONLY = ("legacy_weights_h5", "keras3_weights_h5", "keras3_sharded_weights")
-_JSON_MARKERS = (b'"class_name"', b'"modelTopology"', b'"weight_map"', b'"layers"')
+WEIGHTS_ONLY = ("legacy_weights_h5", "keras3_weights_h5", "keras3_sharded_weights", "tf_checkpoint")
 
 
 @dataclass(frozen=True)

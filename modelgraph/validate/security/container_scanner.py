@@ -14,6 +14,11 @@ from modelgraph.validate.issue import Issue
 from modelgraph.validate.security.config_scanner import scan_config
 from modelgraph.validate.security.pickle_reader import MAX_PICKLE_SCAN_BYTES, pickle_verdict
 from modelgraph.validate.security.rules import issue as _issue
+from modelgraph.validate.security.savedmodel_scanner import (
+    is_checkpoint_path,
+    is_savedmodel_dir,
+    scan_savedmodel_dir,
+)
 
 KERAS_MEMBERS = frozenset({"config.json", "metadata.json", "model.weights.h5", "model.weights.npz"})
 CODE_SUFFIXES = (
@@ -115,6 +120,8 @@ class _ContainerScanner:
 
     def run(self) -> list[Issue]:
         p = self.path
+        if is_checkpoint_path(p):
+            return self.issues  # a tensor bundle holds no config; its reader checks every entry
         try:
             if not os.path.isdir(p):
                 safe_io.open_file(p, within=self.within).close()  # no FIFO, device or escaping symlink
@@ -128,7 +135,11 @@ class _ContainerScanner:
                     "",
                     "refuse it: a file Keras writes is one or the other",
                 )
-            if os.path.isdir(p):
+            if is_savedmodel_dir(p):
+                found, configs = scan_savedmodel_dir(p)
+                self.issues.extend(found)
+                self.configs.extend(configs)
+            elif os.path.isdir(p):
                 self._dir(p)
             elif is_zip or is_h5:
                 if is_zip:
