@@ -48,9 +48,16 @@ def parse_columns(value: str | None) -> list[str]:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--expand-nested", is_flag=True, help="Show the layers of nested models as an indented tree.")
 @click.option(
+    "--max-depth",
+    type=click.IntRange(min=0),
+    help="Open nested models only this many levels deep (implies --expand-nested; 0 lists the top-level "
+    "layers only), as render --max-depth draws them.",
+)
+@click.option(
     "--depth",
     type=click.IntRange(min=1),
-    help="Show layers at most N levels deep (1: top-level layers only; 2: and the layers of nested models...).",
+    hidden=True,
+    help="Old spelling: --depth N is --max-depth N-1.",
 )
 @click.option(
     "--filter",
@@ -67,15 +74,22 @@ def parse_columns(value: str | None) -> list[str]:
     metavar="NAMES",
     help=f"Columns to show, in order, comma-separated: {', '.join(COLUMNS)} (default: {','.join(DEFAULT_COLUMNS)}).",
 )
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="One line per layer with full names (copyable); the table is as wide as it needs.",
+)
 @click.option("--weights", type=WEIGHTS, help="Attach a weights file.")
 def inspect_command(
     model: Path,
     fmt: str,
     expand_nested: bool,
+    max_depth: int | None,
     depth: int | None,
     pattern: str | None,
     totals_only: bool,
     columns: str | None,
+    wide: bool,
     weights: Path | None,
 ) -> None:
     """Summarise MODEL: layers, classes, output shapes, params, depths, connections, totals.
@@ -83,13 +97,21 @@ def inspect_command(
     \b
     Examples:
       modelgraph inspect model.keras
-      modelgraph inspect model.keras --depth 1 --totals
+      modelgraph inspect model.keras --max-depth 0 --totals
+      modelgraph inspect model.keras --wide > layers.txt
       modelgraph inspect model.keras --filter '*conv*' --columns layer,output,dtype,bytes,params,trainable
     """
     from modelgraph.loading import load
     from modelgraph.summary import summarize
 
     chosen = parse_columns(columns)
+    if max_depth is not None and depth is not None and depth != max_depth + 1:
+        raise click.BadParameter(
+            f"--depth {depth} (old spelling) and --max-depth {max_depth} disagree; give --max-depth only",
+            param_hint="'--max-depth'",
+        )
+    if max_depth is not None:
+        depth = max_depth + 1
     report = summarize(
         load(model, weights=weights),
         expand_nested=expand_nested,
@@ -100,7 +122,7 @@ def inspect_command(
     if fmt == "json":
         echo_json(report)
     else:
-        _print_report(for_display(report), chosen, totals_only, pattern)
+        _print_report(for_display(report), chosen, totals_only, pattern, wide)
 
 
 def shorten(text: str, width: int) -> str:
@@ -155,7 +177,9 @@ def _cells(layer: Any, with_class: bool) -> dict[str, str]:
     }
 
 
-def _print_report(report: Any, columns: list[str], totals_only: bool, pattern: str | None) -> None:
+def _print_report(
+    report: Any, columns: list[str], totals_only: bool, pattern: str | None, wide: bool = False
+) -> None:
     from rich.text import Text
 
     console = stdout_console()
@@ -166,7 +190,7 @@ def _print_report(report: Any, columns: list[str], totals_only: bool, pattern: s
         )
     )
     if not totals_only:
-        _print_table(console, report, columns)
+        _print_table(console, report, columns, wide)
         if report.shown_layers is not None:
             what = f" matching {pattern!r}" if pattern else ""
             console.print(
@@ -175,9 +199,11 @@ def _print_report(report: Any, columns: list[str], totals_only: bool, pattern: s
     _print_totals(console, report)
 
 
-CAPS = {"connected": 40, "type": 28, "dtype": 16}
-"""Widest a column gets before its cells are cut with an ellipsis (the layer column takes the rest;
-output shapes are never cut)."""
+NUMERIC = ("params", "bytes", "macs", "depth", "trainable")
+"""Columns whose cells are never broken: a number stays on one line with its unit."""
+
+MIN_WRAP_WIDTH = 10
+"""Narrowest a wrapping column (names, shapes, connections) gets before numbers are written short."""
 
 
 def _compact(count: str) -> str:
@@ -192,65 +218,57 @@ def _compact(count: str) -> str:
     return str(n)
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
-
-
-def _print_table(console: Any, report: Any, columns: list[str]) -> None:
+def _print_table(console: Any, report: Any, columns: list[str], wide: bool = False) -> None:
+    """The layer table. Like Keras's summary, long cells wrap inside their column instead of being
+    cut (a name without spaces folds at the column edge); number cells never break, so a count
+    keeps its digits and a size its unit. ``wide`` keeps every cell on one line (full, copyable names)
+    and lets the table be as wide as it needs."""
     from rich.table import Table
     from rich.text import Text
 
     with_class = "type" not in columns
     rows = [_cells(layer, with_class) for layer in report.layers]
-    # Every column but the layer's is cut to its cap; the layer column gets the rest of the width
-    # (names longer than that are shortened in the middle, never wrapped); when that leaves less
-    # than MIN_NAME_WIDTH, Connected to gives up room first. A table is 1 + (width + 3) per column.
-    caps = dict(CAPS)
-    natural = {
-        name: max([len(COLUMNS[name][0])] + [len(r[name]) for r in rows])
-        for name in columns
-        if name != "layer"
-    }
+    labels = [_label(layer, with_class, 10**6) for layer in report.layers]
 
-    def others() -> int:
-        return sum(min(w, caps.get(n, w)) + 3 for n, w in natural.items())
+    def natural(name: str) -> int:
+        cells = labels if name == "layer" else [r[name] for r in rows]
+        header = "Layer" if name == "layer" and not with_class else COLUMNS[name][0]
+        return max([len(c) for c in cells] + [len(header)])
 
-    longest = max([len(_label(layer, with_class, 10**6)) for layer in report.layers] or [0])
-    wanted = min(longest, max(48, console.width // 2))
-    # what gives way, in order: Connected to, then MACs written compactly (830.3K), then the rest
-    for name, floor in (("connected", 16), ("macs", 0), ("params", 0), ("type", 12), ("connected", 8)):
-        if name in ("macs", "params"):
-            if console.width - 1 - others() - 3 < wanted and name in natural:
+    widths = {name: natural(name) for name in columns}
+    if wide:
+        console.width = max(console.width, 1 + sum(w + 3 for w in widths.values()))
+    else:
+        # numbers written short (830.3K) when the wrapping columns would be squeezed below their floor
+        wrapping = [n for n in columns if n not in NUMERIC]
+        for name in ("macs", "params"):
+            fixed = sum(widths[n] + 3 for n in columns if n in NUMERIC)
+            floors = sum(min(widths[n], MIN_WRAP_WIDTH) + 3 for n in wrapping)
+            if name in columns and 1 + fixed + floors > console.width:
                 for r in rows:
                     r[name] = _compact(r[name])
-                natural[name] = max([len(COLUMNS[name][0])] + [len(r[name]) for r in rows])
-            continue
-        while console.width - 1 - others() - 3 < wanted and caps[name] > floor:
-            caps[name] -= 1
-    budget = max(MIN_NAME_WIDTH, console.width - 1 - others() - 3)
+                widths[name] = natural(name)
     table = Table(show_lines=False, header_style="bold")
-    labels = [_label(layer, with_class, budget) for layer in report.layers]
     for name in columns:
         header, justify = COLUMNS[name]
         if name == "layer" and not with_class:
             header = "Layer"
-        # the layer column keeps its width (already shortened in the middle); the others give way
-        keep = max([len(x) for x in labels] + [len(header)]) if name == "layer" else None
-        if name == "output":  # shapes are never cut
-            keep = max([len(r["output"]) for r in rows] + [len(header)])
-        table.add_column(header, justify=justify, no_wrap=True, overflow="ellipsis", min_width=keep)
-    for layer, cells in zip(report.layers, rows, strict=True):
+        if wide or name in NUMERIC:
+            table.add_column(header, justify=justify, no_wrap=True, min_width=widths[name])
+        else:
+            table.add_column(header, justify=justify, overflow="fold", min_width=min(widths[name], MIN_WRAP_WIDTH))
+    for layer, label, cells in zip(report.layers, labels, rows, strict=True):
         row = []
         for name in columns:
             if name == "layer":
-                label = Text(_label(layer, with_class, budget))
+                text = Text(label)
                 if layer.kind == "op":
-                    label.stylize("italic")
-                row.append(label)
+                    text.stylize("italic")
+                row.append(text)
             else:
-                row.append(Text(_cut(cells[name], caps.get(name, len(cells[name])))))
+                row.append(Text(cells[name]))
         table.add_row(*row)
-    console.print(table)
+    console.print(table, crop=False)
 
 
 def _print_totals(console: Any, report: Any) -> None:

@@ -98,8 +98,8 @@ def render_command(
     from modelgraph.loading import load
 
     out_format = core.format_for(output, fmt)
-    if out_format != "dot":
-        core.dot_binary()  # exit 4 with the install hint before loading anything
+    if out_format not in ("dot", "html"):
+        core.dot_binary()  # exit 4 with the install hint before loading anything (the page needs no dot)
     started = time.perf_counter()
     # --highlight-issues draws a broken graph too (dangling references dropped, cycles drawn as they
     # are), its broken parts marked by the findings; without it a broken file is refused (exit 3).
@@ -159,7 +159,10 @@ def _write_html(
     """The interactive HTML view (findings from ``modelgraph.validate`` on the same file in its panel)."""
     from modelgraph.html_view import model_page
 
-    text = model_page(graph, options, issues=issues, source=model.name)  # type: ignore[arg-type]
+    def progress(text: str) -> None:
+        click.echo(f"modelgraph: {text} ({time.perf_counter() - started:.1f}s)", err=True)
+
+    text = model_page(graph, options, issues=issues, source=model.name, progress=progress)  # type: ignore[arg-type]
     payload = text.encode("utf-8")
     if output == "-":
         sys.stdout.flush()

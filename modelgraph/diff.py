@@ -787,9 +787,12 @@ def to_dot(gd: GraphDiff) -> str:
     return to_dot_with_ids(gd)[0]
 
 
-def to_dot_with_ids(gd: GraphDiff) -> tuple[str, dict[str, tuple[tuple[str, str], str]]]:
-    """:func:`to_dot` and, per drawn node id, its key (``("p", b_name)`` for a pair, ``("a", name)``
-    / ``("b", name)`` for a layer of one side) and status (added, removed, changed, same)."""
+def to_dot_with_ids(gd: GraphDiff) -> tuple[str, dict[str, tuple[tuple[str, str], str]], Any]:
+    """:func:`to_dot`; per drawn node id, its key (``("p", b_name)`` for a pair, ``("a", name)``
+    / ``("b", name)`` for a layer of one side) and status (added, removed, changed, same); and the
+    same drawing as a :class:`modelgraph.render.DotGraph` with node styles (the HTML view's SVG)."""
+    from modelgraph.render import DotGraph, NodeStyle, html_escape
+
     rep = gd.report
     top_pairs = {m.a[0]: m.b[0] for m in rep.alignment if len(m.a) == 1}
     b2a = {b: a for a, b in top_pairs.items()}
@@ -811,6 +814,9 @@ def to_dot_with_ids(gd: GraphDiff) -> tuple[str, dict[str, tuple[tuple[str, str]
     # DAG (one box per layer turns x -> shared -> add -> shared into a cycle)
     ids: dict[tuple[str, str, int], str] = {}
     drawn: dict[str, tuple[tuple[str, str], str]] = {}
+    styles: dict[str, Any] = {}
+    edge_list: list[tuple[str, str, str]] = []
+    edge_colors: dict[tuple[str, str], tuple[str, bool]] = {}
     calls: dict[tuple[str, str], int] = {}
     lines = [
         "digraph modelgraph_diff {",
@@ -828,8 +834,11 @@ def to_dot_with_ids(gd: GraphDiff) -> tuple[str, dict[str, tuple[tuple[str, str]
             ids[(*key, call)] = ident
             drawn[ident] = (key, status)
             text = f"{label or layer.name}\n{layer.class_name}"
+            markup = f"<B>{html_escape(label or layer.name)}</B><BR/>{html_escape(layer.class_name)}"
             if calls[key] > 1:
                 text += f"\ncall {call + 1}/{calls[key]}"
+                markup += f"<BR/><FONT POINT-SIZE='9'>call {call + 1}/{calls[key]}</FONT>"
+            styles[ident] = NodeStyle(markup, "box", fill, border, None if status == "same" else 2.0)
             lines.append(
                 f'  {ident} [label={_dq(text)} fillcolor="{fill}" color="{border}" penwidth={1 if status == "same" else 2}];'
             )
@@ -873,8 +882,22 @@ def to_dot_with_ids(gd: GraphDiff) -> tuple[str, dict[str, tuple[tuple[str, str]
             )
         )
         lines.append(f"  {ids[src]} -> {ids[dst]}{style};")
+        edge_list.append((ids[src], ids[dst], ""))
+        if style:
+            edge_colors[(ids[src], ids[dst])] = ("#c62828", True) if (src, dst) in ea else ("#2e7d32", False)
     lines.append("}")
-    return "\n".join(lines) + "\n", drawn
+    source = "\n".join(lines) + "\n"
+    drawing = DotGraph(
+        source=source,
+        nodes=len(ids),
+        edges=len(edge_list),
+        clusters=0,
+        node_styles=styles,
+        edge_list=tuple(edge_list),
+        edge_colors=edge_colors,
+        title=html_escape(rep.verdict),
+    )
+    return source, drawn, drawing
 
 
 def layer_order_of(graph: ModelGraph) -> list[str]:

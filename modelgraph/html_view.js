@@ -527,5 +527,6 @@
   renderPanel();
   runFragment();
   window.addEventListener("hashchange", runFragment);
+  document.body.dataset.readyMs = performance.now().toFixed(0);
   document.body.dataset.ready = "1";
 })();

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from itertools import combinations
 from pathlib import Path
@@ -43,6 +43,9 @@ WEIGHT_STATS_MAX_ELEMENTS = 4_000_000
 
 WEIGHT_STATS_BUDGET = 64_000_000
 """Elements read for statistics over the whole model; weights past the budget are listed without them."""
+
+PROGRESS_NODES = 200
+"""Drawings with more nodes than this report their layout steps to the ``progress`` callback."""
 
 MAX_NESTED_STATES = 16
 """Up to this many nested-model combinations are laid out; beyond, each model alone and all together."""
@@ -312,37 +315,51 @@ def _layer_index(graph: ModelGraph) -> dict[tuple[str, ...], int]:
 
 
 def model_views(
-    graph: ModelGraph, options: Any, issues: Sequence[Any] = ()
+    graph: ModelGraph,
+    options: Any,
+    issues: Sequence[Any] = (),
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[int]]:
-    """The laid-out drawings of ``graph`` (one per view state) and the layer indices of nested models."""
-    from modelgraph.render import run_dot, to_dot
+    """The laid-out drawings of ``graph`` (one per view state) and the layer indices of nested models.
+
+    The drawings are laid out here in Python (:mod:`modelgraph.html_svg`); Graphviz is not needed.
+    ``progress`` receives a line of text per step of a big drawing.
+    """
+    from modelgraph.html_svg import drawing_svg
+    from modelgraph.render import to_dot
 
     index = _layer_index(graph)
     paths = nested_paths(graph)
     folds = [False, True] if options.collapse_repeats else [False]
     initial = frozenset(p for p in paths if options.expands(len(p) - 1))
     views = []
-    for state in view_states(paths):
-        for fold in folds:
-            opts = replace(options, expand_paths=state, collapse_repeats=fold, title=True)
-            drawing = to_dot(graph, opts, issues=issues)
-            nodes = {}
-            for ident, (prefix, name, call) in drawing.node_keys.items():
-                nodes[ident] = (index.get((*(p[0] for p in prefix), name), -1), call)
-            clusters: dict[str, dict[str, Any]] = {}
-            for title, (prefix, name, _call) in drawing.cluster_keys.items():
-                clusters[title] = {"layer": index.get((*(p[0] for p in prefix), name), -1)}
-            for title, ((prefix, name, _call), count) in drawing.run_clusters.items():
-                clusters[title] = {"layer": index.get((*(p[0] for p in prefix), name), -1), "run": count}
-            svg = run_dot(drawing.source, "svg").decode("utf-8")
-            views.append(
-                {
-                    "expanded": sorted(index[p] for p in state),
-                    "folded": fold,
-                    "initial": state == initial and fold == options.collapse_repeats,
-                    "svg": _tag_svg(svg, nodes, clusters),
-                }
-            )
+    states = [(state, fold) for state in view_states(paths) for fold in folds]
+    for number, (state, fold) in enumerate(states, 1):
+        opts = replace(options, expand_paths=state, collapse_repeats=fold, title=True)
+        drawing = to_dot(graph, opts, issues=issues)
+        step = None
+        if progress is not None and drawing.nodes > PROGRESS_NODES:
+            where = f"view {number}/{len(states)}: " if len(states) > 1 else ""
+
+            def step(text: str, where: str = where) -> None:
+                progress(where + text)
+        nodes = {}
+        for ident, (prefix, name, call) in drawing.node_keys.items():
+            nodes[ident] = (index.get((*(p[0] for p in prefix), name), -1), call)
+        clusters: dict[str, dict[str, Any]] = {}
+        for title, (prefix, name, _call) in drawing.cluster_keys.items():
+            clusters[title] = {"layer": index.get((*(p[0] for p in prefix), name), -1)}
+        for title, ((prefix, name, _call), count) in drawing.run_clusters.items():
+            clusters[title] = {"layer": index.get((*(p[0] for p in prefix), name), -1), "run": count}
+        svg = drawing_svg(drawing, opts.rankdir, step)
+        views.append(
+            {
+                "expanded": sorted(index[p] for p in state),
+                "folded": fold,
+                "initial": state == initial and fold == options.collapse_repeats,
+                "svg": _tag_svg(svg, nodes, clusters),
+            }
+        )
     return views, [index[p] for p in paths]
 
 
@@ -374,11 +391,15 @@ def model_page(
     issues: Sequence[Any] = (),
     source: str = "",
     weight_stats: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> str:
-    """The HTML view of ``graph`` drawn with ``options`` (a ``RenderOptions``) and its findings."""
+    """The HTML view of ``graph`` drawn with ``options`` (a ``RenderOptions``) and its findings;
+    ``progress`` receives a line of text per step of a big model."""
     from modelgraph._version import __version__
 
-    views, nested = model_views(graph, options, issues)
+    views, nested = model_views(graph, options, issues, progress)
+    if progress is not None and len(views) and sum(1 for _ in graph.walk()) > PROGRESS_NODES:
+        progress("collecting layer records and weight statistics")
     data = {
         "kind": "model",
         "title": graph.name,
@@ -412,9 +433,9 @@ def diff_page(gd: Any, source_a: str = "", source_b: str = "") -> str:
     layer its status, config, wiring and weight changes, and both sides' configs."""
     from modelgraph._version import __version__
     from modelgraph.diff import DIFF_LEGEND, to_dot_with_ids
-    from modelgraph.render import run_dot
+    from modelgraph.html_svg import drawing_svg
 
-    source, ids = to_dot_with_ids(gd)
+    _, ids, drawing = to_dot_with_ids(gd)
     rep = gd.report
     entries: dict[tuple[str, str], list[Any]] = {}
     top_pairs = {m.a[0]: m.b[0] for m in rep.alignment if len(m.a) == 1}
@@ -474,7 +495,7 @@ def diff_page(gd: Any, source_a: str = "", source_b: str = "") -> str:
                     layers[dst]["inbound"].append(src)
                 if dst not in layers[src]["outbound"]:
                     layers[src]["outbound"].append(dst)
-    svg = run_dot(source, "svg").decode("utf-8")
+    svg = drawing_svg(drawing)
     data = {
         "kind": "diff",
         "title": f"{rep.a.name} → {rep.b.name}",

@@ -194,6 +194,15 @@ class DotGraph:
     """Cluster name (``cluster_3``) -> the expanded nested model call it draws."""
     run_clusters: Mapping[str, tuple[Key, int]] = field(default_factory=dict)
     """Cluster name (``cluster_r0``) of a folded run -> (its first call, its repeat count)."""
+    node_styles: Mapping[str, NodeStyle] = field(default_factory=dict)
+    """Drawn node id -> how it looks (the HTML view draws its own SVG from these)."""
+    cluster_styles: Mapping[str, ClusterStyle] = field(default_factory=dict)
+    edge_list: tuple[tuple[str, str, str], ...] = ()
+    """(source id, target id, label) of every drawn edge."""
+    edge_colors: Mapping[tuple[str, str], tuple[str, bool]] = field(default_factory=dict)
+    """(source id, target id) -> (colour, dashed) of edges not drawn in the default style."""
+    title: str = ""
+    """The drawing's title (HTML-like label), empty when ``options.title`` is off."""
 
     def __str__(self) -> str:
         return self.source
@@ -528,6 +537,53 @@ def _repeats(
 # --- the builder ----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class NodeStyle:
+    """How one drawn node looks; the same facts become DOT attributes and the HTML view's SVG."""
+
+    label: str
+    """Graphviz HTML-like label (``<B>``, ``<I>``, ``<FONT>``, ``<BR/>``)."""
+    shape: str
+    """``box`` (rounded), ``ellipse`` (an op) or ``box3d`` (a nested model)."""
+    fill: str
+    border: str
+    penwidth: float | None = None
+    double: bool = False
+    """A model output: drawn with a second border."""
+    tooltip: tuple[str, ...] = ()
+    cluster: str | None = None
+    """The innermost cluster holding the node (``cluster_3``, ``cluster_r0``), if any."""
+
+    def dot_attrs(self) -> str:
+        """The node's DOT attribute list."""
+        attrs = [f"label=<{self.label}>"]
+        if self.shape == "ellipse":
+            attrs.append('shape=ellipse style="filled"')
+        elif self.shape == "box3d":
+            attrs.append('shape=box3d style="filled"')
+        else:
+            attrs.append('shape=box style="rounded,filled"')
+        attrs.append(f'fillcolor="{self.fill}" color="{self.border}"')
+        if self.double:
+            attrs.append("peripheries=2")
+        if self.penwidth is not None:
+            attrs.append(f"penwidth={self.penwidth}")
+        attrs.append(f"tooltip={dot_lines(self.tooltip)}")
+        return " ".join(attrs)
+
+
+@dataclass(frozen=True)
+class ClusterStyle:
+    """How one cluster (an expanded nested model call, or a folded run) looks."""
+
+    label: str
+    fill: str | None
+    border: str
+    penwidth: float
+    dashed: bool = False
+    parent: str | None = None
+
+
 @dataclass
 class _RunInfo:
     ident: int
@@ -557,6 +613,9 @@ class _Builder:
     sig_cache: dict[int, str] = field(default_factory=dict)
     cluster_keys: dict[str, Key] = field(default_factory=dict)
     run_clusters: dict[str, tuple[Key, int]] = field(default_factory=dict)
+    node_styles: dict[str, NodeStyle] = field(default_factory=dict)
+    cluster_styles: dict[str, ClusterStyle] = field(default_factory=dict)
+    open_clusters: list[str] = field(default_factory=list)
 
     # scope ----------------------------------------------------------------------------------
     def scope(self, graph: ModelGraph, prefix: Prefix, indent: str) -> None:
@@ -610,14 +669,17 @@ class _Builder:
                     f"<<B>× {info.count}</B>  <FONT POINT-SIZE='9'>repeated block of {info.length}"
                     f" calls: {html_escape(block[0].layer)} … {html_escape(info.last_name)}</FONT>>"
                 )
-                self.run_clusters[f"cluster_r{info.ident}"] = (key, info.count)
-                self.lines.append(f"{indent}subgraph cluster_r{info.ident} {{")
+                name = f"cluster_r{info.ident}"
+                self.run_clusters[name] = (key, info.count)
+                self.lines.append(f"{indent}subgraph {name} {{")
                 self.lines.append(
                     f'{indent}  label={label}; style="dashed,rounded"; color="#555555"; penwidth=1.6; labeljust=l;'
                 )
+                self._open_cluster(name, ClusterStyle(label[1:-1], None, "#555555", 1.6, dashed=True))
                 for member in block:
                     self.item(graph, member, prefix, indent + "  ")
                     placed.add((prefix, member.layer, member.index))
+                self.open_clusters.pop()
                 self.lines.append(f"{indent}}}")
                 continue
             self.item(graph, node, prefix, indent)
@@ -697,15 +759,30 @@ class _Builder:
                 f' color="{color}"; penwidth={2.4 if worst else 1.4}; labeljust=l;'
                 f" tooltip={dot_lines(_tooltip(layer, found, path))};"
             )
+            self._open_cluster(
+                f"cluster_{self.clusters}",
+                ClusterStyle(label, _CLUSTER_BG[level % 2], color, 2.4 if worst else 1.4),
+            )
             self.scope(layer.subgraph, (*prefix, (layer.name, node.index)), indent + "  ")
+            self.open_clusters.pop()
             self.lines.append(f"{indent}}}")
             return
         ident = f"n{len(self.ids)}"
         self.ids[key] = ident
-        self.lines.append(f"{indent}{ident} [{self.node_attrs(layer, node, key)}];")
+        style = self.node_style(layer, node, key)
+        self.node_styles[ident] = replace(
+            style, cluster=self.open_clusters[-1] if self.open_clusters else None
+        )
+        self.lines.append(f"{indent}{ident} [{style.dot_attrs()}];")
+
+    def _open_cluster(self, name: str, style: ClusterStyle) -> None:
+        parent = self.open_clusters[-1] if self.open_clusters else None
+        self.cluster_styles[name] = replace(style, parent=parent)
+        self.open_clusters.append(name)
 
     # labels ---------------------------------------------------------------------------------
-    def node_attrs(self, layer: Layer, node: Node, key: Key) -> str:
+    def node_style(self, layer: Layer, node: Node, key: Key) -> NodeStyle:
+        """How one call's node looks: label, shape, colours (the DOT attributes and the page's SVG)."""
         opts = self.options
         path = tuple(p[0] for p in key[0])
         kind = "model" if layer.subgraph is not None else layer.kind
@@ -765,22 +842,22 @@ class _Builder:
             rules = _rule_ids(found)
             small.append(f"<FONT COLOR='{border}'><B>{html_escape(worst)}: {rules}</B></FONT>")
         label = head + "".join(f"<BR/><FONT POINT-SIZE='9'>{s}</FONT>" for s in small)
-        attrs = [f"label=<{label}>"]
-        if kind == "op":
-            attrs.append('shape=ellipse style="filled"')
-        elif kind == "model":
-            attrs.append('shape=box3d style="filled"')
-        else:
-            attrs.append('shape=box style="rounded,filled"')
-        attrs.append(f'fillcolor="{fill}" color="{border}"')
-        if key in self.output_marks:
-            attrs.append("peripheries=2")
+        shape = {"op": "ellipse", "model": "box3d"}.get(kind, "box")
         if worst:
-            attrs.append("penwidth=2.4")
+            penwidth = 2.4
         elif single_run or kind == "input" or key in self.output_marks:
-            attrs.append("penwidth=1.8")
-        attrs.append(f"tooltip={dot_lines(_tooltip(layer, found, path, facts))}")
-        return " ".join(attrs)
+            penwidth = 1.8
+        else:
+            penwidth = None
+        return NodeStyle(
+            label=label,
+            shape=shape,
+            fill=fill,
+            border=border,
+            penwidth=penwidth,
+            double=key in self.output_marks,
+            tooltip=tuple(_tooltip(layer, found, path, facts)),
+        )
 
     # edges ----------------------------------------------------------------------------------
     def _drawn(self, graph: ModelGraph, key: Key) -> tuple[Key, ModelGraph | None]:
@@ -1088,6 +1165,10 @@ def to_dot(
         node_keys={ident: key for key, ident in builder.ids.items()},
         cluster_keys=dict(builder.cluster_keys),
         run_clusters=dict(builder.run_clusters),
+        node_styles=dict(builder.node_styles),
+        cluster_styles=dict(builder.cluster_styles),
+        edge_list=tuple(builder.edges),
+        title=title,
     )
 
 

@@ -119,24 +119,55 @@ def nasnet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(module.rebuild(str(SAMPLES / "apps" / "k3_nasnetmobile"), tmp_path_factory.mktemp("nas")))
 
 
-@pytest.mark.parametrize("width", [80, 120, 200])
-def test_piped_text_fits_the_width_and_never_wraps_names(nasnet: Path, width: int) -> None:
+def _column(lines: list[str], index: int) -> list[str]:
+    """The non-empty cells of one column of a Rich table, top to bottom (wrapped cells as pieces)."""
+    return [c.strip() for line in lines if line.startswith("│") for c in [line.split("│")[index + 1]] if c.strip()]
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_piped_text_wraps_cells_and_keeps_every_number_whole(nasnet: Path, width: int) -> None:
+    from modelgraph.cli.inspect_cmd import _compact
+    from modelgraph.cli.output import fmt_count
+
     result = invoke("inspect", nasnet, columns=width)
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     assert max(len(line) for line in lines) <= width
-    graph = load(nasnet)
-    body = [line for line in lines if line.startswith("│")]
-    assert len(body) == len(graph.layers)  # one line per layer: nothing wrapped onto a second line
-    if width >= 200:  # room for every name and class in full
-        for line, layer in zip(body, graph.layers, strict=True):
-            assert f"{layer.name} ({layer.class_name})" in line
-    else:  # names that do not fit are shortened in the middle with an ellipsis, never wrapped
-        shortened = [line for line in body if "…" in line.split("│")[1]]
-        assert shortened
-        if width >= 120:  # and the class stays whole
-            for line, layer in zip(body, graph.layers, strict=True):
-                assert f" ({layer.class_name})" in line.split("│")[1]
+    assert all(line.endswith("│") for line in lines if line.startswith("│"))  # the right border stays
+    report = summarize(load(nasnet))
+    # every number is whole, in its row's order, with its unit: full or written short (830.3K), never cut
+    for index, attr in ((2, "params"), (3, "macs")):
+        shown = _column(lines, index)
+        full = [fmt_count(getattr(layer, attr)) for layer in report.layers]
+        assert len(shown) == len(full)
+        assert all(s in (f, _compact(f)) for s, f in zip(shown, full, strict=True)), (attr, width)
+        assert not any("…" in s for s in shown)
+    # names wrap instead of being cut: the column's pieces spell every "name (Class)" in order
+    names = "".join(_column(lines, 0)).replace(" ", "").replace("└", "")
+    assert names == "".join(f"{layer.name}({layer.class_name})" for layer in report.layers)
+    assert "…" not in names
+
+
+def test_wide_keeps_full_names_on_one_line(nasnet: Path) -> None:
+    result = invoke("inspect", nasnet, "--wide", columns=80)
+    assert result.exit_code == 0
+    body = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    layers = load(nasnet).layers
+    assert len(body) == len(layers)  # one line per layer
+    for line, layer in zip(body, layers, strict=True):
+        assert f"{layer.name} ({layer.class_name})" in line
+
+
+def test_max_depth_is_spelled_and_bounded_like_render() -> None:
+    path = K3 / "nested.keras"
+    top = [r["name"] for r in inspect_json(path, "--max-depth", "0")["layers"]]
+    one = [r["path"] for r in inspect_json(path, "--max-depth", "1")["layers"]]
+    assert top == [r["name"] for r in inspect_json(path, "--depth", "1")["layers"]]  # the old spelling
+    assert one == [r["path"] for r in inspect_json(path, "--depth", "2")["layers"]]
+    assert any(len(p) == 2 for p in one) and "inner_dense" not in top
+    for command in ("inspect", "render"):
+        result = invoke(command, path, "--max-depth", "-1")
+        assert result.exit_code == 2 and "--max-depth" in result.output
 
 
 def test_piped_width_defaults_to_120(nasnet: Path) -> None:

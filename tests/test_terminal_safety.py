@@ -90,7 +90,8 @@ def test_bidi_controls_are_escaped_in_text_and_kept_in_json(tmp_path: Path) -> N
     """A right-to-left override (U+202E) and the other bidi controls would show a name reordered."""
     path = tmp_path / "model.json"
     path.write_text(SAMPLE.read_text().replace('"d1"', json.dumps(BIDI)))
-    for args in (["inspect"], ["run", "--weights", WEIGHTS, "--random", "--profile"]):
+    # --wide: one line per layer, so the escaped name is shown whole (the default table wraps it).
+    for args in (["inspect", "--wide"], ["run", "--weights", WEIGHTS, "--random", "--profile"]):
         command, *rest = args
         res = cli(command, path, *rest)
         assert res.returncode == 0, res.stderr
