@@ -3,6 +3,7 @@ and run to Keras 1's own outputs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -201,7 +202,5 @@ def test_hostile_keras1_values_get_typed_errors(tmp_path, key, value):
     graph = modelgraph.load(model)
     with pytest.raises(UnsupportedError):
         modelgraph.Runner(graph)
-    try:
+    with contextlib.suppress(NotConvertibleError):  # writing may refuse it too; it must not crash
         modelgraph.save(graph, tmp_path / "out.keras")
-    except NotConvertibleError:
-        pass
