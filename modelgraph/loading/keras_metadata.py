@@ -48,15 +48,9 @@ def read_keras_metadata(folder: Path) -> list[MetadataNode]:
 
 def parse_keras_metadata(blob: bytes, where: str) -> list[MetadataNode]:
     """Decode a ``SavedMetadata`` message; FormatError naming ``where`` when it is not one."""
-    from google.protobuf.message import DecodeError
+    from modelgraph.loading.protos import parse_message
 
-    message = _saved_metadata_class()()
-    try:
-        message.ParseFromString(blob)
-    except (DecodeError, RecursionError, ValueError) as exc:
-        raise FormatError(
-            f"{where}: not a Keras metadata protobuf ({exc or 'truncated or malformed'})"
-        ) from None
+    message = parse_message(_saved_metadata_class(), blob, where, "a Keras metadata protobuf")
     if len(message.nodes) > MAX_NODES:
         raise SecurityError(f"{where}: {len(message.nodes):,} nodes, over the {MAX_NODES:,} bound")
     return [MetadataNode(int(n.node_id), n.node_path, n.identifier, n.metadata) for n in message.nodes]

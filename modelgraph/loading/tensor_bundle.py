@@ -415,17 +415,9 @@ def _itemsize(dtype: int, where: str) -> int:
 
 
 def _parse(message_class: Any, blob: bytes, where: str) -> Any:
-    """Decode a protobuf message; FormatError naming ``where`` when the bytes are not one."""
-    from google.protobuf.message import DecodeError
+    from modelgraph.loading.protos import parse_message
 
-    message = message_class()
-    try:
-        message.ParseFromString(blob)
-    except (DecodeError, RecursionError, ValueError) as exc:
-        raise FormatError(
-            f"{where}: not a valid protobuf message ({exc or 'truncated or malformed'})"
-        ) from None
-    return message
+    return parse_message(message_class, blob, where)
 
 
 def _strings(raw: bytes, shape: tuple[int, ...], where: str) -> tuple[np.ndarray, int]:
