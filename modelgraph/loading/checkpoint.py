@@ -234,6 +234,7 @@ def _variables_under(nodes: Any, start: int, source: str) -> list[int]:
 def _keras_layers(graph: ModelGraph) -> list[str]:
     """Layer names in the order of Keras's ``model.layers`` (a Sequential's InputLayer left out)."""
     names = [lyr.name for lyr in graph.layers]
-    if graph.class_name == "Sequential" and graph.layers and graph.layers[0].class_name == "InputLayer":
+    # A Sequential's own input layer (its first layer, a model input) is not in model.layers.
+    if graph.class_name == "Sequential" and graph.layers and graph.layers[0].name in graph.input_names:
         names = names[1:]
     return names
