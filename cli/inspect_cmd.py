@@ -235,7 +235,15 @@ def _print_table(console: Any, report: Any, columns: list[str], wide: bool = Fal
         header = "Layer" if name == "layer" and not with_class else COLUMNS[name][0]
         return max([len(c) for c in cells] + [len(header)])
 
+    def unbreakable(name: str) -> int:
+        """The longest word of an output-shape cell: a dimension never splits (names and connections
+        without spaces fold at the column edge)."""
+        if name != "output":
+            return 0
+        return max((len(w) for r in rows for w in str(r[name]).split()), default=0)
+
     widths = {name: natural(name) for name in columns}
+    floor = {name: max(min(widths[name], MIN_WRAP_WIDTH), unbreakable(name)) for name in columns}
     if wide:
         console.width = max(console.width, 1 + sum(w + 3 for w in widths.values()))
     else:
@@ -243,7 +251,7 @@ def _print_table(console: Any, report: Any, columns: list[str], wide: bool = Fal
         wrapping = [n for n in columns if n not in NUMERIC]
         for name in ("macs", "params"):
             fixed = sum(widths[n] + 3 for n in columns if n in NUMERIC)
-            floors = sum(min(widths[n], MIN_WRAP_WIDTH) + 3 for n in wrapping)
+            floors = sum(floor[n] + 3 for n in wrapping)
             if name in columns and 1 + fixed + floors > console.width:
                 for r in rows:
                     r[name] = _compact(r[name])
@@ -256,7 +264,7 @@ def _print_table(console: Any, report: Any, columns: list[str], wide: bool = Fal
         if wide or name in NUMERIC:
             table.add_column(header, justify=justify, no_wrap=True, min_width=widths[name])
         else:
-            table.add_column(header, justify=justify, overflow="fold", min_width=min(widths[name], MIN_WRAP_WIDTH))
+            table.add_column(header, justify=justify, overflow="fold", min_width=floor[name])
     for layer, label, cells in zip(report.layers, labels, rows, strict=True):
         row = []
         for name in columns:

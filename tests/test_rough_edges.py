@@ -240,7 +240,7 @@ def test_shell_completion_completes_commands_and_options() -> None:
         return subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=60).stdout
 
     assert "inspect" in complete("modelgraph ins", 1)
-    assert "--depth" in complete("modelgraph inspect --de", 2)
+    assert "--max-depth" in complete("modelgraph inspect --max", 2)  # --depth is a hidden alias now
     readme = (ROOT / "README.md").read_text()
     assert "_MODELGRAPH_COMPLETE=bash_source modelgraph" in readme
 
