@@ -288,10 +288,10 @@ def test_truncated_keras_metadata_is_one_line_exit_3(tmp_path):
 
 
 def test_metadata_json_is_under_the_json_caps(tmp_path):
-    from modelgraph.loading.keras_metadata import _saved_metadata_class
+    from modelgraph.loading.protos.keras_metadata_pb2 import SavedMetadata
 
     folder = _copy(tmp_path)
-    message = _saved_metadata_class()()
+    message = SavedMetadata()
     node = message.nodes.add()
     node.node_path, node.identifier = "root", "_tf_keras_network"
     node.metadata = "[" * 100_000 + "]" * 100_000
