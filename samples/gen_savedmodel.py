@@ -26,9 +26,10 @@ result is then loaded by tf_keras, which still reads that layout, and must give 
 (``legacy_reload_max_abs_err`` in the golden's JSON).
 
 Refused samples (no Keras graph) are written too: ``subclassed/`` (a subclassed model without
-get_config) and ``tf_module/`` (``tf.saved_model.save`` of a ``tf.Module``). Weights are drawn from a
-seeded generator per model (non-zero biases, BatchNormalization moving statistics away from 0/1),
-so the same library versions give the same arrays. The function graphs TensorFlow stores in
+get_config), ``tf_module/`` (``tf.saved_model.save`` of a ``tf.Module``) and
+``keras_tf_saved_model/`` (``tf.saved_model.save`` of a Keras model: identifiers, no metadata).
+Weights are drawn from a seeded generator per model (non-zero biases, BatchNormalization moving
+statistics away from 0/1), so the same library versions give the same arrays. The function graphs TensorFlow stores in
 saved_model.pb are left as written: modelgraph never reads or runs them.
 """
 
@@ -402,6 +403,13 @@ def make_refused() -> None:
 
     clear(OUT / "tf_module")
     tf.saved_model.save(Affine(), str(OUT / "tf_module"))
+
+    # tf.saved_model.save of a Keras model: the objects keep their Keras identifiers, but since TF 2.4
+    # their SavedUserObject metadata is empty and no keras_metadata.pb is written.
+    keras.backend.clear_session()
+    model = keras.Sequential([keras.Input((3,), name="x"), layers.Dense(2, name="d")], name="plain")
+    clear(OUT / "keras_tf_saved_model")
+    tf.saved_model.save(model, str(OUT / "keras_tf_saved_model"))
 
 
 def main() -> None:

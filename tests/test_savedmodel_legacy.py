@@ -140,8 +140,22 @@ def _copy(tmp_path: Path, name: str = "seq_mlp") -> Path:
     return folder
 
 
+def test_tf_saved_model_save_of_a_keras_model_is_refused():
+    """TensorFlow wrote it (samples/gen_savedmodel.py): the objects keep their Keras identifiers,
+    their metadata is empty and there is no keras_metadata.pb: exit 3, one line."""
+    folder = SM / "keras_tf_saved_model"
+    graph = read_object_graph(folder)
+    assert graph.nodes[0].user_object.identifier == "_tf_keras_sequential"
+    assert not graph.nodes[0].user_object.metadata and not legacy_metadata_nodes(graph)
+    with pytest.raises(UnsupportedFormatError, match="SavedModel without Keras metadata"):
+        detect(folder)
+    result = invoke("inspect", folder)
+    assert result.exit_code == 3 and len(result.output.strip().splitlines()) == 1
+    assert "tf.saved_model.save" in result.output
+
+
 def test_keras_objects_without_metadata_are_refused_like_tf_saved_model_save(tmp_path):
-    """tf.saved_model.save of a Keras model keeps the identifiers but no metadata: exit 3, one line."""
+    """The same with every metadata field of a Keras-written legacy sample emptied."""
     folder = _copy(tmp_path)
 
     def strip(graph) -> None:
