@@ -215,3 +215,25 @@ def test_legacy_metadata_json_is_under_the_json_caps(tmp_path):
     result = invoke("inspect", folder)
     assert result.exit_code == 3 and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [
+        b"\x0b" * 200_000,  # 200,000 nested groups
+        b"\x12" + bytes([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]) + b"abc",  # a 2**42-byte meta graph
+        b"\x12\x05\x3a\x03\x0a\x01",  # an object graph cut inside a node
+    ],
+    ids=["nested-groups", "length-bomb", "cut-node"],
+)
+def test_hostile_saved_model_pb_is_one_line_exit_3_and_one_validate_finding(tmp_path, blob):
+    folder = _copy(tmp_path)
+    (folder / "saved_model.pb").write_bytes(blob)
+    assert detect(folder) == "savedmodel"  # a SavedModel by its files; loading says what is wrong
+    result = invoke("inspect", folder)
+    assert result.exit_code == 3 and len(result.output.strip().splitlines()) == 1
+    assert "saved_model.pb: not a TensorFlow SavedModel protobuf" in result.output
+    report = json.loads(invoke("validate", folder, "--format", "json").output)
+    (checked,) = report["results"]
+    rules = sorted(i["rule"] for i in checked["issues"])
+    assert rules == ["SEC100", "STR001"], rules

@@ -198,7 +198,9 @@ def _detect_dir(p: Path) -> Format:
 
 def _detect_savedmodel(p: Path) -> Format:
     """A SavedModel directory is a Keras model when it carries Keras metadata: ``keras_metadata.pb``
-    (tf.keras 2.4+) or, in older ones, Keras identifiers in ``saved_model.pb``'s object graph."""
+    (tf.keras 2.4+) or, in older ones, Keras objects with metadata in ``saved_model.pb``'s object
+    graph. One whose ``saved_model.pb`` cannot be decoded is still a SavedModel (the loader refuses
+    it with the reason, and validate reports it as one model)."""
     if _has(p, "keras_metadata.pb"):
         return "savedmodel"
     from modelgraph.loading.saved_object_graph import (
@@ -207,7 +209,11 @@ def _detect_savedmodel(p: Path) -> Format:
         read_object_graph,
     )
 
-    if has_legacy_metadata(read_object_graph(p)):
+    try:
+        graph = read_object_graph(p)
+    except FormatError:
+        return "savedmodel"  # saved_model.pb is unreadable: loading it names what is wrong
+    if has_legacy_metadata(graph):
         return "savedmodel"
     raise UnsupportedFormatError(NO_KERAS_METADATA.format(folder=p))
 
