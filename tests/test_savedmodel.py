@@ -169,8 +169,9 @@ def test_save_weights_checkpoint_attaches_to_the_json_config(name, form):
 
 
 @pytest.mark.parametrize("name", TRAINED)
-def test_training_checkpoint_folder_attaches_and_reports_optimizer_left_out(name):
-    graph = modelgraph.load(SM / f"{name}.json", weights=SM / f"train_{name}")
+@pytest.mark.parametrize("form", ["train_{name}", "train_{name}/ckpt-1", "train_{name}/ckpt-1.index"])
+def test_training_checkpoint_folder_attaches_and_reports_optimizer_left_out(name, form):
+    graph = modelgraph.load(SM / f"{name}.json", weights=SM / form.format(name=name))
     golden = np.load(SM / "goldens" / f"train_{name}.npz")
     feeds = {k[len("input/") :]: golden[k] for k in golden.files if k.startswith("input/")}
     out = list(modelgraph.Runner(graph).run(feeds).values())
