@@ -64,8 +64,12 @@ def test_legacy_metadata_holds_the_same_documents_as_keras_metadata_pb(name):
     legacy = legacy_metadata_nodes(read_object_graph(LEGACY / name))
     current = read_keras_metadata(SM / name)
     assert legacy[0].node_id == 0 and legacy[0].node_path == "root"
-    got = sorted((n.node_path, n.identifier, json.dumps(json.loads(n.metadata), sort_keys=True)) for n in legacy)
-    want = sorted((n.node_path, n.identifier, json.dumps(json.loads(n.metadata), sort_keys=True)) for n in current)
+    got = sorted(
+        (n.node_path, n.identifier, json.dumps(json.loads(n.metadata), sort_keys=True)) for n in legacy
+    )
+    want = sorted(
+        (n.node_path, n.identifier, json.dumps(json.loads(n.metadata), sort_keys=True)) for n in current
+    )
     assert got == want
 
 

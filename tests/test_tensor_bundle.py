@@ -368,7 +368,9 @@ def test_snappy_block_without_cramjam_names_the_extra(tmp_path: Path, monkeypatc
 
     prefix = _snappy_copy(tmp_path, SAVEDMODEL_SAMPLES / "ckpt" / "seq_mlp")
     monkeypatch.setitem(sys.modules, "cramjam", None)  # import cramjam raises ImportError
-    with pytest.raises(ToolMissingError, match=r"snappy-compressed blocks.*pip install 'modelgraph\[snappy\]'"):
+    with pytest.raises(
+        ToolMissingError, match=r"snappy-compressed blocks.*pip install 'modelgraph\[snappy\]'"
+    ):
         tb.open_bundle(prefix)
     weights = ["--weights", str(prefix)]
     for command in ("inspect", "run"):

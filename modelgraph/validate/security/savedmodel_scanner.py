@@ -66,7 +66,8 @@ def scan_savedmodel_dir(path: str) -> tuple[list[Issue], list[tuple[Any, str]]]:
     except UnsupportedFormatError:
         return issues, configs  # no Keras metadata: nothing to scan (loading refuses the directory)
     except (FormatError, SecurityError, OSError) as exc:
-        member = "keras_metadata.pb" if os.path.lexists(os.path.join(path, "keras_metadata.pb")) else "saved_model.pb"
+        has_pb = os.path.lexists(os.path.join(path, "keras_metadata.pb"))
+        member = "keras_metadata.pb" if has_pb else "saved_model.pb"
         add("SEC100", f"could not scan the Keras metadata: {exc}", member)
         return issues, configs
     source = os.path.basename(source)
