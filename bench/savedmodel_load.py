@@ -19,7 +19,9 @@ of its own load call only):
 
 Prints the medians and the ratio modelgraph / tf_keras (the goal is <= 0.1). Nothing is asserted.
 Measured 2026-11-28 on the shared 2-core sandbox (--repeat 1): 449 ms vs 13,394 ms, ratio 0.034;
-all 3,538,984 parameters bound, no load notes. ``--layout tf2.3``: see the commit that added it.
+all 3,538,984 parameters bound, no load notes. Again at load average ~15 (--repeat 3): current
+layout 1,969 ms vs 71,335 ms (0.028); ``--layout tf2.3`` (saved_model.pb 0.95 MB, 524 saved objects,
+157 Keras nodes; its decoding takes ~120 ms of modelgraph's time) 1,177 ms vs 26,990 ms (0.044).
 """
 
 from __future__ import annotations
