@@ -10,6 +10,7 @@ read exactly like the same model's .h5 and its keras_metadata.pb directory.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -241,3 +242,21 @@ def test_hostile_saved_model_pb_is_one_line_exit_3_and_one_validate_finding(tmp_
     (checked,) = report["results"]
     rules = sorted(i["rule"] for i in checked["issues"])
     assert rules == ["SEC100", "STR001"], rules
+
+
+def test_saved_model_pb_symlinked_outside_is_not_read(tmp_path):
+    folder = _copy(tmp_path)
+    (folder / "saved_model.pb").rename(tmp_path / "outside.pb")
+    os.symlink(tmp_path / "outside.pb", folder / "saved_model.pb")
+    result = invoke("inspect", folder)
+    assert result.exit_code == 3 and len(result.output.strip().splitlines()) == 1
+    assert "outside the model folder" in result.output
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_saved_model_pb_fifo_is_refused_without_blocking(tmp_path):
+    folder = _copy(tmp_path)
+    (folder / "saved_model.pb").unlink()
+    os.mkfifo(folder / "saved_model.pb")
+    result = invoke("inspect", folder)
+    assert result.exit_code == 3 and "FIFO" in result.output
