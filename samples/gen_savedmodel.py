@@ -20,9 +20,10 @@ TensorFlow 2.0-2.3 SavedModels: before tf.keras 2.4 there was no keras_metadata.
 object's JSON metadata was stored in saved_model.pb itself, in the ``metadata`` field of the object's
 ``SavedUserObject`` in the object graph. tf_keras 2.21 only writes keras_metadata.pb (and leaves that
 field empty), so ``legacy/NAME`` is made from a tf_keras SavedModel of the same model (saved without
-traces, to stay small) by moving every node's metadata into its SavedUserObject with TensorFlow's own
-protobuf messages and deleting keras_metadata.pb and fingerprint.pb (TF 2.0-2.3 wrote neither). The
-result is then loaded by tf_keras, which still reads that layout, and must give the same outputs
+traces to stay small, except LEGACY_WITH_TRACES) by moving every node's metadata into its
+SavedUserObject with TensorFlow's own protobuf messages and deleting keras_metadata.pb and
+fingerprint.pb (TF 2.0-2.3 wrote neither). The result is then loaded by tf_keras, which still reads
+that layout, and must give the same outputs
 (``legacy_reload_max_abs_err`` in the golden's JSON).
 
 Refused samples (no Keras graph) are written too: ``subclassed/`` (a subclassed model without
@@ -62,6 +63,8 @@ TRAIN_CKPT = ("seq_mlp", "bidi_lstm", "cnn_bn", "mha")
 # save_traces=False (an option of model.save): an RNN's traces are megabytes of function graphs, which
 # modelgraph never reads, and the Keras metadata and variables are the same either way.
 WITH_TRACES = ("seq_mlp", "multi_io", "nested_shared", "cnn_bn", "frozen", "lambda_model")
+# TF 2.0-2.3 always stored the traces; two legacy samples keep them (the others stay small).
+LEGACY_WITH_TRACES = ("seq_mlp", "nested_shared")
 
 
 # ------------------------------------------------------------------------------------------ models
@@ -303,7 +306,8 @@ def make(name: str) -> dict:
     model.save(sm, save_format="tf", save_traces=name in WITH_TRACES)
     model.save(OUT / f"{name}.h5", save_format="h5")
     legacy = OUT / "legacy" / name
-    write_legacy_layout(model, legacy)  # before any training step: the same weights as NAME/
+    # before any training step: the same weights as NAME/
+    write_legacy_layout(model, legacy, save_traces=name in LEGACY_WITH_TRACES)
     (OUT / f"{name}.json").write_text(model.to_json(indent=1) + "\n")
     model.save_weights(str(OUT / "ckpt" / name), save_format="tf")
     files = {"savedmodel": f"{name}/", "h5": f"{name}.h5", "json": f"{name}.json", "weights_ckpt": f"ckpt/{name}"}
@@ -354,13 +358,13 @@ def make(name: str) -> dict:
     return info
 
 
-def write_legacy_layout(model, target: Path) -> None:
+def write_legacy_layout(model, target: Path, save_traces: bool = False) -> None:
     """Save ``model`` as a SavedModel in the TF 2.0-2.3 layout: Keras metadata inside saved_model.pb."""
     from tensorflow.core.protobuf import saved_model_pb2
     from tf_keras.protobuf import saved_metadata_pb2
 
     clear(target)
-    model.save(target, save_format="tf", save_traces=False)
+    model.save(target, save_format="tf", save_traces=save_traces)
     metadata = saved_metadata_pb2.SavedMetadata()
     metadata.ParseFromString((target / "keras_metadata.pb").read_bytes())
     saved = saved_model_pb2.SavedModel()
