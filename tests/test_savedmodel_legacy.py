@@ -260,3 +260,12 @@ def test_saved_model_pb_fifo_is_refused_without_blocking(tmp_path):
     os.mkfifo(folder / "saved_model.pb")
     result = invoke("inspect", folder)
     assert result.exit_code == 3 and "FIFO" in result.output
+
+
+def test_every_legacy_sample_validates_without_errors_but_the_lambda():
+    from modelgraph.validate.api import validate
+
+    results = validate([LEGACY], check_values=True)
+    assert sorted(Path(r.path).name for r in results) == MODELS
+    errors = sorted((Path(r.path).name, i.rule) for r in results for i in r.issues if i.severity == "error")
+    assert errors == [("lambda_model", "SEC001")]
