@@ -26,7 +26,7 @@
   function human(n) {
     if (n == null) return "?";
     for (const [u, s] of [["G", 1e9], ["M", 1e6], ["K", 1e3]]) if (n >= s) return (n / s).toFixed(2) + u;
-    return String(n);
+    return Number.isInteger(n) ? String(n) : fmtNum(n);
   }
   function fmtNum(x) {
     if (x == null) return "";
@@ -161,7 +161,7 @@
     }
     for (const box of document.querySelectorAll("#nestedlist input")) box.checked = v.expanded.includes(+box.dataset.layer);
     const fb = document.getElementById("foldbox"); if (fb) fb.checked = v.folded;
-    paintHits(); paintSelection();
+    paintHits(); paintSelection(); paintOverlay();
     status(note);
   }
   function status(note) {
@@ -340,12 +340,8 @@
     panel.textContent = "";
     const i = state.selected;
     if (i < 0) {
-      panel.append(el("h2", {}, DATA.kind === "diff" ? "Diff" : "Model"));
-      panel.append(el("p", { class: "hint" }, "Click a layer in the graph, or search for one by name or class (Enter moves to the next match)."));
-      if (DATA.kind === "diff") panel.append(el("p", {}, DATA.verdict || ""));
-      if (DATA.findings && DATA.findings.length) {
-        panel.append(...section("Findings (" + DATA.findings.length + ")", ...DATA.findings.map((f) => el("div", { class: "finding " + f.severity }, el("b", {}, f.severity + " " + f.rule), " ", f.message, f.where ? el("div", { class: "hint mono" }, f.where) : null))));
-      }
+      if (DATA.kind === "diff") { renderDiffSummary(); return; }
+      renderModelSummary();
       return;
     }
     const L = LAYERS[i];
@@ -373,6 +369,7 @@
     if (L.nested_layers != null) facts.push(["nested layers", fmtInt(L.nested_layers)]);
     if (L.calls.length !== 1) facts.push(["calls", String(L.calls.length)]);
     panel.append(...section("Summary", table(null, facts)));
+    renderOverlayValues(i);
     L.calls.forEach((c, k) => {
       const rows = [];
       if (L.kind !== "input") rows.push(["inputs", c.input_shapes.length ? c.input_shapes.map(shapeText).join(", ") : "?"]);
@@ -397,6 +394,53 @@
       panel.append(...section("Weights", el("span", { class: "hint" }, L.params ? "stored in the nested layers" : "none stored")));
     }
     panel.append(...section("Config", el("div", { class: "cfg", id: "panel-config" }, configTree(L.config, 0))));
+  }
+  function renderModelSummary() {
+    panel.append(el("h2", { id: "panel-name" }, DATA.title));
+    panel.append(el("span", { class: "cls", id: "panel-class" }, DATA["class"]));
+    const count = (kind) => LAYERS.filter((L) => L.kind === kind).length;
+    const macs = LAYERS.reduce((a, L) => a + (L.nested_layers == null && L.macs != null ? L.macs : 0), 0);
+    const ioLinks = (names) => el("div", {}, ...names.map((n) => { const j = LAYERS.findIndex((L) => L.parent < 0 && L.name === n); return j >= 0 ? layerLink(j) : el("span", {}, n); }));
+    const rows = [
+      ["inputs", ioLinks(DATA.inputs || [])],
+      ["outputs", ioLinks(DATA.outputs || [])],
+      ["Keras version", DATA.keras_version || "not recorded"],
+      ["layers", fmtInt(LAYERS.length - count("input")) + (DATA.nested.length ? " (" + DATA.nested.length + " nested model" + (DATA.nested.length > 1 ? "s" : "") + ")" : "")],
+      ["params", DATA.params == null ? "? (no weights)" : fmtInt(DATA.params)],
+      ["MACs per sample", human(macs) + (macs >= 1000 ? " (" + fmtInt(macs) + ")" : "")],
+    ];
+    if (DATA.source) rows.push(["file", DATA.source]);
+    panel.append(...section("Model", el("div", { id: "panel-summary" }, table(null, rows))));
+    const sev = { error: 0, warning: 0, info: 0 };
+    for (const f of DATA.findings) sev[f.severity] = (sev[f.severity] || 0) + 1;
+    const head = "Findings (" + DATA.findings.length + (DATA.findings.length ? ": " + Object.entries(sev).filter(([, n]) => n).map(([k, n]) => n + " " + k).join(", ") : "") + ")";
+    const box = el("div", { id: "panel-findings" });
+    if (!DATA.findings.length) box.append(el("span", { class: "hint" }, "none"));
+    const order = { error: 0, warning: 1, info: 2 };
+    for (const f of [...DATA.findings].sort((a, b) => (order[a.severity] ?? 3) - (order[b.severity] ?? 3))) {
+      box.append(el("div", { class: "finding " + f.severity }, el("b", {}, f.severity + " " + f.rule), " ", f.message, f.where ? el("div", { class: "hint mono" }, f.where) : null));
+    }
+    panel.append(...section(head, box));
+    if (OVERLAYS.length) panel.append(...section("Overlays", el("div", {}, ...OVERLAYS.map((o) => el("div", {}, el("b", {}, o.title), o.note ? " · " + o.note : "")))));
+    panel.append(el("p", { class: "hint" }, "Click a layer in the graph, or search for one by name or class (Enter moves to the next match)."));
+  }
+  function renderDiffSummary() {
+    panel.append(el("h2", {}, "Diff"));
+    panel.append(el("p", { id: "panel-verdict" }, DATA.verdict || ""));
+    panel.append(el("p", { class: "hint" }, "Click a layer in the graph, or search for one by name or class (Enter moves to the next match)."));
+  }
+  function renderOverlayValues(i) {
+    const box = el("div", { id: "panel-overlay" });
+    let any = false;
+    const list = overlay ? [overlay, ...OVERLAYS.filter((o) => o !== overlay)] : OVERLAYS;
+    for (const o of list) {
+      const d = o.details[String(i)];
+      if (!d) continue;
+      any = true;
+      const rows = Object.entries(d).map(([k, v]) => [k, typeof v === "number" ? (Number.isInteger(v) ? fmtInt(v) : fmtNum(v)) : String(v)]);
+      box.append(el("div", { class: "whead" }, el("b", {}, o.title), o === overlay ? el("span", { class: "hint" }, " (colouring)") : null), table(null, rows));
+    }
+    if (any) panel.append(...section("Overlay values", box));
   }
   function renderDiffPanel(L) {
     panel.append(" ", el("span", { class: "status", id: "panel-status" }, L.status));
@@ -509,7 +553,83 @@
       else if (key === "expand" || key === "collapse") { const i = find(value); if (i >= 0 && nestedSet.has(i)) toggleNested(i, key === "expand"); }
       else if (key === "fold") { state.folded = value !== "0"; show(); }
       else if (key === "fit") fit();
+      else if (key === "overlay") setOverlay(value);
     }
+  }
+
+  // --- overlays: colour the nodes by one number per layer, with a legend -------------------------
+  const OVERLAYS = DATA.overlays || [];
+  const SCALE = [[255, 255, 212], [254, 227, 145], [254, 196, 79], [254, 153, 41], [236, 112, 20], [204, 76, 2]];
+  let overlay = null;
+  const overlayLegend = el("div", { id: "overlay-legend", hidden: "" });
+  canvas.append(overlayLegend);
+  function scaleColour(t) {
+    const x = Math.min(Math.max(t, 0), 1) * (SCALE.length - 1);
+    const k = Math.min(Math.floor(x), SCALE.length - 2), f = x - k;
+    const c = SCALE[k].map((v, j) => Math.round(v + (SCALE[k + 1][j] - v) * f));
+    return "rgb(" + c.join(",") + ")";
+  }
+  function overlayRange(o) {
+    const vals = Object.values(o.values).filter((v) => (o.log ? v > 0 : Number.isFinite(v)));
+    if (!vals.length) return [0, 1];
+    let lo = Math.min(...vals), hi = Math.max(...vals);
+    if (o.log) { lo = Math.log10(lo); hi = Math.log10(hi); }
+    return [lo, hi];
+  }
+  function overlayT(o, v, range) {
+    const [lo, hi] = range;
+    const x = o.log ? (v > 0 ? Math.log10(v) : lo) : v;
+    return hi > lo ? (x - lo) / (hi - lo) : 1;
+  }
+  function fmtValue(o, v) { return (o.unit === "ms" || o.unit === "abs err" || o.unit === "|x|") ? fmtNum(v) : human(v); }
+  function paintOverlay() {
+    if (!svg) return;
+    for (const g of svg.querySelectorAll("g.node[data-layer]")) {
+      g.classList.remove("nov", "mark");
+      for (const s of g.querySelectorAll(":scope > path, :scope > ellipse, :scope > polygon")) s.style.fill = "";
+    }
+    overlayLegend.hidden = !overlay;
+    document.body.dataset.overlay = overlay ? overlay.name : "";
+    if (!overlay) return;
+    const range = overlayRange(overlay);
+    const marked = new Set(overlay.marked);
+    let painted = 0;
+    for (const g of svg.querySelectorAll("g.node[data-layer]")) {
+      const i = g.dataset.layer, v = overlay.values[i];
+      const shapes = [...g.querySelectorAll(":scope > path, :scope > ellipse, :scope > polygon")].filter((s) => s.getAttribute("fill") !== "none");
+      if (v == null) { g.classList.add("nov"); continue; }
+      const colour = scaleColour(overlayT(overlay, v, range));
+      for (const s of shapes) s.style.fill = colour;
+      g.dataset.overlayColour = colour;
+      painted++;
+      if (marked.has(+i)) g.classList.add("mark");
+    }
+    document.body.dataset.overlayPainted = String(painted);
+    overlayLegend.textContent = "";
+    const [lo, hi] = range;
+    const un = (x) => (overlay.log ? Math.pow(10, x) : x);
+    const stops = SCALE.map((c, k) => "rgb(" + c.join(",") + ") " + (100 * k / (SCALE.length - 1)).toFixed(0) + "%").join(",");
+    overlayLegend.append(
+      el("div", { class: "otitle" }, overlay.title + (overlay.log ? " (log scale)" : "")),
+      el("div", { class: "ramp", style: "background:linear-gradient(to right," + stops + ")" }),
+      el("div", { class: "ends" }, el("span", { id: "overlay-min" }, fmtValue(overlay, un(lo)) + " " + overlay.unit), el("span", { id: "overlay-max" }, fmtValue(overlay, un(hi)) + " " + overlay.unit)),
+      el("div", {}, el("span", { class: "sw nov" }), " no value"));
+    if (overlay.marked.length) overlayLegend.append(el("div", {}, el("span", { class: "sw markd" }), " marked: " + overlay.marked.map((j) => LAYERS[j].name).join(", ")));
+    if (overlay.note) overlayLegend.append(el("div", { class: "hint", id: "overlay-note" }, overlay.note));
+  }
+  function setOverlay(name) {
+    overlay = OVERLAYS.find((o) => o.name === name) || null;
+    const sel = document.getElementById("overlay-select");
+    if (sel) sel.value = overlay ? overlay.name : "";
+    paintOverlay();
+    renderPanel();
+  }
+  if (OVERLAYS.length) {
+    const sel = el("select", { id: "overlay-select", title: "Colour the layers by" }, el("option", { value: "" }, "no overlay"), ...OVERLAYS.map((o) => el("option", { value: o.name }, o.title)));
+    sel.addEventListener("change", () => setOverlay(sel.value));
+    tools.append(" ", el("label", {}, "Overlay ", sel));
+    overlay = OVERLAYS[0];
+    sel.value = overlay.name;
   }
 
   // --- legend (diff) and start -------------------------------------------------------------------

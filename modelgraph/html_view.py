@@ -392,14 +392,23 @@ def model_page(
     source: str = "",
     weight_stats: bool = True,
     progress: Callable[[str], None] | None = None,
+    overlays: Sequence[Any] = (),
+    inputs: Sequence[str] = (),
 ) -> str:
     """The HTML view of ``graph`` drawn with ``options`` (a ``RenderOptions``) and its findings;
-    ``progress`` receives a line of text per step of a big model."""
+    ``progress`` receives a line of text per step of a big model. ``overlays`` are
+    :class:`modelgraph.overlays.OverlaySpec` s (the run-based ones run the model on ``inputs``,
+    ``--input`` values)."""
     from modelgraph._version import __version__
+    from modelgraph.overlays import build_overlays
 
     views, nested = model_views(graph, options, issues, progress)
     if progress is not None and len(views) and sum(1 for _ in graph.walk()) > PROGRESS_NODES:
         progress("collecting layer records and weight statistics")
+    records = layer_records(graph, issues, weight_stats)
+    if overlays and progress is not None:
+        progress("computing overlays: " + ", ".join(s.kind for s in overlays))
+    built = build_overlays(graph, records, overlays, inputs)
     data = {
         "kind": "model",
         "title": graph.name,
@@ -409,7 +418,10 @@ def model_page(
         "keras_version": getattr(graph, "keras_version", None),
         "params": graph.param_count if graph.has_weights else None,
         "weight_stats_cap": WEIGHT_STATS_MAX_ELEMENTS,
-        "layers": layer_records(graph, issues, weight_stats),
+        "layers": records,
+        "overlays": [o.as_json() for o in built],
+        "inputs": _io_names(graph.inputs),
+        "outputs": _io_names(graph.outputs),
         "nested": nested,
         "views": views,
         "findings": [
@@ -423,6 +435,11 @@ def model_page(
         ],
     }
     return page(data, f"{graph.name} · modelgraph")
+
+
+def _io_names(refs: Sequence[Any]) -> list[str]:
+    """The layer names of a model's input or output tensors, in order."""
+    return [str(getattr(r, "layer", r)) for r in refs]
 
 
 # --- diff -----------------------------------------------------------------------------------------
