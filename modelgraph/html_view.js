@@ -155,13 +155,14 @@
         const i = +g.dataset.layer; if (!clusterIndex.has(i)) clusterIndex.set(i, []); clusterIndex.get(i).push(g);
       }
       state.view = v;
+      miniBoxes = null;
       tidyLabels();
       document.body.dataset.view = DATA.views.indexOf(v) + ":" + v.expanded.join(",") + (v.folded ? ":folded" : "");
       if (keep) apply(); else home();
     }
     for (const box of document.querySelectorAll("#nestedlist input")) box.checked = v.expanded.includes(+box.dataset.layer);
     const fb = document.getElementById("foldbox"); if (fb) fb.checked = v.folded;
-    paintHits(); paintSelection(); paintOverlay();
+    paintHits(); paintSelection(); paintOverlay(); scheduleMini();
     status(note);
   }
   function status(note) {
@@ -174,7 +175,7 @@
 
   // --- pan and zoom ----------------------------------------------------------------------------
   const view = { x: 0, y: 0, k: 1 };
-  function apply() { stage.style.transform = `translate(${view.x}px, ${view.y}px) scale(${view.k})`; }
+  function apply() { stage.style.transform = `translate(${view.x}px, ${view.y}px) scale(${view.k})`; if (typeof scheduleMini === "function") scheduleMini(); }
   function size() { return [svg ? +svg.getAttribute("width") : 1, svg ? +svg.getAttribute("height") : 1]; }
   function fit() {
     const [w, h] = size(); const cw = canvas.clientWidth, ch = canvas.clientHeight;
@@ -405,7 +406,7 @@
       ["inputs", ioLinks(DATA.inputs || [])],
       ["outputs", ioLinks(DATA.outputs || [])],
       ["Keras version", DATA.keras_version || "not recorded"],
-      ["layers", fmtInt(LAYERS.length - count("input")) + (DATA.nested.length ? " (" + DATA.nested.length + " nested model" + (DATA.nested.length > 1 ? "s" : "") + ")" : "")],
+      ["layers", fmtInt(LAYERS.length) + " (" + count("input") + " input" + (count("input") === 1 ? "" : "s") + ")" + (DATA.nested.length ? " (" + DATA.nested.length + " nested model" + (DATA.nested.length > 1 ? "s" : "") + ")" : "")],
       ["params", DATA.params == null ? "? (no weights)" : fmtInt(DATA.params)],
       ["MACs per sample", human(macs) + (macs >= 1000 ? " (" + fmtInt(macs) + ")" : "")],
     ];
@@ -554,6 +555,7 @@
       else if (key === "fold") { state.folded = value !== "0"; show(); }
       else if (key === "fit") fit();
       else if (key === "overlay") setOverlay(value);
+      else if (key === "export") exportAs(value, true);
     }
   }
 
@@ -631,6 +633,125 @@
     overlay = OVERLAYS[0];
     sel.value = overlay.name;
   }
+
+  // --- minimap: every node as a small box, the visible part framed; click or drag to move there ------
+  const mini = el("canvas", { id: "minimap", width: "180", height: "140", title: "Overview: click or drag to move" });
+  canvas.append(mini);
+  let miniBoxes = null; // [[x, y, w, h, fill]] in SVG units, per drawing
+  function miniScale() {
+    const [w, h] = size();
+    return Math.min((mini.width - 8) / w, (mini.height - 8) / h);
+  }
+  function miniMeasure() {
+    miniBoxes = [];
+    for (const g of svg.querySelectorAll("g.node")) {
+      const b = g.getBBox();
+      const shape = g.querySelector("path, ellipse, polygon");
+      miniBoxes.push([b.x, b.y, b.width, b.height, shape]);
+    }
+    const graph0 = svg.querySelector("g.graph");
+    const t = graph0 && graph0.transform.baseVal.consolidate();
+    miniBoxes.dy = t ? t.matrix.f : 0;
+  }
+  function drawMini() {
+    if (!svg) return;
+    if (!miniBoxes) miniMeasure();
+    const ctx = mini.getContext("2d");
+    const k = miniScale();
+    const [w, h] = size();
+    const ox = (mini.width - w * k) / 2, oy = (mini.height - h * k) / 2;
+    ctx.clearRect(0, 0, mini.width, mini.height);
+    for (const [x, y, bw, bh, shape] of miniBoxes) {
+      ctx.fillStyle = shape ? (shape.style.fill || shape.getAttribute("fill") || "#ccc") : "#ccc";
+      ctx.strokeStyle = "#7a8494";
+      ctx.fillRect(ox + x * k, oy + (y + miniBoxes.dy) * k, Math.max(bw * k, 1.5), Math.max(bh * k, 1.5));
+    }
+    // the part of the drawing the canvas shows
+    const vx = -view.x / view.k, vy = -view.y / view.k, vw = canvas.clientWidth / view.k, vh = canvas.clientHeight / view.k;
+    // shown only while part of the drawing is out of sight
+    const seen = (Math.max(0, Math.min(vx + vw, w) - Math.max(vx, 0)) * Math.max(0, Math.min(vy + vh, h) - Math.max(vy, 0))) / (w * h);
+    mini.hidden = seen > 0.95;
+    ctx.strokeStyle = "#d81b60"; ctx.lineWidth = 1.5;
+    ctx.strokeRect(ox + vx * k, oy + vy * k, vw * k, vh * k);
+    mini.dataset.view = [vx, vy, vw, vh].map((v) => v.toFixed(1)).join(",");
+  }
+  function miniMove(e) {
+    const r = mini.getBoundingClientRect();
+    const k = miniScale(); const [w, h] = size();
+    const ox = (mini.width - w * k) / 2, oy = (mini.height - h * k) / 2;
+    const sx = (e.clientX - r.left - ox) / k, sy = (e.clientY - r.top - oy) / k;
+    view.x = canvas.clientWidth / 2 - sx * view.k; view.y = canvas.clientHeight / 2 - sy * view.k; apply();
+  }
+  let miniDrag = false;
+  mini.addEventListener("mousedown", (e) => { e.stopPropagation(); miniDrag = true; miniMove(e); });
+  window.addEventListener("mousemove", (e) => { if (miniDrag) miniMove(e); });
+  window.addEventListener("mouseup", () => { miniDrag = false; });
+  let miniPending = false;
+  function scheduleMini() {
+    if (miniPending) return;
+    miniPending = true;
+    requestAnimationFrame(() => { miniPending = false; drawMini(); });
+  }
+
+  // --- export what is shown: SVG (the drawing with its current colours) and PNG --------------------
+  const PNG_SCALE = 2;
+  const PNG_MAX_SIDE = 16384, PNG_MAX_AREA = 16384 * 8192;
+  function exportSvgText() {
+    const copy = svg.cloneNode(true);
+    copy.setAttribute("xmlns", "http://www.w3.org/2000/svg");
+    copy.querySelectorAll(".sel, .hit").forEach((g) => g.classList.remove("sel", "hit"));
+    // the page's stylesheet does not travel with the file: inline what changes the look
+    for (const g of copy.querySelectorAll("g.node.nov")) for (const s of g.querySelectorAll(":scope > path, :scope > ellipse, :scope > polygon")) if (s.getAttribute("fill") !== "none") s.style.fill = "#eeeeee";
+    for (const g of copy.querySelectorAll("g.node.mark")) for (const s of g.querySelectorAll(":scope > path, :scope > ellipse, :scope > polygon")) { s.style.stroke = "#c00000"; s.style.strokeWidth = "4px"; s.style.strokeDasharray = "6 3"; }
+    const vb = svg.viewBox.baseVal;
+    copy.setAttribute("width", String(vb.width)); copy.setAttribute("height", String(vb.height));
+    copy.insertBefore(document.createElementNS("http://www.w3.org/2000/svg", "rect"), copy.firstChild);
+    const bg = copy.firstChild; bg.setAttribute("width", "100%"); bg.setAttribute("height", "100%"); bg.setAttribute("fill", "#ffffff");
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + new XMLSerializer().serializeToString(copy);
+  }
+  function pngSize() {
+    const vb = svg.viewBox.baseVal;
+    let k = PNG_SCALE;
+    k = Math.min(k, PNG_MAX_SIDE / vb.width, PNG_MAX_SIDE / vb.height, Math.sqrt(PNG_MAX_AREA / (vb.width * vb.height)));
+    return [Math.max(1, Math.round(vb.width * k)), Math.max(1, Math.round(vb.height * k))];
+  }
+  function exportPng(done) {
+    const [w, h] = pngSize();
+    const img = new Image();
+    img.onload = () => {
+      const c = document.createElement("canvas"); c.width = w; c.height = h;
+      const ctx = c.getContext("2d"); ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, w, h); ctx.drawImage(img, 0, 0, w, h);
+      done(c.toDataURL("image/png"));
+    };
+    img.onerror = () => done(null);
+    img.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(exportSvgText());
+  }
+  function fileBase() { return String(DATA.title || "model").replace(/[^A-Za-z0-9._-]+/g, "_").slice(0, 80) || "model"; }
+  function download(url, name) {
+    const a = el("a", { href: url, download: name }); document.body.append(a); a.click(); a.remove();
+  }
+  function exportAs(kind, keep) {
+    // keep: leave the result in the page (#export=svg|png) instead of downloading it
+    if (kind === "svg") {
+      const text = exportSvgText();
+      if (keep) { exportOut("svg", text); return; }
+      download("data:image/svg+xml;charset=utf-8," + encodeURIComponent(text), fileBase() + ".svg");
+    } else {
+      exportPng((url) => {
+        if (!url) { status("PNG export failed"); return; }
+        if (keep) { exportOut("png", url); return; }
+        download(url, fileBase() + ".png");
+      });
+    }
+  }
+  function exportOut(kind, text) {
+    let box = document.getElementById("export-" + kind);
+    if (!box) { box = el("textarea", { id: "export-" + kind, hidden: "" }); document.body.append(box); }
+    box.value = text; box.textContent = text;
+    document.body.dataset.exported = kind;
+  }
+  tools.append(" ", el("button", { id: "export-svg-btn", title: "Download the drawing as shown (SVG)", onclick: () => exportAs("svg") }, "SVG"),
+    " ", el("button", { id: "export-png-btn", title: "Download the drawing as shown (PNG, 2x)", onclick: () => exportAs("png") }, "PNG"));
 
   // --- legend (diff) and start -------------------------------------------------------------------
   if (DATA.legend) {

@@ -349,6 +349,9 @@ _LAYER_WHERE = re.compile(r"layer '((?:[^'\\]|\\.)*)'")
 _NODE_IN_MESSAGE = re.compile(r"\b([\w./:-]+)\[\d+\]")
 
 
+_H5_CONFIG_ROOT = re.compile(r"^\$\.model_config(?=[.\[])")
+
+
 def place_issues(graph: ModelGraph, issues: Iterable[Any]) -> tuple[dict[tuple[str, ...], list[Any]], int]:
     """Map findings to layer paths (``('outer', 'inner_dense')``); also return how many fit none."""
     by_path: dict[tuple[str, ...], list[Any]] = {}
@@ -365,7 +368,9 @@ def place_issues(graph: ModelGraph, issues: Iterable[Any]) -> tuple[dict[tuple[s
             if not targets:
                 targets = [p for p, _ in walked if p[-1] == name]
         elif "$" in where:
-            jp = where[where.index("$") :]
+            # a legacy .h5's config sits in its model_config attribute: validate names the layers
+            # there ($.model_config.config.layers[i]), the loaded graph from the config ($.config...)
+            jp = _H5_CONFIG_ROOT.sub("$", where[where.index("$") :])
             best: list[tuple[int, int, tuple[str, ...]]] = []
             for prefix, path, lyr in by_json:
                 if jp == prefix or (jp.startswith(prefix) and jp[len(prefix)] in ".["):
