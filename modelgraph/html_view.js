@@ -249,6 +249,8 @@
     const k = Math.max(view.k, 1.1);
     const sx = (r.left + r.width / 2 - c.left - view.x) / view.k, sy = (r.top + r.height / 2 - c.top - view.y) / view.k;
     view.k = k; view.x = canvas.clientWidth / 2 - sx * k; view.y = canvas.clientHeight / 2 - sy * k; apply();
+    const r2 = elements[0].getBoundingClientRect();
+    document.body.dataset.focusOffset = Math.hypot(r2.left + r2.width / 2 - c.left - canvas.clientWidth / 2, r2.top + r2.height / 2 - c.top - canvas.clientHeight / 2).toFixed(1);
   }
 
   // --- selection and the panel -----------------------------------------------------------------
@@ -428,7 +430,15 @@
   function renderDiffSummary() {
     panel.append(el("h2", {}, "Diff"));
     panel.append(el("p", { id: "panel-verdict" }, DATA.verdict || ""));
-    panel.append(el("p", { class: "hint" }, "Click a layer in the graph, or search for one by name or class (Enter moves to the next match)."));
+    const changes = DATA.changes || [];
+    const list = el("ol", { id: "changes" });
+    changes.forEach((c, k) => {
+      const a = el("a", { href: "#", class: "layer", "data-change": String(k) }, c.path.join("/"));
+      a.addEventListener("click", (e) => { e.preventDefault(); select(c.layer); document.body.dataset.change = String(k); });
+      list.append(el("li", { class: "st-" + c.status }, el("span", { class: "marker" }, c.marker || ""), " ", a, " ", el("span", { class: "hint" }, c.status), el("div", { class: "what" }, c.what)));
+    });
+    panel.append(...section("Changes (" + changes.length + ")", changes.length ? list : el("span", { class: "hint" }, "none: the models are the same")));
+    panel.append(el("p", { class: "hint" }, "Click a change to go to its layer; click a layer in the graph, or search for one by name or class."));
   }
   function renderOverlayValues(i) {
     const box = el("div", { id: "panel-overlay" });
@@ -443,23 +453,69 @@
     }
     if (any) panel.append(...section("Overlay values", box));
   }
+  function valueText(v) {
+    if (v === undefined) return "(absent)";
+    if (v !== null && typeof v === "object" && JSON.stringify(v).length > 80) {
+      // a long list or mapping (a nested model's layers): folded, opened on demand
+      return el("details", {}, el("summary", {}, Array.isArray(v) ? "[" + v.length + " items]" : "{" + Object.keys(v).length + " keys}"), el("div", { class: "cfg" }, configTree(v, 1)));
+    }
+    return JSON.stringify(v);
+  }
   function renderDiffPanel(L) {
     panel.append(" ", el("span", { class: "status", id: "panel-status" }, L.status));
     if (L.name_a && L.name_a !== L.name) panel.append(el("div", { class: "hint" }, "in A: " + visible(L.name_a)));
-    for (const c of L.changes) {
-      const box = el("div", { class: "chg" });
-      if (c.path && c.path.length > 1) box.append(el("b", {}, c.path.join("/") + " "), el("span", { class: "hint" }, c.status));
-      for (const k of c.config || []) {
-        box.append(el("div", { class: "mono" }, k.key + ": ", el("span", { class: "old" }, k.only_in === "b" ? "(absent)" : JSON.stringify(k.old)), " → ", el("span", { class: "new" }, k.only_in === "a" ? "(absent)" : JSON.stringify(k.new))));
+    const own = L.changes.filter((c) => !c.path || c.path.length <= 1);
+    const nested = L.changes.filter((c) => c.path && c.path.length > 1);
+    const box = el("div", { id: "panel-changes" });
+    for (const c of own) box.append(changeBlock(c));
+    if (nested.length) {
+      // changes inside a nested model: one expandable entry per nested layer
+      const tree = el("div", { id: "panel-nested" });
+      for (const c of nested) {
+        const d = el("details", { class: "nested" }, el("summary", {}, el("span", { class: "mono" }, c.path.join("/")), " ", el("span", { class: "hint" }, c.status)), changeBlock(c));
+        tree.append(d);
       }
-      for (const w of c.wiring || []) box.append(el("div", { class: "mono" }, "call " + w.node + " inputs: " + (w.old || []).join(", ") + " → " + (w.new || []).join(", ")));
-      for (const w of c.weights || []) box.append(el("div", { class: "mono" }, "weight " + w.name + ": " + w.status + (w.mismatched ? ", " + w.mismatched + "/" + w.size + " values differ" : "")));
-      panel.append(box);
+      box.append(...section("Inside the nested model (" + nested.length + ")", tree));
     }
+    panel.append(box);
     const links = (list) => (list.length ? el("div", {}, ...list.map(layerLink)) : el("span", { class: "hint" }, "none"));
     panel.append(...section("Inbound layers", links(L.inbound)), ...section("Outbound layers", links(L.outbound)));
-    if (L.config_a) panel.append(...section("Config in A", el("div", { class: "cfg" }, configTree(L.config_a, 0))));
-    if (L.config_b) panel.append(...section("Config in B", el("div", { class: "cfg" }, configTree(L.config_b, 0))));
+    if (L.config_a || L.config_b) {
+      // both configs key by key, changed keys first and marked
+      const a = L.config_a || {}, b = L.config_b || {};
+      const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])];
+      // a key is marked when the diff (on normalised configs) found it changed, not when only the
+      // file formats spell it differently
+      const changedKeys = new Set(own.flatMap((c) => (c.config || []).map((k) => k.key.split(".")[0])));
+      const differs = (k) => changedKeys.has(k);
+      keys.sort((x, y) => differs(y) - differs(x));
+      const t = el("table", { id: "panel-config-diff", class: "kv" }, el("tr", {}, el("th", {}, "key"), el("th", {}, "A"), el("th", {}, "B")));
+      for (const k of keys) {
+        const changed = differs(k);
+        t.append(el("tr", changed ? { class: "changed" } : {}, el("td", { class: "mono k" }, k),
+          el("td", { class: "mono" + (changed ? " old" : "") }, L.config_a ? valueText(a[k]) : ""),
+          el("td", { class: "mono" + (changed ? " new" : "") }, L.config_b ? valueText(b[k]) : "")));
+      }
+      panel.append(...section("Config, key by key", t));
+    }
+  }
+  function changeBlock(c) {
+    const box = el("div", { class: "chg" });
+    if (c.config && c.config.length) {
+      const t = el("table", { class: "kv cfgdiff" }, el("tr", {}, el("th", {}, "config key"), el("th", {}, "A"), el("th", {}, "B")));
+      for (const k of c.config) t.append(el("tr", {}, el("td", { class: "mono" }, k.key), el("td", { class: "mono old" }, k.only_in === "b" ? "(absent)" : JSON.stringify(k.old)), el("td", { class: "mono new" }, k.only_in === "a" ? "(absent)" : JSON.stringify(k.new))));
+      box.append(t);
+    }
+    for (const w of c.wiring || []) box.append(el("div", { class: "mono" }, "call " + w.node + " inputs: " + (w.old || []).join(", ") + " → " + (w.new || []).join(", ")));
+    if (c.weights && c.weights.length) {
+      const t = el("table", { class: "kv wdiff" }, el("tr", {}, el("th", {}, "weight"), el("th", {}, "change"), el("th", {}, "max |Δ|"), el("th", {}, "relative"), el("th", {}, "values differ")));
+      for (const w of c.weights) {
+        const what = w.status === "shape" ? shapeText(w.old_shape) + " → " + shapeText(w.new_shape) : w.status === "dtype" ? w.old_dtype + " → " + w.new_dtype : w.status;
+        t.append(el("tr", {}, el("td", { class: "mono" }, w.name), el("td", {}, what), el("td", { class: "num" }, w.max_abs == null ? "" : fmtNum(w.max_abs)), el("td", { class: "num" }, w.rel == null ? "" : fmtNum(w.rel)), el("td", { class: "num" }, w.mismatched == null ? "" : fmtInt(w.mismatched) + " / " + fmtInt(w.size))));
+      }
+      box.append(t);
+    }
+    return box;
   }
 
   // --- clicks on the drawing ---------------------------------------------------------------------
@@ -556,6 +612,7 @@
       else if (key === "fit") fit();
       else if (key === "overlay") setOverlay(value);
       else if (key === "export") exportAs(value, true);
+      else if (key === "change") { const a = document.querySelector(`#changes a[data-change="${+value}"]`); if (a) a.dispatchEvent(new MouseEvent("click", { bubbles: true, cancelable: true })); }
     }
   }
 

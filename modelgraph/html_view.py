@@ -513,8 +513,17 @@ def diff_page(gd: Any, source_a: str = "", source_b: str = "") -> str:
                 if dst not in layers[src]["outbound"]:
                     layers[src]["outbound"].append(dst)
     svg = drawing_svg(drawing)
+    changes = []
+    for key, found in entries.items():
+        i = record_of.get(key)
+        if i is None:
+            continue
+        for entry in found:
+            changes.append({"layer": i, **_change_summary(entry)})
+    changes.sort(key=lambda c: (c["layer"], len(c["path"])))
     data = {
         "kind": "diff",
+        "changes": changes,
         "title": f"{rep.a.name} → {rep.b.name}",
         "source": f"{source_a} → {source_b}",
         "version": __version__,
@@ -527,3 +536,29 @@ def diff_page(gd: Any, source_a: str = "", source_b: str = "") -> str:
         "notes": list(rep.notes),
     }
     return page(data, f"diff {rep.a.name} → {rep.b.name} · modelgraph")
+
+
+def _change_summary(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One line of the diff page's list of changes: where, what kind, and what changed."""
+    parts = []
+    if entry.get("old_class_name"):
+        parts.append(f"class {entry['old_class_name']} → {entry.get('class_name')}")
+    if entry.get("config"):
+        keys = [c["key"] for c in entry["config"]]
+        parts.append("config " + ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else ""))
+    if entry.get("wiring"):
+        parts.append("inputs rewired")
+    for w in entry.get("weights") or ():
+        if w.get("status") == "values" and w.get("max_abs") is not None:
+            parts.append(f"{w['name']}: max |Δ| {w['max_abs']:.3g}")
+        else:
+            parts.append(f"{w['name']}: {w.get('status')}")
+    rename = entry.get("rename")
+    if rename and not rename.get("auto"):
+        parts.append(f"renamed {rename.get('old')} → {rename.get('new')}")
+    return {
+        "path": list(entry.get("path") or []),
+        "status": entry.get("status"),
+        "marker": entry.get("marker"),
+        "what": "; ".join(parts) or entry.get("status", ""),
+    }
