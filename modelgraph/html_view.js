@@ -68,7 +68,7 @@
   document.body.append(app);
 
   // --- view states (which nested models are expanded, repeats folded) ------------------------------
-  const state = { expanded: new Set(), folded: false, view: null, selected: -1, hits: [], hitPos: -1 };
+  const state = { expanded: new Set(), folded: false, unfolded: null, view: null, selected: -1, hits: [], hitPos: -1 };
   const initial = DATA.views.find((v) => v.initial) || DATA.views[0];
   initial.expanded.forEach((i) => state.expanded.add(i));
   state.folded = initial.folded;
@@ -86,14 +86,20 @@
   }
   function pickView() {
     const want = canonical(state.expanded).join(",");
-    const same = DATA.views.filter((v) => v.folded === state.folded);
-    let v = same.find((x) => x.expanded.join(",") === want);
     let note = "";
+    const runOf = (x) => (x.unfolded && x.unfolded.length ? x.unfolded[0] : null);
+    let same = DATA.views.filter((v) => v.folded === state.folded && runOf(v) === (state.folded ? state.unfolded : null));
+    if (!same.length && state.folded && state.unfolded) {
+      // this block has no drawing of its own (past the cap): unfold every block
+      same = DATA.views.filter((v) => !v.folded);
+      note = "Each of the first repeated blocks unfolds on its own; this one unfolds with all the others.";
+    }
+    let v = same.find((x) => x.expanded.join(",") === want);
     if (!v) {
       const wanted = new Set(canonical(state.expanded));
       const supers = same.filter((x) => [...wanted].every((i) => x.expanded.includes(i)));
       supers.sort((a, b) => a.expanded.length - b.expanded.length);
-      v = supers[0] || same[same.length - 1];
+      v = supers[0] || same[same.length - 1] || DATA.views[0];
       note = "This combination of open nested models was not laid out; showing the nearest one.";
     }
     return [v, note];
@@ -114,8 +120,14 @@
   if (DATA.views.some((v) => v.folded) && DATA.views.some((v) => !v.folded)) {
     const box = el("input", { type: "checkbox", id: "foldbox" });
     box.checked = state.folded;
-    box.addEventListener("change", () => { state.folded = box.checked; show(); });
-    tools.append(" ", el("label", { title: "Fold consecutive repeated blocks into one, marked × N" }, box, " fold repeats"));
+    box.addEventListener("change", () => { state.folded = box.checked; state.unfolded = null; show(); });
+    tools.append(" ", el("label", { title: "Fold consecutive repeated blocks into one, marked × N" }, box, " fold repeats"),
+      " ", el("button", { id: "refold", hidden: "", title: "Fold the unfolded repeated block again", onclick: () => { state.unfolded = null; show(); } }, "Fold block again"));
+  }
+  function unfoldRun(id) {
+    // unfold one repeated block, the others stay folded
+    state.pendingNote = state.unfolded && state.unfolded !== id ? "One repeated block is unfolded at a time: " + state.unfolded + " is folded again." : "";
+    state.unfolded = id; state.folded = true; show();
   }
 
   function toggleNested(i, open) {
@@ -162,8 +174,11 @@
     }
     for (const box of document.querySelectorAll("#nestedlist input")) box.checked = v.expanded.includes(+box.dataset.layer);
     const fb = document.getElementById("foldbox"); if (fb) fb.checked = v.folded;
+    const rf = document.getElementById("refold"); if (rf) rf.hidden = !(v.unfolded && v.unfolded.length);
+    document.body.dataset.unfolded = v.unfolded && v.unfolded.length ? v.unfolded[0] : "";
     paintHits(); paintSelection(); paintOverlay(); scheduleMini();
-    status(note);
+    status(note || state.pendingNote);
+    state.pendingNote = "";
   }
   function status(note) {
     foot.textContent = "";
@@ -269,7 +284,7 @@
     let p = LAYERS[i].parent, changed = false;
     while (p >= 0) { if (nestedSet.has(p) && !state.expanded.has(p)) { state.expanded.add(p); changed = true; } p = LAYERS[p].parent; }
     if (changed) show();
-    if (!nodeIndex.has(i) && !clusterIndex.has(i) && state.folded) { state.folded = false; show(); }
+    if (!nodeIndex.has(i) && !clusterIndex.has(i) && state.folded) { state.folded = false; state.unfolded = null; show(); }
   }
   function select(i, opts) {
     opts = opts || {};
@@ -531,7 +546,8 @@
     const g = e.target.closest("g.node[data-layer], g.cluster[data-layer]");
     if (!g) return;
     const i = +g.dataset.layer;
-    if (g.dataset.run && state.folded) { state.folded = false; show(); select(i); return; }
+    const run = e.target.closest("[data-run-id]");
+    if (run && state.folded) { unfoldRun(run.dataset.runId); select(i, { focus: false }); return; }
     if (nestedSet.has(i)) toggleNested(i, !state.expanded.has(i));
   });
 
@@ -608,7 +624,8 @@
         }
       }
       else if (key === "expand" || key === "collapse") { const i = find(value); if (i >= 0 && nestedSet.has(i)) toggleNested(i, key === "expand"); }
-      else if (key === "fold") { state.folded = value !== "0"; show(); }
+      else if (key === "fold") { state.folded = value !== "0"; state.unfolded = null; show(); }
+      else if (key === "unfold") unfoldRun(value);
       else if (key === "fit") fit();
       else if (key === "overlay") setOverlay(value);
       else if (key === "export") exportAs(value, true);

@@ -133,3 +133,31 @@ def test_export_png_has_twice_the_drawing_size(tmp_path: Path) -> None:
     assert (width, height) == (round(box[2] * 2), round(box[3] * 2))
     # a white page with the drawing on it, not an empty image
     assert len(png) > 20_000
+
+
+@needs_chromium
+def test_each_repeated_block_folds_and_unfolds_on_its_own(tmp_path: Path) -> None:
+    page = _render(SAMPLES / "k3" / "app_mobilenetv2.keras", tmp_path / "folds.html", "--collapse-repeats")
+    views = page_data(page)["views"]
+    folded = next(v for v in views if v["folded"] and not v["unfolded"])
+    runs = sorted(set(re.findall(r'class="cluster"[^>]*data-run-id="([^"]+)"', folded["svg"])))
+    assert len(runs) >= 2  # MobileNetV2 has several runs of identical inverted-residual blocks
+    assert sorted(r for v in views for r in v["unfolded"]) == runs  # one drawing per block
+
+    def drawn(svg: str) -> set[int]:
+        return {int(i) for i in re.findall(r'class="node[^"]*" data-layer="(\d+)"', svg)}
+
+    first, second = runs[0], runs[1]
+    only_first = next(v for v in views if v["unfolded"] == [first])
+    hidden = drawn(only_first["svg"]) - drawn(folded["svg"])  # the later repeats of the first block
+    assert hidden
+    dom = browse(page, "unfold=" + first, tmp_path)
+    assert body_attr(dom, "data-unfolded") == first
+    assert not re.search(rf'class="cluster"[^>]*data-run-id="{re.escape(first)}"', dom)  # open
+    assert re.search(rf'class="cluster"[^>]*data-run-id="{re.escape(second)}"', dom)  # still folded
+    assert hidden <= drawn(dom)
+    # unfolding another block folds the first again
+    dom = browse(page, f"unfold={first}&unfold={second}", tmp_path)
+    assert body_attr(dom, "data-unfolded") == second
+    assert re.search(rf'class="cluster"[^>]*data-run-id="{re.escape(first)}"', dom)
+    assert not hidden & drawn(dom)
