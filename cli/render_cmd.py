@@ -132,6 +132,8 @@ def render_command(
     problems: list | None = [] if highlight_issues else None
     graph = load(model, weights=weights, problems=problems)
     html = out_format == "html"
+    if html and sys.stderr.isatty():
+        click.echo(f"modelgraph: validating {model.name} for the page's findings...", err=True)
     issues = _validation_issues(model, weights) if highlight_issues or html else None
     options = core.RenderOptions(
         rankdir=rankdir,

@@ -190,7 +190,11 @@
 
   // --- pan and zoom ----------------------------------------------------------------------------
   const view = { x: 0, y: 0, k: 1 };
-  function apply() { stage.style.transform = `translate(${view.x}px, ${view.y}px) scale(${view.k})`; if (typeof scheduleMini === "function") scheduleMini(); }
+  function apply() {
+    stage.style.transform = `translate(${view.x}px, ${view.y}px) scale(${view.k})`;
+    if (typeof applyPanes === "function" && panes.length) applyPanes();
+    if (typeof scheduleMini === "function") scheduleMini();
+  }
   function size() { return [svg ? +svg.getAttribute("width") : 1, svg ? +svg.getAttribute("height") : 1]; }
   function fit() {
     const [w, h] = size(); const cw = canvas.clientWidth, ch = canvas.clientHeight;
@@ -259,6 +263,21 @@
   window.addEventListener("mouseup", () => { setTimeout(() => { drag = null; }, 0); canvas.classList.remove("dragging"); });
   function focusOn(elements) {
     if (!elements || !elements.length) return;
+    if (sideBySide) {
+      // centre the layer in the first pane that draws it; the other pane follows
+      const i = +elements[0].dataset.layer;
+      for (const p of panes) {
+        const g = p.svg.querySelector(`g.node[data-layer="${i}"]`);
+        if (!g) continue;
+        const c = p.pane.getBoundingClientRect(), r = g.getBoundingClientRect();
+        const k = Math.max(view.k, 1.1);
+        const sx = (r.left + r.width / 2 - c.left - view.x) / view.k, sy = (r.top + r.height / 2 - c.top - view.y) / view.k;
+        view.k = k; view.x = p.pane.clientWidth / 2 - sx * k; view.y = p.pane.clientHeight / 2 - sy * k; apply();
+        const r2 = g.getBoundingClientRect();
+        document.body.dataset.focusOffset = Math.hypot(r2.left + r2.width / 2 - c.left - p.pane.clientWidth / 2, r2.top + r2.height / 2 - c.top - p.pane.clientHeight / 2).toFixed(1);
+        return;
+      }
+    }
     const c = canvas.getBoundingClientRect();
     const r = elements[0].getBoundingClientRect();
     const k = Math.max(view.k, 1.1);
@@ -298,6 +317,10 @@
   }
   function paintSelection() {
     if (!svg) return;
+    for (const p of panes) {
+      p.svg.querySelectorAll(".sel").forEach((g) => g.classList.remove("sel"));
+      if (state.selected >= 0) p.svg.querySelectorAll(`g.node[data-layer="${state.selected}"]`).forEach((g) => g.classList.add("sel"));
+    }
     svg.querySelectorAll(".sel").forEach((g) => g.classList.remove("sel"));
     if (state.selected < 0) return;
     const mine = drawnFor(state.selected);
@@ -626,6 +649,7 @@
       else if (key === "expand" || key === "collapse") { const i = find(value); if (i >= 0 && nestedSet.has(i)) toggleNested(i, key === "expand"); }
       else if (key === "fold") { state.folded = value !== "0"; state.unfolded = null; show(); }
       else if (key === "unfold") unfoldRun(value);
+      else if (key === "panes") setPanes(value !== "0");
       else if (key === "fit") fit();
       else if (key === "overlay") setOverlay(value);
       else if (key === "export") exportAs(value, true);
@@ -729,6 +753,7 @@
   }
   function drawMini() {
     if (!svg) return;
+    if (sideBySide) { mini.hidden = true; return; }
     if (!miniBoxes) miniMeasure();
     const ctx = mini.getContext("2d");
     const k = miniScale();
@@ -826,6 +851,55 @@
   }
   tools.append(" ", el("button", { id: "export-svg-btn", title: "Download the drawing as shown (SVG)", onclick: () => exportAs("svg") }, "SVG"),
     " ", el("button", { id: "export-png-btn", title: "Download the drawing as shown (PNG, 2x)", onclick: () => exportAs("png") }, "PNG"));
+
+  // --- diff: the two models side by side, panned and zoomed together ---------------------------
+  const panes = [];
+  let sideBySide = false;
+  if (DATA.panes && DATA.panes.length) {
+    const box = el("div", { id: "panes", hidden: "" });
+    for (const p of DATA.panes) {
+      const st = el("div", { class: "pstage" });
+      st.innerHTML = p.svg; // drawn by modelgraph (text escaped), embedded as a JSON string
+      const sv = st.querySelector("svg");
+      const vb = sv.viewBox.baseVal;
+      if (vb && vb.width) { sv.setAttribute("width", vb.width); sv.setAttribute("height", vb.height); }
+      sv.querySelectorAll("title").forEach((t) => t.remove());
+      for (const g of sv.querySelectorAll("g.node[data-layer]")) {
+        const L = LAYERS[+g.dataset.layer];
+        if (L && L.status) g.classList.add("st-" + L.status);
+      }
+      const pane = el("div", { class: "pane", id: "pane-" + p.side }, el("div", { class: "plabel" }, p.side + ": " + visible(p.name)), st);
+      box.append(pane);
+      panes.push({ pane, stage: st, svg: sv });
+    }
+    canvas.append(box);
+    box.addEventListener("click", (e) => {
+      if (drag && drag.moved) return;
+      const g = e.target.closest("g.node[data-layer]");
+      if (g && +g.dataset.layer >= 0) { e.preventDefault(); select(+g.dataset.layer, { focus: false }); }
+    });
+    tools.append(" ", el("button", { id: "panesbtn", title: "Show A and B side by side, moving together", onclick: () => setPanes(!sideBySide) }, "Side by side"));
+  }
+  function setPanes(on) {
+    sideBySide = on && panes.length > 0;
+    const box = document.getElementById("panes");
+    if (!box) return;
+    box.hidden = !sideBySide;
+    stage.hidden = sideBySide;
+    const lg = document.getElementById("legend"); if (lg) lg.hidden = false;
+    document.body.dataset.panes = sideBySide ? "1" : "";
+    const btn = document.getElementById("panesbtn"); if (btn) btn.textContent = sideBySide ? "One graph" : "Side by side";
+    if (sideBySide) {
+      const p = panes[0].pane, [w, h] = [+panes[0].svg.getAttribute("width"), +panes[0].svg.getAttribute("height")];
+      view.k = Math.min(p.clientWidth / w, p.clientHeight / h, 1.5) * 0.96; view.x = (p.clientWidth - w * view.k) / 2; view.y = 30;
+    }
+    apply(); paintSelection();
+    if (sideBySide && state.selected >= 0) focusOn(drawnFor(state.selected));
+  }
+  function applyPanes() {
+    // one transform for both panes: what is at a point of A's pane is at the same point of B's
+    for (const p of panes) p.stage.style.transform = stage.style.transform;
+  }
 
   // --- legend (diff) and start -------------------------------------------------------------------
   if (DATA.legend) {

@@ -497,6 +497,7 @@ def diff_page(gd: Any, source_a: str = "", source_b: str = "") -> str:
     from modelgraph._version import __version__
     from modelgraph.diff import DIFF_LEGEND, to_dot_with_ids
     from modelgraph.html_svg import drawing_svg
+    from modelgraph.render import RenderOptions, to_dot
 
     _, ids, drawing = to_dot_with_ids(gd)
     rep = gd.report
@@ -559,6 +560,21 @@ def diff_page(gd: Any, source_a: str = "", source_b: str = "") -> str:
                 if dst not in layers[src]["outbound"]:
                     layers[src]["outbound"].append(dst)
     svg = drawing_svg(drawing)
+    panes = []
+    for side, graph in (("A", gd.a), ("B", gd.b)):
+        # each model drawn on its own (top level), its nodes tied to the joint records
+        own = to_dot(graph, RenderOptions(title=False))
+        tie: dict[str, tuple[int, int]] = {}
+        for ident, (prefix, name, call) in own.node_keys.items():
+            if prefix:
+                continue
+            if side == "A":
+                key = ("p", top_pairs[name]) if name in top_pairs else ("a", name)
+            else:
+                key = ("p", name) if name in top_pairs.values() else ("b", name)
+            if key in record_of:
+                tie[ident] = (record_of[key], call)
+        panes.append({"side": side, "name": graph.name, "svg": _tag_svg(drawing_svg(own), tie, {})})
     changes = []
     for key, found in entries.items():
         i = record_of.get(key)
@@ -570,6 +586,7 @@ def diff_page(gd: Any, source_a: str = "", source_b: str = "") -> str:
     data = {
         "kind": "diff",
         "changes": changes,
+        "panes": panes,
         "title": f"{rep.a.name} → {rep.b.name}",
         "source": f"{source_a} → {source_b}",
         "version": __version__,

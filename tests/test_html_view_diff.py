@@ -104,3 +104,24 @@ def test_changes_inside_nested_models_are_expandable(tmp_path: Path) -> None:
     assert dom.count('<details class="nested">') == len(inside)
     # the list of changes names the nested layers too
     assert all(p in element_text(browse(page, "", tmp_path), "changes") for p in inside)
+
+
+@needs_chromium
+def test_side_by_side_panes_move_together(tmp_path: Path) -> None:
+    page = _diff_page(SAMPLES / "k3" / "nested.keras", SAMPLES / "k2" / "nested.h5", tmp_path / "p.html")
+    data = page_data(page)
+    assert [p["side"] for p in data["panes"]] == ["A", "B"]
+    k = next(i for i, c in enumerate(data["changes"]) if c["path"] == ["head"])
+    dom = browse(page, f"panes=1&change={k}", tmp_path)
+    assert body_attr(dom, "data-panes") == "1"
+    layer = data["changes"][k]["layer"]
+    # the changed layer is highlighted in both models' drawings, centred in the first pane
+    for side in ("A", "B"):
+        pane = element_text(dom, f"pane-{side}")
+        assert "head" in pane
+        block = dom[dom.index(f'id="pane-{side}"') :]
+        assert re.search(rf'class="node st-changed sel" data-layer="{layer}"', block.split('class="pane"')[0])
+    assert float(body_attr(dom, "data-focus-offset") or "inf") < 2.0
+    # one transform for both: a point of A's drawing sits where the same point of B's does
+    transforms = re.findall(r'<div class="pstage" style="transform: ([^"]+)">', dom)
+    assert len(transforms) == 2 and transforms[0] == transforms[1] and "scale" in transforms[0]
