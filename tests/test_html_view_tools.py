@@ -161,3 +161,48 @@ def test_each_repeated_block_folds_and_unfolds_on_its_own(tmp_path: Path) -> Non
     assert body_attr(dom, "data-unfolded") == second
     assert re.search(rf'class="cluster"[^>]*data-run-id="{re.escape(first)}"', dom)
     assert not hidden & drawn(dom)
+
+
+def _residual(tmp_path: Path, layers: int) -> Path:
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_view", Path(__file__).parent.parent / "bench" / "bench_view.py"
+    )
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    model = tmp_path / f"residual_{layers}.json"
+    model.write_text(json.dumps(bench.residual_config(layers)))
+    return model
+
+
+def test_progress_goes_to_a_terminal_only(tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    model = _residual(tmp_path, 240)  # more nodes than the progress threshold (200)
+    command = [sys.executable, "-m", "modelgraph", "render", str(model), "-o", str(tmp_path / "p.html")]
+    piped = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert piped.returncode in (0, 1), piped.stderr
+    assert "laying out" not in piped.stderr and "validating" not in piped.stderr
+    assert "wrote" in piped.stderr  # the one closing line stays
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=follower, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=300)
+    os.close(leader)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    assert "validating" in text and "laying out" in text and "wrote" in text
