@@ -65,6 +65,22 @@ PROGRESS_NODES = 200
     type=WEIGHTS,
     help="Attach a weights file (param counts).",
 )
+@click.option(
+    "--overlay",
+    "overlays",
+    multiple=True,
+    metavar="NAME",
+    help="HTML only: colour the layers by params, macs, bytes (output bytes per sample), profile "
+    "(per-layer time of a run), stats (activation statistics of a run) or expect=REF.npz (per-layer "
+    "error against a reference; the first diverging layer marked). Repeat to choose among several in the page.",
+)
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="FILE|NAME=FILE",
+    help="With --overlay profile/stats/expect: the arrays to run the model on (.npz by input name or .npy).",
+)
 def render_command(
     model: Path,
     output: str,
@@ -82,6 +98,8 @@ def render_command(
     highlight_issues: bool,
     dpi: int | None,
     weights: Path | None,
+    overlays: tuple[str, ...],
+    inputs: tuple[str, ...],
 ) -> None:
     """Draw MODEL as a graph: Graphviz DOT always, SVG/PNG/PDF when Graphviz `dot` is installed.
 
@@ -91,13 +109,21 @@ def render_command(
       modelgraph render model.keras -o model.png --expand-nested --dpi 150
       modelgraph render model.keras --collapse-repeats | dot -Tpdf > model.pdf
       modelgraph render model.keras -o model.html --highlight-issues
+      modelgraph render model.keras -o model.html --overlay macs --overlay expect=ref.npz --input in.npz
     """
     import importlib
 
     core = importlib.import_module("modelgraph.render")
+    from modelgraph.errors import UsageError
     from modelgraph.loading import load
+    from modelgraph.overlays import parse_overlay
 
     out_format = core.format_for(output, fmt)
+    specs = [parse_overlay(v) for v in overlays]
+    if specs and out_format != "html":
+        raise UsageError("--overlay colours the HTML view; write it with -o FILE.html")
+    if inputs and not any(s.kind in ("profile", "stats", "expect") for s in specs):
+        raise UsageError("--input feeds --overlay profile, stats or expect=REF.npz; add one of them")
     if out_format not in ("dot", "html"):
         core.dot_binary()  # exit 4 with the install hint before loading anything (the page needs no dot)
     started = time.perf_counter()
@@ -106,6 +132,8 @@ def render_command(
     problems: list | None = [] if highlight_issues else None
     graph = load(model, weights=weights, problems=problems)
     html = out_format == "html"
+    if html and sys.stderr.isatty():
+        click.echo(f"modelgraph: validating {model.name} for the page's findings...", err=True)
     issues = _validation_issues(model, weights) if highlight_issues or html else None
     options = core.RenderOptions(
         rankdir=rankdir,
@@ -121,7 +149,7 @@ def render_command(
         dpi=dpi,
     )
     if html:
-        _write_html(graph, options, issues or [], model, output, started)
+        _write_html(graph, options, issues or [], model, output, started, specs, list(inputs))
         return
     drawing = core.to_dot(graph, options, issues=issues)
     if out_format != "dot":
@@ -154,7 +182,14 @@ def write_output(path: Path, payload: bytes) -> None:
 
 
 def _write_html(
-    graph: object, options: object, issues: list, model: Path, output: str, started: float
+    graph: object,
+    options: object,
+    issues: list,
+    model: Path,
+    output: str,
+    started: float,
+    overlays: list | None = None,
+    inputs: list[str] | None = None,
 ) -> None:
     """The interactive HTML view (findings from ``modelgraph.validate`` on the same file in its panel)."""
     from modelgraph.html_view import model_page
@@ -162,7 +197,15 @@ def _write_html(
     def progress(text: str) -> None:
         click.echo(f"modelgraph: {text} ({time.perf_counter() - started:.1f}s)", err=True)
 
-    text = model_page(graph, options, issues=issues, source=model.name, progress=progress)  # type: ignore[arg-type]
+    text = model_page(
+        graph,  # type: ignore[arg-type]
+        options,
+        issues=issues,
+        source=model.name,
+        progress=progress if sys.stderr.isatty() else None,
+        overlays=overlays or (),
+        inputs=inputs or (),
+    )
     payload = text.encode("utf-8")
     if output == "-":
         sys.stdout.flush()

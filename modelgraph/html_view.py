@@ -47,6 +47,10 @@ WEIGHT_STATS_BUDGET = 64_000_000
 PROGRESS_NODES = 200
 """Drawings with more nodes than this report their layout steps to the ``progress`` callback."""
 
+MAX_RUN_STATES = 12
+"""With ``--collapse-repeats``, each of up to this many repeated blocks also gets a drawing of its own
+unfolded (the others folded); past that, unfolding one block unfolds them all."""
+
 MAX_NESTED_STATES = 16
 """Up to this many nested-model combinations are laid out; beyond, each model alone and all together."""
 
@@ -60,6 +64,11 @@ def script_json(data: Any) -> str:
     """``data`` as JSON that is safe inside a ``<script>`` element: ASCII only, ``< > &`` escaped."""
     text = json.dumps(data, ensure_ascii=True, separators=(",", ":"), default=str, allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def html_attr(text: str) -> str:
+    """``text`` escaped for a double-quoted HTML/SVG attribute."""
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _jsonable(value: Any) -> Any:
@@ -284,7 +293,18 @@ _NODE_G = re.compile(r'<g id="(?:node|a_node)\d+" class="node">\s*<title>(n\d+)<
 _CLUSTER_G = re.compile(r'<g id="clust\d+" class="cluster">\s*<title>(cluster_r?\d+)</title>')
 
 
-def _tag_svg(svg: str, nodes: Mapping[str, tuple[int, int]], clusters: Mapping[str, dict[str, Any]]) -> str:
+def run_id(key: Any) -> str:
+    """A repeated block's name in the page: its first call as ``outer/layer:call``."""
+    prefix, layer, call = key
+    return "/".join([*(p[0] for p in prefix), layer]) + f":{call}"
+
+
+def _tag_svg(
+    svg: str,
+    nodes: Mapping[str, tuple[int, int]],
+    clusters: Mapping[str, dict[str, Any]],
+    runs: Mapping[str, str] | None = None,
+) -> str:
     """Graphviz's SVG with the XML prologue dropped and layer ids on node and cluster groups."""
     start = svg.find("<svg")
     svg = svg[start:] if start >= 0 else svg
@@ -294,8 +314,9 @@ def _tag_svg(svg: str, nodes: Mapping[str, tuple[int, int]], clusters: Mapping[s
     def node(match: re.Match[str]) -> str:
         title = match.group(1)
         layer, call = nodes.get(title, (-1, 0))
+        extra = f' data-run-id="{html_attr(runs[title])}"' if runs and title in runs else ""
         return (
-            f'<g id="{title}" class="node" data-layer="{layer}" data-call="{call}">'
+            f'<g id="{title}" class="node" data-layer="{layer}" data-call="{call}"{extra}>'
             + match.group(0)[match.group(0).index("<title>") :]
         )
 
@@ -305,6 +326,8 @@ def _tag_svg(svg: str, nodes: Mapping[str, tuple[int, int]], clusters: Mapping[s
         attrs = f' data-layer="{info["layer"]}"' if "layer" in info else ""
         if "run" in info:
             attrs += f' data-run="{info["run"]}"'
+        if runs and title in runs:
+            attrs += f' data-run-id="{html_attr(runs[title])}"'
         return f'<g id="{title}" class="cluster"{attrs}>' + match.group(0)[match.group(0).index("<title>") :]
 
     return _CLUSTER_G.sub(cluster, _NODE_G.sub(node, svg))
@@ -330,12 +353,25 @@ def model_views(
 
     index = _layer_index(graph)
     paths = nested_paths(graph)
-    folds = [False, True] if options.collapse_repeats else [False]
     initial = frozenset(p for p in paths if options.expands(len(p) - 1))
     views = []
-    states = [(state, fold) for state in view_states(paths) for fold in folds]
-    for number, (state, fold) in enumerate(states, 1):
-        opts = replace(options, expand_paths=state, collapse_repeats=fold, title=True)
+    # (expanded nested models, repeats folded, the one run drawn unfolded among folded ones)
+    states: list[tuple[frozenset[tuple[str, ...]], bool, Any]] = []
+    for state in view_states(paths):
+        states.append((state, False, None))
+        if options.collapse_repeats:
+            states.append((state, True, None))
+            folded = to_dot(graph, replace(options, expand_paths=state, collapse_repeats=True), issues=issues)
+            runs = list(dict.fromkeys(folded.run_keys.values()))
+            states.extend((state, True, run) for run in runs[:MAX_RUN_STATES])
+    for number, (state, fold, unfold) in enumerate(states, 1):
+        opts = replace(
+            options,
+            expand_paths=state,
+            collapse_repeats=fold,
+            unfold_runs=frozenset([unfold]) if unfold is not None else frozenset(),
+            title=True,
+        )
         drawing = to_dot(graph, opts, issues=issues)
         step = None
         if progress is not None and drawing.nodes > PROGRESS_NODES:
@@ -352,12 +388,22 @@ def model_views(
         for title, ((prefix, name, _call), count) in drawing.run_clusters.items():
             clusters[title] = {"layer": index.get((*(p[0] for p in prefix), name), -1), "run": count}
         svg = drawing_svg(drawing, opts.rankdir, step)
+        runs = {title: run_id(key) for title, key in drawing.run_keys.items()}
+        for ident, style in drawing.node_styles.items():
+            # a node drawn inside a folded block's cluster belongs to that block
+            cluster, seen = style.cluster, 0
+            while cluster is not None and ident not in runs and seen < 1000:
+                if cluster in runs:
+                    runs[ident] = runs[cluster]
+                cluster_style = drawing.cluster_styles.get(cluster)
+                cluster, seen = (cluster_style.parent if cluster_style else None), seen + 1
         views.append(
             {
                 "expanded": sorted(index[p] for p in state),
                 "folded": fold,
-                "initial": state == initial and fold == options.collapse_repeats,
-                "svg": _tag_svg(svg, nodes, clusters),
+                "unfolded": [run_id(unfold)] if unfold is not None else [],
+                "initial": state == initial and fold == options.collapse_repeats and unfold is None,
+                "svg": _tag_svg(svg, nodes, clusters, runs),
             }
         )
     return views, [index[p] for p in paths]
@@ -392,14 +438,23 @@ def model_page(
     source: str = "",
     weight_stats: bool = True,
     progress: Callable[[str], None] | None = None,
+    overlays: Sequence[Any] = (),
+    inputs: Sequence[str] = (),
 ) -> str:
     """The HTML view of ``graph`` drawn with ``options`` (a ``RenderOptions``) and its findings;
-    ``progress`` receives a line of text per step of a big model."""
+    ``progress`` receives a line of text per step of a big model. ``overlays`` are
+    :class:`modelgraph.overlays.OverlaySpec` s (the run-based ones run the model on ``inputs``,
+    ``--input`` values)."""
     from modelgraph._version import __version__
+    from modelgraph.overlays import build_overlays
 
     views, nested = model_views(graph, options, issues, progress)
     if progress is not None and len(views) and sum(1 for _ in graph.walk()) > PROGRESS_NODES:
         progress("collecting layer records and weight statistics")
+    records = layer_records(graph, issues, weight_stats)
+    if overlays and progress is not None:
+        progress("computing overlays: " + ", ".join(s.kind for s in overlays))
+    built = build_overlays(graph, records, overlays, inputs)
     data = {
         "kind": "model",
         "title": graph.name,
@@ -409,7 +464,10 @@ def model_page(
         "keras_version": getattr(graph, "keras_version", None),
         "params": graph.param_count if graph.has_weights else None,
         "weight_stats_cap": WEIGHT_STATS_MAX_ELEMENTS,
-        "layers": layer_records(graph, issues, weight_stats),
+        "layers": records,
+        "overlays": [o.as_json() for o in built],
+        "inputs": _io_names(graph.inputs),
+        "outputs": _io_names(graph.outputs),
         "nested": nested,
         "views": views,
         "findings": [
@@ -425,6 +483,11 @@ def model_page(
     return page(data, f"{graph.name} · modelgraph")
 
 
+def _io_names(refs: Sequence[Any]) -> list[str]:
+    """The layer names of a model's input or output tensors, in order."""
+    return [str(getattr(r, "layer", r)) for r in refs]
+
+
 # --- diff -----------------------------------------------------------------------------------------
 
 
@@ -434,6 +497,7 @@ def diff_page(gd: Any, source_a: str = "", source_b: str = "") -> str:
     from modelgraph._version import __version__
     from modelgraph.diff import DIFF_LEGEND, to_dot_with_ids
     from modelgraph.html_svg import drawing_svg
+    from modelgraph.render import RenderOptions, to_dot
 
     _, ids, drawing = to_dot_with_ids(gd)
     rep = gd.report
@@ -496,8 +560,33 @@ def diff_page(gd: Any, source_a: str = "", source_b: str = "") -> str:
                 if dst not in layers[src]["outbound"]:
                     layers[src]["outbound"].append(dst)
     svg = drawing_svg(drawing)
+    panes = []
+    for side, graph in (("A", gd.a), ("B", gd.b)):
+        # each model drawn on its own (top level), its nodes tied to the joint records
+        own = to_dot(graph, RenderOptions(title=False))
+        tie: dict[str, tuple[int, int]] = {}
+        for ident, (prefix, name, call) in own.node_keys.items():
+            if prefix:
+                continue
+            if side == "A":
+                key = ("p", top_pairs[name]) if name in top_pairs else ("a", name)
+            else:
+                key = ("p", name) if name in top_pairs.values() else ("b", name)
+            if key in record_of:
+                tie[ident] = (record_of[key], call)
+        panes.append({"side": side, "name": graph.name, "svg": _tag_svg(drawing_svg(own), tie, {})})
+    changes = []
+    for key, found in entries.items():
+        i = record_of.get(key)
+        if i is None:
+            continue
+        for entry in found:
+            changes.append({"layer": i, **_change_summary(entry)})
+    changes.sort(key=lambda c: (c["layer"], len(c["path"])))
     data = {
         "kind": "diff",
+        "changes": changes,
+        "panes": panes,
         "title": f"{rep.a.name} → {rep.b.name}",
         "source": f"{source_a} → {source_b}",
         "version": __version__,
@@ -510,3 +599,29 @@ def diff_page(gd: Any, source_a: str = "", source_b: str = "") -> str:
         "notes": list(rep.notes),
     }
     return page(data, f"diff {rep.a.name} → {rep.b.name} · modelgraph")
+
+
+def _change_summary(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One line of the diff page's list of changes: where, what kind, and what changed."""
+    parts = []
+    if entry.get("old_class_name"):
+        parts.append(f"class {entry['old_class_name']} → {entry.get('class_name')}")
+    if entry.get("config"):
+        keys = [c["key"] for c in entry["config"]]
+        parts.append("config " + ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else ""))
+    if entry.get("wiring"):
+        parts.append("inputs rewired")
+    for w in entry.get("weights") or ():
+        if w.get("status") == "values" and w.get("max_abs") is not None:
+            parts.append(f"{w['name']}: max |Δ| {w['max_abs']:.3g}")
+        else:
+            parts.append(f"{w['name']}: {w.get('status')}")
+    rename = entry.get("rename")
+    if rename and not rename.get("auto"):
+        parts.append(f"renamed {rename.get('old')} → {rename.get('new')}")
+    return {
+        "path": list(entry.get("path") or []),
+        "status": entry.get("status"),
+        "marker": entry.get("marker"),
+        "what": "; ".join(parts) or entry.get("status", ""),
+    }

@@ -143,6 +143,10 @@ class RenderOptions:
     expand_paths: frozenset[tuple[str, ...]] | None = None
     """When set, exactly the nested models at these layer paths are expanded (the HTML view's
     per-model folding); ``expand_nested``/``max_depth`` then do not apply."""
+    unfold_runs: frozenset[Any] = frozenset()
+    """With ``collapse_repeats``: repeated blocks drawn unfolded all the same, named by their first
+    call (``(prefix, layer, call)``, the keys of :attr:`DotGraph.run_keys`): the HTML view's
+    one-group-at-a-time folding."""
 
     def __post_init__(self) -> None:
         if self.rankdir.upper() not in RANKDIRS:
@@ -194,6 +198,10 @@ class DotGraph:
     """Cluster name (``cluster_3``) -> the expanded nested model call it draws."""
     run_clusters: Mapping[str, tuple[Key, int]] = field(default_factory=dict)
     """Cluster name (``cluster_r0``) of a folded run -> (its first call, its repeat count)."""
+    run_keys: Mapping[str, Key] = field(default_factory=dict)
+    """Drawn node id or cluster name of a folded run -> the run's first call (names the run)."""
+    unfolded_runs: tuple[Key, ...] = ()
+    """Runs found but drawn unfolded (``RenderOptions.unfold_runs``), by their first call."""
     node_styles: Mapping[str, NodeStyle] = field(default_factory=dict)
     """Drawn node id -> how it looks (the HTML view draws its own SVG from these)."""
     cluster_styles: Mapping[str, ClusterStyle] = field(default_factory=dict)
@@ -349,6 +357,9 @@ _LAYER_WHERE = re.compile(r"layer '((?:[^'\\]|\\.)*)'")
 _NODE_IN_MESSAGE = re.compile(r"\b([\w./:-]+)\[\d+\]")
 
 
+_H5_CONFIG_ROOT = re.compile(r"^\$\.model_config(?=[.\[])")
+
+
 def place_issues(graph: ModelGraph, issues: Iterable[Any]) -> tuple[dict[tuple[str, ...], list[Any]], int]:
     """Map findings to layer paths (``('outer', 'inner_dense')``); also return how many fit none."""
     by_path: dict[tuple[str, ...], list[Any]] = {}
@@ -365,7 +376,9 @@ def place_issues(graph: ModelGraph, issues: Iterable[Any]) -> tuple[dict[tuple[s
             if not targets:
                 targets = [p for p, _ in walked if p[-1] == name]
         elif "$" in where:
-            jp = where[where.index("$") :]
+            # a legacy .h5's config sits in its model_config attribute: validate names the layers
+            # there ($.model_config.config.layers[i]), the loaded graph from the config ($.config...)
+            jp = _H5_CONFIG_ROOT.sub("$", where[where.index("$") :])
             best: list[tuple[int, int, tuple[str, ...]]] = []
             for prefix, path, lyr in by_json:
                 if jp == prefix or (jp.startswith(prefix) and jp[len(prefix)] in ".["):
@@ -592,6 +605,8 @@ class _RunInfo:
     length: int
     representative: Key
     last_name: str
+    first: Key
+    """The run's first call: the run's name (``RenderOptions.unfold_runs``)."""
 
 
 @dataclass
@@ -613,6 +628,8 @@ class _Builder:
     sig_cache: dict[int, str] = field(default_factory=dict)
     cluster_keys: dict[str, Key] = field(default_factory=dict)
     run_clusters: dict[str, tuple[Key, int]] = field(default_factory=dict)
+    run_keys: dict[str, Key] = field(default_factory=dict)
+    unfolded_runs: list[Key] = field(default_factory=list)
     node_styles: dict[str, NodeStyle] = field(default_factory=dict)
     cluster_styles: dict[str, ClusterStyle] = field(default_factory=dict)
     open_clusters: list[str] = field(default_factory=list)
@@ -634,12 +651,15 @@ class _Builder:
                 self.runs += 1
                 block = order[run.start : run.start + run.length]
                 reps = [(prefix, n.layer, n.index) for n in block]
+                if reps[0] in self.options.unfold_runs:
+                    self.unfolded_runs.append(reps[0])
+                    continue
                 last_name = order[run.stop - 1].layer
                 for j in range(run.count):
                     for o in range(run.length):
                         node = order[run.start + j * run.length + o]
                         self.run_of[(prefix, node.layer, node.index)] = _RunInfo(
-                            ident, j, run.count, run.length, reps[o], last_name
+                            ident, j, run.count, run.length, reps[o], last_name, reps[0]
                         )
                 for rep in reps:
                     first_of_run[rep] = block
@@ -671,6 +691,7 @@ class _Builder:
                 )
                 name = f"cluster_r{info.ident}"
                 self.run_clusters[name] = (key, info.count)
+                self.run_keys[name] = info.first
                 self.lines.append(f"{indent}subgraph {name} {{")
                 self.lines.append(
                     f'{indent}  label={label}; style="dashed,rounded"; color="#555555"; penwidth=1.6; labeljust=l;'
@@ -743,6 +764,7 @@ class _Builder:
                 extra.append(f"weights shared by its {layer.node_count} calls")
             run = self.run_of.get(key)
             if run is not None and run.length == 1:
+                self.run_keys[f"cluster_{self.clusters}"] = run.first
                 head = f"<B>× {run.count}</B>  {head}"
                 extra.append(f"{html_escape(layer.name)} … {html_escape(run.last_name)}")
             if self.options.show_params:
@@ -769,6 +791,9 @@ class _Builder:
             return
         ident = f"n{len(self.ids)}"
         self.ids[key] = ident
+        run = self.run_of.get(key)
+        if run is not None and run.length == 1:
+            self.run_keys[ident] = run.first
         style = self.node_style(layer, node, key)
         self.node_styles[ident] = replace(
             style, cluster=self.open_clusters[-1] if self.open_clusters else None
@@ -1165,6 +1190,8 @@ def to_dot(
         node_keys={ident: key for key, ident in builder.ids.items()},
         cluster_keys=dict(builder.cluster_keys),
         run_clusters=dict(builder.run_clusters),
+        run_keys=dict(builder.run_keys),
+        unfolded_runs=tuple(builder.unfolded_runs),
         node_styles=dict(builder.node_styles),
         cluster_styles=dict(builder.cluster_styles),
         edge_list=tuple(builder.edges),
