@@ -109,6 +109,7 @@ SPECS = (
         "BatchNormalization",
         config=ConfigSpec(upgrade=upgrades.keras1_batch_normalization),
         training_sensitive=True,
+        frozen_is_inference=True,
         non_trainable_weights=("moving_mean", "moving_variance"),
         input_axis=True,
         weight_names=wn.batch_normalization,
