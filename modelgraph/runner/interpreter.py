@@ -63,7 +63,7 @@ from modelgraph.runner.registry import KernelSpec, get_entry
 from modelgraph.runner.threads import positive_threads as _positive_threads
 from modelgraph.runner.threads import run_threads
 from modelgraph.runner.weights import LazyWeights
-from modelgraph.shape_rules._base import is_size_list
+from modelgraph.shape_rules import is_size_list
 
 # --- the plan ----------------------------------------------------------------------------------------
 
