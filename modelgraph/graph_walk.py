@@ -20,8 +20,10 @@ done here, once:
   called in training mode is refused, unless its catalogue entry says a frozen layer ignores it
   (Keras's BatchNormalization with ``trainable=False``).
 
-The shape inference, the runner's plan (taps, profiles and statistics are read off its steps) and
-the ONNX exporter are the clients.
+The runner's plan (taps and profiles are read off its steps) and the ONNX exporter are the clients.
+Shape inference (:mod:`modelgraph.shapes`) still drives its own loop: it keeps one result per nested
+model call (``ShapeResult.nested``, which the exporter reads through :meth:`GraphWalker.enter_model`)
+instead of inlining, and records problems for inputs nothing computes instead of skipping the node.
 """
 
 from __future__ import annotations

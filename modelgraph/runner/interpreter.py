@@ -1,8 +1,7 @@
 """The plan and the interpreter: compile a ModelGraph once, run it many times.
 
 Like torch.fx's ``Interpreter`` and onnx's ``ReferenceEvaluator``: :class:`Runner` walks the graph
-once, at construction (:mod:`modelgraph.graph_walk`, the walk shape inference and the ONNX exporter
-share), and turns every node into a :class:`Step` — its kernel (one instance per layer, shared by
+once, at construction (:mod:`modelgraph.graph_walk`, the walk the ONNX exporter shares), and turns every node into a :class:`Step` — its kernel (one instance per layer, shared by
 every call of that layer), the slots it reads and writes, the slots whose last use it is. Nested
 models are inlined by the walk: their nodes become steps of the same plan, with their inputs bound to
 the caller's slots and their outputs aliased to the outer node's outputs, so weights are bound once
