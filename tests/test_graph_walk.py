@@ -5,12 +5,15 @@ outer model (samples/*/shared_two_levels.*, made by Keras 3.15.1 and tf_keras 2.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from modelgraph.graph import TensorRef
+from modelgraph.errors import UnsupportedConfigError, UnsupportedError
+from modelgraph.graph import ModelGraph, TensorRef
 from modelgraph.graph_walk import GraphWalker, Scope, Visit, output_keys
 from modelgraph.loading import load
 from modelgraph.runner.interpreter import Runner
@@ -110,3 +113,35 @@ def test_output_keys_name_every_output_once() -> None:
     refs = [TensorRef("a", 0, 0), TensorRef("b", 0, 0), TensorRef("b", 1, 0), TensorRef("a", 0, 0)]
     assert output_keys(refs) == ["a:0:0", "b:0:0", "b:1:0", "a:0:0#2"]
     assert output_keys(refs[:2]) == ["a", "b"]
+
+
+def _thawed(graph: ModelGraph) -> ModelGraph:
+    """``graph`` with every layer's ``trainable`` set to True (at every nesting level)."""
+    layers = []
+    for layer in graph.layers:
+        sub = _thawed(layer.subgraph) if layer.subgraph is not None else None
+        layers.append(replace(layer, config={**layer.config, "trainable": True}, subgraph=sub))
+    return replace(graph, layers=tuple(layers))
+
+
+def test_frozen_batchnorm_called_in_training_mode_runs_in_inference_mode() -> None:
+    """One rule for the runner and the exporter (Visit.refuses_training): Keras 3 runs a frozen
+    BatchNormalization called with training=True (directly, or inside a nested model called with
+    training=True) with its moving statistics (samples/k3/frozen_bn_training.*, goldens by Keras)."""
+    golden = np.load(SAMPLES / "goldens" / "k3_frozen_bn_training.npz")
+    x, want = golden["input/x"], golden["output/0"]
+    graph = load(SAMPLES / "k3/frozen_bn_training.keras")
+    np.testing.assert_allclose(Runner(graph).run(x)["head"], want, rtol=1e-5, atol=1e-5)
+    ort = pytest.importorskip("onnxruntime")
+    from modelgraph.saving.onnx.export import to_onnx
+
+    model = to_onnx(graph).model
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"x": x.astype(np.float32)})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # The same calls on trainable BatchNormalization layers would use batch statistics: refused by both.
+    thawed = _thawed(graph)
+    with pytest.raises(UnsupportedConfigError, match="training"):
+        Runner(thawed)
+    with pytest.raises(UnsupportedError, match="bn_frozen.*training"):
+        to_onnx(thawed)
