@@ -225,3 +225,18 @@ class KernelError(RunError):
         super().__init__(
             f"{class_name} node {node} failed on input shapes {input_shapes}: {type(cause).__name__}: {cause}"
         )
+
+
+# --- the shape-rule protocol (modelgraph.shape_rules): raised by rules, recorded by inference ------
+
+
+class ShapeError(Exception):
+    """The model is inconsistent at this node (recorded as a problem; outputs become unknown)."""
+
+    def __init__(self, message: str, kind: str = "shape") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class Unknown(Exception):
+    """A rule needs an input shape (or a config value) that is not known: outputs are unknown."""

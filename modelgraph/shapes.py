@@ -34,7 +34,7 @@ from typing import Any
 
 from modelgraph import catalogue
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, bind_model_inputs, map_refs
-from modelgraph.shape_rules._base import (
+from modelgraph.shape_rules import (
     Call,
     Shape,
     ShapeError,

@@ -12,9 +12,10 @@ model, and a config repeats the object's full config at each place).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from modelgraph.graph import Layer, ModelGraph
+if TYPE_CHECKING:  # graph.py imports this module (ModelGraph.param_count)
+    from modelgraph.graph import Layer, ModelGraph
 
 LayerPath = tuple[str, ...]
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from modelgraph import catalogue
 from modelgraph.graph import Layer, ModelGraph
-from modelgraph.shape_rules._base import (
+from modelgraph.shape_rules import (
     Shape,
     ShapeError,
     TensorSpec,
@@ -540,7 +540,7 @@ def _time_distributed_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape
 
 @mac_rule("MultiHeadAttention")
 def _mha_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
-    from modelgraph.shape_rules._base import Call
+    from modelgraph.shape_rules import Call
 
     args, kwargs = call
     c = Call(layer.name, layer.class_name, layer.config, tuple(args), kwargs, ins)

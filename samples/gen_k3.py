@@ -558,6 +558,27 @@ def in_nested_dict(rng):
     return {"x": rng.normal(size=(3, 4)), "y": rng.normal(size=(3, 6))}
 
 
+def m_frozen_bn_training():
+    """Fine-tuning: frozen BatchNormalization layers called in training mode run in inference mode
+    (Keras uses the moving statistics when trainable is False), one called directly with training=True
+    and one inside a nested model whose call says training=True."""
+    inner_in = keras.Input((6,), name="inner_in")
+    inner_bn = layers.BatchNormalization(name="inner_bn")
+    inner_bn.trainable = False
+    inner = keras.Model(inner_in, layers.Dense(5, name="inner_dense")(inner_bn(inner_in)), name="frozen_block")
+    x = keras.Input((8,), name="x")
+    h = layers.Dense(6, name="d1")(x)
+    bn = layers.BatchNormalization(name="bn_frozen")
+    bn.trainable = False
+    h = bn(h, training=True)
+    h = inner(h, training=True)
+    return keras.Model(x, layers.Dense(3, name="head")(h), name="frozen_bn_training")
+
+
+def in_vec8(rng):
+    return {"x": rng.normal(size=(4, 8))}
+
+
 def in_dtypes(rng):
     return {"x": rng.normal(size=(3, 6))}
 
@@ -670,6 +691,9 @@ MODELS = {
                      "GRU with initial_state (gets no mask), Dropout/Identity (pass), Conv1D (drops), "
                      "nested Sequential (keeps its last layer's mask), Masking -> Dense -> SimpleRNN",
                      "a fully masked row (tok_b row 4)"], {}),
+    "frozen_bn_training": (m_frozen_bn_training, in_vec8,
+                           ["frozen BatchNormalization called with training=True (runs in inference mode)",
+                            "nested model called with training=True around a frozen BatchNormalization"], {}),
 }
 
 

@@ -34,7 +34,7 @@ from modelgraph.catalogue.spec import (
     missing_concerns,
     support,
 )
-from modelgraph.errors import CatalogueError
+from modelgraph.errors import CatalogueError, ShapeError, Unknown
 
 __all__ = [
     "CONCERNS",
@@ -192,8 +192,6 @@ def _named_shape_rule(rule: Callable[..., Any], plugin: str, key: str) -> Callab
     ``Unknown``) reported as a shape problem naming the plugin, not as a modelgraph bug."""
 
     def shape(call: Any) -> Any:
-        from modelgraph.shape_rules import ShapeError, Unknown
-
         try:
             return rule(call)
         except (ShapeError, Unknown):

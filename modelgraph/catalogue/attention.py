@@ -23,6 +23,21 @@ MHA_CALL = (
     "use_causal_mask",
 )
 """Keras 3 MultiHeadAttention's call arguments, in order."""
+# tf.keras MultiHeadAttention.call(query, value, key, attention_mask, return_attention_scores, training, use_causal_mask);
+# the Keras masks of query/value/key are implicit there, accepted here as keyword arguments.
+MHA_CALL_K2 = (
+    "query",
+    "value",
+    "key",
+    "attention_mask",
+    "return_attention_scores",
+    "training",
+    "use_causal_mask",
+    "query_mask",
+    "value_mask",
+    "key_mask",
+)
+"""tf.keras MultiHeadAttention's call arguments, in order (the masks are implicit there)."""
 
 SPECS = (
     layer(

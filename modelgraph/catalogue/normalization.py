@@ -26,7 +26,7 @@ from modelgraph.catalogue.spec import (
 
 if TYPE_CHECKING:
     from modelgraph.runner.registry import KernelSpec
-    from modelgraph.shape_rules._base import Call, Shape
+    from modelgraph.shape_rules import Call, Shape
 
 
 # --- RMSNormalization (Keras 3.9+): x * rsqrt(mean(x**2 over axis) + epsilon) * scale --------------
@@ -43,7 +43,7 @@ def _rms_axes(axis: Any, rank: int) -> tuple[int, ...]:
 
 
 def _rms_shape(call: Call) -> Shape:
-    from modelgraph.shape_rules._base import ShapeError
+    from modelgraph.shape_rules import ShapeError
 
     shape = call.x()
     try:
@@ -54,13 +54,13 @@ def _rms_shape(call: Call) -> Shape:
 
 
 def _rms_weight_shapes(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape]:
-    from modelgraph.shape_rules._base import need
+    from modelgraph.shape_rules import need
 
     shape = need(ins[0] if ins else None)
     try:
         axes = _rms_axes(config.get("axis", -1), len(shape))
     except ValueError as exc:
-        from modelgraph.shape_rules._base import ShapeError
+        from modelgraph.shape_rules import ShapeError
 
         raise ShapeError(str(exc), "config") from None
     return {"scale": tuple(shape[a] for a in axes)}
@@ -109,6 +109,7 @@ SPECS = (
         "BatchNormalization",
         config=ConfigSpec(upgrade=upgrades.keras1_batch_normalization),
         training_sensitive=True,
+        frozen_is_inference=True,
         non_trainable_weights=("moving_mean", "moving_variance"),
         input_axis=True,
         weight_names=wn.batch_normalization,

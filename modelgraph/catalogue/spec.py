@@ -179,6 +179,9 @@ class LayerSpec:
     ``rank - 1`` are the same axis (Keras 3 writes ``axis: -1``, tf.keras ``[3]``; ``diff``)."""
     training_sensitive: bool = False
     """A call recorded with ``training=True`` behaves differently (Dropout, BatchNormalization)."""
+    frozen_is_inference: bool = False
+    """A layer with ``trainable=False`` runs in inference mode even when called with ``training=True``
+    (Keras's BatchNormalization, so fine-tuning keeps its moving statistics)."""
     dtype: DtypeBehaviour = "compute"
     """``compute``: outputs in the layer's compute dtype; ``follows_input``: a non-float input passes
     through with its dtype; ``float32_variables``: variables kept in float32 under mixed precision."""

@@ -41,9 +41,11 @@ def attach_weights_file(graph: ModelGraph, path: Path) -> ModelGraph:
         graph, notes, handles_t = bind_checkpoint(graph, prefix, within=folder)
         handles = list(handles_t)
     elif fmt in ("keras_zip", "keras_dir", "legacy_h5", "tfjs_layers", "savedmodel"):
-        from modelgraph.loading import load
+        from modelgraph._gc import gc_paused
+        from modelgraph.loading.architecture import load_architecture
 
-        donor = load(path)
+        with gc_paused():
+            donor = load_architecture(path)
         return _copy_weights(graph, donor, info, own_handles)
     elif fmt == "legacy_weights_h5":
         f = safe_io.open_h5(path)

@@ -1,10 +1,10 @@
 """The plan and the interpreter: compile a ModelGraph once, run it many times.
 
 Like torch.fx's ``Interpreter`` and onnx's ``ReferenceEvaluator``: :class:`Runner` walks the graph
-once, at construction, and turns every node into a :class:`Step` — its kernel (one instance per
-layer, shared by every call of that layer), the slots it reads and writes, the slots whose last use
-it is. Nested models are inlined: their nodes become steps of the same plan, with their inputs bound
-to the caller's slots and their outputs aliased to the outer node's outputs, so weights are bound once
+once, at construction (:mod:`modelgraph.graph_walk`, the walk the ONNX exporter shares), and turns every node into a :class:`Step` — its kernel (one instance per layer, shared by
+every call of that layer), the slots it reads and writes, the slots whose last use it is. Nested
+models are inlined by the walk: their nodes become steps of the same plan, with their inputs bound to
+the caller's slots and their outputs aliased to the outer node's outputs, so weights are bound once
 and a nested model called twice runs the same kernels twice. ``run()`` walks the steps and frees each
 value right after its last use, unless asked to keep intermediates (taps).
 
@@ -17,13 +17,12 @@ Keras attaches to tensors at run time (every version) are propagated as
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from modelgraph import catalogue
 from modelgraph.errors import (
     ConfigError,
     KernelError,
@@ -40,11 +39,17 @@ from modelgraph.graph import (
     ModelGraph,
     Node,
     TensorRef,
-    Weight,
-    bind_model_inputs,
     keras_version_tuple,
     map_refs,
     map_structure,
+)
+from modelgraph.graph_walk import (
+    GraphWalker,
+    Visit,
+    call_kwargs,
+    float32_variables,
+    has_dtype_policy,
+    output_keys,
 )
 from modelgraph.runner import dtypes as dt
 from modelgraph.runner import fast
@@ -56,61 +61,8 @@ from modelgraph.runner.quantized import quantized_kernel
 from modelgraph.runner.registry import KernelSpec, get_entry
 from modelgraph.runner.threads import positive_threads as _positive_threads
 from modelgraph.runner.threads import run_threads
-from modelgraph.shape_rules._base import is_size_list
-
-_NO_POLICY_KINDS = ("op",)
-
-
-def _float32_variables(key: str) -> bool:
-    spec = catalogue.spec_for(key)
-    return spec is not None and spec.dtype == "float32_variables"
-
-
-# --- weights ---------------------------------------------------------------------------------------
-
-
-class LazyWeights(Mapping[str, np.ndarray]):
-    """A layer's weights by canonical name, read from the file on first access.
-
-    The cache is dropped once the kernel is built (:meth:`release`): kernels keep what they need in
-    the form they need (pre-transformed), and the raw arrays are not held twice.
-    """
-
-    def __init__(
-        self, weights: Sequence[Weight], transform: Callable[[np.ndarray], np.ndarray] | None = None
-    ):
-        self._weights = {w.name: w for w in weights}
-        self._cache: dict[str, np.ndarray] = {}
-        self._transform = transform
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        try:
-            return self._cache[name]
-        except KeyError:
-            pass
-        w = self._weights[name]
-        value = w.read()
-        if self._transform is not None:
-            value = self._transform(value)
-        self._cache[name] = value
-        return value
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._weights
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._weights)
-
-    def __len__(self) -> int:
-        return len(self._weights)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(w.nbytes for w in self._weights.values())
-
-    def release(self) -> None:
-        self._cache.clear()
-
+from modelgraph.runner.weights import LazyWeights
+from modelgraph.shape_rules import is_size_list
 
 # --- the plan ----------------------------------------------------------------------------------------
 
@@ -162,17 +114,6 @@ class Step:
     mask_hidden: frozenset[int] = frozenset()
     """Positions in ``mask_inputs`` whose mask a Keras 3 MultiHeadAttention cleared earlier."""
     depth: int = 0
-
-
-@dataclass(frozen=True)
-class _Scope:
-    """Where a graph's nodes are compiled: the graph, the path prefix of its layers, the slot of each
-    of its tensors computed so far, and whether an enclosing call forces training."""
-
-    graph: ModelGraph
-    prefix: str
-    env: dict[TensorRef, int]
-    forced_training: bool
 
 
 @dataclass
@@ -261,23 +202,6 @@ def _plain(path: str) -> str:
     return "/".join(seg.split(":", 1)[0] for seg in path.split("/"))
 
 
-def _is_none_structure(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_is_none_structure(v) for v in value)
-    return False
-
-
-def call_kwargs(node: Node) -> dict[str, Any]:
-    """The keyword arguments a kernel (or an ONNX mapping) is called with: the node's own, less
-    ``training`` (refused centrally where it matters) and a ``mask`` that is None throughout."""
-    kwargs = {k: v for k, v in node.kwargs.items() if k != "training"}
-    if "mask" in kwargs and _is_none_structure(kwargs["mask"]):
-        del kwargs["mask"]
-    return kwargs
-
-
 def _fill(template: Any, values: list[Any]) -> Any:
     """A call template with each slot replaced by its value."""
     return map_structure(template, lambda leaf: values[leaf.slot], lambda v: isinstance(v, _In))
@@ -317,10 +241,6 @@ def _stateful(config: Mapping[str, Any]) -> bool:
     return False
 
 
-def _training_value(kwargs: Mapping[str, Any]) -> Any:
-    return kwargs.get("training")
-
-
 def _refuse_complex_weights(model: ModelGraph) -> None:
     """WeightsError for a weight stored as complex numbers: Keras variables are real, and casting one
     to float would silently drop the imaginary part (NumPy's ComplexWarning)."""
@@ -331,6 +251,39 @@ def _refuse_complex_weights(model: ModelGraph) -> None:
                     f"weight '{w.name}' of layer '{'/'.join(path)}' ({w.location}) is stored as {w.dtype}: "
                     "Keras variables are real numbers; refusing to drop the imaginary part"
                 )
+
+
+class _PlanWalk(GraphWalker[int]):
+    """The plan's client of the graph walk: a step per node, values are slot numbers."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+
+    def run_node(self, visit: Visit, env: dict[TensorRef, int], masks: dict[TensorRef, Any] | None) -> None:
+        self.runner._compile_node(visit, env)
+
+    def missing_inputs(self, visit: Visit, missing: Sequence[TensorRef]) -> None:
+        self.runner._problem(
+            visit.path,
+            visit.layer.class_name,
+            RunError(f"node {visit.node} reads {[str(r) for r in missing]}, which nothing computes"),
+        )
+
+    def bad_call(self, visit: Visit, message: str) -> None:
+        self.runner._problem(visit.path, visit.layer.class_name, RunError(message))
+
+    def model_done(self, visit: Visit, outs: Sequence[tuple[int, int]]) -> None:
+        runner = self.runner
+        runner.steps.append(
+            runner._call_step(
+                "model",
+                visit.layer,
+                visit.node,
+                visit.path,
+                in_slots=tuple(s for _, s in outs),
+                out_slots=tuple(outs),
+            )
+        )
 
 
 class Runner:
@@ -399,7 +352,6 @@ class Runner:
         self._kernels: dict[tuple[int, str], tuple[Callable[..., Any], dt.Policy] | None] = {}
         self._weight_bytes = 0
         self._mask_slots: set[int] = set()
-        self._cleared_masks: dict[int, tuple[dict[Any, int], dict[Any, int]]] = {}
         # RNN layers (or wrappers of one) saved with stateful=True, by path.
         self.stateful_layers: list[str] = []
         for path, layer in model.walk():
@@ -436,7 +388,7 @@ class Runner:
     def _compile(self) -> None:
         g = self._plan_graph
         env = self._bind_inputs(g)
-        self._compile_graph(_Scope(g, "", env, forced_training=False))
+        _PlanWalk(self).walk(g, env)
         self.output_slots: list[int] = []
         for ref in g.outputs:
             if ref not in env:
@@ -470,7 +422,7 @@ class Runner:
 
     def _name_outputs(self, g: ModelGraph) -> None:
         """The outputs' names, and the other names ``--expect`` may give them."""
-        self.output_keys = _output_keys(g.outputs)
+        self.output_keys = output_keys(g.outputs)
         self.output_aliases, self.output_config_names = _output_aliases(g, self.output_keys)
 
     def _problem(self, path: str, class_name: str, error: BaseException) -> None:
@@ -478,30 +430,6 @@ class Runner:
             if p.path == path and str(p.error) == str(error):
                 return
         self.problems.append(Problem(path, class_name, error))
-
-    def _compile_graph(self, scope: _Scope) -> None:
-        graph, env = scope.graph, scope.env
-        self._cleared_masks[id(graph)] = mk.cleared_masks(graph) if self.keras_major >= 3 else ({}, {})
-        for node in graph.nodes:
-            layer = graph.layer(node.layer)
-            if layer.kind == "input":
-                ref = TensorRef(node.layer, node.index, 0)
-                if ref not in env:
-                    # An InputLayer no model input names: nothing feeds it. Fail only if it is used.
-                    continue
-                continue
-            if any(r not in env for r in node.inputs):
-                missing = [str(r) for r in node.inputs if r not in env]
-                self._problem(
-                    scope.prefix + layer.name,
-                    layer.class_name,
-                    RunError(f"node {node} reads {missing}, which nothing computes"),
-                )
-                continue
-            if layer.subgraph is not None:
-                self._inline(scope, layer, node)
-            else:
-                self._compile_node(scope, layer, node)
 
     def _call_step(self, kind: str, layer: Layer, node: Node, path: str, **fields: Any) -> Step:
         """The next step, for ``node`` of ``layer`` at ``path``: the fields every call's step has, and ``fields``."""
@@ -518,32 +446,6 @@ class Runner:
             **fields,
         )
 
-    def _inline(self, scope: _Scope, layer: Layer, node: Node) -> None:
-        sub = layer.subgraph
-        assert sub is not None
-        path = scope.prefix + layer.name
-        seg = f"{layer.name}:{node.index}" if layer.node_count > 1 else layer.name
-        training = _training_value(node.kwargs)
-        inner_scope = _Scope(sub, f"{scope.prefix}{seg}/", {}, scope.forced_training or training is True)
-        try:
-            pairs = bind_model_inputs(sub, node.args, TensorRef)
-        except ValueError as exc:
-            self._problem(path, layer.class_name, RunError(f"node {node} {exc}"))
-            return
-        for inner, outer in pairs:
-            inner_scope.env[inner] = scope.env[outer]
-        self._compile_graph(inner_scope)
-        outs: list[tuple[int, int]] = []
-        for t, ref in enumerate(sub.outputs):
-            if ref in inner_scope.env:
-                scope.env[TensorRef(layer.name, node.index, t)] = inner_scope.env[ref]
-                outs.append((t, inner_scope.env[ref]))
-        self.steps.append(
-            self._call_step(
-                "model", layer, node, path, in_slots=tuple(s for _, s in outs), out_slots=tuple(outs)
-            )
-        )
-
     def _build_kernel(
         self, graph: ModelGraph, layer: Layer, path: str
     ) -> tuple[Callable[..., Any], dt.Policy] | None:
@@ -555,10 +457,10 @@ class Runner:
         try:
             entry = get_entry(key, path)
             policy = dt.FLOAT32
-            if layer.kind not in _NO_POLICY_KINDS and not key.startswith("tf:"):
+            if has_dtype_policy(layer):
                 policy = dt.resolve_policy(layer.config.get("dtype"), layer.class_name, path)
             transform = None
-            if policy.is_half and not _float32_variables(key):
+            if policy.is_half and not float32_variables(key):
                 half = policy.compute_dtype
 
                 def transform(a: np.ndarray, half: str = half) -> np.ndarray:
@@ -589,25 +491,17 @@ class Runner:
             err.__cause__ = exc
             self._problem(path, layer.class_name, err)
             return None
-        built = (fn, policy, entry.training_sensitive)
-        self._kernels[cache_key] = built  # type: ignore[assignment]
-        return built  # type: ignore[return-value]
+        self._kernels[cache_key] = (fn, policy)
+        return fn, policy
 
-    def _compile_node(self, scope: _Scope, layer: Layer, node: Node) -> None:
-        graph, env = scope.graph, scope.env
-        path = scope.prefix + layer.name
+    def _compile_node(self, visit: Visit, env: dict[TensorRef, int]) -> None:
+        graph, layer, node, path = visit.graph, visit.layer, visit.node, visit.path
         built = self._build_kernel(graph, layer, path)
-        training = _training_value(node.kwargs)
-        if built is not None:
-            sensitive = built[2]  # type: ignore[misc]
-            wants_training = training is True or (scope.forced_training and training is not False)
-            # Keras: BatchNormalization uses batch statistics only when the layer is trainable.
-            frozen_bn = layer.class_name == "BatchNormalization" and not layer.trainable
-            if wants_training and sensitive and not frozen_bn:
-                self._problem(
-                    path, layer.class_name, UnsupportedConfigError(layer.class_name, "training", True, path)
-                )
-                built = None
+        if built is not None and visit.refuses_training():
+            self._problem(
+                path, layer.class_name, UnsupportedConfigError(layer.class_name, "training", True, path)
+            )
+            built = None
         # Call template: tensors -> slots; drop training and mask=None.
         kwargs = call_kwargs(node)
 
@@ -623,7 +517,7 @@ class Runner:
 
         # Output slots: one per tensor of this node that anything reads (or the model outputs).
         out_slots: list[tuple[int, int]] = []
-        for t in self._referenced_outputs(graph, layer, node):
+        for t in visit.scope.referenced_outputs(node):
             slot = self._new_slot()
             env[TensorRef(layer.name, node.index, t)] = slot
             out_slots.append((t, slot))
@@ -652,9 +546,8 @@ class Runner:
                 layer.class_name, layer.config, self.keras_major, node.args, kwargs, node.inputs
             )
             flat = [env.get(r, -1) for r in node.inputs]
-            cleared, position = self._cleared_masks.get(id(graph), ({}, {}))
-            here = position.get(node.key, -1)
-            hidden = frozenset(i for i, r in enumerate(node.inputs) if r in cleared and cleared[r] < here)
+            cleared = visit.hidden_masks(self.keras_major)
+            hidden = frozenset(i for i, r in enumerate(node.inputs) if r in cleared)
             has_in_mask = any(s in self._mask_slots for i, s in enumerate(flat) if i not in hidden)
             # tf.keras: a mask given in the call wins; Keras 3's rule already leaves it alone.
             explicit = "mask" in kwargs and self.keras_major < 3
@@ -667,31 +560,6 @@ class Runner:
                 step.mask_inputs = tuple(flat)
                 step.mask_hidden = hidden
         self.steps.append(step)
-
-    def _referenced_outputs(self, graph: ModelGraph, layer: Layer, node: Node) -> list[int]:
-        """The output tensor indices of this node the graph references (0 at least), in order. Only
-        those get slots: a reference past the kernel's outputs fails when the kernel returns, and an
-        absurd index in a hostile file costs nothing before that."""
-        wanted = {0}
-        for ref in graph.outputs:
-            if ref.layer == layer.name and ref.node_index == node.index:
-                wanted.add(ref.tensor_index)
-        wanted.update(self._consumers(graph).get((layer.name, node.index), ()))
-        return sorted(wanted)
-
-    def _consumers(self, graph: ModelGraph) -> dict[tuple[str, int], set[int]]:
-        cache = getattr(self, "_consumer_cache", None)
-        if cache is None:
-            cache = {}
-            self._consumer_cache = cache
-        key = id(graph)
-        if key not in cache:
-            table: dict[tuple[str, int], set[int]] = {}
-            for n in graph.nodes:
-                for r in n.inputs:
-                    table.setdefault((r.layer, r.node_index), set()).add(r.tensor_index)
-            cache[key] = table
-        return cache[key]
 
     def _compute_liveness(self) -> None:
         last: dict[int, int] = {}
@@ -713,7 +581,6 @@ class Runner:
             step.free = tuple(frees.get(step.index, ()))
         # Inputs nothing reads are dropped at once.
         self._unused_inputs = [s for s in self._input_slots if s not in last and s not in keep]
-        self._consumer_cache = None
 
     # --- introspection ----------------------------------------------------------------------------
 
@@ -1032,22 +899,6 @@ def _fmt_shape(shape: Sequence[int | None]) -> str:
         + ("," if len(shape) == 1 else "")
         + ")"
     )
-
-
-def _output_keys(outputs: Sequence[TensorRef]) -> list[str]:
-    """Output names: the layer name, or ``layer:node:tensor`` when one layer gives several outputs."""
-    counts: dict[str, int] = {}
-    for ref in outputs:
-        counts[ref.layer] = counts.get(ref.layer, 0) + 1
-    keys: list[str] = []
-    for ref in outputs:
-        key = ref.layer if counts[ref.layer] == 1 else f"{ref.layer}:{ref.node_index}:{ref.tensor_index}"
-        base, k = key, 1
-        while key in keys:
-            k += 1
-            key = f"{base}#{k}"
-        keys.append(key)
-    return keys
 
 
 def _output_aliases(graph: ModelGraph, keys: Sequence[str]) -> tuple[dict[str, int], dict[str, int]]:

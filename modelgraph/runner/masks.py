@@ -296,16 +296,6 @@ def _concat_mask_k3(axis: int) -> MaskFn:
 # --- the behaviours: one field of each catalogue entry ----------------------------------------------
 
 
-def _declared_k2(test: Callable[[MaskBehaviour], bool]) -> frozenset[str]:
-    return frozenset(spec.key for spec in catalogue.declared() if K2 in spec.masks and test(spec.masks[K2]))
-
-
-# Derived views of the catalogue's tf.keras mask behaviours, for readers (the ONNX exporter).
-PASS_THROUGH = _declared_k2(lambda b: b.produce == "pass")
-MERGE_AND = _declared_k2(lambda b: b.produce == "and")
-RNN_CLASSES = _declared_k2(lambda b: b.produce == "rnn")
-MASK_CONSUMERS = _declared_k2(lambda b: b.consume is not None)
-
 _DROP = MaskBehaviour(None, "drop")
 
 

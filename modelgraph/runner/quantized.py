@@ -52,7 +52,7 @@ def abs_max_quantize(
 _ABS_MAX_DEFAULT: tuple[tuple[float, float], float] = ((-127, 127), 1e-7)
 
 
-def _activation_quantizer(
+def activation_quantizer(
     spec: KernelSpec, default: tuple[tuple[float, float], float] | None
 ) -> tuple[tuple[float, float], float] | None:
     """``(value_range, epsilon)`` of the layer's ``AbsMaxQuantizer`` for its inputs, ``default`` when
@@ -76,14 +76,15 @@ def _activation_quantizer(
     return value_range, epsilon  # type: ignore[return-value]
 
 
-def _int8_input_quantizer(spec: KernelSpec) -> tuple[tuple[float, float], float]:
-    quantizer = _activation_quantizer(spec, _ABS_MAX_DEFAULT)
+def int8_input_quantizer(spec: KernelSpec) -> tuple[tuple[float, float], float]:
+    """``(value_range, epsilon)`` of an int8 layer's input quantizer (a weight-only int8 layer is refused)."""
+    quantizer = activation_quantizer(spec, _ABS_MAX_DEFAULT)
     if quantizer is None:
         raise spec.unsupported("quantization_config", "weight-only int8")
     return quantizer
 
 
-def _int8_kernel(spec: KernelSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def int8_kernel(spec: KernelSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``(int8 kernel as float64, kernel_scale, bias)``."""
     kernel = spec.weight("kernel", integer=True)
     if kernel.dtype != np.int8:
@@ -95,8 +96,8 @@ def _int8_kernel(spec: KernelSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray |
 
 def int8_dense(spec: KernelSpec) -> Kernel:
     """``(q(x) @ W) / (x_scale * kernel_scale) + bias``, then the activation; ``x`` quantized per row."""
-    value_range, epsilon = _int8_input_quantizer(spec)
-    kernel, kernel_scale, bias = _int8_kernel(spec)
+    value_range, epsilon = int8_input_quantizer(spec)
+    kernel, kernel_scale, bias = int8_kernel(spec)
     act = get_activation(spec.get("activation"), spec.keras_version, "Dense", spec.name)
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -118,7 +119,7 @@ def _to_output_layout(scale: np.ndarray, labels: str, out: str) -> np.ndarray:
     return ordered.reshape([squeezed.shape[kept.index(label)] if label in kept else 1 for label in out])
 
 
-def _plain_equation(spec: KernelSpec) -> tuple[str, str, str, str]:
+def plain_equation(spec: KernelSpec) -> tuple[str, str, str, str]:
     """``(equation, input labels, kernel labels, output labels)`` of a quantized EinsumDense; its
     equation must have no ellipsis (Keras 3.15 cannot quantize those)."""
     equation = spec.get("equation")
@@ -136,7 +137,7 @@ def int8_einsum_kernel(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``(int8 kernel, kernel scale laid out on the output labels, bias)`` of an int8 EinsumDense
     whose kernel labels are ``ker`` and output labels ``out``."""
-    kernel, kernel_scale, bias = _int8_kernel(spec)
+    kernel, kernel_scale, bias = int8_kernel(spec)
     if kernel.ndim != len(ker):
         raise WeightsError(f"EinsumDense '{spec.name}': kernel {kernel.shape} does not fit '{equation}'")
     if kernel_scale.ndim == len(ker) and kernel_scale.ndim != len(out):
@@ -149,8 +150,8 @@ def int8_einsum_kernel(
 def int8_einsum_dense(spec: KernelSpec) -> Kernel:
     """An int8 EinsumDense ``in,ker->out`` (no ellipsis): the input quantized over its contracted
     axes, the integer einsum, divided by both scales laid out on the output."""
-    equation, labels, ker, out = _plain_equation(spec)
-    value_range, epsilon = _int8_input_quantizer(spec)
+    equation, labels, ker, out = plain_equation(spec)
+    value_range, epsilon = int8_input_quantizer(spec)
     kernel, kernel_scale, bias = int8_einsum_kernel(spec, equation, ker, out)
     reduced = tuple(i for i, label in enumerate(labels) if label not in out)
     act = get_activation(spec.get("activation"), spec.keras_version, "EinsumDense", spec.name)
@@ -245,7 +246,7 @@ def int4_dense(spec: KernelSpec) -> Kernel:
 
         return run
     kernel_scale = spec.weight("kernel_scale", integer=True).astype(_F32)
-    quantizer = _activation_quantizer(spec, None)
+    quantizer = activation_quantizer(spec, None)
 
     def run_per_channel(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=_F32)
@@ -285,7 +286,7 @@ def int4_einsum_kernel(
 ) -> np.ndarray:
     """The flattened int4 kernel ``flat`` reshaped back to the kernel shape that an input of sample
     shape ``sample`` gives the EinsumDense (checked to flatten to ``flat``)."""
-    from modelgraph.shape_rules._base import einsum_int4_flat_shape
+    from modelgraph.shape_rules import einsum_int4_flat_shape
     from modelgraph.shape_rules.core import einsum_dense_analysis
 
     kernel_shape = einsum_dense_analysis(spec.config, (None, *sample))[1]
@@ -304,11 +305,11 @@ def int4_einsum_dense(spec: KernelSpec) -> Kernel:
     per-column scale) and reshapes it back to the kernel's shape, which the input's shape and
     ``output_shape`` decide; then the float einsum (of the quantized input, divided by its scale,
     when the config names an activation quantizer), the bias and the activation."""
-    equation, labels, ker, out = _plain_equation(spec)
+    equation, labels, ker, out = plain_equation(spec)
     flat = int4_flat_kernel(spec)
     bias = spec.weight("bias", integer=True).astype(_F32) if "bias" in spec.weights else None
     act = get_activation(spec.get("activation"), spec.keras_version, "EinsumDense", spec.name)
-    quantizer = _activation_quantizer(spec, None)
+    quantizer = activation_quantizer(spec, None)
     reduced = tuple(i for i, label in enumerate(labels) if label not in out)
     # The kernel's shape depends on the input's sample shape: its reshaped view, by sample shape.
     kernels: dict[tuple[int, ...], np.ndarray] = {}

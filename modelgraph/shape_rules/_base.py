@@ -22,22 +22,11 @@ from typing import Any
 
 from modelgraph import catalogue
 from modelgraph.catalogue.spec import NO_VARIABLES
+from modelgraph.errors import ShapeError, Unknown
 from modelgraph.graph import flatten_structure, format_shape
 
 Dim = int | None
 Shape = tuple[Dim, ...]
-
-
-class ShapeError(Exception):
-    """The model is inconsistent at this node (recorded as a problem; outputs become unknown)."""
-
-    def __init__(self, message: str, kind: str = "shape") -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-class Unknown(Exception):
-    """A rule needs an input shape (or a config value) that is not known: outputs are unknown."""
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ def check_target(target: Target, opts: Any, ruleset: str, cache: Any = None) -> 
     """The record of one model, checked in this process (through ``cache`` when given)."""
     from dataclasses import replace
 
-    from modelgraph.validate.api import validate_file
+    from modelgraph.validate.check import validate_file
     from modelgraph.validate.records import content_hash, make_record, moved
 
     t0 = time.perf_counter()
@@ -68,7 +68,7 @@ def check_target(target: Target, opts: Any, ruleset: str, cache: Any = None) -> 
 
 def stopped_record(target: Target, opts: Any, ruleset: str, why: str, seconds: float) -> dict[str, Any]:
     """The record of a model whose check was stopped at a bound (an STR015 finding)."""
-    from modelgraph.validate.api import FileResult
+    from modelgraph.validate.check import FileResult
     from modelgraph.validate.records import content_hash, make_record
     from modelgraph.validate.registry import make_issue
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from modelgraph.errors import UsageError
 from modelgraph.schemas.validate_record import RECORD_SCHEMA_VERSION
-from modelgraph.validate.api import FileResult, ModelFacts, Options
+from modelgraph.validate.check import FileResult, ModelFacts, Options
 from modelgraph.validate.config import ValidateConfig
 from modelgraph.validate.discover import Target
 from modelgraph.validate.issue import Issue

@@ -17,7 +17,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from modelgraph.validate.api import FileResult, parse_location
+from modelgraph.validate.check import FileResult, parse_location
 from modelgraph.validate.registry import RULES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

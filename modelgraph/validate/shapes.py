@@ -84,7 +84,7 @@ def declared_input_issues(graph: ModelGraph, path: str = "") -> list[Issue]:
     """SHP004 for a model input whose declared ``batch_shape`` (``batch_input_shape``) is not a list
     of non-negative integer sizes and nulls (``1e400`` parses as infinity, ``-0.0`` and ``2.5`` are
     floats): the same check ``run`` applies before it plans the model, which refuses such an input."""
-    from modelgraph.shape_rules._base import is_size_list
+    from modelgraph.shape_rules import is_size_list
 
     issues: list[Issue] = []
     for ref in graph.inputs:

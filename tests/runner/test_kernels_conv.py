@@ -123,7 +123,7 @@ def test_golden_detects_wrong_padding(path: Path):
 
 
 def test_same_padding_puts_extra_pixel_after():
-    from modelgraph.runner.kernels._conv_utils import same_pads
+    from modelgraph.runner.kernels.conv_utils import same_pads
 
     assert same_pads(8, 3, 2) == (0, 1)
     assert same_pads(7, 3, 2) == (1, 1)

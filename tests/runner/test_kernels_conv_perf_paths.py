@@ -17,7 +17,7 @@ import pytest
 from modelgraph.runner import fast
 from modelgraph.runner.fast import blocks as fast_blocks
 from modelgraph.runner.fast import gemm
-from modelgraph.runner.kernels._conv_utils import same_pads
+from modelgraph.runner.kernels.conv_utils import same_pads
 from modelgraph.runner.registry import KernelSpec
 
 ATOL, RTOL = 1e-5, 1e-4

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from modelgraph.runner.kernels._conv_utils import Pads, out_sizes
+from modelgraph.runner.kernels.conv_utils import Pads, out_sizes
 from modelgraph.runner.parallel import thread_count, threads_for
 
 _LOCAL = threading.local()

@@ -38,7 +38,12 @@ from modelgraph.runner.fast.winograd import (
     winograd_kernel,
     worth_keeping,
 )
-from modelgraph.runner.kernels._conv_utils import (
+from modelgraph.runner.kernels.conv import (
+    conv_params,
+    depthwise_conv_params,
+    separable_params,
+)
+from modelgraph.runner.kernels.conv_utils import (
     Pads,
     channels_last_input,
     from_last,
@@ -47,11 +52,6 @@ from modelgraph.runner.kernels._conv_utils import (
     ranked_factory,
     to_last,
     window_pads,
-)
-from modelgraph.runner.kernels.conv import (
-    conv_params,
-    depthwise_conv_params,
-    separable_params,
 )
 from modelgraph.runner.parallel import for_each
 from modelgraph.runner.registry import Kernel, KernelSpec

@@ -11,7 +11,7 @@ import numpy as np
 
 from modelgraph.runner import rowwise
 from modelgraph.runner.activations import Activation, activation_name
-from modelgraph.runner.kernels._conv_utils import AXIS_ACTIVATIONS, fused_activation
+from modelgraph.runner.kernels.conv_utils import AXIS_ACTIVATIONS, fused_activation
 from modelgraph.runner.registry import KernelSpec
 
 # Where an output block lies in its kernel's output: slices of the leading axes (batch, rows), or

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph.layer_params import depthwise_weight_name, int_tuple, padding_mode
 from modelgraph.runner.activations import Activation, get_activation
 from modelgraph.runner.fast.blocks import row_blocks, scratch, slab, spread_parts, window_rows
 from modelgraph.runner.fast.conv import conv2d_with_residual, padded_conv2d, padded_depthwise_conv2d
@@ -44,15 +45,8 @@ from modelgraph.runner.fast.epilogue import (
     with_residual,
 )
 from modelgraph.runner.fast.pooling import padded_max_pool2d
-from modelgraph.runner.kernels._conv_utils import (
-    depthwise_weight_name,
-    fused_activation,
-    int_tuple,
-    out_sizes,
-    padding_mode,
-    window_pads,
-)
-from modelgraph.runner.kernels.merge import _as_list, _same_rank, _sum
+from modelgraph.runner.kernels.conv_utils import fused_activation, out_sizes, window_pads
+from modelgraph.runner.kernels.merge import merge_inputs, same_rank, sum_inputs
 from modelgraph.runner.parallel import for_each, thread_count, threads_for
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
@@ -270,12 +264,12 @@ def add_activation(spec: KernelSpec) -> Kernel:
     activate = in_place_epilogue(None, name, get_activation(name))
 
     def run(*args: Any) -> np.ndarray:
-        xs = _as_list(spec, args)
+        xs = merge_inputs(spec, args)
         if len(xs) < 2:
             raise ValueError(f"an Add needs at least two inputs; got {len(xs)}")
         shape, dtype = xs[0].shape, xs[0].dtype
         if any(x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous for x in xs):
-            total = _sum(_same_rank(xs))  # broadcasting like Add, into a new array
+            total = sum_inputs(same_rank(xs))  # broadcasting like Add, into a new array
             activate(total, None)
             return total
         target = xs[overwrite] if overwrite is not None and 0 <= overwrite < len(xs) else np.empty_like(xs[0])

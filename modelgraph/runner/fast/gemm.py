@@ -19,7 +19,7 @@ from modelgraph.runner.fast.blocks import (
     window_rows,
 )
 from modelgraph.runner.fast.epilogue import Epilogue
-from modelgraph.runner.kernels._conv_utils import Pads, out_sizes, taps
+from modelgraph.runner.kernels.conv_utils import Pads, out_sizes, taps
 from modelgraph.runner.parallel import for_each
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from modelgraph.runner.fast import blocks
 from modelgraph.runner.fast.blocks import row_blocks, scratch, spread_parts, tap_reduce, window2d
-from modelgraph.runner.kernels._conv_utils import (
+from modelgraph.runner.kernels.conv_utils import (
     Pads,
     WindowParams,
     from_last,

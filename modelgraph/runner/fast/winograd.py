@@ -36,7 +36,7 @@ import numpy as np
 
 from modelgraph.runner.fast.blocks import GEMM_BLOCK_BYTES, scratch
 from modelgraph.runner.fast.epilogue import Epilogue
-from modelgraph.runner.kernels._conv_utils import Pads
+from modelgraph.runner.kernels.conv_utils import Pads
 from modelgraph.runner.parallel import for_each
 
 # The kernel transform G (4x3) and output transform A^T (2x4) of F(2x2, 3x3). kron(G, G) maps the 9

@@ -17,13 +17,13 @@ Masking follows the writing Keras version:
 from __future__ import annotations
 
 import string
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from modelgraph.catalogue.attention import ATTENTION_CALL, MHA_CALL
+from modelgraph.catalogue.attention import ATTENTION_CALL, MHA_CALL, MHA_CALL_K2
+from modelgraph.layer_params import bind_call, positive_int
 from modelgraph.runner.activations import softmax
 from modelgraph.runner.registry import KernelSpec, register
 
@@ -35,22 +35,6 @@ _LARGE_NEGATIVE = -1e9
 def _weight(spec: KernelSpec, name: str) -> Array:
     value = spec.weight(name)
     return value.astype(np.float32) if value.dtype != np.float64 else value
-
-
-def _bind(
-    name: str, order: Sequence[str], args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Python-style binding of a recorded call to the parameter names of a Keras ``call``."""
-    if len(args) > len(order):
-        raise TypeError(f"{name}: too many positional arguments ({len(args)})")
-    bound = dict(zip(order, args, strict=False))
-    for key, value in kwargs.items():
-        if key not in order:
-            raise TypeError(f"{name}: unexpected call argument {key!r}")
-        if key in bound:
-            raise TypeError(f"{name}: argument {key!r} given twice")
-        bound[key] = value
-    return bound
 
 
 def _bool_mask(mask: Any) -> Array | None:
@@ -117,35 +101,14 @@ def mha_layout(rank: int, axes_config: Any) -> MhaLayout:
     )
 
 
-_MHA_ARGS_K3 = MHA_CALL
-# tf.keras: call(query, value, key, attention_mask, return_attention_scores, training, use_causal_mask);
-# the Keras masks of query/value/key are implicit there, accepted here as keyword arguments.
-_MHA_ARGS_K2 = (
-    "query",
-    "value",
-    "key",
-    "attention_mask",
-    "return_attention_scores",
-    "training",
-    "use_causal_mask",
-    "query_mask",
-    "value_mask",
-    "key_mask",
-)
-
-
-def _positive_int(spec: KernelSpec, key: str, value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise spec.unsupported(key, value)
-    return value
 
 
 @register("MultiHeadAttention")
 def multi_head_attention(spec: KernelSpec):
-    num_heads = _positive_int(spec, "num_heads", spec.get("num_heads"))
-    _positive_int(spec, "key_dim", spec.get("key_dim"))
+    num_heads = positive_int(spec, "num_heads", spec.get("num_heads"))
+    positive_int(spec, "key_dim", spec.get("key_dim"))
     if spec.get("value_dim") is not None:
-        _positive_int(spec, "value_dim", spec.get("value_dim"))
+        positive_int(spec, "value_dim", spec.get("value_dim"))
     use_bias = spec.flag("use_bias", True)
     if spec.flag("use_gate", False):
         raise spec.unsupported("use_gate", True)  # its gate projection has no canonical weight names
@@ -153,7 +116,7 @@ def multi_head_attention(spec: KernelSpec):
         raise spec.unsupported("flash_attention", spec.get("flash_attention"))
     sliding_window = spec.get("sliding_window")
     if sliding_window is not None:
-        sliding_window = _positive_int(spec, "sliding_window", sliding_window)
+        sliding_window = positive_int(spec, "sliding_window", sliding_window)
     dropout = spec.get("dropout", 0.0) or 0.0
     if not isinstance(dropout, (int, float)):
         raise spec.unsupported("dropout", dropout)
@@ -168,7 +131,7 @@ def multi_head_attention(spec: KernelSpec):
     ):
         raise spec.unsupported("attention_axes", spec.get("attention_axes"))
     keras3 = spec.keras_version[0] >= 3
-    order = _MHA_ARGS_K3 if keras3 else _MHA_ARGS_K2
+    order = MHA_CALL if keras3 else MHA_CALL_K2
 
     projections: dict[str, tuple[Array, Array | None]] = {}
     for part in ("query", "key", "value", "attention_output"):
@@ -188,7 +151,7 @@ def multi_head_attention(spec: KernelSpec):
         return y + bias if bias is not None else y
 
     def run(*args: Any, **kwargs: Any) -> Array | tuple[Array, Array]:
-        call = _bind("MultiHeadAttention", order, args, kwargs)
+        call = bind_call("MultiHeadAttention", order, args, kwargs)
         if "query" not in call or "value" not in call:
             raise TypeError("MultiHeadAttention needs query and value")
         query = np.asarray(call["query"])
@@ -248,7 +211,6 @@ def multi_head_attention(spec: KernelSpec):
 
 # --- Attention / AdditiveAttention ------------------------------------------------------------
 
-_ATTENTION_ARGS = ATTENTION_CALL
 
 
 def _dense_attention(spec: KernelSpec, score_fn):
@@ -258,7 +220,7 @@ def _dense_attention(spec: KernelSpec, score_fn):
         raise spec.unsupported("dropout", dropout)  # a number is fine: dropout only acts in training
 
     def run(*args: Any, **kwargs: Any) -> Array | tuple[Array, Array]:
-        call = _bind(spec.class_name, _ATTENTION_ARGS, args, kwargs)
+        call = bind_call(spec.class_name, ATTENTION_CALL, args, kwargs)
         inputs = call.get("inputs")
         if not isinstance(inputs, (list, tuple)) or len(inputs) not in (2, 3):
             raise TypeError(

@@ -21,16 +21,13 @@ from typing import Any
 import numpy as np
 
 from modelgraph.catalogue.conv import check_groups
+from modelgraph.layer_params import check_keys, data_format, depthwise_weight_name, int_tuple
 from modelgraph.runner.activations import activation_name, get_activation
-from modelgraph.runner.kernels._conv_utils import (
+from modelgraph.runner.kernels.conv_utils import (
     WindowParams,
     channels_last_input,
-    check_keys,
-    data_format,
-    depthwise_weight_name,
     float_dtype,
     from_last,
-    int_tuple,
     out_sizes,
     pad_spatial,
     ranked_factory,

@@ -16,7 +16,8 @@ from modelgraph.runner.kernels.core import as_float, check_keys, flag, l2_normal
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
 
-def _as_list(spec: KernelSpec, args: tuple) -> list[np.ndarray]:
+def merge_inputs(spec: KernelSpec, args: tuple) -> list[np.ndarray]:
+    """A merge layer's inputs as arrays: one list argument or several positional ones."""
     if len(args) == 1 and isinstance(args[0], list | tuple):
         items = list(args[0])
     else:
@@ -26,7 +27,8 @@ def _as_list(spec: KernelSpec, args: tuple) -> list[np.ndarray]:
     return [np.asarray(x) for x in items]
 
 
-def _same_rank(xs: list[np.ndarray]) -> list[np.ndarray]:
+def same_rank(xs: list[np.ndarray]) -> list[np.ndarray]:
+    """The inputs brought to the highest rank among them by inserting axes at 1 (Keras's _Merge)."""
     top = max(x.ndim for x in xs)
     out = []
     for x in xs:
@@ -51,12 +53,12 @@ def _elementwise(
         check_keys(spec, set())
 
         def run(*args: object, input_masks: Sequence[object] | None = None) -> np.ndarray:
-            xs = _as_list(spec, args)
+            xs = merge_inputs(spec, args)
             if exactly is not None and len(xs) != exactly:
                 raise ValueError(f"A {spec.class_name} layer takes exactly {exactly} inputs; got {len(xs)}")
             if len(xs) < 1:
                 raise ValueError(f"{spec.class_name} needs at least one input")
-            xs = _same_rank(xs)
+            xs = same_rank(xs)
             if masked is not None and input_masks is not None and any(m is not None for m in input_masks):
                 masks = [
                     None if m is None else np.broadcast_to(np.expand_dims(np.asarray(m, bool), -1), x.shape)
@@ -106,7 +108,8 @@ def _masked_prod(xs: list[np.ndarray], masks: list[np.ndarray | None]) -> np.nda
     return out
 
 
-def _sum(xs: Sequence[np.ndarray]) -> np.ndarray:
+def sum_inputs(xs: Sequence[np.ndarray]) -> np.ndarray:
+    """The inputs added in order (Keras's Add: left to right, so float rounding matches)."""
     out = xs[0]
     for x in xs[1:]:
         out = out + x
@@ -135,10 +138,10 @@ def _minimum(xs: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def _average(xs: Sequence[np.ndarray]) -> np.ndarray:
-    return _sum(xs) / len(xs)
+    return sum_inputs(xs) / len(xs)
 
 
-register("Add")(_elementwise(_sum))
+register("Add")(_elementwise(sum_inputs))
 register("Subtract")(_elementwise(lambda xs: xs[0] - xs[1], exactly=2))
 register("Multiply")(_elementwise(_prod, masked=_masked_prod))
 register("Average")(_elementwise(_average))
@@ -154,7 +157,7 @@ def concatenate(spec: KernelSpec) -> Kernel:
         raise UnsupportedConfigError(spec.class_name, "axis", axis, spec.name)
 
     def run(*args: object) -> np.ndarray:
-        return np.concatenate(_as_list(spec, args), axis=axis)
+        return np.concatenate(merge_inputs(spec, args), axis=axis)
 
     return run
 
@@ -185,7 +188,7 @@ def dot(spec: KernelSpec) -> Kernel:
     keras3 = spec.keras_version[0] >= 3
 
     def run(*args: object) -> np.ndarray:
-        xs = _as_list(spec, args)
+        xs = merge_inputs(spec, args)
         if len(xs) != 2:
             raise ValueError(f"A Dot layer takes exactly 2 inputs; got {len(xs)}")
         x, y = as_float(xs[0]), as_float(xs[1])

@@ -24,10 +24,9 @@ from typing import Any
 import numpy as np
 
 from modelgraph.errors import UnsupportedConfigError
+from modelgraph.layer_params import NO_DEFAULT, axis_value, config_params, decode_key, dtype_value
 from modelgraph.runner import activations as act
 from modelgraph.runner.registry import Kernel, KernelSpec, register
-
-_NO_DEFAULT = object()
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -80,75 +79,6 @@ def _as_array(x: Any) -> np.ndarray:
     return _fix_float(np.asarray(x), [])
 
 
-def _axis(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(value)
-    return value
-
-
-def _params(
-    spec: KernelSpec,
-    source: Mapping[str, Any],
-    known: Mapping[str, Any],
-    where: str,
-    ignore: Sequence[str] = ("name",),
-) -> dict[str, Any]:
-    """The known parameters from ``source`` with defaults; unknown keys with a real value are refused."""
-    out: dict[str, Any] = {}
-    for key, value in source.items():
-        if key in ignore:
-            continue
-        if key in known:
-            out[key] = value
-        elif value is not None and value is not False:
-            raise UnsupportedConfigError(spec.class_name, f"{where}{key}", value, spec.name)
-    for key, default in known.items():
-        if key not in out:
-            if default is _NO_DEFAULT:
-                raise UnsupportedConfigError(spec.class_name, f"{where}{key}", "<missing>", spec.name)
-            out[key] = default
-    return out
-
-
-def _dtype(spec: KernelSpec, key: str, value: Any) -> np.dtype:
-    name = value.get("config", {}).get("name") if isinstance(value, Mapping) else value
-    if not isinstance(name, str) or name in ("bfloat16", "string") or name.startswith("float8"):
-        raise UnsupportedConfigError(spec.class_name, key, value, spec.name)
-    try:
-        return np.dtype(name)
-    except TypeError:
-        raise UnsupportedConfigError(spec.class_name, key, value, spec.name) from None
-
-
-def _decode_index(item: Any) -> Any:
-    """One element of a getitem key, in any of the recorded forms, as a NumPy index."""
-    if isinstance(item, Mapping):
-        cls = item.get("class_name")
-        if cls == "__ellipsis__":
-            return Ellipsis
-        cfg = item.get("config", item) if cls == "__slice__" else item
-        if set(cfg) <= {"start", "stop", "step"}:
-            return slice(
-                _int_or_none(cfg.get("start")), _int_or_none(cfg.get("stop")), _int_or_none(cfg.get("step"))
-            )
-        raise ValueError(f"unknown index element {item!r}")
-    if isinstance(item, np.ndarray) and item.ndim == 0:
-        return int(item)
-    return item
-
-
-def _int_or_none(v: Any) -> int | None:
-    if v is None:
-        return None
-    return int(v)
-
-
-def _decode_key(key: Any) -> Any:
-    if isinstance(key, list | tuple):
-        return tuple(_decode_index(k) for k in key)
-    return _decode_index(key)
-
-
 # ---------------------------------------------------------------------------------------------
 # element-wise functions shared by both families
 
@@ -170,11 +100,11 @@ def _gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
 
 
 def _log_softmax(x: np.ndarray, axis: Any = -1) -> np.ndarray:
-    return act.log_softmax(x, _axis(axis))
+    return act.log_softmax(x, axis_value(axis))
 
 
 def _logsumexp(x: np.ndarray, axis: Any = None, keepdims: bool = False) -> np.ndarray:
-    axis = _axis(axis)
+    axis = axis_value(axis)
     m = np.max(x, axis=axis, keepdims=True)
     m = np.where(np.isfinite(m), m, 0).astype(x.dtype)
     out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
@@ -266,7 +196,7 @@ def _divide_no_nan(a: Any, b: Any) -> Any:
 
 def _op_simple(class_names: Sequence[str], fn: Callable[[np.ndarray], np.ndarray]) -> None:
     def factory(spec: KernelSpec) -> Kernel:
-        _params(spec, spec.config, {}, "")
+        config_params(spec, spec.config, {}, "")
 
         def kernel(x: Any) -> np.ndarray:
             return _apply_unary(fn, x)
@@ -315,7 +245,7 @@ for _names, _key in [
 
 def _op_binary(class_names: Sequence[str], fn: Callable[[Any, Any], Any]) -> None:
     def factory(spec: KernelSpec) -> Kernel:
-        _params(spec, spec.config, {}, "")
+        config_params(spec, spec.config, {}, "")
 
         def kernel(x1: Any, x2: Any) -> Any:
             return _apply_binary(fn, x1, x2)
@@ -357,7 +287,7 @@ def _op_with_config(
 
     def decorate(impl: Callable[..., Any]) -> Callable[..., Any]:
         def factory(spec: KernelSpec) -> Kernel:
-            return impl(spec, _params(spec, spec.config, known, ""))
+            return impl(spec, config_params(spec, spec.config, known, ""))
 
         register(*(f"op:{c}" for c in class_names))(factory)
         return impl
@@ -387,12 +317,12 @@ def _op_reduction(class_name: str, fn: Callable[..., Any]) -> None:
 
     @_op_with_config([class_name], known)
     def impl(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-        axis = _axis(p["axis"])
+        axis = axis_value(p["axis"])
         extra: dict[str, Any] = {}
         if p.get("initial") is not None:
             extra["initial"] = p["initial"]
         if p.get("dtype") is not None:
-            extra["dtype"] = _dtype(spec, "dtype", p["dtype"])
+            extra["dtype"] = dtype_value(spec, "dtype", p["dtype"])
 
         def kernel(x: Any) -> np.ndarray:
             x = _as_array(x)
@@ -433,7 +363,7 @@ _op_arg("Argmin", np.argmin)
 
 @_op_with_config(["Softmax"], {"axis": -1})
 def _op_softmax(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    axis = _axis(p["axis"])
+    axis = axis_value(p["axis"])
     return lambda x: act.softmax(_as_array(x), axis=axis)
 
 
@@ -483,7 +413,7 @@ def _op_normalize(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     if p["order"] != 2:
         raise UnsupportedConfigError(spec.class_name, "order", p["order"], spec.name)
     eps = 1e-12 if p["epsilon"] is None else p["epsilon"]
-    axis = _axis(p["axis"])
+    axis = axis_value(p["axis"])
 
     def kernel(x: Any) -> np.ndarray:
         x = _as_array(x)
@@ -493,7 +423,7 @@ def _op_normalize(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return kernel
 
 
-@_op_with_config(["Clip"], {"x_min": _NO_DEFAULT, "x_max": _NO_DEFAULT})
+@_op_with_config(["Clip"], {"x_min": NO_DEFAULT, "x_max": NO_DEFAULT})
 def _op_clip(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     def kernel(x: Any) -> np.ndarray:
         x = _as_array(x)
@@ -506,7 +436,7 @@ def _op_clip(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
 def _op_cast(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     if p["sparse"] or p["ragged"]:
         raise UnsupportedConfigError(spec.class_name, "sparse", p["sparse"], spec.name)
-    dtype = None if p["dtype"] is None else _dtype(spec, "dtype", p["dtype"])
+    dtype = None if p["dtype"] is None else dtype_value(spec, "dtype", p["dtype"])
     saturate = spec.class_name == "SaturateCast"
 
     def kernel(x: Any) -> np.ndarray:
@@ -521,7 +451,7 @@ def _op_cast(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return kernel
 
 
-@_op_with_config(["Reshape"], {"newshape": _NO_DEFAULT})
+@_op_with_config(["Reshape"], {"newshape": NO_DEFAULT})
 def _op_reshape(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     # newshape includes the batch dimension (unlike the Reshape layer's target_shape)
     shape = tuple(-1 if d is None else int(d) for d in p["newshape"])
@@ -530,19 +460,19 @@ def _op_reshape(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
 
 @_op_with_config(["Transpose"], {"axes": None})
 def _op_transpose(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    axes = _axis(p["axes"])
+    axes = axis_value(p["axes"])
     return lambda x: np.transpose(_as_array(x), axes)
 
 
-@_op_with_config(["ExpandDims"], {"axis": _NO_DEFAULT})
+@_op_with_config(["ExpandDims"], {"axis": NO_DEFAULT})
 def _op_expand_dims(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    axis = _axis(p["axis"])
+    axis = axis_value(p["axis"])
     return lambda x: np.expand_dims(_as_array(x), axis)
 
 
 @_op_with_config(["Squeeze"], {"axis": None})
 def _op_squeeze(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    axis = _axis(p["axis"])
+    axis = axis_value(p["axis"])
     return lambda x: np.squeeze(_as_array(x), axis=axis)
 
 
@@ -571,7 +501,7 @@ def _op_unstack(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return kernel
 
 
-@_op_with_config(["Split"], {"indices_or_sections": _NO_DEFAULT, "axis": 0})
+@_op_with_config(["Split"], {"indices_or_sections": NO_DEFAULT, "axis": 0})
 def _op_split(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     ios = p["indices_or_sections"]
     ios = list(ios) if isinstance(ios, list | tuple) else int(ios)
@@ -580,7 +510,7 @@ def _op_split(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
 
 @_op_with_config(["GetItem"], {})
 def _op_get_item(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    return lambda x, key: _as_array(x)[_decode_key(key)]
+    return lambda x, key: _as_array(x)[decode_key(key)]
 
 
 @_op_with_config(["Where"], {})
@@ -595,7 +525,7 @@ def _op_where(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return kernel
 
 
-@_op_with_config(["Einsum"], {"subscripts": _NO_DEFAULT})
+@_op_with_config(["Einsum"], {"subscripts": NO_DEFAULT})
 def _op_einsum(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     subscripts = p["subscripts"]
     return lambda *operands: np.einsum(subscripts, *_operands(*operands))
@@ -607,12 +537,12 @@ def _op_tensordot(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return lambda x1, x2: np.tensordot(*_operands(x1, x2), axes=axes)
 
 
-@_op_with_config(["Tile"], {"repeats": _NO_DEFAULT})
+@_op_with_config(["Tile"], {"repeats": NO_DEFAULT})
 def _op_tile(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return lambda x: np.tile(_as_array(x), p["repeats"])
 
 
-@_op_with_config(["Repeat"], {"repeats": _NO_DEFAULT, "axis": None})
+@_op_with_config(["Repeat"], {"repeats": NO_DEFAULT, "axis": None})
 def _op_repeat(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return lambda x: np.repeat(_as_array(x), p["repeats"], axis=p["axis"])
 
@@ -620,7 +550,7 @@ def _op_repeat(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
 _PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap", "maximum", "minimum", "mean")
 
 
-@_op_with_config(["Pad"], {"pad_width": _NO_DEFAULT, "mode": "constant"})
+@_op_with_config(["Pad"], {"pad_width": NO_DEFAULT, "mode": "constant"})
 def _op_pad(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     mode = p["mode"]
     if mode not in _PAD_MODES:
@@ -652,15 +582,15 @@ def _op_take(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
 
 @_op_with_config(["Flip"], {"axis": None})
 def _op_flip(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    return lambda x: np.flip(_as_array(x), axis=_axis(p["axis"]))
+    return lambda x: np.flip(_as_array(x), axis=axis_value(p["axis"]))
 
 
-@_op_with_config(["Moveaxis"], {"source": _NO_DEFAULT, "destination": _NO_DEFAULT})
+@_op_with_config(["Moveaxis"], {"source": NO_DEFAULT, "destination": NO_DEFAULT})
 def _op_moveaxis(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return lambda x: np.moveaxis(_as_array(x), p["source"], p["destination"])
 
 
-@_op_with_config(["Swapaxes"], {"axis1": _NO_DEFAULT, "axis2": _NO_DEFAULT})
+@_op_with_config(["Swapaxes"], {"axis1": NO_DEFAULT, "axis2": NO_DEFAULT})
 def _op_swapaxes(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return lambda x: np.swapaxes(_as_array(x), p["axis1"], p["axis2"])
 
@@ -668,7 +598,7 @@ def _op_swapaxes(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
 @_op_with_config(["Cumsum", "Cumprod"], {"axis": None, "dtype": None})
 def _op_cumulative(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     fn = np.cumsum if spec.class_name == "Cumsum" else np.cumprod
-    dtype = None if p["dtype"] is None else _dtype(spec, "dtype", p["dtype"])
+    dtype = None if p["dtype"] is None else dtype_value(spec, "dtype", p["dtype"])
     return lambda x: fn(_as_array(x), axis=p["axis"], dtype=dtype)
 
 
@@ -686,7 +616,7 @@ def _op_tri(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
 @_op_with_config(["ZerosLike", "OnesLike"], {"dtype": None})
 def _op_fill_like(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     fn = np.zeros_like if spec.class_name == "ZerosLike" else np.ones_like
-    dtype = None if p["dtype"] is None else _dtype(spec, "dtype", p["dtype"])
+    dtype = None if p["dtype"] is None else dtype_value(spec, "dtype", p["dtype"])
     return lambda x: fn(_as_array(x), dtype=dtype)
 
 
@@ -704,7 +634,7 @@ def _tf(*functions: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 
 def _tf_kwargs(spec: KernelSpec, kwargs: Mapping[str, Any], known: Mapping[str, Any]) -> dict[str, Any]:
-    return _params(spec, kwargs, known, "call argument ")
+    return config_params(spec, kwargs, known, "call argument ")
 
 
 def _tf_unary(functions: Sequence[str], fn: Callable[[np.ndarray], np.ndarray]) -> None:
@@ -751,7 +681,7 @@ for _functions, _key in [
 def _tf_binary(functions: Sequence[str], fn: Callable[[Any, Any], Any]) -> None:
     def factory(spec: KernelSpec) -> Kernel:
         def kernel(x: Any, **kwargs: Any) -> Any:
-            p = _tf_kwargs(spec, kwargs, {"y": _NO_DEFAULT})
+            p = _tf_kwargs(spec, kwargs, {"y": NO_DEFAULT})
             return _apply_binary(fn, x, p["y"])
 
         return kernel
@@ -786,14 +716,14 @@ for _functions, _key in [
 @_tf("math.divide_no_nan")
 def _tf_divide_no_nan(spec: KernelSpec) -> Kernel:
     def kernel(x: Any, **kwargs: Any) -> Any:
-        return _divide_no_nan(x, _tf_kwargs(spec, kwargs, {"y": _NO_DEFAULT})["y"])
+        return _divide_no_nan(x, _tf_kwargs(spec, kwargs, {"y": NO_DEFAULT})["y"])
 
     return kernel
 
 
 @_tf("linalg.matmul")
 def _tf_matmul(spec: KernelSpec) -> Kernel:
-    known = {"b": _NO_DEFAULT, "transpose_a": False, "transpose_b": False, "adjoint_a": False}
+    known = {"b": NO_DEFAULT, "transpose_a": False, "transpose_b": False, "adjoint_a": False}
     known |= {"adjoint_b": False, "a_is_sparse": False, "b_is_sparse": False, "output_type": None}
 
     def kernel(a: Any, **kwargs: Any) -> np.ndarray:
@@ -807,7 +737,7 @@ def _tf_matmul(spec: KernelSpec) -> Kernel:
             b = np.swapaxes(b, -1, -2)
         out = np.matmul(a, b)
         if p["output_type"] is not None:
-            out = out.astype(_dtype(spec, "output_type", p["output_type"]))
+            out = out.astype(dtype_value(spec, "output_type", p["output_type"]))
         return out
 
     return kernel
@@ -853,7 +783,7 @@ def _tf_softmax(spec: KernelSpec) -> Kernel:
     def kernel(x: Any, **kwargs: Any) -> np.ndarray:
         p = _tf_kwargs(spec, kwargs, {"axis": None, "dim": None})
         axis = p["axis"] if p["axis"] is not None else p["dim"]
-        axis = -1 if axis is None else _axis(axis)
+        axis = -1 if axis is None else axis_value(axis)
         return act.softmax(_as_array(x), axis=axis)
 
     return kernel
@@ -887,7 +817,7 @@ def _tf_reduction(function: str, fn: Callable[..., Any]) -> None:
         def kernel(x: Any, **kwargs: Any) -> np.ndarray:
             p = _tf_kwargs(spec, kwargs, {"axis": None, "keepdims": False})
             x = _as_array(x)
-            out = np.asarray(fn(x, axis=_axis(p["axis"]), keepdims=bool(p["keepdims"])))
+            out = np.asarray(fn(x, axis=axis_value(p["axis"]), keepdims=bool(p["keepdims"])))
             return out.astype(x.dtype, copy=False)
 
         return kernel
@@ -904,7 +834,7 @@ def _tf_arg(functions: Sequence[str], fn: Callable[..., Any]) -> None:
         def kernel(x: Any, **kwargs: Any) -> np.ndarray:
             p = _tf_kwargs(spec, kwargs, {"axis": None, "output_type": "int64"})
             axis = 0 if p["axis"] is None else p["axis"]
-            return fn(_as_array(x), axis=axis).astype(_dtype(spec, "output_type", p["output_type"]))
+            return fn(_as_array(x), axis=axis).astype(dtype_value(spec, "output_type", p["output_type"]))
 
         return kernel
 
@@ -918,7 +848,7 @@ _tf_arg(("math.argmin",), np.argmin)
 @_tf("concat")
 def _tf_concat(spec: KernelSpec) -> Kernel:
     def kernel(values: Any, **kwargs: Any) -> np.ndarray:
-        axis = _tf_kwargs(spec, kwargs, {"axis": _NO_DEFAULT})["axis"]
+        axis = _tf_kwargs(spec, kwargs, {"axis": NO_DEFAULT})["axis"]
         values = values if isinstance(values, list | tuple) else [values]
         return np.concatenate(_operands(*values), axis=axis)
 
@@ -947,7 +877,7 @@ def _tf_unstack(spec: KernelSpec) -> Kernel:
 @_tf("reshape")
 def _tf_reshape(spec: KernelSpec) -> Kernel:
     def kernel(tensor: Any, **kwargs: Any) -> np.ndarray:
-        shape = _tf_kwargs(spec, kwargs, {"shape": _NO_DEFAULT})["shape"]
+        shape = _tf_kwargs(spec, kwargs, {"shape": NO_DEFAULT})["shape"]
         shape = np.asarray(shape).astype(np.int64).reshape(-1)
         return np.reshape(_as_array(tensor), tuple(int(d) for d in shape))
 
@@ -1000,7 +930,7 @@ def _tf_squeeze(spec: KernelSpec) -> Kernel:
 @_tf("split")
 def _tf_split(spec: KernelSpec) -> Kernel:
     def kernel(value: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
-        p = _tf_kwargs(spec, kwargs, {"num_or_size_splits": _NO_DEFAULT, "axis": 0, "num": None})
+        p = _tf_kwargs(spec, kwargs, {"num_or_size_splits": NO_DEFAULT, "axis": 0, "num": None})
         x = _as_array(value)
         splits = p["num_or_size_splits"]
         axis = int(p["axis"])
@@ -1017,7 +947,7 @@ def _tf_split(spec: KernelSpec) -> Kernel:
 @_tf("tile")
 def _tf_tile(spec: KernelSpec) -> Kernel:
     def kernel(x: Any, **kwargs: Any) -> np.ndarray:
-        return np.tile(_as_array(x), _tf_kwargs(spec, kwargs, {"multiples": _NO_DEFAULT})["multiples"])
+        return np.tile(_as_array(x), _tf_kwargs(spec, kwargs, {"multiples": NO_DEFAULT})["multiples"])
 
     return kernel
 
@@ -1027,7 +957,7 @@ def _tf_pad(spec: KernelSpec) -> Kernel:
     modes = {"CONSTANT": "constant", "REFLECT": "reflect", "SYMMETRIC": "symmetric"}
 
     def kernel(x: Any, **kwargs: Any) -> np.ndarray:
-        p = _tf_kwargs(spec, kwargs, {"paddings": _NO_DEFAULT, "mode": "CONSTANT", "constant_values": 0})
+        p = _tf_kwargs(spec, kwargs, {"paddings": NO_DEFAULT, "mode": "CONSTANT", "constant_values": 0})
         mode = str(p["mode"]).upper()
         if mode not in modes:
             raise UnsupportedConfigError(spec.class_name, "call argument mode", p["mode"], spec.name)
@@ -1043,7 +973,7 @@ def _tf_pad(spec: KernelSpec) -> Kernel:
 @_tf("reverse")
 def _tf_reverse(spec: KernelSpec) -> Kernel:
     def kernel(x: Any, **kwargs: Any) -> np.ndarray:
-        axis = _axis(_tf_kwargs(spec, kwargs, {"axis": _NO_DEFAULT})["axis"])
+        axis = axis_value(_tf_kwargs(spec, kwargs, {"axis": NO_DEFAULT})["axis"])
         return np.flip(_as_array(x), axis=axis)
 
     return kernel
@@ -1051,7 +981,7 @@ def _tf_reverse(spec: KernelSpec) -> Kernel:
 
 @_tf("gather", "compat.v1.gather")
 def _tf_gather(spec: KernelSpec) -> Kernel:
-    known = {"indices": _NO_DEFAULT, "axis": None, "batch_dims": 0, "validate_indices": None}
+    known = {"indices": NO_DEFAULT, "axis": None, "batch_dims": 0, "validate_indices": None}
 
     def kernel(params: Any, **kwargs: Any) -> np.ndarray:
         p = _tf_kwargs(spec, kwargs, known)
@@ -1068,7 +998,7 @@ def _tf_gather(spec: KernelSpec) -> Kernel:
 @_tf("cast")
 def _tf_cast(spec: KernelSpec) -> Kernel:
     def kernel(x: Any, **kwargs: Any) -> np.ndarray:
-        dtype = _dtype(spec, "call argument dtype", _tf_kwargs(spec, kwargs, {"dtype": _NO_DEFAULT})["dtype"])
+        dtype = dtype_value(spec, "call argument dtype", _tf_kwargs(spec, kwargs, {"dtype": NO_DEFAULT})["dtype"])
         x = _as_array(x)
         if x.dtype.kind == "f" and dtype.kind in "iu":
             x = np.trunc(x)
@@ -1080,7 +1010,7 @@ def _tf_cast(spec: KernelSpec) -> Kernel:
 @_tf("clip_by_value")
 def _tf_clip(spec: KernelSpec) -> Kernel:
     def kernel(t: Any, **kwargs: Any) -> np.ndarray:
-        p = _tf_kwargs(spec, kwargs, {"clip_value_min": _NO_DEFAULT, "clip_value_max": _NO_DEFAULT})
+        p = _tf_kwargs(spec, kwargs, {"clip_value_min": NO_DEFAULT, "clip_value_max": NO_DEFAULT})
         x = _as_array(t)
         lo, hi = _operands(x, p["clip_value_min"], p["clip_value_max"])[1:]
         return np.minimum(np.maximum(x, lo), hi).astype(x.dtype, copy=False)
@@ -1122,7 +1052,7 @@ def _tf_l2_normalize(spec: KernelSpec) -> Kernel:
         p = _tf_kwargs(spec, kwargs, {"axis": None, "epsilon": 1e-12, "dim": None})
         axis = p["axis"] if p["axis"] is not None else p["dim"]
         x = _as_array(x)
-        sq = np.sum(np.square(x), axis=_axis(axis), keepdims=True)
+        sq = np.sum(np.square(x), axis=axis_value(axis), keepdims=True)
         return (x / np.sqrt(np.maximum(sq, p["epsilon"]))).astype(x.dtype, copy=False)
 
     return kernel
@@ -1140,7 +1070,7 @@ def _tf_identity(spec: KernelSpec) -> Kernel:
 @_tf("__operators__.getitem")
 def _tf_getitem(spec: KernelSpec) -> Kernel:
     def kernel(x: Any, **kwargs: Any) -> np.ndarray:
-        key = _tf_kwargs(spec, kwargs, {"slice_spec": _NO_DEFAULT, "var": None})["slice_spec"]
-        return _as_array(x)[_decode_key(key)]
+        key = _tf_kwargs(spec, kwargs, {"slice_spec": NO_DEFAULT, "var": None})["slice_spec"]
+        return _as_array(x)[decode_key(key)]
 
     return kernel

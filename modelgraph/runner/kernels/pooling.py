@@ -20,11 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.runner.kernels._conv_utils import (
+from modelgraph.layer_params import check_keys, data_format
+from modelgraph.runner.kernels.conv_utils import (
     Pads,
     WindowParams,
-    check_keys,
-    data_format,
     float_dtype,
     from_last,
     out_sizes,

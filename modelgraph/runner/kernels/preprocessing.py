@@ -5,12 +5,10 @@ Both layers cast their input to the compute dtype first (uint8 images become flo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
 from modelgraph.errors import UnsupportedConfigError
+from modelgraph.layer_params import config_numbers
 from modelgraph.runner.kernels.core import check_keys, flag
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
@@ -23,28 +21,11 @@ def _compute_dtype(spec: KernelSpec) -> np.dtype:
     return dtype if dtype.kind == "f" else np.dtype(np.float32)
 
 
-def _numbers(spec: KernelSpec, key: str, default: Any) -> np.ndarray | None:
-    """A scalar or (nested) list config value as a float64 array; ``__numpy__`` records unwrapped."""
-    value = spec.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, Mapping) and value.get("class_name") == "__numpy__":
-        inner = value.get("config")
-        value = inner.get("value") if isinstance(inner, Mapping) else None
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise UnsupportedConfigError(spec.class_name, key, spec.get(key), spec.name) from None
-    if arr.dtype == object or isinstance(value, bool):
-        raise UnsupportedConfigError(spec.class_name, key, spec.get(key), spec.name)
-    return arr
-
-
 @register("Rescaling")
 def rescaling(spec: KernelSpec) -> Kernel:
     check_keys(spec, {"scale", "offset"})
-    scale = _numbers(spec, "scale", 1.0)
-    offset = _numbers(spec, "offset", 0.0)
+    scale = config_numbers(spec, "scale", 1.0)
+    offset = config_numbers(spec, "offset", 0.0)
     if scale is None:
         raise UnsupportedConfigError(spec.class_name, "scale", None, spec.name)
     if offset is None:
@@ -73,8 +54,8 @@ def normalization(spec: KernelSpec) -> Kernel:
     else:
         raise UnsupportedConfigError(spec.class_name, "axis", axis, spec.name)
     invert = flag(spec, "invert", False)
-    mean_cfg = _numbers(spec, "mean", None)
-    var_cfg = _numbers(spec, "variance", None)
+    mean_cfg = config_numbers(spec, "mean", None)
+    var_cfg = config_numbers(spec, "variance", None)
     if (mean_cfg is None) != (var_cfg is None):
         key = "mean" if mean_cfg is None else "variance"
         raise UnsupportedConfigError(spec.class_name, key, None, spec.name)

@@ -28,10 +28,10 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from modelgraph.catalogue.upgrades import gru_reset_after_default
 from modelgraph.errors import UnsupportedConfigError
+from modelgraph.layer_params import cell_records, inner_record, int_tuple
 from modelgraph.runner.activations import Activation, get_activation
-from modelgraph.runner.kernels._conv_utils import int_tuple
 from modelgraph.runner.registry import KernelSpec, get_kernel, register
-from modelgraph.shape_rules._base import extra_batch_axes
+from modelgraph.shape_rules import extra_batch_axes
 
 Array = np.ndarray
 # One recurrent step: (precomputed input projection at t, states) -> (output, new states).
@@ -454,19 +454,6 @@ def conv_lstm_3d(spec: KernelSpec):
 # --- wrappers ---------------------------------------------------------------------------------
 
 
-def inner_record(spec: KernelSpec, key: str) -> tuple[str, dict[str, Any]] | None:
-    """The ``(class_name, config)`` of a wrapper's nested layer record ``key`` (None when absent)."""
-    record = spec.get(key)
-    if record is None:
-        return None
-    if not isinstance(record, Mapping) or not isinstance(record.get("class_name"), str):
-        raise spec.unsupported(key, record)
-    config = record.get("config")
-    if not isinstance(config, Mapping):
-        raise spec.unsupported(key, record)
-    return record["class_name"], dict(config)
-
-
 def _inner_spec(spec: KernelSpec, class_name: str, config: Mapping[str, Any], prefix: str) -> KernelSpec:
     weights = {k[len(prefix) :]: v for k, v in spec.weights.items() if k.startswith(prefix)}
     return KernelSpec(
@@ -603,24 +590,6 @@ _SEQUENCING_KEYS = (
 )
 
 
-def _cell_records(spec: KernelSpec) -> list[tuple[str, dict[str, Any], str]]:
-    """(cell class, config, weight prefix) of each cell of an ``RNN(cell)`` layer, in stacking order."""
-    cell = inner_record(spec, "cell")
-    if cell is None:
-        raise spec.unsupported("cell", None)
-    if cell[0] != "StackedRNNCells":
-        return [(cell[0], cell[1], "")]
-    cells = cell[1].get("cells")
-    if not isinstance(cells, list) or not cells:
-        raise spec.unsupported("cell", cell[0])
-    out = []
-    for i, record in enumerate(cells):
-        if not isinstance(record, Mapping) or not isinstance(record.get("config"), Mapping):
-            raise spec.unsupported("cell", record)
-        out.append((str(record.get("class_name")), dict(record["config"]), f"cells/{i}/"))
-    return out
-
-
 @register("RNN")
 def rnn(spec: KernelSpec):
     """``keras.layers.RNN(cell)`` over LSTMCell, GRUCell, SimpleRNNCell or StackedRNNCells of them:
@@ -629,7 +598,7 @@ def rnn(spec: KernelSpec):
     seq = _sequencing(spec)
     loop_config = {k: spec.get(k) for k in _SEQUENCING_KEYS if spec.get(k) is not None}
     cells = []
-    for class_name, config, prefix in _cell_records(spec):
+    for class_name, config, prefix in cell_records(spec):
         if class_name not in _CELLS:
             raise spec.unsupported("cell", class_name)
         layer_class, read_cell = _CELLS[class_name]

@@ -12,17 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.runner.kernels._conv_utils import (
-    check_keys,
-    data_format,
-    float_dtype,
-    from_last,
-    int_tuple,
-    pad_spatial,
-    pair_tuple,
-    to_last,
-)
-from modelgraph.runner.kernels._resample import METHODS, method_matrices, resize_separable
+from modelgraph.layer_params import check_keys, data_format, int_tuple, pair_tuple
+from modelgraph.runner.kernels.conv_utils import float_dtype, from_last, pad_spatial, to_last
+from modelgraph.runner.kernels.resampling import METHODS, method_matrices, resize_separable
 from modelgraph.runner.registry import Kernel, KernelSpec, register
 
 _F32 = np.float32
@@ -174,13 +166,13 @@ for _rank in (1, 2, 3):
 # --- image resizing --------------------------------------------------------------------------
 
 
-def _half_pixel(in_size: int, out_size: int) -> np.ndarray:
+def half_pixel(in_size: int, out_size: int) -> np.ndarray:
     scale = _F32(in_size) / _F32(out_size)
     return (np.arange(out_size, dtype=_F32) + _F32(0.5)) * scale
 
 
-def _lerp_axis(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    src = _half_pixel(in_size, out_size) - _F32(0.5)
+def lerp_axis(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    src = half_pixel(in_size, out_size) - _F32(0.5)
     floor = np.floor(src)
     lower = np.maximum(floor, 0).astype(np.intp)
     upper = np.minimum(np.ceil(src), in_size - 1).astype(np.intp)
@@ -189,8 +181,8 @@ def _lerp_axis(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray, np.
 
 def resize_bilinear(x: np.ndarray, height: int, width: int) -> np.ndarray:
     """``tf.image.resize(method="bilinear", antialias=False)`` of a channels-last ``(B, H, W, C)`` array."""
-    y0, y1, dy = _lerp_axis(x.shape[1], height)
-    x0, x1, dx = _lerp_axis(x.shape[2], width)
+    y0, y1, dy = lerp_axis(x.shape[1], height)
+    x0, x1, dx = lerp_axis(x.shape[2], width)
     dt = x.dtype.type
     dx = dx.astype(x.dtype)[:, None]
     dy = dy.astype(x.dtype)[:, None, None]
@@ -203,7 +195,7 @@ def resize_bilinear(x: np.ndarray, height: int, width: int) -> np.ndarray:
 
 def resize_image(x: np.ndarray, height: int, width: int, method: str, antialias: bool = False) -> np.ndarray:
     """``tf.image.resize(x, (height, width), method, antialias)`` of a channels-last ``(B, H, W, C)``
-    float array, ``method`` one of :data:`_resample.METHODS`."""
+    float array, ``method`` one of :data:`resampling.METHODS`."""
     matrices = method_matrices(method, antialias)
     if matrices is None:
         return (resize_nearest if method == "nearest" else resize_bilinear)(x, height, width)
@@ -212,8 +204,8 @@ def resize_image(x: np.ndarray, height: int, width: int, method: str, antialias:
 
 def resize_nearest(x: np.ndarray, height: int, width: int) -> np.ndarray:
     """``tf.image.resize(method="nearest")`` (half-pixel centres) of a ``(B, H, W, C)`` array."""
-    rows = np.minimum(np.floor(_half_pixel(x.shape[1], height)), x.shape[1] - 1).astype(np.intp)
-    cols = np.minimum(np.floor(_half_pixel(x.shape[2], width)), x.shape[2] - 1).astype(np.intp)
+    rows = np.minimum(np.floor(half_pixel(x.shape[1], height)), x.shape[1] - 1).astype(np.intp)
+    cols = np.minimum(np.floor(half_pixel(x.shape[2], width)), x.shape[2] - 1).astype(np.intp)
     return x[:, rows][:, :, cols]
 
 
@@ -232,7 +224,7 @@ def _unbatched(x: np.ndarray, fmt: str, single: bool) -> np.ndarray:
     return x[0] if single else x
 
 
-def _crop_box(height: int, width: int, target_h: int, target_w: int, ftype: type = float) -> tuple[int, ...]:
+def crop_box(height: int, width: int, target_h: int, target_w: int, ftype: type = float) -> tuple[int, ...]:
     """The centred crop to the target aspect ratio: ``ftype=np.float32`` for Resizing (TF math),
     Python floats for CenterCrop's ``smart_resize`` on static shapes."""
     crop_h = int(ftype(width * target_h) / ftype(target_w))
@@ -312,7 +304,7 @@ def resizing(spec: KernelSpec) -> Kernel:
         x = x.astype(dtype, copy=False)
         h, w = x.shape[1:3]
         if crop:
-            top, left, ch, cw = _crop_box(h, w, height, width, _F32)
+            top, left, ch, cw = crop_box(h, w, height, width, _F32)
             x = x[:, top : top + ch, left : left + cw]
         elif pad:
             top, left = aspect_pad(h, w, height, width)
@@ -340,7 +332,7 @@ def center_crop(spec: KernelSpec) -> Kernel:
             top, left = (h - height) // 2, (w - width) // 2
             return _unbatched(x[:, top : top + height, left : left + width], fmt, single)
         # Smaller than the target: Keras falls back to smart_resize (aspect crop + bilinear).
-        top, left, ch, cw = _crop_box(h, w, height, width)
+        top, left, ch, cw = crop_box(h, w, height, width)
         out = resize_bilinear(x[:, top : top + ch, left : left + cw], height, width)
         return _unbatched(out, fmt, single)
 

@@ -13,8 +13,8 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from modelgraph.graph import Layer, ModelGraph, Node, Weight
+from modelgraph.layer_params import depthwise_weight_name
 from modelgraph.runner.fast.fused import INVERTED_BOTTLENECK
-from modelgraph.runner.kernels._conv_utils import depthwise_weight_name
 from modelgraph.runner.passes._graph import (
     Readers,
     drop,

@@ -1,7 +1,8 @@
 """The graph walk: a :class:`ModelGraph` -> an ONNX ``ModelProto``.
 
-Like the runner's plan (``modelgraph.runner.interpreter``), the walk visits the nodes in topological
-order and inlines nested models (their inputs bound to the caller's tensors); each node goes through
+The walk is the one the runner's plan and shape inference use (:mod:`modelgraph.graph_walk`): nodes in
+topological order, nested models inlined (their inputs bound to the caller's tensors, their implicit
+masks with them); each node goes through
 the ONNX mapping of its layer key's catalogue entry (``registry.py``), with the layer's dtype policy applied
 around it (half precision: inputs, weights and outputs rounded to the compute dtype; Keras 3 int8 /
 int4 layers: weights dequantized, see ``mappings/quantized.py``). tf.keras's implicit masks are
@@ -34,13 +35,22 @@ from modelgraph.errors import (
     UsageError,
     WeightsError,
 )
-from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, keras_version_tuple, map_refs, tensor_refs
+from modelgraph.graph import Layer, ModelGraph, TensorRef, keras_version_tuple, map_refs
+from modelgraph.graph_walk import (
+    GraphWalker,
+    Scope,
+    Visit,
+    call_kwargs,
+    float32_variables,
+    has_dtype_policy,
+    output_keys,
+)
 from modelgraph.runner import dtypes as dt
 from modelgraph.runner import masks as runner_masks
 from modelgraph.runner.fusion import fuse
-from modelgraph.runner.interpreter import LazyWeights, _float32_variables, _output_keys, call_kwargs
 from modelgraph.runner.passes.fold_batchnorm import fold_batchnorms
-from modelgraph.runner.registry import KernelSpec, get_entry
+from modelgraph.runner.registry import KernelSpec
+from modelgraph.runner.weights import LazyWeights
 from modelgraph.saving.onnx import masks as mk
 from modelgraph.saving.onnx._onnx import helper, onnx_dtype, require_onnx
 from modelgraph.saving.onnx.emitter import Emitter, Value
@@ -92,16 +102,16 @@ def _batch_dim(batch: int | str | None) -> int | str:
     return batch if isinstance(batch, int) else "batch"
 
 
-class _Walk:
-    """One export: the walk over the graph's nodes, its problems and the pieces of the ONNX graph."""
+class _Walk(GraphWalker[Value]):
+    """One export: the graph walk's client that maps each node, its problems and the pieces of the
+    ONNX graph. Values are ONNX values; shape inference's results are looked up by node path."""
 
     def __init__(self, graph: ModelGraph, batch: int | str | None, opset: int) -> None:
         self.graph = graph
         self.batch = batch
         self.keras_version = keras_version_tuple(graph.keras_version)
         self.keras_major = graph.keras_major
-        self._cleared: dict[int, tuple[dict[TensorRef, int], dict[Any, int]]] = {}
-        self.output_keys = _output_keys(graph.outputs)
+        self.output_keys = output_keys(graph.outputs)
         self.e = Emitter(reserved=set(graph.input_names) | set(self.output_keys), opset=opset)
         self.problems: list[tuple[str, str, str]] = []
         self.dequantized: list[str] = []
@@ -110,6 +120,8 @@ class _Walk:
         self.outputs: list[Any] = []
         self.value_info: dict[str, Any] = {}
         self.missing_weights = False
+        # Shape inference's results of each (nested) graph being walked, by scope prefix.
+        self._shapes: dict[str, ShapeResult | None] = {}
 
     def problem(self, path: str, class_name: str, error: BaseException | str) -> None:
         why = str(error)
@@ -147,7 +159,8 @@ class _Walk:
         for ref, dims, dtype in specs:
             self.inputs.append(helper.make_tensor_value_info(ref.layer, onnx_dtype(dtype), dims))
             env[ref] = Value(ref.layer, len(dims), None, dtype)
-        self._walk(g, shapes, "", env, masks)
+        self._shapes[""] = shapes
+        self.walk(g, env, masks)
         if self.problems:
             raise ExportRefusedError(self.problems)
         for key, ref in zip(self.output_keys, g.outputs, strict=True):
@@ -173,81 +186,41 @@ class _Walk:
 
     # --- nodes -----------------------------------------------------------------------------------
 
-    def _walk(
-        self,
-        graph: ModelGraph,
-        shapes: ShapeResult | None,
-        prefix: str,
-        env: dict[TensorRef, Value],
-        masks: dict[TensorRef, Value],
-    ) -> None:
-        referenced = _referenced(graph)
-        for node in graph.nodes:
-            layer = graph.layer(node.layer)
-            if layer.kind == "input":
-                continue
-            if any(r not in env for r in node.inputs):
-                continue  # nothing computes one of its inputs
-            if layer.subgraph is None and any(env[r] is _REFUSED for r in node.inputs):
-                # Downstream of a refused layer: only look for a missing mapping, so that every
-                # unmappable layer is named, not just the first on each path.
-                if get_mapping(layer.key) is None and layer.kind != "model":
-                    self.problem(prefix + layer.name, layer.class_name, UnmappedLayerError(layer.key))
-                self._refuse_outputs(layer, node, env, referenced)
-                continue
-            if layer.subgraph is not None:
-                self._inline(graph, shapes, layer, node, prefix, env, masks)
-            elif not self._node(graph, shapes, layer, node, prefix, env, masks):
-                self._refuse_outputs(layer, node, env, referenced)
+    def _scope_shapes(self, visit: Visit) -> ShapeResult | None:
+        """Shape inference's result for the graph ``visit`` is in (nested results by call)."""
+        return self._shapes.get(visit.scope.prefix)
+
+    def run_node(self, visit: Visit, env: dict[TensorRef, Value], masks: dict[TensorRef, Any] | None) -> None:
+        layer, node = visit.layer, visit.node
+        assert masks is not None
+        if any(env[r] is _REFUSED for r in node.inputs):
+            # Downstream of a refused layer: only look for a missing mapping, so that every
+            # unmappable layer is named, not just the first on each path.
+            if get_mapping(layer.key) is None:
+                self.problem(visit.path, layer.class_name, UnmappedLayerError(layer.key))
+            self._refuse_outputs(visit, env)
+        elif not self._node(visit, env, masks):
+            self._refuse_outputs(visit, env)
+
+    def bad_call(self, visit: Visit, message: str) -> None:
+        self.problem(visit.path, visit.layer.class_name, message)
+
+    def enter_model(self, visit: Visit, inner: Scope) -> None:
+        # A nested model's call: its shapes are the nested result inferred for that call.
+        outer = self._shapes.get(visit.scope.prefix)
+        self._shapes[inner.prefix] = outer.nested.get(visit.node.key) if outer is not None else None
 
     @staticmethod
-    def _refuse_outputs(layer: Layer, node: Node, env: dict[TensorRef, Value], referenced: dict) -> None:
-        for t in referenced.get(node.key, {0}):
-            env[TensorRef(layer.name, node.index, t)] = _REFUSED
-
-    def _inline(self, graph, shapes, layer: Layer, node: Node, prefix, env, masks) -> None:
-        sub = layer.subgraph
-        assert sub is not None
-        path = prefix + layer.name
-        seg = f"{layer.name}:{node.index}" if layer.node_count > 1 else layer.name
-        sub_shapes = shapes.nested.get(node.key) if shapes is not None else None
-        arg = node.args[0] if len(node.args) == 1 else list(node.args)
-        pairs: list[tuple[TensorRef, TensorRef]] = []
-        if isinstance(arg, Mapping) and isinstance(sub.input_structure, Mapping):
-            for key, ref in sub.input_structure.items():
-                if key not in arg or not isinstance(arg[key], TensorRef):
-                    self.problem(path, layer.class_name, f"node {node} gives no tensor for input '{key}'")
-                    return
-                pairs.append((ref, arg[key]))
-        else:
-            flat = tensor_refs(list(node.args))
-            if len(flat) != len(sub.inputs):
-                self.problem(
-                    path,
-                    layer.class_name,
-                    f"node {node} passes {len(flat)} tensors to a model with {len(sub.inputs)} inputs",
-                )
-                return
-            pairs = list(zip(sub.inputs, flat, strict=True))
-        sub_env: dict[TensorRef, Value] = {}
-        sub_masks: dict[TensorRef, Value] = {}
-        for inner, outer in pairs:
-            sub_env[inner] = env[outer]
-            if outer in masks:
-                sub_masks[inner] = masks[outer]
-        self._walk(sub, sub_shapes, f"{prefix}{seg}/", sub_env, sub_masks)
-        for t, ref in enumerate(sub.outputs):
-            if ref in sub_env:
-                env[TensorRef(layer.name, node.index, t)] = sub_env[ref]
-                if ref in sub_masks:
-                    masks[TensorRef(layer.name, node.index, t)] = sub_masks[ref]
+    def _refuse_outputs(visit: Visit, env: dict[TensorRef, Value]) -> None:
+        for t in visit.scope.referenced_outputs(visit.node):
+            env[TensorRef(visit.layer.name, visit.node.index, t)] = _REFUSED
 
     def _spec(self, graph: ModelGraph, layer: Layer, path: str, policy: dt.Policy) -> KernelSpec:
         cache_key = (id(graph), layer.name)
         weights = self._weights.get(cache_key)
         if weights is None:
             transform = None
-            if policy.is_half and not _float32_variables(layer.key):
+            if policy.is_half and not float32_variables(layer.key):
                 half = policy.compute_dtype
 
                 def transform(a: np.ndarray, half: str = half) -> np.ndarray:
@@ -268,12 +241,11 @@ class _Walk:
             compute_dtype=policy.compute_dtype,
         )
 
-    def _node(self, graph, shapes, layer: Layer, node: Node, prefix, env, masks) -> bool:
+    def _node(self, visit: Visit, env: dict[TensorRef, Value], masks: dict[TensorRef, Value]) -> bool:
         """Map one node; False (and the problem recorded) when it cannot be mapped."""
-        path = prefix + layer.name
-        key = layer.key
+        path, layer = visit.path, visit.layer
         try:
-            self._map_node(graph, shapes, layer, node, path, key, env, masks)
+            self._map_node(visit, env, masks)
             return True
         except ModelGraphError as exc:
             self.missing_weights |= isinstance(exc, WeightsError)
@@ -283,10 +255,11 @@ class _Walk:
         self.e.scope = ""
         return False
 
-    def _map_node(self, graph, shapes, layer, node, path, key, env, masks) -> None:
-        training = node.kwargs.get("training")
+    def _map_node(self, visit: Visit, env: dict[TensorRef, Value], masks: dict[TensorRef, Value]) -> None:
+        graph, layer, node, path, key = visit.graph, visit.layer, visit.node, visit.path, visit.layer.key
+        shapes = self._scope_shapes(visit)
         policy = dt.FLOAT32
-        if layer.kind != "op" and layer.class_name not in ("TFOpLambda", "SlicingOpLambda"):
+        if has_dtype_policy(layer):
             policy = dt.resolve_policy(layer.config.get("dtype"), layer.class_name, path)
         mapping = None
         if policy.quantization is not None:
@@ -302,12 +275,7 @@ class _Walk:
             mapping = get_mapping(key)
         if mapping is None:
             raise UnmappedLayerError(key)
-        try:
-            sensitive = get_entry(key, path).training_sensitive
-        except UnsupportedError:
-            sensitive = False
-        frozen_bn = layer.class_name == "BatchNormalization" and not layer.trainable
-        if training is True and sensitive and not frozen_bn:
+        if visit.refuses_training():
             raise UnsupportedConfigError(layer.class_name, "training", True, path)
         kwargs = call_kwargs(node)
         rule = (
@@ -331,7 +299,7 @@ class _Walk:
             args = _map_values(args, lambda v: self._round(v, half))
             kwargs = _map_values(kwargs, lambda v: self._round(v, half))
         flat_in = [env[r] for r in node.inputs]
-        hidden = self._hidden_masks(graph, node)
+        hidden = visit.hidden_masks(self.keras_major)
         in_masks = [None if r in hidden else masks.get(r) for r in node.inputs]
         explicit = "mask" in kwargs and self.keras_major < 3  # Keras 3's rule leaves a given mask alone
         if (
@@ -374,17 +342,6 @@ class _Walk:
                     masks[TensorRef(layer.name, node.index, t)] = m
         self.e.scope = ""
 
-    def _hidden_masks(self, graph: ModelGraph, node: Node) -> set[TensorRef]:
-        """Inputs of ``node`` whose masks a Keras 3 MultiHeadAttention run before it cleared
-        (the runner's :func:`~modelgraph.runner.masks.cleared_masks`)."""
-        if self.keras_major < 3:
-            return set()
-        if id(graph) not in self._cleared:
-            self._cleared[id(graph)] = runner_masks.cleared_masks(graph)
-        cleared, position = self._cleared[id(graph)]
-        here = position.get(node.key, -1)
-        return {r for r in node.inputs if r in cleared and cleared[r] < here}
-
     def _value_info(self, value: Value, shape: Any) -> None:
         """Record a layer output's static shape (in its stored layout) for viewers and checkers."""
         if not value.name or value.name in self.value_info or shape is None or value.rank != len(shape):
@@ -411,17 +368,6 @@ class _Walk:
 
 # Stands for an output of a layer that could not be mapped (the export is refused in the end).
 _REFUSED = Value("", None)
-
-
-def _referenced(graph: ModelGraph) -> dict[tuple[str, int], set[int]]:
-    """The tensor indices of each node that the graph reads or outputs."""
-    table: dict[tuple[str, int], set[int]] = {}
-    for n in graph.nodes:
-        for r in n.inputs:
-            table.setdefault(r.node_key, set()).add(r.tensor_index)
-    for r in graph.outputs:
-        table.setdefault(r.node_key, set()).add(r.tensor_index)
-    return table
 
 
 def _map_values(structure: Any, fn: Any) -> Any:

@@ -1,7 +1,9 @@
 """Implicit masks, carried beside the tensors of the exported graph (every Keras version).
 
-The rules are the runner's: ``modelgraph/runner/masks.py`` ``MASK_BEHAVIOUR`` says, per class and
-Keras version, how a layer consumes masks and which kind of output mask it produces (docs/masks.md).
+The rules are the runner's: each class's catalogue entry says (``masks``, a
+:class:`~modelgraph.catalogue.spec.MaskBehaviour` per Keras version) how a layer consumes masks and
+which kind of output mask it produces (docs/masks.md); both versions dispatch on those kinds, never on
+the class name.
 tf.keras: Embedding(mask_zero) and Masking create a mask, mask-preserving layers carry it, RNNs keep
 it only with ``return_sequences``, merges AND their inputs' masks. Keras 3: merges OR them,
 Concatenate takes any() over the last axis, a layer's ``__call__`` fills ``mask`` / ``<arg>_mask``
@@ -19,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph.catalogue.spec import K2
 from modelgraph.errors import UnsupportedConfigError
-from modelgraph.runner.masks import MASK_CONSUMERS, MERGE_AND, PASS_THROUGH, RNN_CLASSES
+from modelgraph.runner.masks import behaviour
 from modelgraph.saving.onnx.emitter import Emitter, Value
 
 Masks = list[Value | None]
@@ -133,56 +136,6 @@ def _consume_list(masks: Masks) -> dict[str, Any]:
     return {"mask": list(masks)} if any(m is not None for m in masks) else {}
 
 
-def _consume_mha(masks: Masks) -> dict[str, Any]:
-    raise UnsupportedConfigError("MultiHeadAttention", "implicit mask", "tf.keras _keras_mask")
-
-
-def rule_for(class_name: str, config: Mapping[str, Any]) -> MaskRule:
-    """The mask rule of one tf.keras layer class (the runner's, emitting ONNX)."""
-    consume: Callable[[Masks], dict[str, Any]] | None = None
-    if class_name in ("Attention", "AdditiveAttention"):
-        consume = _consume_list
-    elif class_name == "MultiHeadAttention":
-        consume = _consume_mha_masks
-    elif class_name in MASK_CONSUMERS:
-        consume = _consume_first
-    if class_name == "Embedding":
-        return MaskRule(None, _embedding if config.get("mask_zero") else None, bool(config.get("mask_zero")))
-    if class_name == "Masking":
-        return MaskRule(None, _masking(float(config.get("mask_value", 0.0))), True)
-    if class_name in RNN_CLASSES:
-        return MaskRule(consume, _rnn(bool(config.get("return_sequences", False))))
-    if class_name == "Bidirectional":
-        inner = config.get("layer")
-        inner_config = inner.get("config", {}) if isinstance(inner, Mapping) else {}
-        n_seq = 2 if config.get("merge_mode", "concat") is None else 1
-        return MaskRule(consume, _rnn(bool(inner_config.get("return_sequences", False)), n_seq))
-    if class_name == "TimeDistributed":
-        inner = config.get("layer")
-        inner_class = inner.get("class_name") if isinstance(inner, Mapping) else None
-        if inner_class in ("Embedding", "Masking") and isinstance(inner, Mapping):
-            # The inner mask is elementwise over the folded (batch * time) axis: folding, computing
-            # and unfolding equals computing it on the unfolded input.
-            source = rule_for(inner_class, inner.get("config") or {})
-            return MaskRule(consume, source.produce, source.source)
-        inner_rule = (
-            rule_for(inner_class, inner.get("config") or {})
-            if isinstance(inner_class, str) and isinstance(inner, Mapping)
-            else None
-        )
-        return MaskRule(consume, _time_distributed(inner_rule.produce if inner_rule is not None else None))
-    if class_name in ("Attention", "AdditiveAttention", "MultiHeadAttention"):
-        return MaskRule(consume, _pass_first)
-    if class_name in MERGE_AND:
-        return MaskRule(consume, _merge_and)
-    if class_name == "Concatenate":
-        axis = config.get("axis", -1)
-        return MaskRule(consume, _concat(int(axis) if isinstance(axis, int) else -1))
-    if class_name in PASS_THROUGH:
-        return MaskRule(consume, _pass_first)
-    return MaskRule(consume, None)
-
-
 def _consume_mha_masks(masks: Masks) -> dict[str, Any]:
     """tf.keras MultiHeadAttention reads the query's mask and the value's and key's (their AND)."""
     if not masks:
@@ -194,6 +147,52 @@ def _consume_mha_masks(masks: Masks) -> dict[str, Any]:
     if rest:
         out["value_mask"] = rest if len(rest) > 1 else rest[0]
     return out
+
+
+# The catalogue's tf.keras consume kinds (MaskBehaviour.consume), as the runner dispatches them.
+_K2_CONSUMERS: dict[str, Callable[[Masks], dict[str, Any]]] = {
+    "first": _consume_first,
+    "list": _consume_list,
+    "mha": _consume_mha_masks,
+}
+
+
+def _inner_rule(config: Mapping[str, Any]) -> MaskRule | None:
+    """The tf.keras rule of the layer a wrapper (TimeDistributed) holds, None when it names none."""
+    inner = config.get("layer")
+    if not isinstance(inner, Mapping) or not isinstance(inner.get("class_name"), str):
+        return None
+    inner_config = inner.get("config")
+    return rule_for(inner["class_name"], inner_config if isinstance(inner_config, Mapping) else {})
+
+
+def rule_for(class_name: str, config: Mapping[str, Any]) -> MaskRule:
+    """The mask rule of one tf.keras layer class, from its catalogue entry's tf.keras mask behaviour
+    (the runner's :func:`~modelgraph.runner.masks.rule_for`, emitting ONNX)."""
+    b = behaviour(class_name, K2)
+    consume = _K2_CONSUMERS.get(b.consume or "")
+    if b.produce == "time_distributed":
+        inner = _inner_rule(config)
+        if inner is not None and inner.source:
+            # The inner mask is elementwise over the folded (batch * time) axis: folding, computing
+            # and unfolding equals computing it on the unfolded input.
+            return MaskRule(consume, inner.produce, True)
+        return MaskRule(consume, _time_distributed(inner.produce if inner is not None else None))
+    produce = producer(b.produce, config)
+    return MaskRule(consume, produce, b.produce in ("embedding", "masking") and produce is not None)
+
+
+def producer(kind: str, config: Mapping[str, Any]) -> Produce | None:
+    """The ONNX producer of one catalogue produce kind (``MaskBehaviour.produce``), either Keras version:
+    the tf.keras-only kinds here, the others as :func:`k3_producer` makes them."""
+    if kind == "and":
+        return _merge_and
+    if kind == "concat_all":
+        axis = config.get("axis", -1)
+        return _concat(int(axis) if isinstance(axis, int) else -1)
+    if kind == "mha_scores":
+        return _pass_first  # the scores' own mask is not exported (tf.keras MultiHeadAttention)
+    return k3_producer(kind, config)
 
 
 # --- Keras 3: one node, the runner's table and call binding ----------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from modelgraph.runner.kernels._conv_utils import same_pads
+from modelgraph.runner.kernels.conv_utils import same_pads
 from modelgraph.saving.onnx.emitter import Emitter, Perm, Value
 from modelgraph.saving.onnx.registry import MapContext
 

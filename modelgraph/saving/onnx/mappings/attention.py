@@ -12,14 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.runner.kernels.attention import (
-    _ATTENTION_ARGS,
-    _MHA_ARGS_K2,
-    _MHA_ARGS_K3,
-    _bind,
-    _positive_int,
-    mha_layout,
-)
+from modelgraph.catalogue.attention import ATTENTION_CALL, MHA_CALL, MHA_CALL_K2
+from modelgraph.layer_params import bind_call, positive_int
+from modelgraph.runner.kernels.attention import mha_layout
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.registry import MapContext, register
 
@@ -72,8 +67,8 @@ def _static(ctx: MapContext, i: int, axis: int) -> int:
 @register("MultiHeadAttention")
 def multi_head_attention(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
     spec = ctx.spec
-    num_heads = _positive_int(spec, "num_heads", ctx.get("num_heads"))
-    _positive_int(spec, "key_dim", ctx.get("key_dim"))
+    num_heads = positive_int(spec, "num_heads", ctx.get("num_heads"))
+    positive_int(spec, "key_dim", ctx.get("key_dim"))
     if ctx.flag("use_gate", False):
         raise ctx.unsupported("use_gate", True)
     if ctx.get("flash_attention"):
@@ -85,7 +80,7 @@ def multi_head_attention(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
         axes_config = (axes_config,)
     keras3 = spec.keras_version[0] >= 3
     use_bias = ctx.flag("use_bias", True)
-    call = _bind("MultiHeadAttention", _MHA_ARGS_K3 if keras3 else _MHA_ARGS_K2, args, kwargs)
+    call = bind_call("MultiHeadAttention", MHA_CALL if keras3 else MHA_CALL_K2, args, kwargs)
     e = ctx.e
     query, value = call["query"], call["value"]
     key = call.get("key") or value
@@ -174,7 +169,7 @@ def multi_head_attention(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
 
 def _dense_attention(ctx: MapContext, args: tuple[Any, ...], kwargs: dict[str, Any], scores_fn: Any) -> Any:
     causal_config = ctx.flag("causal", False)
-    call = _bind(ctx.class_name, _ATTENTION_ARGS, args, kwargs)
+    call = bind_call(ctx.class_name, ATTENTION_CALL, args, kwargs)
     inputs = call.get("inputs")
     if not isinstance(inputs, (list, tuple)) or len(inputs) not in (2, 3):
         raise TypeError(f"{ctx.class_name} takes one list argument [query, value] or [query, value, key]")

@@ -11,13 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from modelgraph.runner.kernels._conv_utils import (
-    check_keys,
-    data_format,
-    depthwise_weight_name,
-    int_tuple,
-    padding_mode,
-)
+from modelgraph.layer_params import check_keys, data_format, depthwise_weight_name, int_tuple, padding_mode
 from modelgraph.runner.kernels.conv import depthwise_params, groups_of
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.mappings._spatial import (

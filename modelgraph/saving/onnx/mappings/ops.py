@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from modelgraph.errors import UnsupportedConfigError
-from modelgraph.runner.kernels.ops import _NO_DEFAULT, _axis, _decode_key, _dtype, _params
+from modelgraph.layer_params import NO_DEFAULT, axis_value, config_params, decode_key, dtype_value
 from modelgraph.saving.onnx._onnx import onnx_dtype
 from modelgraph.saving.onnx.emitter import Emitter, Value
 from modelgraph.saving.onnx.mappings import _act
@@ -334,7 +334,7 @@ def _op(class_names: Sequence[str], known: dict[str, Any] | None = None):
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         def mapping(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
-            p = _params(ctx.spec, ctx.config, known or {}, "")
+            p = config_params(ctx.spec, ctx.config, known or {}, "")
             return fn(ctx, p, *args, **kwargs)
 
         register(*(f"op:{c}" for c in class_names))(mapping)
@@ -370,11 +370,11 @@ for _cls in ("Mean", "Sum", "Prod", "Max", "Min", "Std", "Var", "Any", "All"):
         _known["initial"] = None
     if _cls == "Prod":
         _known["dtype"] = None
-    _op([_cls], _known)(lambda ctx, p, x, _c=_cls: reduce(ctx, _c, x, _axis(p["axis"]), bool(p["keepdims"])))
+    _op([_cls], _known)(lambda ctx, p, x, _c=_cls: reduce(ctx, _c, x, axis_value(p["axis"]), bool(p["keepdims"])))
 
-_op(["Reshape"], {"newshape": _NO_DEFAULT})(lambda ctx, p, x: reshape(ctx, x, p["newshape"]))
-_op(["GetItem"])(lambda ctx, p, x, key: get_item(ctx, x, _decode_key(key)))
-_op(["Split"], {"indices_or_sections": _NO_DEFAULT, "axis": 0})(
+_op(["Reshape"], {"newshape": NO_DEFAULT})(lambda ctx, p, x: reshape(ctx, x, p["newshape"]))
+_op(["GetItem"])(lambda ctx, p, x, key: get_item(ctx, x, decode_key(key)))
+_op(["Split"], {"indices_or_sections": NO_DEFAULT, "axis": 0})(
     lambda ctx, p, x: split(
         ctx,
         x,
@@ -396,7 +396,7 @@ _op(["Where"])(lambda ctx, p, condition, x1=None, x2=None: where(ctx, condition,
 def _op_cast(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     if p["sparse"] or p["ragged"]:
         raise ctx.unsupported("sparse", p["sparse"])
-    return x if p["dtype"] is None else cast(ctx, x, _dtype(ctx.spec, "dtype", p["dtype"]))
+    return x if p["dtype"] is None else cast(ctx, x, dtype_value(ctx.spec, "dtype", p["dtype"]))
 
 
 @_op(["Transpose"], {"axes": None})
@@ -406,7 +406,7 @@ def _op_transpose(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     return _out(ctx.e.op("Transpose", [ctx.e.logical(x)], "transpose", perm=perm), ctx, x.dtype)
 
 
-@_op(["ExpandDims"], {"axis": _NO_DEFAULT})
+@_op(["ExpandDims"], {"axis": NO_DEFAULT})
 def _op_expand_dims(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     axes = p["axis"] if isinstance(p["axis"], (list, tuple)) else [p["axis"]]
     return _out(
@@ -428,7 +428,7 @@ def _op_squeeze(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     return _out(e.op("Squeeze", [e.logical(x), e.ints(axes, "axes")], "squeeze"), ctx, x.dtype)
 
 
-@_op(["Einsum"], {"subscripts": _NO_DEFAULT})
+@_op(["Einsum"], {"subscripts": NO_DEFAULT})
 def _op_einsum(ctx: MapContext, p: dict[str, Any], *operands: Any) -> Value:
     dtype = _tensor_dtype(operands)
     names = [operand(ctx, v, dtype) for v in operands]
@@ -437,7 +437,7 @@ def _op_einsum(ctx: MapContext, p: dict[str, Any], *operands: Any) -> Value:
     )
 
 
-@_op(["Clip"], {"x_min": _NO_DEFAULT, "x_max": _NO_DEFAULT})
+@_op(["Clip"], {"x_min": NO_DEFAULT, "x_max": NO_DEFAULT})
 def _op_clip(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     e = ctx.e
     n = e.logical(x)
@@ -451,7 +451,7 @@ def _op_clip(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
 def _tf(functions: Sequence[str], known: dict[str, Any]):
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         def mapping(ctx: MapContext, first: Any, /, **kwargs: Any) -> Any:
-            p = _params(ctx.spec, kwargs, known, "call argument ")
+            p = config_params(ctx.spec, kwargs, known, "call argument ")
             return fn(ctx, p, first)
 
         register(*(f"tf:{f}" for f in functions))(mapping)
@@ -488,21 +488,21 @@ _TF_REDUCE = {
 for _f, _name in _TF_UNARY.items():
     _tf([_f], {})(lambda ctx, p, x, _n=_name: _unary_value(ctx, _n, x))
 for _f, _name in _TF_BINARY.items():
-    _tf([_f], {"y": _NO_DEFAULT})(lambda ctx, p, x, _n=_name: binary(ctx, _n, x, p["y"]))
+    _tf([_f], {"y": NO_DEFAULT})(lambda ctx, p, x, _n=_name: binary(ctx, _n, x, p["y"]))
 for _f, _kind in _TF_REDUCE.items():
     _tf([_f], {"axis": None, "keepdims": False})(
-        lambda ctx, p, x, _k=_kind: reduce(ctx, _k, x, _axis(p["axis"]), bool(p["keepdims"]))
+        lambda ctx, p, x, _k=_kind: reduce(ctx, _k, x, axis_value(p["axis"]), bool(p["keepdims"]))
     )
 
-_tf(["concat"], {"axis": _NO_DEFAULT})(
+_tf(["concat"], {"axis": NO_DEFAULT})(
     lambda ctx, p, xs: concat(ctx, xs if isinstance(xs, (list, tuple)) else [xs], int(p["axis"]))
 )
 _tf(["stack"], {"axis": 0})(lambda ctx, p, xs: stack(ctx, xs, int(p["axis"])))
-_tf(["reshape"], {"shape": _NO_DEFAULT})(
+_tf(["reshape"], {"shape": NO_DEFAULT})(
     lambda ctx, p, x: reshape(ctx, x, list(np.asarray(p["shape"]).reshape(-1)))
 )
-_tf(["__operators__.getitem"], {"slice_spec": _NO_DEFAULT, "var": None})(
-    lambda ctx, p, x: get_item(ctx, x, _decode_key(p["slice_spec"]))
+_tf(["__operators__.getitem"], {"slice_spec": NO_DEFAULT, "var": None})(
+    lambda ctx, p, x: get_item(ctx, x, decode_key(p["slice_spec"]))
 )
 _tf(["identity"], {})(lambda ctx, p, x: x)
 _tf(["nn.gelu"], {"approximate": False})(lambda ctx, p, x: gelu(ctx, x, bool(p["approximate"])))
@@ -516,7 +516,7 @@ _tf(["nn.softmax"], {"axis": None, "dim": None})(
 _tf(
     ["linalg.matmul"],
     {
-        "b": _NO_DEFAULT,
+        "b": NO_DEFAULT,
         "transpose_a": False,
         "transpose_b": False,
         "adjoint_a": False,
@@ -544,7 +544,7 @@ def _tf_matmul(ctx: MapContext, a: Value, p: dict[str, Any]) -> Value:
     return _out(e.op("MatMul", [x, y], "matmul"), ctx, dtype)
 
 
-@_tf(["split"], {"num_or_size_splits": _NO_DEFAULT, "axis": 0, "num": None})
+@_tf(["split"], {"num_or_size_splits": NO_DEFAULT, "axis": 0, "num": None})
 def _tf_split(ctx: MapContext, p: dict[str, Any], x: Value) -> tuple[Value, ...]:
     splits = p["num_or_size_splits"]
     axis = int(p["axis"])
@@ -562,9 +562,9 @@ def _tf_split(ctx: MapContext, p: dict[str, Any], x: Value) -> tuple[Value, ...]
     return split(ctx, x, int(splits), axis)
 
 
-@_tf(["cast"], {"dtype": _NO_DEFAULT})
+@_tf(["cast"], {"dtype": NO_DEFAULT})
 def _tf_cast(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
-    return cast(ctx, x, _dtype(ctx.spec, "call argument dtype", p["dtype"]))
+    return cast(ctx, x, dtype_value(ctx.spec, "call argument dtype", p["dtype"]))
 
 
 @_tf(["expand_dims", "compat.v1.expand_dims"], {"axis": None, "dim": None})
@@ -706,8 +706,8 @@ def clip(ctx: MapContext, x: Value, lo: Any, hi: Any) -> Value:
 _op(["LeakyRelu"], {"negative_slope": 0.2})(lambda ctx, p, x: leaky_relu(ctx, x, p["negative_slope"]))
 _op(["Elu"], {"alpha": 1.0})(lambda ctx, p, x: elu(ctx, x, p["alpha"]))
 _op(["Flip"], {"axis": None})(lambda ctx, p, x: flip(ctx, x, p["axis"]))
-_op(["Tile"], {"repeats": _NO_DEFAULT})(lambda ctx, p, x: tile(ctx, x, p["repeats"]))
-_op(["Pad"], {"pad_width": _NO_DEFAULT, "mode": "constant"})(
+_op(["Tile"], {"repeats": NO_DEFAULT})(lambda ctx, p, x: tile(ctx, x, p["repeats"]))
+_op(["Pad"], {"pad_width": NO_DEFAULT, "mode": "constant"})(
     lambda ctx, p, x, constant_values=None: pad(ctx, x, p["pad_width"], p["mode"], constant_values)
 )
 _op(["Take"], {"axis": None})(lambda ctx, p, x, indices: take(ctx, x, indices, p["axis"]))
@@ -718,26 +718,26 @@ _op(["Argmin"], {"axis": None, "keepdims": False})(
     lambda ctx, p, x: arg_reduce(ctx, x, p["axis"], p["keepdims"], "ArgMin", "int32")
 )
 _op(["Logsumexp"], {"axis": None, "keepdims": False})(
-    lambda ctx, p, x: logsumexp(ctx, x, _axis(p["axis"]), bool(p["keepdims"]))
+    lambda ctx, p, x: logsumexp(ctx, x, axis_value(p["axis"]), bool(p["keepdims"]))
 )
 
 
 @_op(["Cumsum"], {"axis": None, "dtype": None})
 def _op_cumsum(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     if p["dtype"] is not None:
-        x = cast(ctx, x, _dtype(ctx.spec, "dtype", p["dtype"]))
+        x = cast(ctx, x, dtype_value(ctx.spec, "dtype", p["dtype"]))
     return cumsum(ctx, x, p["axis"])
 
 
 _tf(["nn.leaky_relu"], {"alpha": 0.2})(lambda ctx, p, x: leaky_relu(ctx, x, p["alpha"]))
 _tf(["nn.elu"], {})(lambda ctx, p, x: elu(ctx, x, 1.0))
-_tf(["reverse"], {"axis": _NO_DEFAULT})(lambda ctx, p, x: flip(ctx, x, _axis(p["axis"])))
-_tf(["tile"], {"multiples": _NO_DEFAULT})(lambda ctx, p, x: tile(ctx, x, p["multiples"]))
-_tf(["clip_by_value"], {"clip_value_min": _NO_DEFAULT, "clip_value_max": _NO_DEFAULT})(
+_tf(["reverse"], {"axis": NO_DEFAULT})(lambda ctx, p, x: flip(ctx, x, axis_value(p["axis"])))
+_tf(["tile"], {"multiples": NO_DEFAULT})(lambda ctx, p, x: tile(ctx, x, p["multiples"]))
+_tf(["clip_by_value"], {"clip_value_min": NO_DEFAULT, "clip_value_max": NO_DEFAULT})(
     lambda ctx, p, x: clip(ctx, x, p["clip_value_min"], p["clip_value_max"])
 )
 _tf(["math.reduce_logsumexp"], {"axis": None, "keepdims": False})(
-    lambda ctx, p, x: logsumexp(ctx, x, _axis(p["axis"]), bool(p["keepdims"]))
+    lambda ctx, p, x: logsumexp(ctx, x, axis_value(p["axis"]), bool(p["keepdims"]))
 )
 _tf(["nn.log_softmax"], {"axis": None})(
     lambda ctx, p, x: softmax(ctx, x, -1 if p["axis"] is None else p["axis"], log=True)
@@ -758,7 +758,7 @@ def _tf_silu(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
 @_tf(["math.argmax", "math.argmin"], {"axis": None, "output_type": "int64"})
 def _tf_arg(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     kind = "ArgMax" if ctx.get("function") == "math.argmax" else "ArgMin"
-    dtype = str(_dtype(ctx.spec, "output_type", p["output_type"]))
+    dtype = str(dtype_value(ctx.spec, "output_type", p["output_type"]))
     return arg_reduce(ctx, x, 0 if p["axis"] is None else p["axis"], False, kind, dtype)
 
 
@@ -768,7 +768,7 @@ def _tf_squeeze(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     return _op_squeeze(ctx, {"axis": axis if axis not in ((), []) else None}, x)
 
 
-@_tf(["pad", "compat.v1.pad"], {"paddings": _NO_DEFAULT, "mode": "CONSTANT", "constant_values": 0})
+@_tf(["pad", "compat.v1.pad"], {"paddings": NO_DEFAULT, "mode": "CONSTANT", "constant_values": 0})
 def _tf_pad(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     mode = {"CONSTANT": "constant", "REFLECT": "reflect"}.get(str(p["mode"]).upper())
     if mode is None:
@@ -778,7 +778,7 @@ def _tf_pad(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
 
 @_tf(
     ["gather", "compat.v1.gather"],
-    {"indices": _NO_DEFAULT, "axis": None, "batch_dims": 0, "validate_indices": None},
+    {"indices": NO_DEFAULT, "axis": None, "batch_dims": 0, "validate_indices": None},
 )
 def _tf_gather(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     if p["batch_dims"]:
@@ -791,7 +791,7 @@ def _tf_where(ctx: MapContext, p: dict[str, Any], condition: Any) -> Value:
     return where(ctx, condition, p["x"], p["y"])
 
 
-@_tf(["math.divide_no_nan"], {"y": _NO_DEFAULT})
+@_tf(["math.divide_no_nan"], {"y": NO_DEFAULT})
 def _tf_divide_no_nan(ctx: MapContext, p: dict[str, Any], x: Any) -> Value:
     e = ctx.e
     dtype = _tensor_dtype([x, p["y"]])
@@ -886,7 +886,7 @@ def _op_normalize(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     )
 
 
-@_op(["Moveaxis"], {"source": _NO_DEFAULT, "destination": _NO_DEFAULT})
+@_op(["Moveaxis"], {"source": NO_DEFAULT, "destination": NO_DEFAULT})
 def _op_moveaxis(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     rank = _rank_of(ctx, x)
     src = [int(a) % rank for a in (p["source"] if isinstance(p["source"], (list, tuple)) else [p["source"]])]
@@ -900,7 +900,7 @@ def _op_moveaxis(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     return _transpose(ctx, x, perm)
 
 
-@_op(["Swapaxes"], {"axis1": _NO_DEFAULT, "axis2": _NO_DEFAULT})
+@_op(["Swapaxes"], {"axis1": NO_DEFAULT, "axis2": NO_DEFAULT})
 def _op_swapaxes(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     rank = _rank_of(ctx, x)
     perm = list(range(rank))
@@ -920,7 +920,7 @@ def _op_tri(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
 
 @_op(["ZerosLike", "OnesLike"], {"dtype": None})
 def _op_fill_like(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
-    dtype = x.dtype if p["dtype"] is None else str(_dtype(ctx.spec, "dtype", p["dtype"]))
+    dtype = x.dtype if p["dtype"] is None else str(dtype_value(ctx.spec, "dtype", p["dtype"]))
     value = np.asarray([0 if ctx.class_name == "ZerosLike" else 1], dtype=dtype)
     e = ctx.e
     from onnx import numpy_helper
@@ -949,7 +949,7 @@ def _op_unstack(ctx: MapContext, p: dict[str, Any], x: Value) -> tuple[Value, ..
     return _tf_unstack(ctx, p, x)
 
 
-@_op(["Repeat"], {"repeats": _NO_DEFAULT, "axis": None})
+@_op(["Repeat"], {"repeats": NO_DEFAULT, "axis": None})
 def _op_repeat(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     repeats = p["repeats"]
     if p["axis"] is None or not isinstance(repeats, int):
@@ -998,7 +998,7 @@ def _op_tensordot(ctx: MapContext, p: dict[str, Any], a: Any, b: Any) -> Value:
 def _op_saturate_cast(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     if p["dtype"] is None:
         return x
-    dtype = _dtype(ctx.spec, "dtype", p["dtype"])
+    dtype = dtype_value(ctx.spec, "dtype", p["dtype"])
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         src = x.dtype if x.dtype.startswith("float") else "float64"

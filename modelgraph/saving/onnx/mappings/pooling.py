@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelgraph.runner.kernels._conv_utils import check_keys, data_format, int_tuple, padding_mode
+from modelgraph.layer_params import check_keys, data_format, int_tuple, padding_mode
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.mappings._spatial import (
     channels_first_perm,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from modelgraph.layer_params import config_numbers
 from modelgraph.runner.kernels.core import check_keys, flag
-from modelgraph.runner.kernels.preprocessing import _numbers
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.mappings.core import as_float
 from modelgraph.saving.onnx.registry import MapContext, register
@@ -17,8 +17,8 @@ from modelgraph.saving.onnx.registry import MapContext, register
 @register("Rescaling")
 def rescaling(ctx: MapContext, x: Value) -> Value:
     check_keys(ctx.spec, {"scale", "offset"})
-    scale = _numbers(ctx.spec, "scale", 1.0)
-    offset = _numbers(ctx.spec, "offset", 0.0)
+    scale = config_numbers(ctx.spec, "scale", 1.0)
+    offset = config_numbers(ctx.spec, "offset", 0.0)
     if scale is None or offset is None:
         raise ctx.unsupported("scale" if scale is None else "offset", None)
     x = as_float(ctx, x)
@@ -45,8 +45,8 @@ def normalization(ctx: MapContext, x: Value) -> Value:
     else:
         raise ctx.unsupported("axis", axis)
     invert = flag(ctx.spec, "invert", False)
-    mean = _numbers(ctx.spec, "mean", None)
-    var = _numbers(ctx.spec, "variance", None)
+    mean = config_numbers(ctx.spec, "mean", None)
+    var = config_numbers(ctx.spec, "variance", None)
     if (mean is None) != (var is None):
         raise ctx.unsupported("mean" if mean is None else "variance", None)
     if mean is None:

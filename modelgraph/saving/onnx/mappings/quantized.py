@@ -17,16 +17,16 @@ from typing import Any
 import numpy as np
 
 from modelgraph.runner.quantized import (
-    _activation_quantizer,
-    _int8_input_quantizer,
-    _int8_kernel,
-    _plain_equation,
+    activation_quantizer,
     by_mode,
     int4_dense_weights,
     int4_einsum_kernel,
     int4_embedding_table,
     int4_flat_kernel,
     int8_einsum_kernel,
+    int8_input_quantizer,
+    int8_kernel,
+    plain_equation,
 )
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.mappings.core import activation_of, as_float, ids
@@ -58,8 +58,8 @@ def _finish(ctx: MapContext, y: str, bias: np.ndarray | None, rank: int | None) 
 
 
 def int8_dense(ctx: MapContext, x: Value) -> Value:
-    value_range, eps = _int8_input_quantizer(ctx.spec)
-    kernel, kernel_scale, bias = _int8_kernel(ctx.spec)
+    value_range, eps = int8_input_quantizer(ctx.spec)
+    kernel, kernel_scale, bias = int8_kernel(ctx.spec)
     e = ctx.e
     n = e.logical(as_float(ctx, x))
     q, x_scale = _quantize_input(ctx, n, [-1], value_range, eps)
@@ -85,8 +85,8 @@ def _layout_dynamic(ctx: MapContext, scale: str, labels: str, out: str) -> str:
 
 
 def int8_einsum_dense(ctx: MapContext, x: Value) -> Value:
-    equation, labels, ker, out = _plain_equation(ctx.spec)
-    value_range, eps = _int8_input_quantizer(ctx.spec)
+    equation, labels, ker, out = plain_equation(ctx.spec)
+    value_range, eps = int8_input_quantizer(ctx.spec)
     kernel, kernel_scale, bias = int8_einsum_kernel(ctx.spec, equation, ker, out)
     reduced = [i for i, label in enumerate(labels) if label not in out]
     e = ctx.e
@@ -122,7 +122,7 @@ def int4_dense(ctx: MapContext, x: Value) -> Value:
     if kernel is not None:
         return _finish(ctx, e.op("MatMul", [n, ctx.const(kernel, "kernel")]), bias, x.rank)
     kernel_scale = spec.weight("kernel_scale", integer=True).astype(_F32)
-    quantizer = _activation_quantizer(spec, None)
+    quantizer = activation_quantizer(spec, None)
     denom = ctx.const(kernel_scale, "kernel_scale")
     if quantizer is not None:
         n, x_scale = _quantize_input(ctx, n, [-1], *quantizer)
@@ -133,14 +133,14 @@ def int4_dense(ctx: MapContext, x: Value) -> Value:
 
 def int4_einsum_dense(ctx: MapContext, x: Value) -> Value:
     spec = ctx.spec
-    equation, labels, ker, out = _plain_equation(spec)
+    equation, labels, ker, out = plain_equation(spec)
     flat = int4_flat_kernel(spec)
     shape = ctx.in_shapes[0] if ctx.in_shapes else None
     if shape is None or any(d is None for d in shape[1:]):
         raise ctx.unsupported("input shape", shape)
     kernel = int4_einsum_kernel(spec, equation, flat, tuple(shape[1:]))
     bias = spec.weight("bias", integer=True).astype(_F32) if "bias" in spec.weights else None
-    quantizer = _activation_quantizer(spec, None)
+    quantizer = activation_quantizer(spec, None)
     e = ctx.e
     n = e.logical(as_float(ctx, x))
     eq = equation.replace(" ", "")

@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 
 from modelgraph.errors import UnsupportedConfigError
+from modelgraph.layer_params import inner_record, int_tuple
 from modelgraph.runner.activations import activation_name
-from modelgraph.runner.kernels._conv_utils import int_tuple
-from modelgraph.runner.kernels.recurrent import inner_record, split_call
+from modelgraph.runner.kernels.recurrent import split_call
 from modelgraph.runner.registry import KernelSpec
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.registry import MapContext, get_mapping, register
-from modelgraph.shape_rules._base import extra_batch_axes
+from modelgraph.shape_rules import extra_batch_axes
 
 _INT64_MAX = np.iinfo(np.int64).max
 _CALL_KWARGS = frozenset({"initial_state", "mask", "constants"})
@@ -338,9 +338,9 @@ def rnn(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
     with the RNN's sequencing settings; a StackedRNNCells is a chain of such layers, every one but the
     last returning sequences and all given the same mask (a masked step holds each cell's states, and
     the last cell's output). ``go_backwards`` reverses the input and mask once, before the chain."""
-    from modelgraph.runner.kernels.recurrent import _cell_records
+    from modelgraph.layer_params import cell_records
 
-    records = _cell_records(ctx.spec)
+    records = cell_records(ctx.spec)
     x, given, mask = _parse_call(ctx, args, kwargs)
     loop = {k: ctx.get(k) for k in _LOOP_KEYS if ctx.get(k) is not None}
     time_axis = 0 if ctx.flag("time_major") else 1
@@ -432,7 +432,7 @@ def _conv_lstm(ctx: MapContext, rank: int, args: tuple[Any, ...], kwargs: Mappin
     convolution of every step at once (time folded into the batch), then per step the recurrent
     'same' convolution of h, Keras's LSTM gates ``[i, f, c, o]`` on the channel axis, the mask."""
     from modelgraph.runner.activations import activation_name
-    from modelgraph.runner.kernels._conv_utils import same_pads
+    from modelgraph.runner.kernels.conv_utils import same_pads
     from modelgraph.saving.onnx.mappings import _act
     from modelgraph.saving.onnx.mappings.conv import onnx_kernel
 

@@ -1,9 +1,9 @@
 """Image resampling: Resizing, CenterCrop and UpSampling2D's interpolations, for static sizes.
 
-Semantics: ``modelgraph/runner/kernels/reshaping.py`` and ``_resample.py``. Every
+Semantics: ``modelgraph/runner/kernels/reshaping.py`` and ``resampling.py``. Every
 ``tf.image.resize`` method is linear and separable, so a resize is two constant matrices applied
 rows first (as TensorFlow does): ``einsum("oh,bhwc->bowc")`` then ``einsum("pw,bowc->bopc")``. The
-matrices are the runner's own (``_resample.method_matrices``); nearest and plain bilinear, which the
+matrices are the runner's own (``resampling.method_matrices``); nearest and plain bilinear, which the
 runner computes by indexing, are written as the equivalent one-hot and two-tap matrices with the
 same half-pixel source positions.
 """
@@ -14,14 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.runner.kernels._conv_utils import check_keys, data_format
-from modelgraph.runner.kernels._resample import method_matrices
+from modelgraph.layer_params import check_keys, data_format
+from modelgraph.runner.kernels.resampling import method_matrices
 from modelgraph.runner.kernels.reshaping import (
-    _F32,
-    _crop_box,
-    _half_pixel,
-    _lerp_axis,
     aspect_pad,
+    crop_box,
+    half_pixel,
+    lerp_axis,
     resizing_options,
 )
 from modelgraph.saving.onnx.emitter import Value
@@ -30,15 +29,15 @@ from modelgraph.saving.onnx.registry import MapContext, register
 
 
 def _nearest(in_size: int, out_size: int) -> np.ndarray:
-    src = np.minimum(np.floor(_half_pixel(in_size, out_size)), in_size - 1).astype(np.intp)
-    m = np.zeros((out_size, in_size), _F32)
+    src = np.minimum(np.floor(half_pixel(in_size, out_size)), in_size - 1).astype(np.intp)
+    m = np.zeros((out_size, in_size), np.float32)
     m[np.arange(out_size), src] = 1
     return m
 
 
 def _bilinear(in_size: int, out_size: int) -> np.ndarray:
-    lower, upper, frac = _lerp_axis(in_size, out_size)
-    m = np.zeros((out_size, in_size), _F32)
+    lower, upper, frac = lerp_axis(in_size, out_size)
+    m = np.zeros((out_size, in_size), np.float32)
     rows = np.arange(out_size)
     np.add.at(m, (rows, lower), 1 - frac)
     np.add.at(m, (rows, upper), frac)
@@ -115,7 +114,7 @@ def resizing(ctx: MapContext, x: Value) -> Value:
     e = ctx.e
     n = _to_nhwc(ctx, x, fmt, rank)
     if crop:
-        top, left, ch, cw = _crop_box(h, w, height, width, _F32)
+        top, left, ch, cw = crop_box(h, w, height, width, np.float32)
         n, h, w = _crop(ctx, n, top, left, ch, cw), ch, cw
     elif pad:
         top, left = aspect_pad(h, w, height, width)
@@ -138,6 +137,6 @@ def center_crop(ctx: MapContext, x: Value) -> Value:
     if h >= height and w >= width:
         out = _crop(ctx, n, (h - height) // 2, (w - width) // 2, height, width)
     else:  # smaller than the target: Keras's smart_resize (aspect crop, then bilinear)
-        top, left, ch, cw = _crop_box(h, w, height, width)
+        top, left, ch, cw = crop_box(h, w, height, width)
         out = resize_nhwc(ctx, _crop(ctx, n, top, left, ch, cw), ch, cw, height, width, "bilinear", False)
     return _from_nhwc(ctx, out, fmt, rank)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.runner.kernels._conv_utils import check_keys, data_format, int_tuple, pair_tuple
+from modelgraph.layer_params import check_keys, data_format, int_tuple, pair_tuple
 from modelgraph.saving.onnx.emitter import Value
 from modelgraph.saving.onnx.mappings._spatial import physical_pads
 from modelgraph.saving.onnx.registry import MapContext, register

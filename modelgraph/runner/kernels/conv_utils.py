@@ -9,59 +9,17 @@ computes (its options, Keras's padding, its windows); the speed machinery of the
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from modelgraph.layer_params import data_format, int_tuple, padding_mode
 from modelgraph.runner.activations import Activation, activation_name, get_activation
 from modelgraph.runner.registry import Kernel, KernelFactory, KernelSpec
 
-# Config keys that never change what a layer computes at inference time.
-INERT_KEYS = frozenset(
-    {
-        "name",
-        "trainable",
-        "dtype",
-        "batch_input_shape",
-        "batch_shape",
-        "input_shape",
-        "input_dtype",
-        "kernel_initializer",
-        "bias_initializer",
-        "depthwise_initializer",
-        "pointwise_initializer",
-        "kernel_regularizer",
-        "bias_regularizer",
-        "depthwise_regularizer",
-        "pointwise_regularizer",
-        "activity_regularizer",
-        "kernel_constraint",
-        "bias_constraint",
-        "depthwise_constraint",
-        "pointwise_constraint",
-        # Keras 3 saves the LoRA-merged kernel (``save_own_variables`` stores ``self.kernel``).
-        "lora_rank",
-        "lora_alpha",
-    }
-)
-
 Pads = list[tuple[int, int]]
-
-
-def check_keys(spec: KernelSpec, used: Iterable[str]) -> None:
-    """Refuse any config key this kernel neither implements nor knows to be inert."""
-    known = INERT_KEYS.union(used)
-    for key, value in spec.config.items():
-        if key not in known:
-            raise spec.unsupported(key, value)
-
-
-def depthwise_weight_name(names: Iterable[str]) -> str:
-    """The name a depthwise conv's kernel has among ``names``: ``kernel`` (Keras 3, and the canonical
-    name the loader gives Keras 2's), else ``depthwise_kernel``."""
-    return "kernel" if "kernel" in set(names) else "depthwise_kernel"
 
 
 def float_dtype(spec: KernelSpec) -> np.dtype:
@@ -71,62 +29,6 @@ def float_dtype(spec: KernelSpec) -> np.dtype:
 
 def as_float(x: Any, dtype: np.dtype) -> np.ndarray:
     return np.asarray(x, dtype=dtype)
-
-
-def int_tuple(spec: KernelSpec, key: str, n: int, default: Any) -> tuple[int, ...]:
-    """An int or a list of ``n`` ints (Keras ``standardize_tuple``)."""
-    value = spec.get(key, default)
-    if value is None:
-        value = default
-    if isinstance(value, bool):
-        raise spec.unsupported(key, value)
-    if isinstance(value, (int, np.integer)):
-        return (int(value),) * n
-    if (
-        isinstance(value, (list, tuple))
-        and len(value) == n
-        and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
-    ):
-        return tuple(int(v) for v in value)
-    raise spec.unsupported(key, value)
-
-
-def pair_tuple(spec: KernelSpec, key: str, n: int, default: Any) -> list[tuple[int, int]]:
-    """ZeroPadding/Cropping amounts: an int, ``n`` ints (symmetric), or ``n`` pairs."""
-    value = spec.get(key, default)
-
-    def is_int(v: Any) -> bool:
-        return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-    if is_int(value):
-        return [(int(value), int(value))] * n
-    if isinstance(value, (list, tuple)):
-        if n == 1 and len(value) == 2 and all(is_int(v) for v in value):
-            return [(int(value[0]), int(value[1]))]
-        if len(value) == n and all(is_int(v) for v in value):
-            return [(int(v), int(v)) for v in value]
-        if len(value) == n and all(
-            isinstance(p, (list, tuple)) and len(p) == 2 and all(is_int(v) for v in p) for p in value
-        ):
-            return [(int(p[0]), int(p[1])) for p in value]
-    raise spec.unsupported(key, value)
-
-
-def data_format(spec: KernelSpec) -> str:
-    value = spec.get("data_format")
-    if value is None:
-        return "channels_last"
-    if value in ("channels_last", "channels_first"):
-        return value
-    raise spec.unsupported("data_format", value)
-
-
-def padding_mode(spec: KernelSpec, allowed: Sequence[str], default: str = "valid") -> str:
-    value = spec.get("padding", default)
-    mode = value.lower() if isinstance(value, str) else value
-    if mode not in allowed:
-        raise spec.unsupported("padding", value)
-    return mode
 
 
 def fused_activation(spec: KernelSpec) -> Activation | None:
