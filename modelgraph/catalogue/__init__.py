@@ -31,6 +31,7 @@ from modelgraph.catalogue.spec import (
     Keras3Writing,
     LayerSpec,
     MaskBehaviour,
+    Recurrence,
     missing_concerns,
     support,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "FunctionSpec",
     "Keras3Writing",
     "LayerSpec",
+    "Recurrence",
     "all_specs",
     "attach",
     "declared",

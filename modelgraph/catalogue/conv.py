@@ -43,6 +43,18 @@ def keras1_kernel(rank: int, array: Any, channels_first: bool, theano: bool) -> 
     return array
 
 
+# The convolution kinds: the shape, weight and MAC rules of each attach to every class of the kind.
+CONVOLUTIONS = ("Conv1D", "Conv2D", "Conv3D", "AtrousConvolution1D", "AtrousConvolution2D")
+TRANSPOSED_CONVOLUTIONS = (
+    "Conv1DTranspose",
+    "Conv2DTranspose",
+    "Conv3DTranspose",
+    "Deconvolution2D",
+    "Deconvolution3D",
+)
+DEPTHWISE_CONVOLUTIONS = ("DepthwiseConv1D", "DepthwiseConv2D")
+SEPARABLE_CONVOLUTIONS = ("SeparableConv1D", "SeparableConv2D")
+
 SPECS = (
     *layers(("AtrousConvolution1D", "AtrousConvolution2D"), keras_versions=("1",), kernel=NO_KERNEL),
     *(
@@ -51,6 +63,7 @@ SPECS = (
             aliases=(Alias(f"Convolution{n}D", "1"),),
             config=KERAS1_CONV,
             weight_names=wn.kernel_bias,
+            leading_batch_rank=n + 2,
         )
         for n in (1, 2, 3)
     ),

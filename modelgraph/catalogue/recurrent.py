@@ -8,6 +8,7 @@ from modelgraph.catalogue.spec import (
     NO_KERNEL,
     ConfigSpec,
     MaskBehaviour,
+    Recurrence,
     layer,
     layers,
     masks,
@@ -55,15 +56,36 @@ RNN_MASK = masks(MaskBehaviour("first", "rnn"), MaskBehaviour("call", "rnn", _RN
 #: The fields every recurrent layer (SimpleRNN, LSTM, GRU, ConvLSTM*) shares.
 _RECURRENT: dict[str, Any] = {"weight_names": wn.recurrent, "keras3_weights": wn.in_cell, "masks": RNN_MASK}
 
+#: The steps of the recurrent layers: LSTM's gates i, f, c, o and two states (h, c); GRU's z, r, h.
+SIMPLE_RNN_STEP = Recurrence(gates=1, states=1)
+LSTM_STEP = Recurrence(gates=4, states=2)
+GRU_STEP = Recurrence(gates=3, states=1, bias="reset_after")
+CONV_LSTM_STEP = Recurrence(gates=4, states=2, convolutional=True)
+_CUDNN_MASK = masks(k2=MaskBehaviour("first", "rnn"))
+
 SPECS = (
-    *layers(("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"), config=CONV_LSTM_CONFIG, **_RECURRENT),
     *layers(
-        ("CuDNNGRU", "CuDNNLSTM"),
+        ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"),
+        config=CONV_LSTM_CONFIG,
+        recurrence=CONV_LSTM_STEP,
+        **_RECURRENT,
+    ),
+    layer(
+        "CuDNNGRU",
         keras_versions=("2",),
         kernel=NO_KERNEL,
-        masks=masks(k2=MaskBehaviour("first", "rnn")),
+        masks=_CUDNN_MASK,
+        recurrence=Recurrence(gates=3, states=1, bias="cudnn"),
     ),
-    *layers(("UnifiedGRU", "UnifiedLSTM"), keras_versions=("2",), kernel=NO_KERNEL),
+    layer(
+        "CuDNNLSTM",
+        keras_versions=("2",),
+        kernel=NO_KERNEL,
+        masks=_CUDNN_MASK,
+        recurrence=Recurrence(gates=4, states=2, bias="cudnn"),
+    ),
+    layer("UnifiedGRU", keras_versions=("2",), kernel=NO_KERNEL, recurrence=GRU_STEP),
+    layer("UnifiedLSTM", keras_versions=("2",), kernel=NO_KERNEL, recurrence=LSTM_STEP),
     layer(
         "Bidirectional",
         config=ConfigSpec(equivalent=upgrades.bidirectional_equivalent),
@@ -73,13 +95,13 @@ SPECS = (
             MaskBehaviour("first", "bidirectional"), MaskBehaviour("call", "bidirectional", _RNN_CALL)
         ),
     ),
-    layer("GRU", config=GRU_CONFIG, **_RECURRENT),
-    layer("LSTM", config=LSTM_CONFIG, **_RECURRENT),
+    layer("GRU", config=GRU_CONFIG, recurrence=GRU_STEP, **_RECURRENT),
+    layer("LSTM", config=LSTM_CONFIG, recurrence=LSTM_STEP, **_RECURRENT),
     # The generic RNN(cell): kernel, shape, weight and MAC rules attach from the provider modules
     # (cells SimpleRNNCell, LSTMCell, GRUCell and StackedRNNCells of them); its variables sit in the
     # cell (per cell under cell/cells/<name> for StackedRNNCells).
     layer("RNN", keras3_weights=wn.rnn_cell_groups, masks=RNN_MASK),
-    layer("SimpleRNN", config=SIMPLE_RNN_CONFIG, **_RECURRENT),
+    layer("SimpleRNN", config=SIMPLE_RNN_CONFIG, recurrence=SIMPLE_RNN_STEP, **_RECURRENT),
     layer(
         "TimeDistributed",
         weight_names=wn.wrapped,

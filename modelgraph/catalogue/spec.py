@@ -109,6 +109,20 @@ WeightNames = Callable[[Mapping[str, Any]], "tuple[str, ...] | None"]
 
 
 @dataclass(frozen=True)
+class Recurrence:
+    """A recurrent layer's step, for its shape, weight and MAC rules: ``gates`` equal column blocks
+    in its kernels (LSTM 4, GRU 3), ``states`` state tensors it returns with ``return_state``, its
+    ``bias`` layout (``"gates"``: one ``gates * units`` vector; ``"cudnn"``: two of them joined;
+    ``"reset_after"``: a ``(2, gates * units)`` matrix when the config says ``reset_after``), and
+    whether its step is a convolution (ConvLSTM) rather than a matrix product."""
+
+    gates: int
+    states: int
+    bias: Literal["gates", "cudnn", "reset_after"] = "gates"
+    convolutional: bool = False
+
+
+@dataclass(frozen=True)
 class Keras3Writing:
     """How ``convert`` writes a class that is not one of ``keras.layers`` (a plugin's custom class):
     the ``module`` and ``registered_name`` of its Keras 3 record (None: what the file had, else the
@@ -167,6 +181,10 @@ class LayerSpec:
     """Where the variables sit in a Keras 3 weights tree when not all in the layer's own ``vars``
     (a :mod:`modelgraph.weight_names` layout: ``in_cell``, ``wrapped_layer``, ...)."""
     weight_shapes: Callable[..., Any] | str | None = None
+    quantized_weight_shapes: Callable[..., Any] | None = None
+    """``(config, mode, weights) -> weights``: the variables a Keras 3 ``model.quantize(mode)`` stores
+    instead of and after the float ones (``mode``: ``int8``, ``int4``...), from the float weight
+    shapes; None when the class is not quantized (attached by :mod:`modelgraph.shape_rules`)."""
     shape: Callable[..., Any] | str | None = None
     macs: Callable[..., Any] | str | None = None
     masks: Mapping[int, MaskBehaviour] = field(default_factory=lambda: DROPS_MASK)
@@ -174,6 +192,15 @@ class LayerSpec:
     non_trainable_weights: tuple[str, ...] = ()
     """Canonical names of the variables Keras creates non-trainable (BatchNormalization's moving
     statistics): counted as non-trainable parameters, written non-trainable to a legacy ``.h5``."""
+    recurrence: Recurrence | None = None
+    """A recurrent layer's gates, states and bias layout (None for every other class)."""
+    leading_batch_rank: int | None = None
+    """The input rank of a tf.keras layer that takes extra leading axes as batch axes when handed a
+    larger rank (a convolution runs ``tf.nn.convolution``: a Conv1D given (batch, a, steps,
+    channels) convolves ``steps`` for every (batch, a); TimeDistributed relies on it)."""
+    weight_dtypes: Mapping[str, str] = field(default_factory=dict)
+    """Variables whose dtype is fixed whatever the layer's dtype policy: ``{canonical name: dtype}``
+    (Normalization's ``count`` is an int64)."""
     input_axis: bool = False
     """Its ``axis`` config counts dimensions of its input: with the input rank known, ``-1`` and
     ``rank - 1`` are the same axis (Keras 3 writes ``axis: -1``, tf.keras ``[3]``; ``diff``)."""
