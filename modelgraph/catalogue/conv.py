@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from modelgraph import weight_names as wn
-from modelgraph.catalogue import upgrades
-from modelgraph.catalogue.spec import NO_KERNEL, Alias, ConfigSpec, layer, layers
+from modelgraph.catalogue import upgrades, writing
+from modelgraph.catalogue.spec import NO_KERNEL, Alias, ConfigSpec, Keras3Rules, layer, layers
 
 
 def check_groups(groups: Any, in_channels: int | None, filters: int | None) -> int:
@@ -64,25 +64,37 @@ SPECS = (
             config=KERAS1_CONV,
             weight_names=wn.kernel_bias,
             leading_batch_rank=n + 2,
+            # Keras 3 builds a Conv1D for rank-3 inputs only (tf.keras took more, see above).
+            keras3_rules=Keras3Rules(exact_input_rank=3) if n == 1 else None,
         )
         for n in (1, 2, 3)
     ),
-    layer("Conv1DTranspose", aliases=(Alias("Convolution1DTranspose", "1"),), weight_names=wn.kernel_bias),
+    layer(
+        "Conv1DTranspose",
+        aliases=(Alias("Convolution1DTranspose", "1"),),
+        weight_names=wn.kernel_bias,
+        keras3_rules=Keras3Rules(writing.no_groups, exact_input_rank=3),
+    ),
     *(
         layer(
             f"Conv{n}DTranspose",
             aliases=(Alias(f"Convolution{n}DTranspose", "1"), Alias(f"Deconv{n}D", "2")),
             weight_names=wn.kernel_bias,
+            keras3_rules=Keras3Rules(writing.no_groups),
         )
         for n in (2, 3)
     ),
     layer("Deconvolution2D", keras_versions=("1",), weight_names=wn.kernel_bias),
     layer("Deconvolution3D", keras_versions=("1",)),
-    *layers(
-        ("DepthwiseConv1D", "DepthwiseConv2D"),
-        config=ConfigSpec(upgrade=upgrades.depthwise),
-        weight_names=wn.kernel_bias,
-        legacy_weight_names={"depthwise_kernel": "kernel"},  # tf.keras's name for it
+    *(
+        layer(
+            f"DepthwiseConv{n}D",
+            config=ConfigSpec(upgrade=upgrades.depthwise),
+            weight_names=wn.kernel_bias,
+            legacy_weight_names={"depthwise_kernel": "kernel"},  # tf.keras's name for it
+            keras3_rules=Keras3Rules(writing.no_groups, exact_input_rank=3 if n == 1 else None),
+        )
+        for n in (1, 2)
     ),
     *(
         layer(
@@ -90,6 +102,7 @@ SPECS = (
             aliases=(Alias(f"SeparableConvolution{n}D", "2"),),
             config=ConfigSpec(upgrade=upgrades.separable),
             weight_names=wn.separable,
+            keras3_rules=Keras3Rules(writing.separable, exact_input_rank=3 if n == 1 else None),
         )
         for n in (1, 2)
     ),

@@ -3,10 +3,12 @@
 from typing import Any
 
 from modelgraph import weight_names as wn
-from modelgraph.catalogue import upgrades
+from modelgraph.catalogue import upgrades, writing
 from modelgraph.catalogue.spec import (
     NO_KERNEL,
     ConfigSpec,
+    Keras3Rules,
+    LegacyH5Rules,
     MaskBehaviour,
     Recurrence,
     layer,
@@ -55,6 +57,10 @@ _RNN_CALL = ("sequences", "initial_state", "mask", "training")
 RNN_MASK = masks(MaskBehaviour("first", "rnn"), MaskBehaviour("call", "rnn", _RNN_CALL))
 #: The fields every recurrent layer (SimpleRNN, LSTM, GRU, ConvLSTM*) shares.
 _RECURRENT: dict[str, Any] = {"weight_names": wn.recurrent, "keras3_weights": wn.in_cell, "masks": RNN_MASK}
+#: tf.keras folds an RNN's ``initial_state`` into its first argument; its SimpleRNN, LSTM, GRU and RNN
+#: have a ``time_major`` option Keras 3 does not.
+_RNN_WRITING = Keras3Rules(writing.rnn, folds_initial_state=True, time_major=True)
+_CONV_LSTM_WRITING = Keras3Rules(folds_initial_state=True)
 
 #: The steps of the recurrent layers: LSTM's gates i, f, c, o and two states (h, c); GRU's z, r, h.
 SIMPLE_RNN_STEP = Recurrence(gates=1, states=1)
@@ -68,6 +74,7 @@ SPECS = (
         ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"),
         config=CONV_LSTM_CONFIG,
         recurrence=CONV_LSTM_STEP,
+        keras3_rules=_CONV_LSTM_WRITING,
         **_RECURRENT,
     ),
     layer(
@@ -89,21 +96,38 @@ SPECS = (
     layer(
         "Bidirectional",
         config=ConfigSpec(equivalent=upgrades.bidirectional_equivalent),
+        keras3_rules=Keras3Rules(writing.wrapper, folds_initial_state=True),
         weight_names=wn.wrapped,
         keras3_weights=wn.bidirectional_layers,
         masks=masks(
             MaskBehaviour("first", "bidirectional"), MaskBehaviour("call", "bidirectional", _RNN_CALL)
         ),
     ),
-    layer("GRU", config=GRU_CONFIG, recurrence=GRU_STEP, **_RECURRENT),
-    layer("LSTM", config=LSTM_CONFIG, recurrence=LSTM_STEP, **_RECURRENT),
+    layer("GRU", config=GRU_CONFIG, recurrence=GRU_STEP, keras3_rules=_RNN_WRITING, **_RECURRENT),
+    layer("LSTM", config=LSTM_CONFIG, recurrence=LSTM_STEP, keras3_rules=_RNN_WRITING, **_RECURRENT),
     # The generic RNN(cell): kernel, shape, weight and MAC rules attach from the provider modules
     # (cells SimpleRNNCell, LSTMCell, GRUCell and StackedRNNCells of them); its variables sit in the
     # cell (per cell under cell/cells/<name> for StackedRNNCells).
-    layer("RNN", keras3_weights=wn.rnn_cell_groups, masks=RNN_MASK),
-    layer("SimpleRNN", config=SIMPLE_RNN_CONFIG, recurrence=SIMPLE_RNN_STEP, **_RECURRENT),
+    layer(
+        "RNN",
+        keras3_weights=wn.rnn_cell_groups,
+        masks=RNN_MASK,
+        keras3_rules=Keras3Rules(writing.generic_rnn, folds_initial_state=True, time_major=True),
+        # measured: Keras 3's .h5 loader does not build a Keras 2 RNN(cell) layer's cells as tf_keras does
+        legacy_h5=LegacyH5Rules(
+            refuse_from_keras2="a Keras 2 RNN(cell) layer: Keras 3's .h5 loader does not build its cells' weights"
+        ),
+    ),
+    layer(
+        "SimpleRNN",
+        config=SIMPLE_RNN_CONFIG,
+        recurrence=SIMPLE_RNN_STEP,
+        keras3_rules=_RNN_WRITING,
+        **_RECURRENT,
+    ),
     layer(
         "TimeDistributed",
+        keras3_rules=Keras3Rules(writing.wrapper, per_step=True),
         weight_names=wn.wrapped,
         keras3_weights=wn.wrapped_layer,
         masks=masks(

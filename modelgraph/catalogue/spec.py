@@ -135,6 +135,46 @@ class Keras3Writing:
 
 
 @dataclass(frozen=True)
+class Keras3Rules:
+    """How ``convert`` writes a class Keras 3 has (or replaces), beyond :attr:`ConfigSpec.upgrade`
+    (which ``diff`` shares): ``upgrade(config, ctx) -> config`` makes the writer-only rewrites and
+    raises :class:`modelgraph.catalogue.writing.NotConvertible` for what Keras 3 cannot express
+    (``ctx.major``/``ctx.version`` is the Keras version that wrote the file, ``ctx.layer(class_name,
+    config)`` upgrades a wrapped layer, ``ctx.cell(record)`` an RNN cell record); ``class_name`` is the
+    Keras 3 class it is written as when Keras 3 dropped it (tf.keras ``ThresholdedReLU`` is a
+    ``ReLU``); ``exact_input_rank`` is the only input rank Keras 3 builds it for where tf.keras took
+    extra leading axes as batch axes; ``folds_initial_state``: tf.keras's call takes its
+    ``initial_state`` folded into the first argument (``rnn([x, h, c])``), Keras 3's as
+    ``initial_state=``; ``time_major``: it has tf.keras's ``time_major`` option, which Keras 3 does not;
+    ``declares_input``: its ``batch_input_shape``/``input_shape``/``input_dtype`` keys are the model
+    input it is (InputLayer), where on any other layer (Keras 2 let a first layer declare the input)
+    they are dropped; ``refuse`` says why ``convert`` never writes the class (None: it does);
+    ``per_step``: it applies the layer of its ``layer`` config to each step of its input (one more
+    leading axis than that layer sees: TimeDistributed)."""
+
+    upgrade: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
+    class_name: str | None = None
+    exact_input_rank: int | None = None
+    folds_initial_state: bool = False
+    time_major: bool = False
+    declares_input: bool = False
+    refuse: str | None = None
+    per_step: bool = False
+
+
+@dataclass(frozen=True)
+class LegacyH5Rules:
+    """How ``convert`` writes a class to a legacy ``.h5`` that tf_keras 2 and Keras 3 must both load:
+    ``refuse`` says why one ``.h5`` cannot give both loaders this class (None: it can);
+    ``refuse_from_keras2`` the same for a layer read from a Keras 1/2 file only; ``renamed_keys`` maps a
+    Keras 3 config key to tf.keras's spelling (InputLayer ``batch_shape`` -> ``batch_input_shape``)."""
+
+    refuse: str | None = None
+    refuse_from_keras2: str | None = None
+    renamed_keys: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class FunctionSpec:
     """A function a config names by its registered name: a custom activation (``kind="activation"``,
     with a NumPy ``kernel(x) -> y`` and an ``onnx(e, x) -> name`` lowering through the exporter's
@@ -217,6 +257,10 @@ class LayerSpec:
     keras3: Keras3Writing | None = None
     """How ``convert`` writes a class that is not one of ``keras.layers`` (None for the built-ins,
     which the writer knows; a custom class without it is written only with ``--keep-unknown``)."""
+    keras3_rules: Keras3Rules | None = None
+    """How ``convert`` writes a Keras class for Keras 3 beyond its config upgrade (None: as upgraded)."""
+    legacy_h5: LegacyH5Rules | None = None
+    """How ``convert`` writes it to a legacy ``.h5`` for tf_keras and Keras 3 (None: as it is)."""
     plugin: str = ""
     """The plugin that registered the entry ("" for the built-in catalogue)."""
 

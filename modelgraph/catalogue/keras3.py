@@ -1,8 +1,12 @@
-"""Keras 3 public layer classes (``keras.layers``) and their alias names.
+"""Keras 3's public API as ``convert`` writes it: the layer classes of ``keras.layers``, their alias
+names, and the module of each operation class.
 
-Listed from Keras 3.15.1 (``dir(keras.layers)``, the Layer subclasses); an alias such as ``Convolution2D``
-is saved by Keras under the class it names (``Conv2D``). Written with module ``keras.layers`` and
-``registered_name: null``, as Keras 3 serialises every public class.
+Listed from Keras 3.15.1 (``dir(keras.layers)``, the Layer subclasses; ``keras.src.ops.*``, the
+Operation subclasses). These are lists of Keras's API rather than fields of the catalogue's entries
+because they name about 240 classes the catalogue has no entry for (``Hashing``, ``GRUCell``, most
+ops): a file may still carry them, and the writer keeps them. An alias such as ``Convolution2D`` is
+saved by Keras under the class it names (``Conv2D``). A layer is written with module
+``keras.layers`` and ``registered_name: null``, as Keras 3 serialises every public class.
 """
 
 from __future__ import annotations
