@@ -25,6 +25,7 @@ from typing import Any
 
 from modelgraph.catalogue.spec import (
     CONCERNS,
+    FED,
     Alias,
     ConfigSpec,
     FunctionSpec,
@@ -54,6 +55,7 @@ __all__ = [
     "register_initializer",
     "scratch",
     "is_layer_class",
+    "is_model_input",
     "key_of",
     "load_families",
     "missing_concerns",
@@ -394,6 +396,12 @@ def load_families(package: str, families: tuple[str, ...]) -> None:
     mappings) has every family module attach its implementations, as the catalogue loads its own."""
     for family in families:
         importlib.import_module(f"{package}.{family}")
+
+
+def is_model_input(class_name: str) -> bool:
+    """True for a class whose layer is a model input (fed, not computed: ``InputLayer``)."""
+    spec = spec_for(class_name)
+    return spec is not None and spec.kernel == FED
 
 
 def is_layer_class(class_name: str) -> bool:

@@ -93,7 +93,7 @@ SPECS = (
         "InputLayer",
         kernel=FED,
         **WEIGHTLESS,
-        keras3_rules=Keras3Rules(writing.input_layer, declares_input=True),
+        keras3_rules=Keras3Rules(writing.input_layer),
         legacy_h5=LegacyH5Rules(renamed_keys={"batch_shape": "batch_input_shape"}),
     ),
     layer(

@@ -534,3 +534,56 @@ _OPS_BY_MODULE: dict[str, tuple[str, ...]] = {
     ),
 }
 OP_MODULES: dict[str, str] = {name: module for module, names in _OPS_BY_MODULE.items() for name in names}
+
+
+# The public Keras 3.15.1 layer classes that tf_keras 2.21 does not have (it cannot deserialize them)
+# and the catalogue has no entry for; for a catalogued class its entry's ``keras_versions`` says.
+_KERAS3_ONLY_UNCATALOGUED: frozenset[str] = frozenset(
+    {
+        "AdaptiveAveragePooling1D",
+        "AdaptiveAveragePooling2D",
+        "AdaptiveAveragePooling3D",
+        "AdaptiveMaxPooling1D",
+        "AdaptiveMaxPooling2D",
+        "AdaptiveMaxPooling3D",
+        "AugMix",
+        "ContrastLimitedAdaptiveHistogramEqualization",
+        "CutMix",
+        "FlaxLayer",
+        "GroupQueryAttention",
+        "JaxLayer",
+        "MaxNumBoundingBoxes",
+        "MelSpectrogram",
+        "MixUp",
+        "Pipeline",
+        "RandAugment",
+        "RandomColorDegeneration",
+        "RandomColorJitter",
+        "RandomElasticTransform",
+        "RandomErasing",
+        "RandomGaussianBlur",
+        "RandomHue",
+        "RandomInvert",
+        "RandomPerspective",
+        "RandomPosterization",
+        "RandomSaturation",
+        "RandomSharpness",
+        "RandomShear",
+        "ReversibleEmbedding",
+        "STFTSpectrogram",
+        "TFSMLayer",
+        "TorchModuleWrapper",
+    }
+)
+
+
+def keras3_only(class_name: str) -> bool:
+    """Whether a class is a Keras 3 layer that tf_keras 2 does not have: its catalogue entry says
+    Keras 3 only carries it (``keras_versions == ("3",)``), or it is one of Keras 3's uncatalogued
+    public layers tf_keras lacks."""
+    from modelgraph import catalogue
+
+    spec = catalogue.spec_for(class_name)
+    if spec is not None:
+        return spec.keras_versions == ("3",) and not spec.key.startswith(("op:", "tf:"))
+    return class_name in _KERAS3_ONLY_UNCATALOGUED

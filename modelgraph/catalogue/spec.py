@@ -146,9 +146,7 @@ class Keras3Rules:
     extra leading axes as batch axes; ``folds_initial_state``: tf.keras's call takes its
     ``initial_state`` folded into the first argument (``rnn([x, h, c])``), Keras 3's as
     ``initial_state=``; ``time_major``: it has tf.keras's ``time_major`` option, which Keras 3 does not;
-    ``declares_input``: its ``batch_input_shape``/``input_shape``/``input_dtype`` keys are the model
-    input it is (InputLayer), where on any other layer (Keras 2 let a first layer declare the input)
-    they are dropped; ``refuse`` says why ``convert`` never writes the class (None: it does);
+    ``refuse`` says why ``convert`` never writes the class (None: it does);
     ``per_step``: it applies the layer of its ``layer`` config to each step of its input (one more
     leading axis than that layer sees: TimeDistributed)."""
 
@@ -157,7 +155,6 @@ class Keras3Rules:
     exact_input_rank: int | None = None
     folds_initial_state: bool = False
     time_major: bool = False
-    declares_input: bool = False
     refuse: str | None = None
     per_step: bool = False
 
@@ -167,11 +164,16 @@ class LegacyH5Rules:
     """How ``convert`` writes a class to a legacy ``.h5`` that tf_keras 2 and Keras 3 must both load:
     ``refuse`` says why one ``.h5`` cannot give both loaders this class (None: it can);
     ``refuse_from_keras2`` the same for a layer read from a Keras 1/2 file only; ``renamed_keys`` maps a
-    Keras 3 config key to tf.keras's spelling (InputLayer ``batch_shape`` -> ``batch_input_shape``)."""
+    Keras 3 config key to tf.keras's spelling (InputLayer ``batch_shape`` -> ``batch_input_shape``).
+    For a Keras 3 op (tf_keras has no op nodes): ``merge_layer``, the layer that computes it on two
+    float tensors of one shape; ``rescaling(number, tensor_first) -> (scale, offset)``, the
+    ``Rescaling`` layer that computes it on a float tensor and a number, bit for bit."""
 
     refuse: str | None = None
     refuse_from_keras2: str | None = None
     renamed_keys: Mapping[str, str] = field(default_factory=dict)
+    merge_layer: str | None = None
+    rescaling: Callable[[float, bool], tuple[float, float]] | None = None
 
 
 @dataclass(frozen=True)

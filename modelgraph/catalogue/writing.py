@@ -149,3 +149,21 @@ def thresholded_relu(config: dict[str, Any], ctx: Any) -> dict[str, Any]:
     computes as ``where(x > theta, x, 0)``."""
     out = {k: v for k, v in config.items() if k != "theta"}
     return {**out, "negative_slope": 0.0, "max_value": None, "threshold": float(config.get("theta", 1.0))}
+
+
+# --- Keras 3 ops as tf_keras Rescaling layers: x * scale + offset, bit for bit --------------------
+
+
+def scale_by(number: float, tensor_first: bool) -> tuple[float, float]:
+    """``x * c`` (either order)."""
+    return number, 0.0
+
+
+def shift_by(number: float, tensor_first: bool) -> tuple[float, float]:
+    """``x + c`` (either order)."""
+    return 1.0, number
+
+
+def subtract(number: float, tensor_first: bool) -> tuple[float, float]:
+    """``x - c = x + (-c)``; ``c - x = -x + c``."""
+    return (1.0, -number) if tensor_first else (-1.0, number)

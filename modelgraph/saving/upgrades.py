@@ -155,7 +155,7 @@ def upgrade_layer(
             raise NotConvertible(NOT_RESCALABLE)
         rescaled = True
     out = upgrade_common(upgraded, ctx, rescaled)
-    if not rules.declares_input:
+    if not catalogue.is_model_input(class_name):
         for key in _INPUT_SHAPE_KEYS:  # the graph has its InputLayer; Keras 3 layers refuse these keys
             out.pop(key, None)
     return name, rules.upgrade(out, ctx) if rules.upgrade is not None else out
