@@ -259,6 +259,9 @@ class LayerSpec:
     keras3: Keras3Writing | None = None
     """How ``convert`` writes a class that is not one of ``keras.layers`` (None for the built-ins,
     which the writer knows; a custom class without it is written only with ``--keep-unknown``)."""
+    keras3_op: Callable[..., Any] | str | None = None
+    """For a ``tf:<function>`` entry: how ``convert`` writes the TFOpLambda call as a Keras 3 op node,
+    ``(args, kwargs) -> OpCall`` (attached by :mod:`modelgraph.saving.tf_ops`; None: refused)."""
     keras3_rules: Keras3Rules | None = None
     """How ``convert`` writes a Keras class for Keras 3 beyond its config upgrade (None: as upgraded)."""
     legacy_h5: LegacyH5Rules | None = None
