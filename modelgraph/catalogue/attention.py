@@ -44,6 +44,7 @@ SPECS = (
         ),
         weight_names=wn.wrapped,
         keras3_weights=wn.attention_projections,
+        legacy_weight_path=wn.projection_path,
         masks=masks(
             MaskBehaviour("mha", "mha_scores"),
             MaskBehaviour(

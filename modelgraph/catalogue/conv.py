@@ -55,6 +55,13 @@ TRANSPOSED_CONVOLUTIONS = (
 DEPTHWISE_CONVOLUTIONS = ("DepthwiseConv1D", "DepthwiseConv2D")
 SEPARABLE_CONVOLUTIONS = ("SeparableConv1D", "SeparableConv2D")
 
+def _keras1_kernel(rank: int) -> Any:
+    def convert(array: Any, config: Any, theano: bool) -> Any:
+        return keras1_kernel(rank, array, config.get("data_format") == "channels_first", theano)
+
+    return convert
+
+
 SPECS = (
     *layers(("AtrousConvolution1D", "AtrousConvolution2D"), keras_versions=("1",), kernel=NO_KERNEL),
     *(
@@ -63,7 +70,9 @@ SPECS = (
             aliases=(Alias(f"Convolution{n}D", "1"),),
             config=KERAS1_CONV,
             weight_names=wn.kernel_bias,
+            linear_weights=("kernel", "bias"),
             leading_batch_rank=n + 2,
+            keras1_kernel=_keras1_kernel(n),
             # Keras 3 builds a Conv1D for rank-3 inputs only (tf.keras took more, see above).
             keras3_rules=Keras3Rules(exact_input_rank=3) if n == 1 else None,
         )
@@ -73,6 +82,7 @@ SPECS = (
         "Conv1DTranspose",
         aliases=(Alias("Convolution1DTranspose", "1"),),
         weight_names=wn.kernel_bias,
+        linear_weights=("kernel", "bias"),
         keras3_rules=Keras3Rules(writing.no_groups, exact_input_rank=3),
     ),
     *(
@@ -80,6 +90,7 @@ SPECS = (
             f"Conv{n}DTranspose",
             aliases=(Alias(f"Convolution{n}DTranspose", "1"), Alias(f"Deconv{n}D", "2")),
             weight_names=wn.kernel_bias,
+            linear_weights=("kernel", "bias"),
             keras3_rules=Keras3Rules(writing.no_groups),
         )
         for n in (2, 3)
@@ -92,6 +103,7 @@ SPECS = (
             config=ConfigSpec(upgrade=upgrades.depthwise),
             weight_names=wn.kernel_bias,
             legacy_weight_names={"depthwise_kernel": "kernel"},  # tf.keras's name for it
+            linear_weights=("depthwise_kernel", "bias"),
             keras3_rules=Keras3Rules(writing.no_groups, exact_input_rank=3 if n == 1 else None),
         )
         for n in (1, 2)
@@ -102,6 +114,7 @@ SPECS = (
             aliases=(Alias(f"SeparableConvolution{n}D", "2"),),
             config=ConfigSpec(upgrade=upgrades.separable),
             weight_names=wn.separable,
+            linear_weights=("pointwise_kernel", "bias"),
             keras3_rules=Keras3Rules(writing.separable, exact_input_rank=3 if n == 1 else None),
         )
         for n in (1, 2)

@@ -65,6 +65,7 @@ SPECS = (
     layer(
         "Dense",
         config=ConfigSpec(upgrade=upgrades.dense),
+        linear_weights=("kernel", "bias"),
         weight_names=wn.kernel_bias,
         quantized_weight_names=KERNEL_QUANTIZED,
         masks=PROPAGATES_MASK,
@@ -91,6 +92,7 @@ SPECS = (
     layer("Identity", **WEIGHTLESS, dtype="follows_input", masks=masks(k3=PASS_MASK)),
     layer(
         "InputLayer",
+        config=ConfigSpec(upgrade=upgrades.keras1_input),
         kernel=FED,
         **WEIGHTLESS,
         keras3_rules=Keras3Rules(writing.input_layer),

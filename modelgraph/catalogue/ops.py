@@ -54,10 +54,24 @@ LEGACY_H5 = {
     "Minimum": LegacyH5Rules(merge_layer="Minimum"),
 }
 
+#: Ops whose config carries a ``dtype`` (how Keras 3's legacy .h5, without ``module``, tells them apart).
+CONFIG_DTYPE = frozenset({"Cast", "ConvertToTensor", "SaturateCast", "Cumsum", "Cumprod", "ZerosLike", "OnesLike"})
+
 SPECS = (
-    *(op(name, macs=zero_macs, legacy_h5=LEGACY_H5.get(name)) for name in RUN),
-    op("Cumprod", macs=zero_macs, onnx="ONNX has a cumulative sum (CumSum) but no cumulative product"),
+    *(
+        op(name, macs=zero_macs, legacy_h5=LEGACY_H5.get(name), config_dtype=name in CONFIG_DTYPE)
+        for name in RUN
+    ),
+    op(
+        "Cumprod",
+        macs=zero_macs,
+        onnx="ONNX has a cumulative sum (CumSum) but no cumulative product",
+        config_dtype=True,
+    ),
     *ops(SHAPES_ONLY, kernel=NO_KERNEL, macs=zero_macs),
-    *ops(RUN_WITHOUT_SHAPES, shape=NO_SHAPE_RULE, macs=NEEDS_SHAPES),
+    *(
+        op(name, shape=NO_SHAPE_RULE, macs=NEEDS_SHAPES, config_dtype=name in CONFIG_DTYPE)
+        for name in RUN_WITHOUT_SHAPES
+    ),
     *ops(COUNTED),
 )

@@ -61,6 +61,7 @@ _RECURRENT: dict[str, Any] = {"weight_names": wn.recurrent, "keras3_weights": wn
 #: have a ``time_major`` option Keras 3 does not.
 _RNN_WRITING = Keras3Rules(writing.rnn, folds_initial_state=True, time_major=True)
 _CONV_LSTM_WRITING = Keras3Rules(folds_initial_state=True)
+_NO_H5_INITIAL_STATE = LegacyH5Rules(no_initial_state=True)
 
 #: The steps of the recurrent layers: LSTM's gates i, f, c, o and two states (h, c); GRU's z, r, h.
 SIMPLE_RNN_STEP = Recurrence(gates=1, states=1)
@@ -97,20 +98,24 @@ SPECS = (
         "Bidirectional",
         config=ConfigSpec(equivalent=upgrades.bidirectional_equivalent),
         keras3_rules=Keras3Rules(writing.wrapper, folds_initial_state=True),
+        legacy_h5=_NO_H5_INITIAL_STATE,
+        wrapped_keys=("layer", "backward_layer"),
+        directions=("forward", "backward"),
         weight_names=wn.wrapped,
         keras3_weights=wn.bidirectional_layers,
         masks=masks(
             MaskBehaviour("first", "bidirectional"), MaskBehaviour("call", "bidirectional", _RNN_CALL)
         ),
     ),
-    layer("GRU", config=GRU_CONFIG, recurrence=GRU_STEP, keras3_rules=_RNN_WRITING, **_RECURRENT),
-    layer("LSTM", config=LSTM_CONFIG, recurrence=LSTM_STEP, keras3_rules=_RNN_WRITING, **_RECURRENT),
+    layer("GRU", config=GRU_CONFIG, recurrence=GRU_STEP, keras3_rules=_RNN_WRITING, legacy_h5=_NO_H5_INITIAL_STATE, **_RECURRENT),
+    layer("LSTM", config=LSTM_CONFIG, recurrence=LSTM_STEP, keras3_rules=_RNN_WRITING, legacy_h5=_NO_H5_INITIAL_STATE, **_RECURRENT),
     # The generic RNN(cell): kernel, shape, weight and MAC rules attach from the provider modules
     # (cells SimpleRNNCell, LSTMCell, GRUCell and StackedRNNCells of them); its variables sit in the
     # cell (per cell under cell/cells/<name> for StackedRNNCells).
     layer(
         "RNN",
         keras3_weights=wn.rnn_cell_groups,
+        legacy_weight_path=wn.stacked_cell_path,
         masks=RNN_MASK,
         keras3_rules=Keras3Rules(writing.generic_rnn, folds_initial_state=True, time_major=True),
         # measured: Keras 3's .h5 loader does not build a Keras 2 RNN(cell) layer's cells as tf_keras does
@@ -122,12 +127,15 @@ SPECS = (
         "SimpleRNN",
         config=SIMPLE_RNN_CONFIG,
         recurrence=SIMPLE_RNN_STEP,
+        linear_weights=("kernel", "recurrent_kernel", "bias"),
         keras3_rules=_RNN_WRITING,
+        legacy_h5=_NO_H5_INITIAL_STATE,
         **_RECURRENT,
     ),
     layer(
         "TimeDistributed",
         keras3_rules=Keras3Rules(writing.wrapper, per_step=True),
+        wrapped_keys=("layer",),
         weight_names=wn.wrapped,
         keras3_weights=wn.wrapped_layer,
         masks=masks(

@@ -164,7 +164,9 @@ class LegacyH5Rules:
     """How ``convert`` writes a class to a legacy ``.h5`` that tf_keras 2 and Keras 3 must both load:
     ``refuse`` says why one ``.h5`` cannot give both loaders this class (None: it can);
     ``refuse_from_keras2`` the same for a layer read from a Keras 1/2 file only; ``renamed_keys`` maps a
-    Keras 3 config key to tf.keras's spelling (InputLayer ``batch_shape`` -> ``batch_input_shape``).
+    Keras 3 config key to tf.keras's spelling (InputLayer ``batch_shape`` -> ``batch_input_shape``);
+    ``no_initial_state``: a call given ``initial_state`` is refused (Keras 3's .h5 loader does not
+    resolve keyword tensors, and this class refuses tf.keras's folded ``rnn([x, *states])``).
     For a Keras 3 op (tf_keras has no op nodes): ``merge_layer``, the layer that computes it on two
     float tensors of one shape; ``rescaling(number, tensor_first) -> (scale, offset)``, the
     ``Rescaling`` layer that computes it on a float tensor and a number, bit for bit."""
@@ -172,6 +174,7 @@ class LegacyH5Rules:
     refuse: str | None = None
     refuse_from_keras2: str | None = None
     renamed_keys: Mapping[str, str] = field(default_factory=dict)
+    no_initial_state: bool = False
     merge_layer: str | None = None
     rescaling: Callable[[float, bool], tuple[float, float]] | None = None
 
@@ -216,6 +219,10 @@ class LayerSpec:
     positional names."""
     legacy_weight_names: Mapping[str, str] = field(default_factory=dict)
     """Names a legacy (tf.keras) file stores that Keras 3 spells otherwise: ``{stored: canonical}``."""
+    legacy_weight_path: Callable[[list[str], str, Mapping[str, Any] | None], str | None] | None = None
+    """``(path segments, last segment, config) -> canonical name`` of a weight a legacy or TF.js file
+    stores under a path naming sublayers (MultiHeadAttention ``mha/query/kernel``); None: by the
+    last segment."""
     keras1_weight_names: Mapping[str, str] = field(default_factory=dict)
     """Where a Keras 1 weight suffix means something else than for most layers (Embedding's ``W``
     is its ``embeddings``, not a ``kernel``): ``{usual canonical name: this class's}``."""
@@ -231,6 +238,10 @@ class LayerSpec:
     macs: Callable[..., Any] | str | None = None
     masks: Mapping[int, MaskBehaviour] = field(default_factory=lambda: DROPS_MASK)
     """Mask behaviour per Keras version (:data:`K2`, :data:`K3`); a version not listed drops masks."""
+    linear_weights: tuple[str, ...] = ()
+    """The weights its ``activation`` is applied to a linear function of (Dense: ``kernel``,
+    ``bias``): scaling exactly these scales the activation's input (``convert`` keeps Keras 2's
+    ``hard_sigmoid`` exact in Keras 3 so)."""
     non_trainable_weights: tuple[str, ...] = ()
     """Canonical names of the variables Keras creates non-trainable (BatchNormalization's moving
     statistics): counted as non-trainable parameters, written non-trainable to a legacy ``.h5``."""
@@ -259,6 +270,21 @@ class LayerSpec:
     keras3: Keras3Writing | None = None
     """How ``convert`` writes a class that is not one of ``keras.layers`` (None for the built-ins,
     which the writer knows; a custom class without it is written only with ``--keep-unknown``)."""
+    wrapped_keys: tuple[str, ...] = ()
+    """The config keys holding the record of a layer it wraps (TimeDistributed ``layer``;
+    Bidirectional ``layer``, ``backward_layer``)."""
+    directions: tuple[str, ...] = ()
+    """A wrapper that runs its layer once per direction: the directions, in weight order
+    (Bidirectional ``forward``, ``backward``; Keras 1 stored each one's weights under its prefix)."""
+    keras1_class: Callable[[Mapping[str, Any]], tuple[str, dict[str, Any]]] | None = None
+    """A Keras 1 class Keras 2 read as another: ``(config) -> (class name, config)`` (Keras 1 ``Merge``
+    by mode)."""
+    keras1_kernel: Callable[[Any, Mapping[str, Any], bool], Any] | None = None
+    """``(array, config, theano) -> array``: a Keras 1 ``kernel`` in Keras 2's layout (Keras 1
+    convolutions; ``theano``: the file was made with Theano, which flipped the kernel)."""
+    config_dtype: bool = False
+    """A Keras 3 op whose config carries a ``dtype`` (Cast, ZerosLike, ...): how a record without
+    ``module`` (Keras 3's legacy ``.h5``) is told to be an op rather than a layer."""
     keras3_op: Callable[..., Any] | str | None = None
     """For a ``tf:<function>`` entry: how ``convert`` writes the TFOpLambda call as a Keras 3 op node,
     ``(args, kwargs) -> OpCall`` (attached by :mod:`modelgraph.saving.tf_ops`; None: refused)."""

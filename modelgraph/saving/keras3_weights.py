@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph.graph import Layer, ModelGraph, Weight
 from modelgraph.saving.hard_sigmoid import weight_scales
 from modelgraph.saving.keras3_config import WrittenLayer
@@ -86,7 +87,8 @@ def _rescaled_hard_sigmoid(
 ) -> list[tuple[str, Weight]]:
     """The arrays of a Keras 1/2 layer whose ``hard_sigmoid`` the config writer kept by rescaling
     (:mod:`modelgraph.saving.hard_sigmoid`); a wrapper's inner layer's weights likewise."""
-    inner = config.get("layer") if class_name in ("Bidirectional", "TimeDistributed") else None
+    spec = catalogue.spec_for(class_name)
+    inner = config.get(spec.wrapped_keys[0]) if spec is not None and spec.wrapped_keys else None
     if isinstance(inner, dict):
         scales = weight_scales(inner.get("class_name", ""), inner.get("config") or {})
     else:

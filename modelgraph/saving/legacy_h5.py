@@ -38,7 +38,7 @@ from modelgraph.graph import Layer, ModelGraph, Weight, keras_version_tuple
 from modelgraph.saving.keras3_config import ConfigWriter, Refusal, legal_name
 from modelgraph.saving.keras3_weights import stored_array
 from modelgraph.saving.legacy_h5_ops import op_as_layer
-from modelgraph.saving.upgrades import UpgradeContext, keras3_rules
+from modelgraph.saving.upgrades import UpgradeContext
 from modelgraph.shapes import infer_shapes
 
 # The dialect the file is written in (list-form nodes, +1 for nested models): tf.keras 2's.
@@ -293,7 +293,7 @@ def _legacy_node(node: Mapping[str, Any], graph: ModelGraph, class_name: str) ->
     every other argument folded into each tensor's kwargs)."""
     args = list(node.get("args") or [])
     raw_kwargs = dict(node.get("kwargs") or {})
-    if keras3_rules(class_name).folds_initial_state and raw_kwargs.get("initial_state") is not None:
+    if _rules(class_name).no_initial_state and raw_kwargs.get("initial_state") is not None:
         raise ValueError(
             "an RNN given initial_state: Keras 3's .h5 loader does not resolve keyword tensors and its "
             "RNNs refuse tf.keras's folded call rnn([x, *states])"
