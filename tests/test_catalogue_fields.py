@@ -135,3 +135,13 @@ def test_tf_op_converters_are_attached_to_the_tf_entries() -> None:
     assert "initial" not in convert_tf_op("math.reduce_sum", ("x",), {}).config
     with pytest.raises(NotConvertible):
         convert_tf_op("math.cumprod", ("x",), {})
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("recurrence", 3), ("keras3_rules", "ReLU"), ("linear_weights", "kernel"), ("leading_batch_rank", 0),
+     ("keras1_kernel", 1), ("legacy_weight_path", "query")],
+)  # fmt: skip
+def test_a_bad_field_is_refused_naming_it(scratch, field: str, value: object) -> None:
+    with pytest.raises(catalogue.CatalogueError, match=f"entry 'Zed': {field} must be"):
+        catalogue.register(LayerSpec("Zed", **{field: value}))
