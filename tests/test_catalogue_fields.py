@@ -145,3 +145,14 @@ def test_tf_op_converters_are_attached_to_the_tf_entries() -> None:
 def test_a_bad_field_is_refused_naming_it(scratch, field: str, value: object) -> None:
     with pytest.raises(catalogue.CatalogueError, match=f"entry 'Zed': {field} must be"):
         catalogue.register(LayerSpec("Zed", **{field: value}))
+
+
+def test_keras3_weight_upgrades(scratch) -> None:
+    from modelgraph.graph import Weight
+    from modelgraph.saving.keras3_weights import stored_array
+
+    scale = Weight("scale", (1,), "float32", "test", lambda: np.array([0.5], np.float32))
+    assert stored_array(scale, "Attention")[0].shape == ()
+    assert stored_array(scale, "Dense")[0].shape == (1,)
+    catalogue.register(LayerSpec("Halver", keras3_weight_upgrades={"scale": lambda a: a / 2}))
+    assert stored_array(scale, "Halver")[0].tolist() == [0.25]

@@ -30,7 +30,13 @@ SPECS = (
         weight_names=wn.additive_attention,
         masks=_ATTENTION_MASKS,
     ),
-    layer("Attention", weight_names=wn.attention, masks=_ATTENTION_MASKS),
+    layer(
+        "Attention",
+        weight_names=wn.attention,
+        masks=_ATTENTION_MASKS,
+        # tf.keras's Attention(use_scale=True) stored its scale as shape (1,); Keras 3's is a scalar.
+        keras3_weight_upgrades={"scale": lambda array: array.reshape(()) if array.size == 1 else array},
+    ),
     layer(
         "MultiHeadAttention",
         config=ConfigSpec(upgrade=upgrades.multi_head_attention),

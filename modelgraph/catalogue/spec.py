@@ -251,6 +251,9 @@ class LayerSpec:
     """The input rank of a tf.keras layer that takes extra leading axes as batch axes when handed a
     larger rank (a convolution runs ``tf.nn.convolution``: a Conv1D given (batch, a, steps,
     channels) convolves ``steps`` for every (batch, a); TimeDistributed relies on it)."""
+    keras3_weight_upgrades: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    """``{canonical name: (array) -> array}``: how an older file's stored array becomes the one Keras 3
+    creates (tf.keras's Attention ``scale`` of shape (1,) is a scalar in Keras 3); ``convert``."""
     weight_dtypes: Mapping[str, str] = field(default_factory=dict)
     """Variables whose dtype is fixed whatever the layer's dtype policy: ``{canonical name: dtype}``
     (Normalization's ``count`` is an int64)."""

@@ -24,7 +24,7 @@ from modelgraph import catalogue
 from modelgraph.graph import Layer, ModelGraph, Weight
 from modelgraph.saving.hard_sigmoid import weight_scales
 from modelgraph.saving.keras3_config import WrittenLayer
-from modelgraph.saving.upgrades import WEIGHT_UPGRADES, NotConvertible
+from modelgraph.saving.upgrades import NotConvertible
 from modelgraph.weight_names import keras3_groups, snake_case
 
 
@@ -136,7 +136,8 @@ def _arrays(layer: Layer, class_name: str, config: dict, path: tuple[str, ...]) 
 def stored_array(weight: Weight, class_name: str = "") -> tuple[np.ndarray, str | None]:
     """The array as Keras 3 stores it and its ``dtype`` attribute (bfloat16 is raw 2-byte ``|V2``)."""
     values = np.asarray(weight.read())
-    reshape = WEIGHT_UPGRADES.get((class_name, weight.name))
+    spec = catalogue.spec_for(class_name) if class_name else None
+    reshape = spec.keras3_weight_upgrades.get(weight.name) if spec is not None else None
     if reshape is not None:
         values = np.asarray(reshape(values))
     if weight.dtype == "bfloat16":

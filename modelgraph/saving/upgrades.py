@@ -8,8 +8,8 @@ in :mod:`modelgraph.catalogue.upgrades`: Keras 1 RNN key names, RNN ``implementa
 entry's ``keras3_rules`` (:class:`modelgraph.catalogue.spec.Keras3Rules`, hooks in
 :mod:`modelgraph.catalogue.writing`): refusing what is left that Keras 3 cannot express, the
 writer-only rewrites (InputLayer's record, wrapped layers, SeparableConv's base-class leftovers,
-Embedding ``input_length``) and the Keras 3 class a dropped class is written as. The weight reshapes
-(``WEIGHT_UPGRADES``) have no catalogue field yet. The generic steps that apply to every layer (dtype
+Embedding ``input_length``) and the Keras 3 class a dropped class is written as; the weight reshapes
+are the entry's ``keras3_weight_upgrades``. The generic steps that apply to every layer (dtype
 policies, initializer envelopes, activations) are in :func:`upgrade_common`. What the writer relies on is
 described in ``docs/writing.md``.
 
@@ -21,7 +21,7 @@ layer and refuses the whole model before writing anything.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,13 +221,3 @@ def upgrade_cell(record: Mapping[str, Any], ctx: UpgradeContext) -> dict[str, An
         raise NotConvertible(f"an RNN cell of class '{class_name}' is not a Keras 3 cell")
     out = {"module": "keras.layers", "class_name": class_name, "config": config, "registered_name": None}
     return out
-
-
-# --- weights --------------------------------------------------------------------------------------
-
-WeightUpgrade = Callable[[Any], Any]
-# (class, canonical weight name) -> how a stored array becomes the array Keras 3 creates.
-WEIGHT_UPGRADES: dict[tuple[str, str], WeightUpgrade] = {
-    # tf.keras's Attention(use_scale=True) stored its scale as shape (1,); Keras 3's is a scalar.
-    ("Attention", "scale"): lambda array: array.reshape(()) if array.size == 1 else array,
-}
