@@ -178,7 +178,7 @@ def _norm_layer_config(
         if key in skip or key in ENVELOPE_KEYS or (key in LAYER_DROP_KEYS and (not nested or key == "name")):
             continue
         key = KEY_ALIASES.get(key, key)
-        if key == "batch_shape" and class_name != "InputLayer":
+        if key == "batch_shape" and not catalogue.is_model_input(class_name):
             continue  # Keras 2 repeats the model input shape on the first layer; the InputLayer has it
         v = _norm_value(value, keras_version)
         if key in ACTIVATION_KEYS and isinstance(v, str):
@@ -297,11 +297,11 @@ def is_auto_name(name: str, class_name: str, config: Mapping[str, Any] | None = 
     base = re.sub(r"_\d+$", "", name)
     if base == snake_case(class_name):
         return True
-    if class_name == "InputLayer" and _INPUT_AUTO.match(name):
+    if catalogue.is_model_input(class_name) and _INPUT_AUTO.match(name):
         return True
     if class_name in ("Functional", "Model", "Sequential") and _MODEL_AUTO.match(name):
         return True
-    if class_name in ("TFOpLambda", "SlicingOpLambda") and config is not None:
+    if class_name in catalogue.OP_LAMBDA_CLASSES and config is not None:
         fn = config.get("function")
         if isinstance(fn, str) and base == f"tf.{fn}":
             return True

@@ -34,6 +34,12 @@ from typing import Any
 import numpy as np
 
 from modelgraph import catalogue
+from modelgraph.catalogue.conv import (
+    CONVOLUTIONS,
+    DEPTHWISE_CONVOLUTIONS,
+    SEPARABLE_CONVOLUTIONS,
+    TRANSPOSED_CONVOLUTIONS,
+)
 from modelgraph.graph import Layer, ModelGraph
 from modelgraph.shape_rules import (
     Shape,
@@ -49,14 +55,8 @@ from modelgraph.shape_rules import (
 )
 from modelgraph.shape_rules.attention import mha_inputs
 from modelgraph.shape_rules.core import einsum_dense_analysis
-from modelgraph.shape_rules.recurrent import CONVLSTM_NAMES, GATES, rnn_cells
-from modelgraph.shape_rules.spatial import (
-    CONV_CLASSES,
-    DEPTHWISE_CLASSES,
-    SEPARABLE_CLASSES,
-    TRANSPOSE_CLASSES,
-    conv_geometry,
-)
+from modelgraph.shape_rules.recurrent import CONVLSTM_NAMES, RNN_NAMES, recurrence, rnn_cells
+from modelgraph.shape_rules.spatial import conv_geometry
 from modelgraph.shapes import ShapeResult, infer_shapes
 from modelgraph.sharing import repeated_objects
 
@@ -307,9 +307,11 @@ def _own_counts(
     else:
         source = "expected" if expected else "none"
         vdtype = variable_dtype(layer.config.get("dtype"))
+        spec = catalogue.spec_for(layer.key)
+        fixed = spec.weight_dtypes if spec is not None else {}
         for name, shape in expected.items():
             size = None if any(d is None for d in shape) else math.prod(shape)
-            dtype = "int64" if (layer.class_name == "Normalization" and name == "count") else vdtype
+            dtype = fixed.get(name, vdtype)
             if quantization_mode(layer.config) in ("int8", "int4") and name in ("kernel", "embeddings"):
                 dtype = "int8"
             entries.append((name, size, dtype))
@@ -439,26 +441,26 @@ def _conv_window(layer: Layer, ins: list[TensorSpec]) -> tuple[Shape, int]:
     return shape, math.prod(g["kernel"])
 
 
-@mac_rule(*CONV_CLASSES)
+@mac_rule(*CONVOLUTIONS)
 def _conv_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
     shape, window = _conv_window(layer, ins)
     groups = layer.config.get("groups", 1) or 1
     return _ps(outs[0]) * window * (_channels(shape, layer.config) // groups)
 
 
-@mac_rule(*TRANSPOSE_CLASSES)
+@mac_rule(*TRANSPOSED_CONVOLUTIONS)
 def _conv_transpose_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
     shape, window = _conv_window(layer, ins)
     return _ps(shape) * window * int(layer.config.get("filters", 0))
 
 
-@mac_rule(*DEPTHWISE_CLASSES)
+@mac_rule(*DEPTHWISE_CONVOLUTIONS)
 def _depthwise_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
     _, window = _conv_window(layer, ins)
     return _ps(outs[0]) * window
 
 
-@mac_rule(*SEPARABLE_CLASSES)
+@mac_rule(*SEPARABLE_CONVOLUTIONS)
 def _separable_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
     out = need(outs[0])
     shape, window = _conv_window(layer, ins)
@@ -471,10 +473,13 @@ def _separable_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None
 
 def _rnn_step_macs(class_name: str, config: Mapping[str, Any], features: int) -> int:
     units = int(config.get("units", config.get("output_dim", 0)))
-    return GATES[class_name] * units * (features + units)
+    step = recurrence(class_name)
+    if step is None:
+        raise Unknown()
+    return step.gates * units * (features + units)
 
 
-@mac_rule(*GATES)
+@mac_rule(*RNN_NAMES)
 def _rnn_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | None], call: Any) -> int:
     shape = need(ins[0])
     return _dim(shape[1]) * _rnn_step_macs(layer.class_name, layer.config, _dim(shape[-1]))
@@ -518,7 +523,7 @@ def _bidirectional_macs(layer: Layer, ins: list[TensorSpec], outs: list[Shape | 
     fwd = inner_record(layer.config, "layer")
     bwd = inner_record(layer.config, "backward_layer") or fwd
     for rec in (fwd, bwd):
-        if rec is None or rec[0] not in GATES:
+        if rec is None or recurrence(rec[0]) is None:
             raise Unknown()
         total += _dim(shape[1]) * _rnn_step_macs(rec[0], rec[1], _dim(shape[-1]))
     return total

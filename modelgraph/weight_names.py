@@ -326,24 +326,32 @@ def canonical_from_path(
     if not segments:
         return stored
     last = segments[-1].split(":", 1)[0]
-    if class_name == "RNN":
-        index = _stacked_cell_index(config, segments[:-1])
-        if index is not None:
-            return f"cells/{index}/{last}"
-    if class_name == "MultiHeadAttention" and len(segments) >= 2 and segments[-2] in _MHA_LEGACY:
-        return f"{segments[-2]}/{last}"
-    if class_name == "Bidirectional":
-        for segment in segments[:-1]:
-            if segment.startswith("forward"):
-                return f"forward/{last}"
-            if segment.startswith("backward"):
-                return f"backward/{last}"
+    spec = _spec(class_name)
+    by_path = spec.legacy_weight_path if spec is not None else None
+    named = by_path(segments, last, config) if by_path is not None else None
+    if named is not None:
+        return named
+    for segment in segments[:-1]:  # a per-direction wrapper: forward_lstm/kernel, backward_lstm/...
+        for direction in spec.directions if spec is not None else ():
+            if segment.startswith(direction):
+                return f"{direction}/{last}"
     if last.startswith(layer_name + "_"):
         keras1 = keras1_weight_name(class_name, last[len(layer_name) + 1 :])
         if keras1 is not None:
             return keras1
-    spec = _spec(class_name)
     return last if spec is None else spec.legacy_weight_names.get(last, last)
+
+
+def stacked_cell_path(segments: list[str], last: str, config: Mapping[str, Any] | None) -> str | None:
+    """RNN: a weight of one cell of an ``RNN(StackedRNNCells)`` (``rnn/stacked/lstm_a/kernel``) is
+    ``cells/<index>/<name>``."""
+    index = _stacked_cell_index(config, segments[:-1])
+    return f"cells/{index}/{last}" if index is not None else None
+
+
+def projection_path(segments: list[str], last: str, config: Mapping[str, Any] | None) -> str | None:
+    """MultiHeadAttention: ``mha/query/kernel`` is ``query/kernel`` (its projections' sublayers)."""
+    return f"{segments[-2]}/{last}" if len(segments) >= 2 and segments[-2] in _MHA_LEGACY else None
 
 
 def snake_case(class_name: str) -> str:

@@ -25,12 +25,16 @@ from typing import Any
 
 from modelgraph.catalogue.spec import (
     CONCERNS,
+    FED,
     Alias,
     ConfigSpec,
     FunctionSpec,
+    Keras3Rules,
     Keras3Writing,
     LayerSpec,
+    LegacyH5Rules,
     MaskBehaviour,
+    Recurrence,
     missing_concerns,
     support,
 )
@@ -39,8 +43,11 @@ from modelgraph.errors import CatalogueError, ShapeError, Unknown
 __all__ = [
     "CONCERNS",
     "FunctionSpec",
+    "Keras3Rules",
     "Keras3Writing",
     "LayerSpec",
+    "LegacyH5Rules",
+    "Recurrence",
     "all_specs",
     "attach",
     "declared",
@@ -52,6 +59,7 @@ __all__ = [
     "register_initializer",
     "scratch",
     "is_layer_class",
+    "is_model_input",
     "key_of",
     "load_families",
     "missing_concerns",
@@ -232,6 +240,21 @@ def _check(spec: LayerSpec) -> None:
         raise bad("fast_kernels", "a tuple of callables", spec.fast_kernels)
     if spec.keras3 is not None and not isinstance(spec.keras3, Keras3Writing):
         raise bad("keras3", "a Keras3Writing", spec.keras3)
+    for name, kind in (("recurrence", Recurrence), ("keras3_rules", Keras3Rules), ("legacy_h5", LegacyH5Rules)):
+        value = getattr(spec, name)
+        if value is not None and not isinstance(value, kind):
+            raise bad(name, f"a {kind.__name__}", value)
+    for name in ("quantized_weight_shapes", "legacy_weight_path", "keras1_class", "keras1_kernel"):
+        value = getattr(spec, name)
+        if value is not None and not callable(value):
+            raise bad(name, "a callable", value)
+    for name in ("linear_weights", "wrapped_keys", "directions", "non_trainable_weights"):
+        value = getattr(spec, name)
+        if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+            raise bad(name, "a tuple of strings", value)
+    rank = spec.leading_batch_rank
+    if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 1):
+        raise bad("leading_batch_rank", "a positive integer", rank)
 
 
 def _register(module: ModuleType) -> None:
@@ -390,6 +413,12 @@ def load_families(package: str, families: tuple[str, ...]) -> None:
     mappings) has every family module attach its implementations, as the catalogue loads its own."""
     for family in families:
         importlib.import_module(f"{package}.{family}")
+
+
+def is_model_input(class_name: str) -> bool:
+    """True for a class whose layer is a model input (fed, not computed: ``InputLayer``)."""
+    spec = spec_for(class_name)
+    return spec is not None and spec.kernel == FED
 
 
 def is_layer_class(class_name: str) -> bool:

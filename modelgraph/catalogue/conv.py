@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from modelgraph import weight_names as wn
-from modelgraph.catalogue import upgrades
-from modelgraph.catalogue.spec import NO_KERNEL, Alias, ConfigSpec, layer, layers
+from modelgraph.catalogue import upgrades, writing
+from modelgraph.catalogue.spec import NO_KERNEL, Alias, ConfigSpec, Keras3Rules, layer, layers
 
 
 def check_groups(groups: Any, in_channels: int | None, filters: int | None) -> int:
@@ -43,6 +43,25 @@ def keras1_kernel(rank: int, array: Any, channels_first: bool, theano: bool) -> 
     return array
 
 
+# The convolution kinds: the shape, weight and MAC rules of each attach to every class of the kind.
+CONVOLUTIONS = ("Conv1D", "Conv2D", "Conv3D", "AtrousConvolution1D", "AtrousConvolution2D")
+TRANSPOSED_CONVOLUTIONS = (
+    "Conv1DTranspose",
+    "Conv2DTranspose",
+    "Conv3DTranspose",
+    "Deconvolution2D",
+    "Deconvolution3D",
+)
+DEPTHWISE_CONVOLUTIONS = ("DepthwiseConv1D", "DepthwiseConv2D")
+SEPARABLE_CONVOLUTIONS = ("SeparableConv1D", "SeparableConv2D")
+
+def _keras1_kernel(rank: int) -> Any:
+    def convert(array: Any, config: Any, theano: bool) -> Any:
+        return keras1_kernel(rank, array, config.get("data_format") == "channels_first", theano)
+
+    return convert
+
+
 SPECS = (
     *layers(("AtrousConvolution1D", "AtrousConvolution2D"), keras_versions=("1",), kernel=NO_KERNEL),
     *(
@@ -51,25 +70,43 @@ SPECS = (
             aliases=(Alias(f"Convolution{n}D", "1"),),
             config=KERAS1_CONV,
             weight_names=wn.kernel_bias,
+            linear_weights=("kernel", "bias"),
+            leading_batch_rank=n + 2,
+            keras1_kernel=_keras1_kernel(n),
+            # Keras 3 builds a Conv1D for rank-3 inputs only (tf.keras took more, see above).
+            keras3_rules=Keras3Rules(exact_input_rank=3) if n == 1 else None,
         )
         for n in (1, 2, 3)
     ),
-    layer("Conv1DTranspose", aliases=(Alias("Convolution1DTranspose", "1"),), weight_names=wn.kernel_bias),
+    layer(
+        "Conv1DTranspose",
+        aliases=(Alias("Convolution1DTranspose", "1"),),
+        weight_names=wn.kernel_bias,
+        linear_weights=("kernel", "bias"),
+        keras3_rules=Keras3Rules(writing.no_groups, exact_input_rank=3),
+    ),
     *(
         layer(
             f"Conv{n}DTranspose",
             aliases=(Alias(f"Convolution{n}DTranspose", "1"), Alias(f"Deconv{n}D", "2")),
             weight_names=wn.kernel_bias,
+            linear_weights=("kernel", "bias"),
+            keras3_rules=Keras3Rules(writing.no_groups),
         )
         for n in (2, 3)
     ),
     layer("Deconvolution2D", keras_versions=("1",), weight_names=wn.kernel_bias),
     layer("Deconvolution3D", keras_versions=("1",)),
-    *layers(
-        ("DepthwiseConv1D", "DepthwiseConv2D"),
-        config=ConfigSpec(upgrade=upgrades.depthwise),
-        weight_names=wn.kernel_bias,
-        legacy_weight_names={"depthwise_kernel": "kernel"},  # tf.keras's name for it
+    *(
+        layer(
+            f"DepthwiseConv{n}D",
+            config=ConfigSpec(upgrade=upgrades.depthwise),
+            weight_names=wn.kernel_bias,
+            legacy_weight_names={"depthwise_kernel": "kernel"},  # tf.keras's name for it
+            linear_weights=("depthwise_kernel", "bias"),
+            keras3_rules=Keras3Rules(writing.no_groups, exact_input_rank=3 if n == 1 else None),
+        )
+        for n in (1, 2)
     ),
     *(
         layer(
@@ -77,6 +114,8 @@ SPECS = (
             aliases=(Alias(f"SeparableConvolution{n}D", "2"),),
             config=ConfigSpec(upgrade=upgrades.separable),
             weight_names=wn.separable,
+            linear_weights=("pointwise_kernel", "bias"),
+            keras3_rules=Keras3Rules(writing.separable, exact_input_rank=3 if n == 1 else None),
         )
         for n in (1, 2)
     ),

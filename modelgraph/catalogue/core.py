@@ -1,7 +1,7 @@
 """Core layers: Dense, EinsumDense, Embedding, activations, dropout and noise, Lambda, the model input."""
 
 from modelgraph import weight_names as wn
-from modelgraph.catalogue import upgrades
+from modelgraph.catalogue import upgrades, writing
 from modelgraph.catalogue.spec import (
     FED,
     NEEDS_SHAPES,
@@ -11,6 +11,8 @@ from modelgraph.catalogue.spec import (
     PROPAGATES_MASK,
     WEIGHTLESS,
     ConfigSpec,
+    Keras3Rules,
+    LegacyH5Rules,
     MaskBehaviour,
     layer,
     layers,
@@ -32,24 +34,38 @@ SPECS = (
         **WEIGHTLESS,
         masks=PROPAGATES_MASK,
     ),
-    layer("ThresholdedReLU", **WEIGHTLESS, masks=masks(k2=PASS_MASK)),
+    # Keras 3 dropped it: written as the ReLU that computes the same.
+    layer(
+        "ThresholdedReLU",
+        **WEIGHTLESS,
+        masks=masks(k2=PASS_MASK),
+        keras3_rules=Keras3Rules(writing.thresholded_relu, class_name="ReLU"),
+    ),
     *layers(
         ("AlphaDropout", "GaussianDropout", "GaussianNoise"),
         training_sensitive=True,
         **WEIGHTLESS,
         masks=PROPAGATES_MASK,
     ),
-    *layers(
-        ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D"),
-        config=ConfigSpec(upgrade=upgrades.dropout),
-        training_sensitive=True,
-        **WEIGHTLESS,
-        masks=PROPAGATES_MASK,
-        dtype="follows_input",
+    *(
+        layer(
+            key,
+            config=ConfigSpec(upgrade=upgrades.dropout),
+            training_sensitive=True,
+            **WEIGHTLESS,
+            masks=PROPAGATES_MASK,
+            dtype="follows_input",
+            keras3_rules=rules,
+        )
+        for key, rules in (
+            ("Dropout", None),
+            *((f"SpatialDropout{n}D", Keras3Rules(writing.spatial_dropout)) for n in (1, 2, 3)),
+        )
     ),
     layer(
         "Dense",
         config=ConfigSpec(upgrade=upgrades.dense),
+        linear_weights=("kernel", "bias"),
         weight_names=wn.kernel_bias,
         quantized_weight_names=KERNEL_QUANTIZED,
         masks=PROPAGATES_MASK,
@@ -58,6 +74,7 @@ SPECS = (
     layer(
         "Embedding",
         config=ConfigSpec(upgrade=upgrades.embedding),
+        keras3_rules=Keras3Rules(writing.embedding),
         macs=zero_macs,
         weight_names=wn.embeddings,
         keras1_weight_names={"kernel": "embeddings"},
@@ -73,8 +90,24 @@ SPECS = (
     ),
     # tf_keras's Identity never sets supports_masking (it drops the mask); Keras 3's keeps it.
     layer("Identity", **WEIGHTLESS, dtype="follows_input", masks=masks(k3=PASS_MASK)),
-    layer("InputLayer", kernel=FED, **WEIGHTLESS),
-    layer("Lambda", shape=NO_SHAPE_RULE, kernel=NO_KERNEL, macs=NEEDS_SHAPES, weight_names=wn.no_weights),
+    layer(
+        "InputLayer",
+        config=ConfigSpec(upgrade=upgrades.keras1_input),
+        kernel=FED,
+        **WEIGHTLESS,
+        keras3_rules=Keras3Rules(writing.input_layer),
+        legacy_h5=LegacyH5Rules(renamed_keys={"batch_shape": "batch_input_shape"}),
+    ),
+    layer(
+        "Lambda",
+        shape=NO_SHAPE_RULE,
+        kernel=NO_KERNEL,
+        macs=NEEDS_SHAPES,
+        weight_names=wn.no_weights,
+        keras3_rules=Keras3Rules(
+            refuse="a Lambda layer carries Python bytecode, which is never executed or written"
+        ),
+    ),
     layer(
         "Masking", **WEIGHTLESS, masks=masks(MaskBehaviour(None, "masking"), MaskBehaviour(None, "masking"))
     ),

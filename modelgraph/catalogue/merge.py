@@ -1,5 +1,8 @@
 """Merge layers (Add, Concatenate, ...) and Keras 1's Merge."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from modelgraph import weight_names as wn
 from modelgraph.catalogue.spec import NO_KERNEL, WEIGHTLESS, MaskBehaviour, layer, layers, masks
 
@@ -13,6 +16,24 @@ KERAS1_MERGE_MODES = {
     "concat": "Concatenate",
     "dot": "Dot",
 }
+
+
+
+def keras1_merge(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Keras 1's ``Merge`` as the Keras 2 layer of its mode (left as ``Merge`` when it has none: a
+    callable mode, ``cos``)."""
+    mode = config.get("mode")
+    target = KERAS1_MERGE_MODES.get(mode) if isinstance(mode, str) else None
+    if target is None or config.get("mode_type", "raw") != "raw":
+        return "Merge", dict(config)
+    out = {k: config[k] for k in ("name", "trainable") if k in config}
+    if target == "Concatenate":
+        out["axis"] = config.get("concat_axis", -1)
+    elif target == "Dot":
+        out["axes"] = config.get("dot_axes", -1)
+        out["normalize"] = False
+    return target, out
+
 
 SPECS = (
     # tf.keras ANDs the masks present, Keras 3 ORs them and has none if one input has none.
@@ -37,5 +58,5 @@ SPECS = (
         masks=masks(MaskBehaviour(None, "concat_all"), MaskBehaviour(None, "concat_any")),
     ),
     layer("Dot", weight_names=wn.no_weights),
-    layer("Merge", keras_versions=("1",), kernel=NO_KERNEL, **WEIGHTLESS),
+    layer("Merge", keras_versions=("1",), kernel=NO_KERNEL, keras1_class=keras1_merge, **WEIGHTLESS),
 )

@@ -10,13 +10,14 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from modelgraph import weight_names as wn
-from modelgraph.catalogue import upgrades
+from modelgraph.catalogue import upgrades, writing
 from modelgraph.catalogue.spec import (
     NO_KERNEL,
     PASS_MASK,
     PROPAGATES_MASK,
     WEIGHTLESS,
     ConfigSpec,
+    Keras3Rules,
     MaskBehaviour,
     layer,
     layers,
@@ -108,6 +109,7 @@ SPECS = (
     layer(
         "BatchNormalization",
         config=ConfigSpec(upgrade=upgrades.keras1_batch_normalization),
+        keras3_rules=Keras3Rules(writing.batch_norm),
         training_sensitive=True,
         frozen_is_inference=True,
         non_trainable_weights=("moving_mean", "moving_variance"),

@@ -1,6 +1,15 @@
 """Keras 3 op nodes (``keras.src.ops``), keyed ``op:<Class>``: their class names clash with layers."""
 
-from modelgraph.catalogue.spec import NEEDS_SHAPES, NO_KERNEL, NO_SHAPE_RULE, op, ops, zero_macs
+from modelgraph.catalogue import writing
+from modelgraph.catalogue.spec import (
+    NEEDS_SHAPES,
+    NO_KERNEL,
+    NO_SHAPE_RULE,
+    LegacyH5Rules,
+    op,
+    ops,
+    zero_macs,
+)
 
 #: Shapes and a kernel; no multiply-accumulates (element-wise, reductions, data movement).
 RUN = (
@@ -36,10 +45,33 @@ COUNTED = (
     "Dot", "Einsum", "Matmul",
 )  # fmt: skip
 
+#: How the legacy .h5 writer replaces an op node by a layer tf_keras has (it has no op nodes).
+LEGACY_H5 = {
+    "Add": LegacyH5Rules(merge_layer="Add", rescaling=writing.shift_by),
+    "Subtract": LegacyH5Rules(merge_layer="Subtract", rescaling=writing.subtract),
+    "Multiply": LegacyH5Rules(merge_layer="Multiply", rescaling=writing.scale_by),
+    "Maximum": LegacyH5Rules(merge_layer="Maximum"),
+    "Minimum": LegacyH5Rules(merge_layer="Minimum"),
+}
+
+#: Ops whose config carries a ``dtype`` (how Keras 3's legacy .h5, without ``module``, tells them apart).
+CONFIG_DTYPE = frozenset({"Cast", "ConvertToTensor", "SaturateCast", "Cumsum", "Cumprod", "ZerosLike", "OnesLike"})
+
 SPECS = (
-    *ops(RUN, macs=zero_macs),
-    op("Cumprod", macs=zero_macs, onnx="ONNX has a cumulative sum (CumSum) but no cumulative product"),
+    *(
+        op(name, macs=zero_macs, legacy_h5=LEGACY_H5.get(name), config_dtype=name in CONFIG_DTYPE)
+        for name in RUN
+    ),
+    op(
+        "Cumprod",
+        macs=zero_macs,
+        onnx="ONNX has a cumulative sum (CumSum) but no cumulative product",
+        config_dtype=True,
+    ),
     *ops(SHAPES_ONLY, kernel=NO_KERNEL, macs=zero_macs),
-    *ops(RUN_WITHOUT_SHAPES, shape=NO_SHAPE_RULE, macs=NEEDS_SHAPES),
+    *(
+        op(name, shape=NO_SHAPE_RULE, macs=NEEDS_SHAPES, config_dtype=name in CONFIG_DTYPE)
+        for name in RUN_WITHOUT_SHAPES
+    ),
     *ops(COUNTED),
 )

@@ -28,6 +28,7 @@ SPECS = (
         "Normalization",
         macs=zero_macs,
         non_trainable_weights=("mean", "variance", "count"),
+        weight_dtypes={"count": "int64"},
         input_axis=True,
         weight_names=wn.normalization,
         dtype="float32_variables",

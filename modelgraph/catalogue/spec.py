@@ -109,6 +109,20 @@ WeightNames = Callable[[Mapping[str, Any]], "tuple[str, ...] | None"]
 
 
 @dataclass(frozen=True)
+class Recurrence:
+    """A recurrent layer's step, for its shape, weight and MAC rules: ``gates`` equal column blocks
+    in its kernels (LSTM 4, GRU 3), ``states`` state tensors it returns with ``return_state``, its
+    ``bias`` layout (``"gates"``: one ``gates * units`` vector; ``"cudnn"``: two of them joined;
+    ``"reset_after"``: a ``(2, gates * units)`` matrix when the config says ``reset_after``), and
+    whether its step is a convolution (ConvLSTM) rather than a matrix product."""
+
+    gates: int
+    states: int
+    bias: Literal["gates", "cudnn", "reset_after"] = "gates"
+    convolutional: bool = False
+
+
+@dataclass(frozen=True)
 class Keras3Writing:
     """How ``convert`` writes a class that is not one of ``keras.layers`` (a plugin's custom class):
     the ``module`` and ``registered_name`` of its Keras 3 record (None: what the file had, else the
@@ -118,6 +132,51 @@ class Keras3Writing:
     module: str | None = None
     registered_name: str | None = None
     upgrade: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class Keras3Rules:
+    """How ``convert`` writes a class Keras 3 has (or replaces), beyond :attr:`ConfigSpec.upgrade`
+    (which ``diff`` shares): ``upgrade(config, ctx) -> config`` makes the writer-only rewrites and
+    raises :class:`modelgraph.catalogue.writing.NotConvertible` for what Keras 3 cannot express
+    (``ctx.major``/``ctx.version`` is the Keras version that wrote the file, ``ctx.layer(class_name,
+    config)`` upgrades a wrapped layer, ``ctx.cell(record)`` an RNN cell record); ``class_name`` is the
+    Keras 3 class it is written as when Keras 3 dropped it (tf.keras ``ThresholdedReLU`` is a
+    ``ReLU``); ``exact_input_rank`` is the only input rank Keras 3 builds it for where tf.keras took
+    extra leading axes as batch axes; ``folds_initial_state``: tf.keras's call takes its
+    ``initial_state`` folded into the first argument (``rnn([x, h, c])``), Keras 3's as
+    ``initial_state=``; ``time_major``: it has tf.keras's ``time_major`` option, which Keras 3 does not;
+    ``refuse`` says why ``convert`` never writes the class (None: it does);
+    ``per_step``: it applies the layer of its ``layer`` config to each step of its input (one more
+    leading axis than that layer sees: TimeDistributed)."""
+
+    upgrade: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
+    class_name: str | None = None
+    exact_input_rank: int | None = None
+    folds_initial_state: bool = False
+    time_major: bool = False
+    refuse: str | None = None
+    per_step: bool = False
+
+
+@dataclass(frozen=True)
+class LegacyH5Rules:
+    """How ``convert`` writes a class to a legacy ``.h5`` that tf_keras 2 and Keras 3 must both load:
+    ``refuse`` says why one ``.h5`` cannot give both loaders this class (None: it can);
+    ``refuse_from_keras2`` the same for a layer read from a Keras 1/2 file only; ``renamed_keys`` maps a
+    Keras 3 config key to tf.keras's spelling (InputLayer ``batch_shape`` -> ``batch_input_shape``);
+    ``no_initial_state``: a call given ``initial_state`` is refused (Keras 3's .h5 loader does not
+    resolve keyword tensors, and this class refuses tf.keras's folded ``rnn([x, *states])``).
+    For a Keras 3 op (tf_keras has no op nodes): ``merge_layer``, the layer that computes it on two
+    float tensors of one shape; ``rescaling(number, tensor_first) -> (scale, offset)``, the
+    ``Rescaling`` layer that computes it on a float tensor and a number, bit for bit."""
+
+    refuse: str | None = None
+    refuse_from_keras2: str | None = None
+    renamed_keys: Mapping[str, str] = field(default_factory=dict)
+    no_initial_state: bool = False
+    merge_layer: str | None = None
+    rescaling: Callable[[float, bool], tuple[float, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +219,10 @@ class LayerSpec:
     positional names."""
     legacy_weight_names: Mapping[str, str] = field(default_factory=dict)
     """Names a legacy (tf.keras) file stores that Keras 3 spells otherwise: ``{stored: canonical}``."""
+    legacy_weight_path: Callable[[list[str], str, Mapping[str, Any] | None], str | None] | None = None
+    """``(path segments, last segment, config) -> canonical name`` of a weight a legacy or TF.js file
+    stores under a path naming sublayers (MultiHeadAttention ``mha/query/kernel``); None: by the
+    last segment."""
     keras1_weight_names: Mapping[str, str] = field(default_factory=dict)
     """Where a Keras 1 weight suffix means something else than for most layers (Embedding's ``W``
     is its ``embeddings``, not a ``kernel``): ``{usual canonical name: this class's}``."""
@@ -167,13 +230,33 @@ class LayerSpec:
     """Where the variables sit in a Keras 3 weights tree when not all in the layer's own ``vars``
     (a :mod:`modelgraph.weight_names` layout: ``in_cell``, ``wrapped_layer``, ...)."""
     weight_shapes: Callable[..., Any] | str | None = None
+    quantized_weight_shapes: Callable[..., Any] | None = None
+    """``(config, mode, weights) -> weights``: the variables a Keras 3 ``model.quantize(mode)`` stores
+    instead of and after the float ones (``mode``: ``int8``, ``int4``...), from the float weight
+    shapes; None when the class is not quantized (attached by :mod:`modelgraph.shape_rules`)."""
     shape: Callable[..., Any] | str | None = None
     macs: Callable[..., Any] | str | None = None
     masks: Mapping[int, MaskBehaviour] = field(default_factory=lambda: DROPS_MASK)
     """Mask behaviour per Keras version (:data:`K2`, :data:`K3`); a version not listed drops masks."""
+    linear_weights: tuple[str, ...] = ()
+    """The weights its ``activation`` is applied to a linear function of (Dense: ``kernel``,
+    ``bias``): scaling exactly these scales the activation's input (``convert`` keeps Keras 2's
+    ``hard_sigmoid`` exact in Keras 3 so)."""
     non_trainable_weights: tuple[str, ...] = ()
     """Canonical names of the variables Keras creates non-trainable (BatchNormalization's moving
     statistics): counted as non-trainable parameters, written non-trainable to a legacy ``.h5``."""
+    recurrence: Recurrence | None = None
+    """A recurrent layer's gates, states and bias layout (None for every other class)."""
+    leading_batch_rank: int | None = None
+    """The input rank of a tf.keras layer that takes extra leading axes as batch axes when handed a
+    larger rank (a convolution runs ``tf.nn.convolution``: a Conv1D given (batch, a, steps,
+    channels) convolves ``steps`` for every (batch, a); TimeDistributed relies on it)."""
+    keras3_weight_upgrades: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    """``{canonical name: (array) -> array}``: how an older file's stored array becomes the one Keras 3
+    creates (tf.keras's Attention ``scale`` of shape (1,) is a scalar in Keras 3); ``convert``."""
+    weight_dtypes: Mapping[str, str] = field(default_factory=dict)
+    """Variables whose dtype is fixed whatever the layer's dtype policy: ``{canonical name: dtype}``
+    (Normalization's ``count`` is an int64)."""
     input_axis: bool = False
     """Its ``axis`` config counts dimensions of its input: with the input rank known, ``-1`` and
     ``rank - 1`` are the same axis (Keras 3 writes ``axis: -1``, tf.keras ``[3]``; ``diff``)."""
@@ -193,6 +276,28 @@ class LayerSpec:
     keras3: Keras3Writing | None = None
     """How ``convert`` writes a class that is not one of ``keras.layers`` (None for the built-ins,
     which the writer knows; a custom class without it is written only with ``--keep-unknown``)."""
+    wrapped_keys: tuple[str, ...] = ()
+    """The config keys holding the record of a layer it wraps (TimeDistributed ``layer``;
+    Bidirectional ``layer``, ``backward_layer``)."""
+    directions: tuple[str, ...] = ()
+    """A wrapper that runs its layer once per direction: the directions, in weight order
+    (Bidirectional ``forward``, ``backward``; Keras 1 stored each one's weights under its prefix)."""
+    keras1_class: Callable[[Mapping[str, Any]], tuple[str, dict[str, Any]]] | None = None
+    """A Keras 1 class Keras 2 read as another: ``(config) -> (class name, config)`` (Keras 1 ``Merge``
+    by mode)."""
+    keras1_kernel: Callable[[Any, Mapping[str, Any], bool], Any] | None = None
+    """``(array, config, theano) -> array``: a Keras 1 ``kernel`` in Keras 2's layout (Keras 1
+    convolutions; ``theano``: the file was made with Theano, which flipped the kernel)."""
+    config_dtype: bool = False
+    """A Keras 3 op whose config carries a ``dtype`` (Cast, ZerosLike, ...): how a record without
+    ``module`` (Keras 3's legacy ``.h5``) is told to be an op rather than a layer."""
+    keras3_op: Callable[..., Any] | str | None = None
+    """For a ``tf:<function>`` entry: how ``convert`` writes the TFOpLambda call as a Keras 3 op node,
+    ``(args, kwargs) -> OpCall`` (attached by :mod:`modelgraph.saving.tf_ops`; None: refused)."""
+    keras3_rules: Keras3Rules | None = None
+    """How ``convert`` writes a Keras class for Keras 3 beyond its config upgrade (None: as upgraded)."""
+    legacy_h5: LegacyH5Rules | None = None
+    """How ``convert`` writes it to a legacy ``.h5`` for tf_keras and Keras 3 (None: as it is)."""
     plugin: str = ""
     """The plugin that registered the entry ("" for the built-in catalogue)."""
 

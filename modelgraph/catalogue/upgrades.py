@@ -288,3 +288,8 @@ def recurrent_keras1(config: Mapping[str, Any], keras_version: Version) -> dict[
         k: v for k, v in config.items() if k not in ("consume_less", "forget_bias_init", *KERAS1_BUILD_KEYS)
     }
     return out
+
+
+def keras1_input(config: Mapping[str, Any], keras_version: Version) -> dict[str, Any]:
+    """InputLayer: Keras 1's ``input_dtype`` is the ``dtype``."""
+    return {("dtype" if k == "input_dtype" else k): v for k, v in config.items()}

@@ -4,9 +4,10 @@ of its mode, and per-gate recurrent weights joined into Keras 2's kernels.
 Keras 2 loaded Keras 1 files through legacy layer interfaces (renaming arguments when a layer was
 built) and a weight conversion when the weights were set; the graph modelgraph builds for a Keras 1
 file is the one Keras 2 built. The per-class knowledge is in the layer catalogue: each entry's
-``ConfigSpec.upgrade`` renames Keras 1 arguments, ``catalogue.merge.KERAS1_MERGE_MODES`` names the
-class of each ``Merge`` mode, ``catalogue.recurrent.KERAS1_GATES`` the gate order of each recurrent
-class. See ``docs/formats.md`` ("Keras 1 configs and weights").
+``ConfigSpec.upgrade`` renames Keras 1 arguments, ``keras1_class`` reads ``Merge`` as the layer of
+its mode, ``keras1_kernel`` converts a convolution kernel, ``wrapped_keys`` and ``directions`` find a
+wrapper's layer and its weights, ``catalogue.recurrent.KERAS1_GATES`` is the gate order of each
+recurrent class. See ``docs/formats.md`` ("Keras 1 configs and weights").
 """
 
 from __future__ import annotations
@@ -19,13 +20,11 @@ from typing import Any
 import numpy as np
 
 from modelgraph import catalogue
-from modelgraph.catalogue.conv import keras1_kernel
-from modelgraph.catalogue.merge import KERAS1_MERGE_MODES
 from modelgraph.catalogue.recurrent import KERAS1_GATES
+from modelgraph.catalogue.spec import LayerSpec
 from modelgraph.graph import Layer, ModelGraph, Weight, keras_version_tuple
 from modelgraph.weight_names import keras1_weight_name
 
-_WRAPPERS = ("TimeDistributed", "Bidirectional")
 _MODELS = ("Sequential", "Model", "Functional")
 
 
@@ -64,14 +63,12 @@ def _layer(record: Any, version: Any) -> Any:
     if not isinstance(config, Mapping):
         return record
     out = dict(record)
-    if class_name == "Merge":
-        out["class_name"], out["config"] = _merge(config)
-        return out
-    if class_name == "InputLayer" and "input_dtype" in config:
-        config = {("dtype" if k == "input_dtype" else k): v for k, v in config.items()}
-    if class_name in _WRAPPERS and isinstance(config.get("layer"), Mapping):
-        config = {**config, "layer": _layer(config["layer"], version)}
     spec = catalogue.spec_for(class_name)
+    if spec is not None and spec.keras1_class is not None:
+        out["class_name"], out["config"] = spec.keras1_class(config)
+        return out
+    if _wrapped_key(spec) is not None and isinstance(config.get("layer"), Mapping):
+        config = {**config, "layer": _layer(config["layer"], version)}
     upgrade = getattr(spec.config, "upgrade", None) if spec is not None else None  # a string: uncatalogued
     if upgrade is not None:
         config = upgrade(config, version)
@@ -79,20 +76,9 @@ def _layer(record: Any, version: Any) -> Any:
     return out
 
 
-def _merge(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Keras 1's ``Merge`` as the Keras 2 layer of its mode (left as ``Merge`` when it has none: a
-    callable mode, ``cos``)."""
-    mode = config.get("mode")
-    target = KERAS1_MERGE_MODES.get(mode) if isinstance(mode, str) else None
-    if target is None or config.get("mode_type", "raw") != "raw":
-        return "Merge", dict(config)
-    out = {k: config[k] for k in ("name", "trainable") if k in config}
-    if target == "Concatenate":
-        out["axis"] = config.get("concat_axis", -1)
-    elif target == "Dot":
-        out["axes"] = config.get("dot_axes", -1)
-        out["normalize"] = False
-    return target, out
+def _wrapped_key(spec: LayerSpec | None) -> str | None:
+    """The config key of the layer a wrapper class wraps (None for any other class)."""
+    return spec.wrapped_keys[0] if spec is not None and spec.wrapped_keys else None
 
 
 # --- weights -------------------------------------------------------------------------------------
@@ -116,20 +102,19 @@ def _layer_weights(layer: Layer, theano: bool) -> Layer:
         return replace(layer, subgraph=upgrade_weights(layer.subgraph, "theano" if theano else "tensorflow"))
     if not layer.weights:
         return layer
-    rank = _CONV_RANKS.get(layer.key)
-    if rank is not None:
-        channels_first = layer.config.get("data_format") == "channels_first"
-        weights = [
-            _conv_kernel(w, rank, channels_first, theano) if w.name == "kernel" else w for w in layer.weights
-        ]
+    spec = catalogue.spec_for(layer.key)
+    convert = spec.keras1_kernel if spec is not None else None
+    if convert is not None:
+        weights = [_conv_kernel(w, convert, layer.config, theano) if w.name == "kernel" else w for w in layer.weights]
         return replace(layer, weights=tuple(weights))
-    inner = layer.config.get("layer") if layer.class_name in _WRAPPERS else None
+    key = _wrapped_key(spec)
+    inner = layer.config.get(key) if key is not None else None
     if isinstance(inner, Mapping):
         inner_class = inner.get("class_name", "")
         inner_name = (inner.get("config") or {}).get("name", "")
-        if layer.class_name == "Bidirectional":
+        if spec is not None and spec.directions:
             weights: list[Weight] = []
-            for side in ("forward", "backward"):
+            for side in spec.directions:
                 prefix = f"{side}_{inner_name}_"
                 own = _strip(tuple(w for w in layer.weights if w.name.startswith(prefix)), prefix)
                 weights += [replace(w, name=f"{side}/{w.name}") for w in _join_gates(inner_class, own)]
@@ -142,16 +127,13 @@ def _layer_weights(layer: Layer, theano: bool) -> Layer:
     )
 
 
-_CONV_RANKS = {"Conv1D": 1, "Conv2D": 2, "Conv3D": 3}
-
-
-def _conv_kernel(weight: Weight, rank: int, channels_first: bool, theano: bool) -> Weight:
-    """A Keras 1 convolution kernel in Keras 2's layout, read lazily (catalogue.conv.keras1_kernel)."""
+def _conv_kernel(weight: Weight, convert: Any, config: Mapping[str, Any], theano: bool) -> Weight:
+    """A Keras 1 convolution kernel in Keras 2's layout, read lazily (the entry's ``keras1_kernel``)."""
     # the new shape, from a view of no memory
-    probe = keras1_kernel(rank, np.broadcast_to(np.uint8(0), weight.shape), channels_first, theano)
+    probe = convert(np.broadcast_to(np.uint8(0), weight.shape), config, theano)
 
     def read(weight: Weight = weight) -> np.ndarray:
-        return np.ascontiguousarray(keras1_kernel(rank, np.asarray(weight.read()), channels_first, theano))
+        return np.ascontiguousarray(convert(np.asarray(weight.read()), config, theano))
 
     return replace(weight, shape=tuple(probe.shape), reader=read)
 
@@ -187,9 +169,14 @@ def _joined(name: str, parts: list[Weight]) -> Weight:
     return Weight(name, shape, first.dtype, location, read)
 
 
+def _has_keras1_kernel(key: str) -> bool:
+    spec = catalogue.spec_for(key)
+    return spec is not None and spec.keras1_kernel is not None
+
+
 def keras1_notes(graph: ModelGraph) -> list[str]:
     """What a reader of this Keras 1 file should know: how its convolution kernels were read."""
-    if not any(layer.key in _CONV_RANKS for _, layer in graph.walk()):
+    if not any(_has_keras1_kernel(layer.key) for _, layer in graph.walk()):
         return []
     backend = KERAS1_BACKEND.get()
     return [

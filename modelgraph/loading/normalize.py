@@ -197,14 +197,9 @@ def _parse(model: type, data: Any, path: str) -> Any:
 
 # Keras 3 ops whose config holds a plain dtype name (a layer's dtype is a policy); no layer has these
 # class names.
-_OPS_WITH_DTYPE = frozenset(
-    {"Cast", "ConvertToTensor", "SaturateCast", "Cumsum", "Cumprod", "ZerosLike", "OnesLike"}
-)
-
-
 def _layer_kind(record: LayerRecord, dialect: NodeDialect) -> LayerKind:
     class_name = record.class_name
-    if class_name == "InputLayer":
+    if catalogue.is_model_input(class_name):
         return "input"
     module = record.module or ""
     if module.startswith(("keras.src.ops", "keras.ops")):
@@ -219,7 +214,7 @@ def _layer_kind(record: LayerRecord, dialect: NodeDialect) -> LayerKind:
         and "trainable" not in config
         and (
             config.get("dtype") is None
-            or (class_name in _OPS_WITH_DTYPE and isinstance(config["dtype"], str))
+            or (_config_dtype(class_name) and isinstance(config["dtype"], str))
         )
     ):
         # Keras 3's legacy .h5 writer drops `module`: ops are told apart by their bare configs (a
@@ -230,6 +225,12 @@ def _layer_kind(record: LayerRecord, dialect: NodeDialect) -> LayerKind:
         # ... and an op whose config has a `dtype` (Cast) only by its class being an op, not a layer.
         return "op"
     return "layer"
+
+
+def _config_dtype(class_name: str) -> bool:
+    """A Keras 3 op whose config carries a ``dtype`` (Cast, ZerosLike, ...: its catalogue entry says)."""
+    spec = catalogue.spec_for(f"op:{class_name}")
+    return spec is not None and spec.config_dtype
 
 
 def _op_only(class_name: str) -> bool:

@@ -25,23 +25,6 @@ from modelgraph.catalogue.recurrent import RECURRENT_ACTIVATION_GATES
 SCALE = 1.2  # 0.2 / (1 / 6)
 Transform = Callable[[np.ndarray], np.ndarray]
 
-#: Layers whose ``activation`` is applied to a linear function of exactly these weights.
-_LINEAR_BEFORE_ACTIVATION: Mapping[str, tuple[str, ...]] = {
-    "Dense": ("kernel", "bias"),
-    "Conv1D": ("kernel", "bias"),
-    "Conv2D": ("kernel", "bias"),
-    "Conv3D": ("kernel", "bias"),
-    "Conv1DTranspose": ("kernel", "bias"),
-    "Conv2DTranspose": ("kernel", "bias"),
-    "Conv3DTranspose": ("kernel", "bias"),
-    "DepthwiseConv1D": ("depthwise_kernel", "bias"),
-    "DepthwiseConv2D": ("depthwise_kernel", "bias"),
-    "SeparableConv1D": ("pointwise_kernel", "bias"),
-    "SeparableConv2D": ("pointwise_kernel", "bias"),
-    "SimpleRNN": ("kernel", "recurrent_kernel", "bias"),
-}
-
-
 def uses_hard_sigmoid(config: Mapping[str, Any]) -> bool:
     """Whether any activation of this layer config is ``hard_sigmoid``."""
     return any(k.endswith("activation") and v == "hard_sigmoid" for k, v in config.items())
@@ -51,13 +34,15 @@ def weight_scales(class_name: str, config: Mapping[str, Any]) -> dict[str, Trans
     """``{weight name: transform}`` that keeps a Keras 1/2 layer's ``hard_sigmoid`` exact under Keras
     3's; empty when it has none; None when no rescaling keeps it exact (:data:`NOT_RESCALABLE`)."""
     transforms: dict[str, Transform] = {}
+    spec = catalogue.spec_for(class_name)
+    linear = spec.linear_weights if spec is not None else ()
     for key, value in config.items():
         if not key.endswith("activation") or value != "hard_sigmoid":
             continue
         if key == "activation" and is_weightless(class_name):
             continue  # its input is scaled instead (hard_sigmoid_inputs)
-        if key == "activation" and class_name in _LINEAR_BEFORE_ACTIVATION:
-            for name in _LINEAR_BEFORE_ACTIVATION[class_name]:
+        if key == "activation" and linear:
+            for name in linear:  # the entry's weights the activation's input is linear in
                 transforms[name] = _scaled_all
         elif key == "recurrent_activation" and class_name in RECURRENT_ACTIVATION_GATES:
             gates, count = RECURRENT_ACTIVATION_GATES[class_name]

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph.catalogue.keras3 import OP_MODULES
 from modelgraph.graph import Layer, ModelGraph, TensorRef, flatten_structure, map_structure
 from modelgraph.saving.hard_sigmoid_inputs import plan_scaled_inputs
-from modelgraph.saving.keras3_names import OP_MODULES
 from modelgraph.saving.masks import WritePlan, plan_masks
 from modelgraph.saving.tf_ops import convert_tf_op
 from modelgraph.saving.time_major import is_time_major, plan_time_major
@@ -30,6 +30,7 @@ from modelgraph.saving.upgrades import (
     NotConvertible,
     UpgradeContext,
     dtype_policy,
+    keras3_rules,
     upgrade_call,
     upgrade_layer,
 )
@@ -273,12 +274,9 @@ class ConfigWriter:
             return record
         if layer.kind == "op":
             return self._op_record(layer, where)
-        if layer.class_name == "Lambda":
-            self._refuse(
-                where,
-                layer.class_name,
-                "a Lambda layer carries Python bytecode, which is never executed or written",
-            )
+        refusal = keras3_rules(layer.class_name).refuse
+        if refusal is not None:
+            self._refuse(where, layer.class_name, refusal)
             return None
         custom = None if _is_public(layer) else custom_record(layer, self.keep_unknown)
         if custom is not None:
@@ -437,7 +435,7 @@ class ConfigWriter:
 
 
 def _is_public(layer: Layer) -> bool:
-    from modelgraph.saving.keras3_names import KERAS3_LAYERS
+    from modelgraph.catalogue.keras3 import KERAS3_LAYERS
     from modelgraph.saving.upgrades import keras3_class_name
 
     name = keras3_class_name(layer.class_name)
@@ -535,11 +533,6 @@ def _structure(value: Any, graph: ModelGraph, plus_one: bool) -> Any:
     return value
 
 
-# Layers that tf.keras applied to inputs of higher rank than they are defined for (the extra leading
-# axes treated as batch axes) but Keras 3 builds only for this input rank.
-_EXACT_INPUT_RANK = {"Conv1D": 3, "Conv1DTranspose": 3, "SeparableConv1D": 3, "DepthwiseConv1D": 3}
-
-
 def _check_input_rank(layer: Layer, graph: ModelGraph, shapes: ShapeResult | None) -> int:
     """How many extra leading axes tf.keras folded into the batch of a ``TimeDistributed`` layer's
     inner Conv1D-family layer (0 for any other layer); a bare layer called on a higher rank than
@@ -547,11 +540,13 @@ def _check_input_rank(layer: Layer, graph: ModelGraph, shapes: ShapeResult | Non
     if shapes is None:
         return 0
     inner, extra = layer.class_name, 0
-    if inner == "TimeDistributed":
+    if keras3_rules(inner).per_step:
         record = layer.config.get("layer")
         inner = record.get("class_name") if isinstance(record, Mapping) else None
         extra = 1
-    rank = _EXACT_INPUT_RANK.get(inner) if isinstance(inner, str) else None
+    # tf.keras applied some layers to inputs of higher rank than they are defined for (the extra
+    # leading axes treated as batch axes); Keras 3 builds them only for their entry's exact rank.
+    rank = keras3_rules(inner).exact_input_rank if isinstance(inner, str) else None
     if rank is None:
         return 0
     folded = set()

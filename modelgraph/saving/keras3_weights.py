@@ -20,10 +20,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph.graph import Layer, ModelGraph, Weight
 from modelgraph.saving.hard_sigmoid import weight_scales
 from modelgraph.saving.keras3_config import WrittenLayer
-from modelgraph.saving.upgrades import WEIGHT_UPGRADES, NotConvertible
+from modelgraph.saving.upgrades import NotConvertible
 from modelgraph.weight_names import keras3_groups, snake_case
 
 
@@ -86,7 +87,8 @@ def _rescaled_hard_sigmoid(
 ) -> list[tuple[str, Weight]]:
     """The arrays of a Keras 1/2 layer whose ``hard_sigmoid`` the config writer kept by rescaling
     (:mod:`modelgraph.saving.hard_sigmoid`); a wrapper's inner layer's weights likewise."""
-    inner = config.get("layer") if class_name in ("Bidirectional", "TimeDistributed") else None
+    spec = catalogue.spec_for(class_name)
+    inner = config.get(spec.wrapped_keys[0]) if spec is not None and spec.wrapped_keys else None
     if isinstance(inner, dict):
         scales = weight_scales(inner.get("class_name", ""), inner.get("config") or {})
     else:
@@ -134,7 +136,8 @@ def _arrays(layer: Layer, class_name: str, config: dict, path: tuple[str, ...]) 
 def stored_array(weight: Weight, class_name: str = "") -> tuple[np.ndarray, str | None]:
     """The array as Keras 3 stores it and its ``dtype`` attribute (bfloat16 is raw 2-byte ``|V2``)."""
     values = np.asarray(weight.read())
-    reshape = WEIGHT_UPGRADES.get((class_name, weight.name))
+    spec = catalogue.spec_for(class_name) if class_name else None
+    reshape = spec.keras3_weight_upgrades.get(weight.name) if spec is not None else None
     if reshape is not None:
         values = np.asarray(reshape(values))
     if weight.dtype == "bfloat16":

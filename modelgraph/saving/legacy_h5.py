@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 
 from modelgraph import catalogue
+from modelgraph.catalogue.keras3 import keras3_only
+from modelgraph.catalogue.spec import K3, LegacyH5Rules
 from modelgraph.errors import NotConvertibleError
 from modelgraph.graph import Layer, ModelGraph, Weight, keras_version_tuple
 from modelgraph.saving.keras3_config import ConfigWriter, Refusal, legal_name
@@ -120,7 +122,7 @@ def _legacy_model(
     if record["class_name"] == "Sequential":
         records = config["layers"]
         if path:  # nested: without its InputLayer, so both loaders number its calls from 0
-            records = [r for r in records if r["class_name"] != "InputLayer"]
+            records = [r for r in records if not catalogue.is_model_input(r["class_name"])]
         layers = [_legacy_layer(r, graph, refusals, path, None) for r in records]
         return {"class_name": "Sequential", "config": {"name": config["name"], "layers": layers}}
     layers = []
@@ -178,11 +180,12 @@ def _legacy_layer(
             refusals.append(Refusal(where, record["class_name"], _NESTED_FEEDS_A_LAYER))
         out = _legacy_model(record, sub, refusals, (*path, str(name)))
     else:
-        if record["class_name"] == "RNN" and keras_version_tuple(graph.keras_version)[0] < 3:
-            refusals.append(Refusal(where, "RNN", _K2_RNN_CELLS))
-        if record["class_name"] in _NOT_IN_BOTH:
-            refusals.append(Refusal(where, record["class_name"], _NOT_IN_BOTH[record["class_name"]]))
-        elif record["class_name"] in _KERAS3_ONLY_LAYERS:
+        rules = _rules(record["class_name"])
+        if rules.refuse_from_keras2 is not None and keras_version_tuple(graph.keras_version)[0] < 3:
+            refusals.append(Refusal(where, record["class_name"], rules.refuse_from_keras2))
+        if rules.refuse is not None:
+            refusals.append(Refusal(where, record["class_name"], rules.refuse))
+        elif keras3_only(record["class_name"]):
             refusals.append(Refusal(where, record["class_name"], _KERAS3_ONLY))
         out = {
             "class_name": record["class_name"],
@@ -216,7 +219,8 @@ def _legacy_config(
         if isinstance(value, Mapping):
             if value.get("class_name") == "DTypePolicy":
                 return value["config"]["name"]
-            if key and value.get("class_name") in _KERAS3_ONLY_LAYERS:  # a wrapped layer
+            wrapped = value.get("class_name")
+            if key and isinstance(wrapped, str) and keras3_only(wrapped):  # a wrapped layer
                 refusals.append(
                     Refusal(where, class_name, f"it wraps a {value['class_name']}: {_KERAS3_ONLY}")
                 )
@@ -238,58 +242,23 @@ def _legacy_config(
         return value
 
     out = convert(dict(config))
-    if class_name == "InputLayer" and "batch_shape" in out:
-        out["batch_input_shape"] = out.pop("batch_shape")
+    for key, legacy in _rules(class_name).renamed_keys.items():
+        if key in out:
+            out[legacy] = out.pop(key)
     return out
+
+
+def _rules(class_name: str) -> LegacyH5Rules:
+    """The legacy .h5 rules of a class's catalogue entry (empty rules for a class without any)."""
+    spec = catalogue.spec_for(class_name)
+    return spec.legacy_h5 if spec is not None and spec.legacy_h5 is not None else _NO_RULES
+
+
+_NO_RULES = LegacyH5Rules()
 
 
 # tf_keras's name-scope rule: a layer name it cannot use as a scope is refused.
 _TF_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$")
-# tf.keras folded an RNN's initial states into its first argument (``rnn([x, h, c])``).
-_RNN_CALLS = frozenset({"SimpleRNN", "LSTM", "GRU", "Bidirectional"})
-# The public layer classes of Keras 3.15.1 that tf_keras 2.21 does not have (it cannot deserialize them).
-_KERAS3_ONLY_LAYERS = frozenset(
-    {
-        "AdaptiveAveragePooling1D",
-        "AdaptiveAveragePooling2D",
-        "AdaptiveAveragePooling3D",
-        "AdaptiveMaxPooling1D",
-        "AdaptiveMaxPooling2D",
-        "AdaptiveMaxPooling3D",
-        "AugMix",
-        "AutoContrast",
-        "ContrastLimitedAdaptiveHistogramEqualization",
-        "CutMix",
-        "Equalization",
-        "FlaxLayer",
-        "GroupQueryAttention",
-        "JaxLayer",
-        "MaxNumBoundingBoxes",
-        "MelSpectrogram",
-        "MixUp",
-        "Pipeline",
-        "RMSNormalization",
-        "RandAugment",
-        "RandomColorDegeneration",
-        "RandomColorJitter",
-        "RandomElasticTransform",
-        "RandomErasing",
-        "RandomGaussianBlur",
-        "RandomGrayscale",
-        "RandomHue",
-        "RandomInvert",
-        "RandomPerspective",
-        "RandomPosterization",
-        "RandomSaturation",
-        "RandomSharpness",
-        "RandomShear",
-        "ReversibleEmbedding",
-        "STFTSpectrogram",
-        "Solarization",
-        "TFSMLayer",
-        "TorchModuleWrapper",
-    }
-)
 _KERAS3_ONLY = "a Keras 3 layer class that tf_keras 2 does not have"
 _ACTIVATION_KEYS = frozenset({"activation", "recurrent_activation"})
 _NO_SUCH_ACTIVATION = "tf_keras 2 has no such activation"
@@ -317,15 +286,6 @@ _ACTIVATIONS_NOT_IN_BOTH = {
     ),
     "hard_sigmoid": "Keras 3's is relu6(x + 3) / 6, tf_keras's clip(0.2 x + 0.5, 0, 1)",
 }
-# Measured: Keras 3's .h5 loader does not build a Keras 2 RNN(cell) layer's cells as tf_keras does.
-_K2_RNN_CELLS = "a Keras 2 RNN(cell) layer: Keras 3's .h5 loader does not build its cells' weights"
-# Classes whose config one .h5 cannot give both loaders (measured with tf_keras 2.21 and Keras 3.15.1).
-_NOT_IN_BOTH = {
-    "MultiHeadAttention": (
-        "tf_keras's from_config requires query_shape/key_shape/value_shape keys that Keras 3's "
-        "constructor rejects (and Keras 3's .h5 loader does not resolve its value= tensor)"
-    )
-}
 
 
 def _legacy_node(node: Mapping[str, Any], graph: ModelGraph, class_name: str) -> list[Any]:
@@ -333,7 +293,7 @@ def _legacy_node(node: Mapping[str, Any], graph: ModelGraph, class_name: str) ->
     every other argument folded into each tensor's kwargs)."""
     args = list(node.get("args") or [])
     raw_kwargs = dict(node.get("kwargs") or {})
-    if class_name in _RNN_CALLS and raw_kwargs.get("initial_state") is not None:
+    if _rules(class_name).no_initial_state and raw_kwargs.get("initial_state") is not None:
         raise ValueError(
             "an RNN given initial_state: Keras 3's .h5 loader does not resolve keyword tensors and its "
             "RNNs refuse tf.keras's folded call rnn([x, *states])"
@@ -400,9 +360,10 @@ def _reached_by_masks(graph: ModelGraph) -> set[str]:
 def _makes_a_mask(layer: Layer) -> bool:
     if layer.subgraph is not None:
         return any(_makes_a_mask(inner) for _, inner in layer.subgraph.walk())
-    return layer.class_name == "Masking" or (
-        layer.class_name == "Embedding" and bool(layer.config.get("mask_zero"))
-    )
+    spec = catalogue.spec_for(layer.key)
+    behaviour = spec.masks.get(K3) if spec is not None else None
+    produce = behaviour.produce if behaviour is not None else None
+    return produce == "masking" or (produce == "embedding" and bool(layer.config.get("mask_zero")))
 
 
 def _feeds_a_layer(graph: ModelGraph, layer_name: str) -> bool:

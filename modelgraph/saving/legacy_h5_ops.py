@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# Keras 3 ops whose merge layer of the same name applies the op to its pair of inputs.
-_MERGE_LAYERS = frozenset({"Add", "Subtract", "Multiply", "Maximum", "Minimum"})
+from modelgraph import catalogue
+
+# Which op becomes which layer is in the op's catalogue entry (``legacy_h5``, catalogue/ops.py).
 _FLOATS = frozenset({"float16", "float32", "float64", "bfloat16"})
 
 
@@ -32,16 +33,18 @@ def op_as_layer(entry: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[str
         return "tf_keras has no op nodes"
     a, b = nodes[0]["args"]
     tensors = [t for t in (a, b) if _is_tensor(t)]
-    if len(tensors) == 2 and op in _MERGE_LAYERS:
+    spec = catalogue.spec_for(f"op:{op}")
+    rules = spec.legacy_h5 if spec is not None else None
+    if len(tensors) == 2 and rules is not None and rules.merge_layer is not None:
         if _spec(a) != _spec(b) or _spec(a)[1] not in _FLOATS:
             return f"tf_keras has no op nodes; a {op} layer needs two float tensors of one shape"
         config = {"name": entry["name"], "trainable": True, "dtype": _spec(a)[1]}
-        return op, config, {"args": [[a, b]], "kwargs": {}}
-    if len(tensors) == 1 and op in ("Add", "Subtract", "Multiply"):
+        return rules.merge_layer, config, {"args": [[a, b]], "kwargs": {}}
+    if len(tensors) == 1 and rules is not None and rules.rescaling is not None:
         tensor, number = (a, b) if _is_tensor(a) else (b, a)
         if not _is_number(number) or _spec(tensor)[1] not in _FLOATS:
             return "tf_keras has no op nodes; only a float tensor and a number make a Rescaling layer"
-        scale, offset = _rescaling(op, float(number), tensor_first=tensor is a)
+        scale, offset = rules.rescaling(float(number), tensor is a)
         config = {
             "name": entry["name"],
             "trainable": True,
@@ -51,15 +54,6 @@ def op_as_layer(entry: Mapping[str, Any]) -> tuple[str, dict[str, Any], dict[str
         }
         return "Rescaling", config, {"args": [tensor], "kwargs": {}}
     return "tf_keras has no op nodes"
-
-
-def _rescaling(op: str, number: float, tensor_first: bool) -> tuple[float, float]:
-    """``(scale, offset)`` with ``x * scale + offset`` equal, bit for bit, to the op."""
-    if op == "Multiply":
-        return number, 0.0
-    if op == "Add":
-        return 1.0, number
-    return (1.0, -number) if tensor_first else (-1.0, number)  # x - c = x + (-c); c - x = -x + c
 
 
 def _is_tensor(value: Any) -> bool:

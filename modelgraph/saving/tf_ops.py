@@ -3,8 +3,9 @@
 A tf.keras model that used a TensorFlow function on a symbolic tensor (``x * 3.0``, ``tf.concat``,
 ``x[:, 1:]``) saved a ``TFOpLambda`` layer whose ``function`` names the TF symbol and whose node
 holds the call's arguments. Keras 3 cannot load those layers; it records the same computation as a
-raw op node (``{"module": "keras.src.ops.numpy", "class_name": "Add", ...}``). This table maps each
-TF function whose semantics a Keras 3 op reproduces exactly; any other function is refused.
+raw op node (``{"module": "keras.src.ops.numpy", "class_name": "Add", ...}``). Each TF function whose
+semantics a Keras 3 op reproduces exactly gets a converter in the ``keras3_op`` slot of its catalogue
+entry (``tf:<function>``), attached below as the kernels attach theirs; any other function is refused.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from modelgraph import catalogue
 from modelgraph.graph import TensorRef
 from modelgraph.saving.upgrades import NotConvertible
 
@@ -27,80 +29,14 @@ class OpCall:
 
 
 Converter = Callable[[tuple[Any, ...], dict[str, Any]], OpCall]
-_CONVERTERS: dict[str, Converter] = {}
 
-_UNARY = {
-    "math.negative": "Negative",
-    "math.abs": "Absolute",
-    "math.square": "Square",
-    "math.sqrt": "Sqrt",
-    "math.rsqrt": "Rsqrt",
-    "math.exp": "Exp",
-    "math.log": "Log",
-    "math.log1p": "Log1p",
-    "math.expm1": "Expm1",
-    "math.tanh": "Tanh",
-    "nn.tanh": "Tanh",
-    "math.sin": "Sin",
-    "math.cos": "Cos",
-    "math.floor": "Floor",
-    "math.ceil": "Ceil",
-    "math.sign": "Sign",
-    "math.reciprocal": "Reciprocal",
-    "math.logical_not": "LogicalNot",
-    "math.erf": "Erf",
-    "nn.relu": "Relu",
-    "nn.relu6": "Relu6",
-    "math.sigmoid": "Sigmoid",
-    "nn.sigmoid": "Sigmoid",
-    "math.softplus": "Softplus",
-    "nn.softplus": "Softplus",
-    "math.softsign": "Softsign",
-    "nn.softsign": "Softsign",
-    "nn.selu": "Selu",
-    "math.log_sigmoid": "LogSigmoid",
-}
-_BINARY = {
-    "__operators__.add": "Add",
-    "math.add": "Add",
-    "math.subtract": "Subtract",
-    "math.multiply": "Multiply",
-    "math.truediv": "Divide",
-    "math.divide": "Divide",
-    "math.pow": "Power",
-    "math.maximum": "Maximum",
-    "math.minimum": "Minimum",
-    "math.floordiv": "FloorDivide",
-    "math.floormod": "Mod",
-    "math.equal": "Equal",
-    "__operators__.eq": "Equal",
-    "math.not_equal": "NotEqual",
-    "__operators__.ne": "NotEqual",
-    "math.greater": "Greater",
-    "math.greater_equal": "GreaterEqual",
-    "math.less": "Less",
-    "math.less_equal": "LessEqual",
-    "math.logical_and": "LogicalAnd",
-    "math.logical_or": "LogicalOr",
-    "math.logical_xor": "LogicalXor",
-}
-_REDUCTIONS = {
-    "math.reduce_mean": "Mean",
-    "math.reduce_sum": "Sum",
-    "math.reduce_max": "Max",
-    "math.reduce_min": "Min",
-    "math.reduce_std": "Std",
-    "math.reduce_variance": "Var",
-    "math.reduce_any": "Any",
-    "math.reduce_all": "All",
-    "math.reduce_logsumexp": "Logsumexp",
-}
 
 
 def convert_tf_op(function: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> OpCall:
     """The Keras 3 op node computing ``tf.<function>(*args, **kwargs)``, or :class:`NotConvertible`."""
-    converter = _CONVERTERS.get(function)
-    if converter is None:
+    spec = catalogue.spec_for(f"tf:{function}")
+    converter = spec.keras3_op if spec is not None else None
+    if not callable(converter):
         raise NotConvertible(f"TF function tf.{function} has no Keras 3 op equivalent")
     call_kwargs = {k: v for k, v in kwargs.items() if k != "name"}
     return converter(tuple(args), call_kwargs)
@@ -126,11 +62,6 @@ def _first(args: tuple[Any, ...], kwargs: dict[str, Any], function: str, names: 
     raise NotConvertible(f"tf.{function} call without its first argument")
 
 
-def _register(functions: Sequence[str], converter: Converter) -> None:
-    for f in functions:
-        _CONVERTERS[f] = converter
-
-
 def _unary(op: str, function: str) -> Converter:
     def convert(args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpCall:
         x = _first(args, kwargs, function, ("x", "features"))
@@ -152,24 +83,90 @@ def _binary(op: str, function: str) -> Converter:
     return convert
 
 
-def _reduction(op: str, function: str) -> Converter:
+def _reduction(op: str, function: str, initial: bool) -> Converter:
+    """``initial``: the op takes Keras 3's ``initial`` (Max, Min), written as None."""
+
     def convert(args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpCall:
         x = _first(args, kwargs, function, ("input_tensor",))
         p = _take(kwargs, function, {"axis": None, "keepdims": False})
         config = {"axis": p["axis"], "keepdims": bool(p["keepdims"])}
-        if op in ("Max", "Min"):
+        if initial:
             config["initial"] = None
         return OpCall(op, config, [x])
 
     return convert
 
 
-for _f, _op in _UNARY.items():
-    _register([_f], _unary(_op, _f))
-for _f, _op in _BINARY.items():
-    _register([_f], _binary(_op, _f))
-for _f, _op in _REDUCTIONS.items():
-    _register([_f], _reduction(_op, _f))
+# (TF function, Keras 3 op) of the element-wise functions; (..., takes initial) of the reductions.
+for _f, _op in (
+    ("math.negative", "Negative"),
+    ("math.abs", "Absolute"),
+    ("math.square", "Square"),
+    ("math.sqrt", "Sqrt"),
+    ("math.rsqrt", "Rsqrt"),
+    ("math.exp", "Exp"),
+    ("math.log", "Log"),
+    ("math.log1p", "Log1p"),
+    ("math.expm1", "Expm1"),
+    ("math.tanh", "Tanh"),
+    ("nn.tanh", "Tanh"),
+    ("math.sin", "Sin"),
+    ("math.cos", "Cos"),
+    ("math.floor", "Floor"),
+    ("math.ceil", "Ceil"),
+    ("math.sign", "Sign"),
+    ("math.reciprocal", "Reciprocal"),
+    ("math.logical_not", "LogicalNot"),
+    ("math.erf", "Erf"),
+    ("nn.relu", "Relu"),
+    ("nn.relu6", "Relu6"),
+    ("math.sigmoid", "Sigmoid"),
+    ("nn.sigmoid", "Sigmoid"),
+    ("math.softplus", "Softplus"),
+    ("nn.softplus", "Softplus"),
+    ("math.softsign", "Softsign"),
+    ("nn.softsign", "Softsign"),
+    ("nn.selu", "Selu"),
+    ("math.log_sigmoid", "LogSigmoid"),
+):
+    catalogue.attach(f"tf:{_f}", "keras3_op", _unary(_op, _f))
+for _f, _op in (
+    ("__operators__.add", "Add"),
+    ("math.add", "Add"),
+    ("math.subtract", "Subtract"),
+    ("math.multiply", "Multiply"),
+    ("math.truediv", "Divide"),
+    ("math.divide", "Divide"),
+    ("math.pow", "Power"),
+    ("math.maximum", "Maximum"),
+    ("math.minimum", "Minimum"),
+    ("math.floordiv", "FloorDivide"),
+    ("math.floormod", "Mod"),
+    ("math.equal", "Equal"),
+    ("__operators__.eq", "Equal"),
+    ("math.not_equal", "NotEqual"),
+    ("__operators__.ne", "NotEqual"),
+    ("math.greater", "Greater"),
+    ("math.greater_equal", "GreaterEqual"),
+    ("math.less", "Less"),
+    ("math.less_equal", "LessEqual"),
+    ("math.logical_and", "LogicalAnd"),
+    ("math.logical_or", "LogicalOr"),
+    ("math.logical_xor", "LogicalXor"),
+):
+    catalogue.attach(f"tf:{_f}", "keras3_op", _binary(_op, _f))
+for _f, _op, _initial in (
+    ("math.reduce_mean", "Mean", False),
+    ("math.reduce_sum", "Sum", False),
+    ("math.reduce_max", "Max", True),
+    ("math.reduce_min", "Min", True),
+    ("math.reduce_std", "Std", False),
+    ("math.reduce_variance", "Var", False),
+    ("math.reduce_any", "Any", False),
+    ("math.reduce_all", "All", False),
+    ("math.reduce_logsumexp", "Logsumexp", False),
+):
+    catalogue.attach(f"tf:{_f}", "keras3_op", _reduction(_op, _f, _initial))
 
 
 def _list_op(op: str, function: str, default_axis: int | None) -> Converter:
@@ -186,8 +183,8 @@ def _list_op(op: str, function: str, default_axis: int | None) -> Converter:
     return convert
 
 
-_register(["concat"], _list_op("Concatenate", "concat", None))
-_register(["stack"], _list_op("Stack", "stack", 0))
+catalogue.provides("keras3_op", "tf:concat")(_list_op("Concatenate", "concat", None))
+catalogue.provides("keras3_op", "tf:stack")(_list_op("Stack", "stack", 0))
 
 
 def _reshape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpCall:
@@ -301,15 +298,15 @@ def _tile(args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpCall:
     return OpCall("Tile", {"repeats": list(p["multiples"])}, [x])
 
 
-_register(["reshape"], _reshape)
-_register(["transpose", "compat.v1.transpose"], _transpose)
-_register(["expand_dims"], _expand_dims)
-_register(["squeeze"], _squeeze)
-_register(["split"], _split)
-_register(["__operators__.getitem"], _getitem)
-_register(["linalg.matmul", "__operators__.matmul", "matmul"], _matmul)
-_register(["cast", "dtypes.cast"], _cast)
-_register(["nn.softmax"], _softmax)
-_register(["nn.gelu"], _gelu)
-_register(["nn.leaky_relu"], _leaky_relu)
-_register(["tile"], _tile)
+catalogue.provides("keras3_op", "tf:reshape")(_reshape)
+catalogue.provides("keras3_op", "tf:transpose", "tf:compat.v1.transpose")(_transpose)
+catalogue.provides("keras3_op", "tf:expand_dims")(_expand_dims)
+catalogue.provides("keras3_op", "tf:squeeze")(_squeeze)
+catalogue.provides("keras3_op", "tf:split")(_split)
+catalogue.provides("keras3_op", "tf:__operators__.getitem")(_getitem)
+catalogue.provides("keras3_op", "tf:linalg.matmul", "tf:__operators__.matmul", "tf:matmul")(_matmul)
+catalogue.provides("keras3_op", "tf:cast", "tf:dtypes.cast")(_cast)
+catalogue.provides("keras3_op", "tf:nn.softmax")(_softmax)
+catalogue.provides("keras3_op", "tf:nn.gelu")(_gelu)
+catalogue.provides("keras3_op", "tf:nn.leaky_relu")(_leaky_relu)
+catalogue.provides("keras3_op", "tf:tile")(_tile)

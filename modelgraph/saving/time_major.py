@@ -14,16 +14,16 @@ from typing import Any
 
 from modelgraph.graph import ModelGraph, TensorRef
 from modelgraph.saving.masks import AddedOp, WritePlan
-from modelgraph.saving.upgrades import keras3_class_name
+from modelgraph.saving.upgrades import keras3_rules
 from modelgraph.shapes import ShapeResult
 
-TIME_MAJOR_CLASSES = frozenset({"SimpleRNN", "LSTM", "GRU", "RNN"})
 _SWAP = {"axes": [1, 0, 2]}
 
 
 def is_time_major(class_name: str, config: Mapping[str, Any]) -> bool:
-    """A recurrent layer of one of these classes saved with ``time_major: true``."""
-    return keras3_class_name(class_name) in TIME_MAJOR_CLASSES and bool(config.get("time_major"))
+    """A recurrent layer with tf.keras's ``time_major`` option (its entry's ``keras3_rules``) saved
+    with ``time_major: true``."""
+    return keras3_rules(class_name).time_major and bool(config.get("time_major"))
 
 
 def plan_time_major(graph: ModelGraph, shapes: ShapeResult | None, plan: WritePlan) -> None:

@@ -353,20 +353,11 @@ def ceil_div(a: int, b: int) -> int:
 # tf.keras convolutions run ``tf.nn.convolution``, which takes extra leading batch axes: a Conv1D
 # handed (batch, a, steps, channels) convolves ``steps`` for every (batch, a). TimeDistributed of a
 # Conv1D on a rank-5 input relies on it (Keras 3 refuses such a model when it is built).
-_CONV_INPUT_RANK = {
-    "Conv1D": 3,
-    "Convolution1D": 3,
-    "Conv2D": 4,
-    "Convolution2D": 4,
-    "Conv3D": 5,
-    "Convolution3D": 5,
-}
-
-
 def extra_batch_axes(class_name: str, rank: int) -> int:
     """How many leading axes after the batch a tf.keras conv of ``class_name`` treats as batch when
     handed an input of ``rank`` (0 for every other class, or an input of the conv's own rank)."""
-    core = _CONV_INPUT_RANK.get(class_name)
+    spec = catalogue.spec_for(class_name)
+    core = spec.leading_batch_rank if spec is not None else None
     return rank - core if core is not None and rank > core else 0
 
 
@@ -438,54 +429,75 @@ def quantization_mode(config: Mapping[str, Any]) -> str | None:
 
 
 def _quantized(class_name: str, config: Mapping[str, Any], weights: dict[str, Shape]) -> dict[str, Shape]:
-    """Keras 3 int8/int4 layers store an integer kernel plus a float scale (appended last)."""
+    """Keras 3 int8/int4 layers store an integer kernel plus a float scale (appended last): the
+    class's ``quantized_weight_shapes`` rule, when it has one."""
     mode = quantization_mode(config)
     if mode is None:
         return weights
-    if class_name == "Dense" and "kernel" in weights and mode == "int8":
+    spec = catalogue.spec_for(class_name)
+    rule = spec.quantized_weight_shapes if spec is not None else None
+    return rule(config, mode, weights) if rule is not None else weights
+
+
+@catalogue.provides("quantized_weight_shapes", "Dense")
+def _dense_quantized(config: Mapping[str, Any], mode: str, weights: dict[str, Shape]) -> dict[str, Shape]:
+    if "kernel" in weights and mode == "int8":
         weights["kernel_scale"] = (weights["kernel"][1],)
-    elif class_name == "Embedding" and "embeddings" in weights and mode == "int8":
-        weights["embeddings_scale"] = (weights["embeddings"][0],)
-    elif class_name in ("Dense", "Embedding") and mode == "int4":
-        _int4_weights(class_name, config, weights)
-    elif class_name == "EinsumDense" and "kernel" in weights and mode in ("int8", "int4"):
-        # The weight rule accepted the equation (a kernel shape came out); Keras 3.15 quantizes
-        # only those without an ellipsis.
-        equation = str(config.get("equation"))
-        if "..." in equation:
-            return weights
-        if mode == "int8":
-            weights["kernel_scale"] = einsum_int8_scale_shape(equation, weights["kernel"])
-        else:
-            # Keras flattens the kernel to (contracted, other) axes by a plain reshape, then stores
-            # it like an int4 Dense kernel.
-            weights["kernel"] = einsum_int4_flat_shape(equation, weights["kernel"])
-            _int4_weights("Dense", config, weights)
+    elif mode == "int4":
+        _int4_weights("kernel", True, config, weights)
     return weights
 
 
-def _int4_weights(class_name: str, config: Mapping[str, Any], weights: dict[str, Shape]) -> None:
-    """Keras 3.15's int4 layout: two values per int8 along the output axis; per group of
-    ``block_size`` input rows (Dense) or output columns (Embedding) a float scale and an int8 zero
-    point plus a float group index per row / column, or with ``block_size = -1`` one scale per
-    output channel (per row for Embedding)."""
+@catalogue.provides("quantized_weight_shapes", "Embedding")
+def _embedding_quantized(config: Mapping[str, Any], mode: str, weights: dict[str, Shape]) -> dict[str, Shape]:
+    if "embeddings" in weights and mode == "int8":
+        weights["embeddings_scale"] = (weights["embeddings"][0],)
+    elif mode == "int4":
+        _int4_weights("embeddings", False, config, weights)
+    return weights
+
+
+@catalogue.provides("quantized_weight_shapes", "EinsumDense")
+def _einsum_dense_quantized(
+    config: Mapping[str, Any], mode: str, weights: dict[str, Shape]
+) -> dict[str, Shape]:
+    if "kernel" not in weights or mode not in ("int8", "int4"):
+        return weights
+    # The weight rule accepted the equation (a kernel shape came out); Keras 3.15 quantizes only
+    # those without an ellipsis.
+    equation = str(config.get("equation"))
+    if "..." in equation:
+        return weights
+    if mode == "int8":
+        weights["kernel_scale"] = einsum_int8_scale_shape(equation, weights["kernel"])
+    else:
+        # Keras flattens the kernel to (contracted, other) axes by a plain reshape, then stores it
+        # like an int4 Dense kernel.
+        weights["kernel"] = einsum_int4_flat_shape(equation, weights["kernel"])
+        _int4_weights("kernel", True, config, weights)
+    return weights
+
+
+def _int4_weights(
+    name: str, by_input_rows: bool, config: Mapping[str, Any], weights: dict[str, Shape]
+) -> None:
+    """Keras 3.15's int4 layout of the 2-D variable ``name``: two values per int8 along the output
+    axis; per group of ``block_size`` input rows (``by_input_rows``: Dense) or output columns
+    (Embedding) a float scale and an int8 zero point plus a float group index per row / column, or
+    with ``block_size = -1`` one scale per output channel (per row for Embedding)."""
     from modelgraph.weight_names import int4_block_size
 
-    name = "kernel" if class_name == "Dense" else "embeddings"
     if name not in weights:
         return
     rows, cols = weights[name]
     weights[name] = (rows, None if cols is None else (cols + 1) // 2)
     block = int4_block_size(config) or -1
-    grouped_len = rows if class_name == "Dense" else cols
+    grouped_len = rows if by_input_rows else cols
     groups = None if grouped_len is None or block <= 0 else -(-grouped_len // block)
     if block <= 0:
-        weights[f"{name}_scale"] = (cols,) if class_name == "Dense" else (rows,)
+        weights[f"{name}_scale"] = (cols,) if by_input_rows else (rows,)
         return
-    if class_name == "Dense":
-        weights["kernel_scale"] = weights["kernel_zero"] = (groups, cols)
-    else:
-        weights["embeddings_scale"] = weights["embeddings_zero"] = (rows, groups)
+    weights[f"{name}_scale"] = weights[f"{name}_zero"] = (groups, cols) if by_input_rows else (rows, groups)
     weights["g_idx"] = (grouped_len,)
 
 

@@ -25,7 +25,8 @@ from modelgraph.shape_rules._base import (
 # ------------------------------------------------------------------------------------------------
 # Identity-shaped layers
 
-IDENTITY_LAYERS = (
+
+@shape_rule(
     "Activation", "ReLU", "LeakyReLU", "ELU", "Softmax", "ThresholdedReLU", "PReLU",
     "GaussianNoise",
     "GaussianDropout", "AlphaDropout", "ActivityRegularization", "Masking", "Identity",
@@ -36,9 +37,6 @@ IDENTITY_LAYERS = (
     "RandomBrightness", "Equalization", "RandomGrayscale", "Dropout", "SpatialDropout1D",
     "SpatialDropout2D", "SpatialDropout3D",
 )  # fmt: skip
-
-
-@shape_rule(*IDENTITY_LAYERS)
 def _identity(call: Call) -> Shape:
     return call.x()
 
@@ -313,11 +311,20 @@ def _merge_inputs(call: Call, minimum: int = 2) -> list[TensorSpec]:
     return tensors
 
 
-@shape_rule("Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum")
+@shape_rule("Add", "Multiply", "Average", "Maximum", "Minimum")
 def _merge(call: Call) -> Shape:
+    return _broadcast_merge(call, _merge_inputs(call))
+
+
+@shape_rule("Subtract")
+def _subtract(call: Call) -> Shape:
     tensors = _merge_inputs(call)
-    if call.class_name == "Subtract" and len(tensors) != 2:
+    if len(tensors) != 2:
         raise ShapeError(f"Subtract needs exactly 2 inputs, got {len(tensors)}", "arity")
+    return _broadcast_merge(call, tensors)
+
+
+def _broadcast_merge(call: Call, tensors: list[TensorSpec]) -> Shape:
     shapes = [need(t) for t in tensors]
     out = shapes[0]
     for s in shapes[1:]:

@@ -77,34 +77,31 @@ def _float_of_inputs(call: Call) -> str | None:
 # ------------------------------------------------------------------------------------------------
 # Element-wise
 
-K3_BINARY = (
-    "Add", "Subtract", "Multiply", "Divide", "TrueDivide", "FloorDivide", "Mod", "Power", "Maximum",
-    "Minimum", "Arctan2", "Hypot", "Where", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Heaviside",
-)  # fmt: skip
-K3_COMPARE = (
-    "Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual", "LogicalAnd", "LogicalOr",
-    "LogicalXor",
-)  # fmt: skip
-K3_UNARY = (
-    "Relu", "Relu6", "Sigmoid", "Gelu", "Softmax", "LogSoftmax", "Tanh", "Exp", "Exp2", "Log", "Log2",
-    "Log10", "Log1p", "Expm1", "Sqrt", "Rsqrt", "Abs", "Absolute", "Negative", "Square", "Silu",
-    "Swish", "Erf", "Erfinv", "Sin", "Cos", "Tan", "Arcsin", "Arccos", "Arctan", "Sinh", "Cosh",
-    "Arcsinh", "Arccosh", "Arctanh", "Floor", "Ceil", "Round", "Sign", "Reciprocal", "Softplus",
-    "Softsign", "HardSigmoid", "HardSilu", "HardSwish", "LeakyRelu", "Elu", "Selu", "Celu", "Mish",
-    "LogSigmoid", "HardTanh", "SoftShrink", "HardShrink", "TanhShrink", "Squareplus", "SparsePlus",
-    "Sparsemax", "Threshold", "SparseSigmoid", "Clip", "StopGradient", "Identity", "Copy", "Trunc",
-    "Conjugate", "Real", "Imag", "Cbrt", "NanToNum", "ConvertToTensor", "Normalize", "Cumsum",
-    "Cumprod", "Sort", "Roll", "Flip", "Tril", "Triu",
-)  # fmt: skip
-K3_BOOL_UNARY = ("LogicalNot", "IsNan", "IsInf", "IsFinite", "Signbit")
 
-
-@shape_rule(*(f"op:{n}" for n in K3_BINARY + K3_UNARY))
+@shape_rule(
+    "op:Add", "op:Subtract", "op:Multiply", "op:Divide", "op:TrueDivide", "op:FloorDivide", "op:Mod",
+    "op:Power", "op:Maximum", "op:Minimum", "op:Arctan2", "op:Hypot", "op:Where", "op:BitwiseAnd",
+    "op:BitwiseOr", "op:BitwiseXor", "op:Heaviside", "op:Relu", "op:Relu6", "op:Sigmoid", "op:Gelu",
+    "op:Softmax", "op:LogSoftmax", "op:Tanh", "op:Exp", "op:Exp2", "op:Log", "op:Log2", "op:Log10",
+    "op:Log1p", "op:Expm1", "op:Sqrt", "op:Rsqrt", "op:Abs", "op:Absolute", "op:Negative", "op:Square",
+    "op:Silu", "op:Swish", "op:Erf", "op:Erfinv", "op:Sin", "op:Cos", "op:Tan", "op:Arcsin", "op:Arccos",
+    "op:Arctan", "op:Sinh", "op:Cosh", "op:Arcsinh", "op:Arccosh", "op:Arctanh", "op:Floor", "op:Ceil",
+    "op:Round", "op:Sign", "op:Reciprocal", "op:Softplus", "op:Softsign", "op:HardSigmoid", "op:HardSilu",
+    "op:HardSwish", "op:LeakyRelu", "op:Elu", "op:Selu", "op:Celu", "op:Mish", "op:LogSigmoid",
+    "op:HardTanh", "op:SoftShrink", "op:HardShrink", "op:TanhShrink", "op:Squareplus", "op:SparsePlus",
+    "op:Sparsemax", "op:Threshold", "op:SparseSigmoid", "op:Clip", "op:StopGradient", "op:Identity",
+    "op:Copy", "op:Trunc", "op:Conjugate", "op:Real", "op:Imag", "op:Cbrt", "op:NanToNum",
+    "op:ConvertToTensor", "op:Normalize", "op:Cumsum", "op:Cumprod", "op:Sort", "op:Roll", "op:Flip",
+    "op:Tril", "op:Triu",
+)  # fmt: skip
 def _op_elementwise(call: Call) -> Shape:
     return _broadcast_all(call, list(call.args))
 
 
-@shape_rule(*(f"op:{n}" for n in K3_COMPARE + K3_BOOL_UNARY))
+@shape_rule(
+    "op:Equal", "op:NotEqual", "op:Greater", "op:GreaterEqual", "op:Less", "op:LessEqual", "op:LogicalAnd",
+    "op:LogicalOr", "op:LogicalXor", "op:LogicalNot", "op:IsNan", "op:IsInf", "op:IsFinite", "op:Signbit",
+)  # fmt: skip
 def _op_compare(call: Call) -> Shape:
     out = _broadcast_all(call, list(call.args))
     _set_dtype(call, "bool")
@@ -294,28 +291,18 @@ def reduce_shape(shape: Shape, axis: Any, keepdims: bool) -> Shape:
     return tuple(d for i, d in enumerate(shape) if i not in axes)
 
 
-K3_REDUCE = (
-    "Mean",
-    "Sum",
-    "Max",
-    "Min",
-    "Prod",
-    "Std",
-    "Var",
-    "Any",
-    "All",
-    "Amax",
-    "Amin",
-    "Logsumexp",
-    "Median",
-)
-
-
-@shape_rule(*(f"op:{n}" for n in K3_REDUCE))
+@shape_rule(
+    "op:Mean", "op:Sum", "op:Max", "op:Min", "op:Prod", "op:Std", "op:Var", "op:Amax", "op:Amin",
+    "op:Logsumexp", "op:Median",
+)  # fmt: skip
 def _op_reduce(call: Call) -> Shape:
-    out = reduce_shape(need(call.first()), call.config.get("axis"), bool(call.config.get("keepdims", False)))
-    if call.class_name in ("Any", "All"):
-        _set_dtype(call, "bool")
+    return reduce_shape(need(call.first()), call.config.get("axis"), bool(call.config.get("keepdims", False)))
+
+
+@shape_rule("op:Any", "op:All")
+def _op_reduce_bool(call: Call) -> Shape:
+    out = _op_reduce(call)
+    _set_dtype(call, "bool")
     return out
 
 
@@ -428,54 +415,54 @@ def _op_einsum(call: Call) -> Shape:
 # ------------------------------------------------------------------------------------------------
 # tf.keras TFOpLambda / SlicingOpLambda functions
 
-TF_BINARY = (
-    "__operators__.add", "__operators__.sub", "__operators__.mul", "__operators__.truediv",
-    "__operators__.floordiv", "__operators__.mod", "__operators__.pow", "math.add", "math.multiply",
-    "math.subtract", "math.truediv", "math.divide", "math.divide_no_nan", "math.maximum", "math.minimum",
-    "math.pow", "math.squared_difference", "math.floordiv", "math.floormod", "math.multiply_no_nan",
-    "where", "nn.bias_add", "math.add_n",
-)  # fmt: skip
-TF_COMPARE = (
-    "math.equal", "math.not_equal", "math.greater", "math.greater_equal", "math.less",
-    "math.less_equal", "math.logical_and", "math.logical_or", "math.logical_not", "math.is_nan",
-    "__operators__.eq", "__operators__.ne", "__operators__.gt", "__operators__.ge", "__operators__.lt",
-    "__operators__.le",
-)  # fmt: skip
-TF_UNARY = (
-    "nn.relu", "nn.relu6", "math.sigmoid", "nn.sigmoid", "math.tanh", "nn.tanh", "nn.softmax",
-    "math.softmax", "nn.log_softmax", "nn.gelu", "math.exp", "math.log", "math.sqrt", "math.rsqrt",
-    "math.abs", "math.negative", "__operators__.neg", "math.square", "nn.silu", "nn.swish",
-    "math.erf", "nn.leaky_relu", "nn.elu", "nn.selu", "math.softplus", "nn.softplus", "math.softsign",
-    "identity", "stop_gradient", "math.reciprocal", "math.sign", "math.floor", "math.ceil",
-    "math.round", "clip_by_value", "math.log1p", "math.sin", "math.cos", "math.l2_normalize",
-    "nn.l2_normalize", "math.cumsum", "reverse",
-)  # fmt: skip
-TF_REDUCE = (
-    "math.reduce_mean", "math.reduce_sum", "math.reduce_max", "math.reduce_min", "math.reduce_prod",
-    "math.reduce_std", "math.reduce_variance", "math.reduce_any", "math.reduce_all",
-    "math.reduce_logsumexp", "reduce_mean", "reduce_sum", "reduce_max", "reduce_min",
-)  # fmt: skip
-
 
 def _tf_operands(call: Call) -> list[Any]:
     values = list(call.args)
     for k in ("y", "b", "x", "bias", "condition"):
         if k in call.kwargs and call.kwargs[k] is not None:
             values.append(call.kwargs[k])
-    if call.config.get("function") == "math.add_n" and len(values) == 1 and isinstance(values[0], list):
-        values = list(values[0])
-    if call.config.get("function") == "where":
-        values = [call.param(0, "condition"), call.param(1, "x"), call.param(2, "y")]
-        values = [v for v in values if v is not None]
     return values
 
 
-@shape_rule(*(f"tf:{n}" for n in TF_BINARY + TF_UNARY))
+@shape_rule(
+    "tf:__operators__.add", "tf:__operators__.sub", "tf:__operators__.mul", "tf:__operators__.truediv",
+    "tf:__operators__.floordiv", "tf:__operators__.mod", "tf:__operators__.pow", "tf:math.add",
+    "tf:math.multiply", "tf:math.subtract", "tf:math.truediv", "tf:math.divide", "tf:math.divide_no_nan",
+    "tf:math.maximum", "tf:math.minimum", "tf:math.pow", "tf:math.squared_difference", "tf:math.floordiv",
+    "tf:math.floormod", "tf:math.multiply_no_nan", "tf:nn.bias_add",
+    "tf:nn.relu", "tf:nn.relu6", "tf:math.sigmoid", "tf:nn.sigmoid", "tf:math.tanh", "tf:nn.tanh",
+    "tf:nn.softmax", "tf:math.softmax", "tf:nn.log_softmax", "tf:nn.gelu", "tf:math.exp", "tf:math.log",
+    "tf:math.sqrt", "tf:math.rsqrt", "tf:math.abs", "tf:math.negative", "tf:__operators__.neg",
+    "tf:math.square", "tf:nn.silu", "tf:nn.swish", "tf:math.erf", "tf:nn.leaky_relu", "tf:nn.elu",
+    "tf:nn.selu", "tf:math.softplus", "tf:nn.softplus", "tf:math.softsign", "tf:identity",
+    "tf:stop_gradient", "tf:math.reciprocal", "tf:math.sign", "tf:math.floor", "tf:math.ceil",
+    "tf:math.round", "tf:clip_by_value", "tf:math.log1p", "tf:math.sin", "tf:math.cos",
+    "tf:math.l2_normalize", "tf:nn.l2_normalize", "tf:math.cumsum", "tf:reverse",
+)  # fmt: skip
 def _tf_elementwise(call: Call) -> Shape:
     return _broadcast_all(call, _tf_operands(call))
 
 
-@shape_rule(*(f"tf:{n}" for n in TF_COMPARE))
+@shape_rule("tf:math.add_n")
+def _tf_add_n(call: Call) -> Shape:
+    values = _tf_operands(call)
+    if len(values) == 1 and isinstance(values[0], list):  # add_n([a, b, c])
+        values = list(values[0])
+    return _broadcast_all(call, values)
+
+
+@shape_rule("tf:where")
+def _tf_where(call: Call) -> Shape:
+    values = [call.param(0, "condition"), call.param(1, "x"), call.param(2, "y")]
+    return _broadcast_all(call, [v for v in values if v is not None])
+
+
+@shape_rule(
+    "tf:math.equal", "tf:math.not_equal", "tf:math.greater", "tf:math.greater_equal", "tf:math.less",
+    "tf:math.less_equal", "tf:math.logical_and", "tf:math.logical_or", "tf:math.logical_not",
+    "tf:math.is_nan", "tf:__operators__.eq", "tf:__operators__.ne", "tf:__operators__.gt",
+    "tf:__operators__.ge", "tf:__operators__.lt", "tf:__operators__.le",
+)  # fmt: skip
 def _tf_compare(call: Call) -> Shape:
     out = _broadcast_all(call, _tf_operands(call))
     _set_dtype(call, "bool")
@@ -522,7 +509,12 @@ def _tf_split(call: Call) -> list[Shape]:
     return split_shapes(shape, spec, call.param(2, "axis", 0), False, "tf.split")
 
 
-@shape_rule(*(f"tf:{n}" for n in TF_REDUCE))
+@shape_rule(
+    "tf:math.reduce_mean", "tf:math.reduce_sum", "tf:math.reduce_max", "tf:math.reduce_min",
+    "tf:math.reduce_prod", "tf:math.reduce_std", "tf:math.reduce_variance", "tf:math.reduce_any",
+    "tf:math.reduce_all", "tf:math.reduce_logsumexp", "tf:reduce_mean", "tf:reduce_sum", "tf:reduce_max",
+    "tf:reduce_min",
+)  # fmt: skip
 def _tf_reduce(call: Call) -> Shape:
     keep = call.param(2, "keepdims", call.kwargs.get("keep_dims", False))
     out = reduce_shape(need(call.first()), call.param(1, "axis"), bool(keep))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from modelgraph import catalogue
+from modelgraph.catalogue.spec import Recurrence
 from modelgraph.shape_rules._base import (
     Call,
     Shape,
@@ -27,25 +29,39 @@ from modelgraph.shape_rules._base import (
 )
 from modelgraph.shape_rules.spatial import conv_geometry
 
-GATES = {
-    "SimpleRNN": 1,
-    "LSTM": 4,
-    "GRU": 3,
-    "CuDNNLSTM": 4,
-    "CuDNNGRU": 3,
-    "UnifiedLSTM": 4,
-    "UnifiedGRU": 3,
-}
-STATES = {
-    "SimpleRNN": 1,
-    "LSTM": 2,
-    "GRU": 1,
-    "CuDNNLSTM": 2,
-    "CuDNNGRU": 1,
-    "UnifiedLSTM": 2,
-    "UnifiedGRU": 1,
-}
-RNN_NAMES = tuple(GATES)
+
+def recurrence(class_name: str) -> Recurrence | None:
+    """The recurrent step of a class whose step is a matrix product (SimpleRNN, LSTM, GRU, ...), from
+    its catalogue entry; None for any other class (ConvLSTM: :func:`conv_recurrence`)."""
+    spec = catalogue.spec_for(class_name)
+    step = spec.recurrence if spec is not None else None
+    return step if step is not None and not step.convolutional else None
+
+
+def conv_recurrence(class_name: str) -> Recurrence | None:
+    """The recurrent step of a ConvLSTM-like class (a convolution per step), else None."""
+    spec = catalogue.spec_for(class_name)
+    step = spec.recurrence if spec is not None else None
+    return step if step is not None and step.convolutional else None
+
+
+def _keys(convolutional: bool) -> tuple[str, ...]:
+    return tuple(
+        s.key
+        for s in catalogue.declared()
+        if s.recurrence is not None and s.recurrence.convolutional == convolutional
+    )
+
+
+RNN_NAMES = _keys(False)
+CONVLSTM_NAMES = _keys(True)
+
+
+def _step(class_name: str) -> Recurrence:
+    step = recurrence(class_name)
+    if step is None:
+        raise ShapeError(f"{class_name} is not a recurrent layer", "config")
+    return step
 
 
 def _units(config: Mapping[str, Any], who: str) -> int:
@@ -73,7 +89,7 @@ def rnn_outputs(
     )
     result = [out]
     if config.get("return_state", False):
-        result.extend([(batch, units)] * STATES[class_name])
+        result.extend([(batch, units)] * _step(class_name).states)
     return result
 
 
@@ -83,14 +99,15 @@ def _rnn(call: Call) -> list[Shape]:
 
 
 def rnn_weights(class_name: str, config: Mapping[str, Any], features: Any) -> dict[str, Shape]:
-    gates = GATES.get(class_name, 1)
+    step = _step(class_name)
+    gates = step.gates
     units = _units(config, class_name)
     out: dict[str, Shape] = {"kernel": (features, gates * units), "recurrent_kernel": (units, gates * units)}
     use_bias = config.get("use_bias", True)
     if use_bias is None or use_bias:
-        if class_name.startswith("CuDNN"):
+        if step.bias == "cudnn":
             out["bias"] = (2 * gates * units,)
-        elif class_name in ("GRU", "UnifiedGRU") and config.get("reset_after", False):
+        elif step.bias == "reset_after" and config.get("reset_after", False):
             out["bias"] = (2, gates * units)
         else:
             out["bias"] = (gates * units,)
@@ -130,7 +147,7 @@ def _generic_rnn(call: Call) -> list[Shape]:
     if call.config.get("return_state", False):
         batch = out[0][1] if call.config.get("time_major") and len(out[0]) == 3 else out[0][0]
         for layer_class, cfg, _ in cells:
-            out.extend([(batch, _units(cfg, layer_class))] * STATES[layer_class])
+            out.extend([(batch, _units(cfg, layer_class))] * _step(layer_class).states)
     return out
 
 
@@ -171,9 +188,6 @@ def convlstm_outputs(class_name: str, config: Mapping[str, Any], shape: Shape) -
     return result
 
 
-CONVLSTM_NAMES = ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D")
-
-
 @shape_rule(*CONVLSTM_NAMES)
 def _convlstm(call: Call) -> list[Shape]:
     return convlstm_outputs(call.class_name, call.config, call.x())
@@ -199,9 +213,9 @@ def convlstm_weights(class_name: str, config: Mapping[str, Any], shape: Shape) -
 
 
 def _inner_outputs(call: Call, cls: str, cfg: Mapping[str, Any], shape: Shape) -> list[Shape | None]:
-    if cls in GATES:
+    if recurrence(cls) is not None:
         return list(rnn_outputs(cls, cfg, shape))
-    if cls in CONVLSTM_NAMES:
+    if conv_recurrence(cls) is not None:
         return list(convlstm_outputs(cls, cfg, shape))
     return run_rule(call, cls, cfg, [TensorSpec(shape, call.first().dtype)])
 
@@ -259,9 +273,9 @@ def _bidirectional_weights(config: Mapping[str, Any], ins: list[Shape | None]) -
 
 
 def wrapped_weights(cls: str, cfg: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape] | None:
-    if cls in GATES:
+    if recurrence(cls) is not None:
         return rnn_weights(cls, cfg, need(ins[0] if ins else None)[-1])
-    if cls in CONVLSTM_NAMES:
+    if conv_recurrence(cls) is not None:
         return convlstm_weights(cls, cfg, need(ins[0] if ins else None))
     return expected_for(cls, cfg, ins)
 

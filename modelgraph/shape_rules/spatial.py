@@ -6,7 +6,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from modelgraph.catalogue.conv import check_groups
+from modelgraph.catalogue.conv import (
+    CONVOLUTIONS,
+    DEPTHWISE_CONVOLUTIONS,
+    SEPARABLE_CONVOLUTIONS,
+    TRANSPOSED_CONVOLUTIONS,
+    check_groups,
+)
 from modelgraph.shape_rules._base import (
     Call,
     Dim,
@@ -96,21 +102,6 @@ def _weight_input(config: Mapping[str, Any], ins: list[Shape | None], who: str) 
     return conv_geometry(config, n, who), channels
 
 
-CONV_CLASSES = (
-    "Conv1D", "Conv2D", "Conv3D", "Convolution1D", "Convolution2D", "Convolution3D",
-    "AtrousConvolution1D", "AtrousConvolution2D",
-)  # fmt: skip
-TRANSPOSE_CLASSES = (
-    "Conv1DTranspose",
-    "Conv2DTranspose",
-    "Conv3DTranspose",
-    "Deconvolution2D",
-    "Deconvolution3D",
-)
-DEPTHWISE_CLASSES = ("DepthwiseConv1D", "DepthwiseConv2D")
-SEPARABLE_CLASSES = ("SeparableConv1D", "SeparableConv2D", "SeparableConvolution1D", "SeparableConvolution2D")
-
-
 def _conv_lengths(spatial: Any, g: Mapping[str, Any]) -> list[Any]:
     """The output length of each spatial axis of a conv with geometry ``g`` (see ``conv_geometry``)."""
     return [
@@ -119,7 +110,7 @@ def _conv_lengths(spatial: Any, g: Mapping[str, Any]) -> list[Any]:
     ]
 
 
-@shape_rule(*CONV_CLASSES)
+@shape_rule(*CONVOLUTIONS)
 def _conv(call: Call) -> Shape:
     x = _spatial_input(call)
     g = conv_geometry(call.config, x.rank, call.class_name)
@@ -133,7 +124,7 @@ def _conv(call: Call) -> Shape:
     return x.join(_conv_lengths(x.spatial, g), filters)
 
 
-@weight_rule(*CONV_CLASSES)
+@weight_rule(*CONVOLUTIONS)
 def _conv_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape]:
     g, channels = _weight_input(config, ins, "conv")
     filters = _filters(config, "conv")
@@ -143,7 +134,7 @@ def _conv_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[st
     return _with_bias({"kernel": kernel}, config, filters, _flag(config, "bias"))
 
 
-@shape_rule(*TRANSPOSE_CLASSES)
+@shape_rule(*TRANSPOSED_CONVOLUTIONS)
 def _conv_transpose(call: Call) -> Shape:
     x = _spatial_input(call)
     g = conv_geometry(call.config, x.rank, call.class_name)
@@ -159,35 +150,35 @@ def _conv_transpose(call: Call) -> Shape:
     return x.join(out, filters)
 
 
-@weight_rule(*TRANSPOSE_CLASSES)
+@weight_rule(*TRANSPOSED_CONVOLUTIONS)
 def _conv_transpose_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape]:
     g, channels = _weight_input(config, ins, "conv transpose")
     filters = _filters(config, "conv transpose")
     return _with_bias({"kernel": (*g["kernel"], filters, channels)}, config, filters)
 
 
-@shape_rule(*DEPTHWISE_CLASSES)
+@shape_rule(*DEPTHWISE_CONVOLUTIONS)
 def _depthwise(call: Call) -> Shape:
     x = _spatial_input(call)
     g = conv_geometry(call.config, x.rank, call.class_name)
     return x.join(_conv_lengths(x.spatial, g), dmul(x.channels, call.get("depth_multiplier", 1)))
 
 
-@weight_rule(*DEPTHWISE_CLASSES)
+@weight_rule(*DEPTHWISE_CONVOLUTIONS)
 def _depthwise_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape]:
     g, channels = _weight_input(config, ins, "depthwise conv")
     dm = config.get("depth_multiplier", 1)
     return _with_bias({"kernel": (*g["kernel"], channels, dm)}, config, dmul(channels, dm))
 
 
-@shape_rule(*SEPARABLE_CLASSES)
+@shape_rule(*SEPARABLE_CONVOLUTIONS)
 def _separable(call: Call) -> Shape:
     x = _spatial_input(call)
     g = conv_geometry(call.config, x.rank, call.class_name)
     return x.join(_conv_lengths(x.spatial, g), _filters(call.config, call.class_name))
 
 
-@weight_rule(*SEPARABLE_CLASSES)
+@weight_rule(*SEPARABLE_CONVOLUTIONS)
 def _separable_weights(config: Mapping[str, Any], ins: list[Shape | None]) -> dict[str, Shape]:
     g, channels = _weight_input(config, ins, "separable conv")
     dm = config.get("depth_multiplier", 1)

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from modelgraph import safe_io
+from modelgraph import catalogue, safe_io
 from modelgraph.validate.issue import Issue
 from modelgraph.validate.security.marshal_reader import preview_bytecode
 from modelgraph.validate.security.rules import issue as _issue
@@ -49,7 +49,7 @@ KNOWN_OPTIMIZERS = frozenset(
 )  # fmt: skip
 
 LOOKUP_LAYERS = frozenset({"StringLookup", "IntegerLookup", "TextVectorization", "IndexLookup"})
-TFOP_LAYERS = frozenset({"TFOpLambda", "SlicingOpLambda"})
+TFOP_LAYERS = frozenset(catalogue.OP_LAMBDA_CLASSES)
 _CODE_FIELDS = ("function", "output_shape", "mask")
 _NAME_KEYS = frozenset({"name", "class_name", "registered_name", "module", "dtype", "shared_object_id"})
 

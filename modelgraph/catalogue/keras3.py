@@ -1,8 +1,12 @@
-"""Keras 3 public layer classes (``keras.layers``) and their alias names.
+"""Keras 3's public API as ``convert`` writes it: the layer classes of ``keras.layers``, their alias
+names, and the module of each operation class.
 
-Listed from Keras 3.15.1 (``dir(keras.layers)``, the Layer subclasses); an alias such as ``Convolution2D``
-is saved by Keras under the class it names (``Conv2D``). Written with module ``keras.layers`` and
-``registered_name: null``, as Keras 3 serialises every public class.
+Listed from Keras 3.15.1 (``dir(keras.layers)``, the Layer subclasses; ``keras.src.ops.*``, the
+Operation subclasses). These are lists of Keras's API rather than fields of the catalogue's entries
+because they name about 240 classes the catalogue has no entry for (``Hashing``, ``GRUCell``, most
+ops): a file may still carry them, and the writer keeps them. An alias such as ``Convolution2D`` is
+saved by Keras under the class it names (``Conv2D``). A layer is written with module
+``keras.layers`` and ``registered_name: null``, as Keras 3 serialises every public class.
 """
 
 from __future__ import annotations
@@ -530,3 +534,56 @@ _OPS_BY_MODULE: dict[str, tuple[str, ...]] = {
     ),
 }
 OP_MODULES: dict[str, str] = {name: module for module, names in _OPS_BY_MODULE.items() for name in names}
+
+
+# The public Keras 3.15.1 layer classes that tf_keras 2.21 does not have (it cannot deserialize them)
+# and the catalogue has no entry for; for a catalogued class its entry's ``keras_versions`` says.
+_KERAS3_ONLY_UNCATALOGUED: frozenset[str] = frozenset(
+    {
+        "AdaptiveAveragePooling1D",
+        "AdaptiveAveragePooling2D",
+        "AdaptiveAveragePooling3D",
+        "AdaptiveMaxPooling1D",
+        "AdaptiveMaxPooling2D",
+        "AdaptiveMaxPooling3D",
+        "AugMix",
+        "ContrastLimitedAdaptiveHistogramEqualization",
+        "CutMix",
+        "FlaxLayer",
+        "GroupQueryAttention",
+        "JaxLayer",
+        "MaxNumBoundingBoxes",
+        "MelSpectrogram",
+        "MixUp",
+        "Pipeline",
+        "RandAugment",
+        "RandomColorDegeneration",
+        "RandomColorJitter",
+        "RandomElasticTransform",
+        "RandomErasing",
+        "RandomGaussianBlur",
+        "RandomHue",
+        "RandomInvert",
+        "RandomPerspective",
+        "RandomPosterization",
+        "RandomSaturation",
+        "RandomSharpness",
+        "RandomShear",
+        "ReversibleEmbedding",
+        "STFTSpectrogram",
+        "TFSMLayer",
+        "TorchModuleWrapper",
+    }
+)
+
+
+def keras3_only(class_name: str) -> bool:
+    """Whether a class is a Keras 3 layer that tf_keras 2 does not have: its catalogue entry says
+    Keras 3 only carries it (``keras_versions == ("3",)``), or it is one of Keras 3's uncatalogued
+    public layers tf_keras lacks."""
+    from modelgraph import catalogue
+
+    spec = catalogue.spec_for(class_name)
+    if spec is not None:
+        return spec.keras_versions == ("3",) and not spec.key.startswith(("op:", "tf:"))
+    return class_name in _KERAS3_ONLY_UNCATALOGUED
