@@ -41,19 +41,80 @@ def fused_output() -> keras.Model:
     return model
 
 
+def _perturbed(model: keras.Model, seed: int) -> keras.Model:
+    """Every weight moved off its initial value (non-zero biases, like a trained model)."""
+    rng = np.random.default_rng(seed)
+    model.set_weights([w + rng.normal(0, 0.2, w.shape).astype(w.dtype) for w in model.get_weights()])
+    return model
+
+
+def mha_int_mask() -> keras.Model:
+    """MultiHeadAttention scores followed by Softmax(axis=1) (over the heads).
+
+    ``cross``: an explicit int32 0/1 ``attention_mask`` input (the inputs have rows that are all 0).
+    ``self``: a query masked by Embedding(mask_zero=True) with ``use_causal_mask=True``. Both return
+    their scores; the scores keep the mask the layer's softmax applied, so the Softmax after them
+    zeroes the masked positions (in Keras 3 on both backends).
+    """
+    q = keras.Input((4, 6), name="query")
+    v = keras.Input((5, 6), name="value")
+    m = keras.Input((4, 5), dtype="int32", name="mask")
+    tokens = keras.Input((4,), dtype="int32", name="tokens")
+    out, scores = keras.layers.MultiHeadAttention(2, 3, name="cross")(
+        q, v, attention_mask=m, return_attention_scores=True
+    )
+    heads = keras.layers.Softmax(axis=1, name="cross_heads")(scores)
+    e = keras.layers.Embedding(7, 6, mask_zero=True, name="embed")(tokens)
+    out2, scores2 = keras.layers.MultiHeadAttention(3, 2, name="self")(
+        e, e, use_causal_mask=True, return_attention_scores=True
+    )
+    heads2 = keras.layers.Softmax(axis=1, name="self_heads")(scores2)
+    model = keras.Model([q, v, m, tokens], [out, heads, out2, heads2], name="mha_int_mask")
+    return _perturbed(model, 34)
+
+
+def mha_int_mask_inputs() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(8)
+    mask = rng.integers(0, 2, size=(3, 4, 5)).astype("int32")
+    mask[0, 1, :] = 0  # fully masked query rows
+    mask[2, 3, :] = 0
+    tokens = rng.integers(1, 7, size=(3, 4)).astype("int32")
+    tokens[0, 2:] = 0
+    tokens[1, 0] = 0  # a masked first query: its causal row is fully masked
+    return {
+        "query": rng.normal(size=(3, 4, 6)).astype("float32"),
+        "value": rng.normal(size=(3, 5, 6)).astype("float32"),
+        "mask": mask,
+        "tokens": tokens,
+    }
+
+
+def _save_k3(name: str, build, inputs: dict[str, np.ndarray], backend: str) -> None:
+    """JAX writes the model files; each backend writes its golden of the same file."""
+    if backend == "jax":
+        model = build()
+        model.save(OUT / f"{name}.keras")
+        model.save(OUT / f"{name}.h5")
+    model = keras.saving.load_model(OUT / f"{name}.keras")
+    ys = model(inputs, training=False)
+    ys = ys if isinstance(ys, (list, tuple)) else [ys]
+    golden = {f"input/{k}": v for k, v in inputs.items()}
+    golden.update({f"output/{n}": np.asarray(y) for n, y in zip(model.output_names, ys, strict=True)})
+    np.savez(OUT / f"{name}.{backend}.npz", **golden)
+
+
 def main() -> None:
     backend = keras.backend.backend()
     OUT.mkdir(exist_ok=True)
     keras.utils.set_random_seed(33)
-    model = fused_output()
-    if backend == "jax":  # one model file; the other backend only adds its golden
-        model.save(OUT / "fused_output.keras")
-        model.save(OUT / "fused_output.h5")
-    else:
-        model = keras.saving.load_model(OUT / "fused_output.keras")
-    x = np.random.default_rng(7).normal(size=(2, 6, 2)).astype("float32")
-    y = np.asarray(model(x, training=False))
-    np.savez(OUT / f"fused_output.{backend}.npz", **{"input/signal": x, "output/dense_1": y})
+    _save_k3(
+        "fused_output",
+        fused_output,
+        {"signal": np.random.default_rng(7).normal(size=(2, 6, 2)).astype("float32")},
+        backend,
+    )
+    keras.utils.set_random_seed(34)
+    _save_k3("mha_int_mask", mha_int_mask, mha_int_mask_inputs(), backend)
 
 
 if __name__ == "__main__":
