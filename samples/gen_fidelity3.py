@@ -1,9 +1,14 @@
-"""Samples for issue #33 (fidelity round 3), made by real Keras 3.
+"""Samples for issue #33 (fidelity round 3), made by real Keras 3 and tf_keras.
 
-Run with the Keras 3 venv, once per backend (the goldens of both backends are kept):
+Run with the Keras 3 venv, once per backend (the goldens of both backends are kept; JAX writes the
+model files, so run it first), then with the tf_keras venv:
 
     KERAS_BACKEND=jax        /work/venvs/k3/bin/python samples/gen_fidelity3.py
     KERAS_BACKEND=tensorflow /work/venvs/k3/bin/python samples/gen_fidelity3.py
+    /work/venvs/k2/bin/python samples/gen_fidelity3.py tf_keras
+
+Goldens are ``<name>.<referee>.npz`` (referee ``jax``, ``tensorflow`` or ``tf_keras``) holding
+``input/<name>`` and ``output/<name>`` in the model's output order.
 
 ``fused_output``: a Conv1D whose BatchNormalization is the model's output.  The runner folds the
 BatchNormalization into the convolution; the output must still carry the BatchNormalization's name
@@ -13,10 +18,15 @@ BatchNormalization into the convolution; the output must still carry the BatchNo
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
-import keras
 import numpy as np
+
+if sys.argv[1:] == ["tf_keras"]:
+    import tf_keras as keras
+else:
+    import keras
 
 OUT = Path(__file__).parent / "fidelity3"
 
@@ -103,7 +113,86 @@ def _save_k3(name: str, build, inputs: dict[str, np.ndarray], backend: str) -> N
     np.savez(OUT / f"{name}.{backend}.npz", **golden)
 
 
+def bidi_masked_states() -> keras.Model:
+    """tf_keras masked Bidirectional layers with states, in a larger graph.
+
+    * tokens -> Embedding(mask_zero) -> TimeDistributed(Dense) -> Bidirectional(LSTM, unroll,
+      return_sequences + return_state, ``initial_state`` from inputs), merge ``concat``;
+    * signal -> Masking -> Bidirectional(GRU, unroll, return_sequences + return_state, initial_state
+      computed from the sequence), merge None; -> Bidirectional(SimpleRNN, unroll) ``ave``;
+      -> Bidirectional(LSTM, return_state) ``mul`` (not unrolled, last outputs);
+    * signal -> Masking -> Bidirectional(GRU(reset_after=False), unroll) ``sum``.
+
+    ``unroll=True`` is what differs: tf_keras's unrolled loop carries the previous output over masked
+    steps and zeroes the backward layer's outputs by the mask in time order while they are still in
+    reversed order (docs/backend-disagreements.md).
+    """
+    L = keras.layers
+    tokens = keras.Input((6,), dtype="int32", name="tokens")
+    signal = keras.Input((6, 3), name="signal")
+    states = [keras.Input((3,), name=f"state_{i}") for i in range(4)]
+    e = L.Embedding(9, 4, mask_zero=True, name="embed")(tokens)
+    e = L.TimeDistributed(L.Dense(4, activation="tanh"), name="per_step")(e)
+    lstm = L.Bidirectional(
+        L.LSTM(3, return_sequences=True, return_state=True, unroll=True), name="bidi_lstm"
+    )(e, initial_state=states)
+    h = L.Masking(0.0, name="masking")(signal)
+    pooled = L.GlobalAveragePooling1D(name="pool")(h)
+    init = [L.Dense(3, activation="tanh", name=f"init_{i}")(pooled) for i in range(2)]
+    gru = L.Bidirectional(
+        L.GRU(3, return_sequences=True, return_state=True, unroll=True), merge_mode=None, name="bidi_gru"
+    )(h, initial_state=init)
+    both = L.Concatenate(name="both")([gru[0], gru[1]])
+    ave = L.Bidirectional(L.SimpleRNN(2, return_sequences=True, unroll=True), merge_mode="ave", name="bidi_rnn")(
+        both
+    )
+    mul = L.Bidirectional(L.LSTM(2, return_state=True), merge_mode="mul", name="bidi_last")(ave)
+    total = L.Bidirectional(
+        L.GRU(2, return_sequences=True, reset_after=False, unroll=True), merge_mode="sum", name="bidi_sum"
+    )(h)
+    outputs = [*lstm, *gru, ave, *mul, total]
+    model = keras.Model([tokens, signal, *states], outputs, name="bidi_masked_states")
+    return _perturbed(model, 35)
+
+
+def bidi_masked_states_inputs() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(9)
+    tokens = rng.integers(1, 9, size=(4, 6)).astype("int32")
+    signal = rng.normal(size=(4, 6, 3)).astype("float32")
+    for a in (tokens, signal):  # trailing, leading and inner padding, and a fully masked row
+        a[0, 4:] = 0
+        a[1, :2] = 0
+        a[2, 3] = 0
+        a[3] = 0
+    feeds = {"tokens": tokens, "signal": signal}
+    feeds.update({f"state_{i}": rng.normal(0, 0.5, size=(4, 3)).astype("float32") for i in range(4)})
+    return feeds
+
+
+def _save_tf_keras(name: str, build, inputs: dict[str, np.ndarray]) -> None:
+    """Every format tf_keras writes: .h5, .keras, to_json + save_weights; its golden."""
+    model = build()
+    model.save(OUT / f"{name}.h5")
+    model.save(OUT / f"{name}.keras")
+    (OUT / f"{name}.json").write_text(model.to_json(), encoding="utf-8")
+    model.save_weights(OUT / f"{name}_weights.h5")
+    ys = model([inputs[t.name.split(":")[0]] for t in model.inputs], training=False)
+    ys = ys if isinstance(ys, (list, tuple)) else [ys]
+    golden = {f"input/{k}": v for k, v in inputs.items()}
+    golden.update({f"output/{n}": np.asarray(y) for n, y in zip(model.output_names, ys, strict=True)})
+    np.savez(OUT / f"{name}.tf_keras.npz", **golden)
+
+
+def main_tf_keras() -> None:
+    OUT.mkdir(exist_ok=True)
+    keras.utils.set_random_seed(35)
+    _save_tf_keras("bidi_masked_states", bidi_masked_states, bidi_masked_states_inputs())
+
+
 def main() -> None:
+    if sys.argv[1:] == ["tf_keras"]:
+        main_tf_keras()
+        return
     backend = keras.backend.backend()
     OUT.mkdir(exist_ok=True)
     keras.utils.set_random_seed(33)
