@@ -23,6 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+# TensorFlow runs channels_first convolutions on the CPU only through oneDNN (without it: "only
+# supports the NHWC tensor form"); set before TensorFlow is imported.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+
 if sys.argv[1:] == ["tf_keras"]:
     import tf_keras as keras
 else:
@@ -183,6 +187,136 @@ def _save_tf_keras(name: str, build, inputs: dict[str, np.ndarray]) -> None:
     np.savez(OUT / f"{name}.tf_keras.npz", **golden)
 
 
+# --- channels_first convolutions with unequal strides or dilation ------------------------------------
+
+# (output name, class, keyword arguments, input rank); every layer is applied to one input directly.
+CF_LAYERS = [
+    ("conv1d_s2", "Conv1D", {"filters": 3, "kernel_size": 3, "strides": 2}, 1),
+    ("conv1d_d2", "Conv1D", {"filters": 3, "kernel_size": 3, "dilation_rate": 2, "padding": "same"}, 1),
+    ("conv2d_s12", "Conv2D", {"filters": 3, "kernel_size": 3, "strides": (1, 2)}, 2),
+    ("conv2d_s21_same", "Conv2D", {"filters": 3, "kernel_size": (2, 3), "strides": (2, 1), "padding": "same"}, 2),
+    ("conv2d_d21", "Conv2D", {"filters": 3, "kernel_size": 3, "dilation_rate": (2, 1)}, 2),
+    ("conv3d_s121", "Conv3D", {"filters": 2, "kernel_size": 2, "strides": (1, 2, 1)}, 3),
+    ("conv3d_d112", "Conv3D", {"filters": 2, "kernel_size": 2, "dilation_rate": (1, 1, 2), "padding": "same"}, 3),
+    ("convt1d_s2", "Conv1DTranspose", {"filters": 3, "kernel_size": 3, "strides": 2}, 1),
+    ("convt2d_s12", "Conv2DTranspose", {"filters": 3, "kernel_size": 3, "strides": (1, 2)}, 2),
+    ("convt2d_s21_same", "Conv2DTranspose", {"filters": 3, "kernel_size": (2, 3), "strides": (2, 1), "padding": "same"}, 2),
+    ("convt3d_s211", "Conv3DTranspose", {"filters": 2, "kernel_size": 2, "strides": (2, 1, 1)}, 3),
+    ("sep1d_s2", "SeparableConv1D", {"filters": 3, "kernel_size": 3, "strides": 2, "depth_multiplier": 2}, 1),
+    ("sep2d_s12", "SeparableConv2D", {"filters": 3, "kernel_size": 3, "strides": (1, 2)}, 2),
+    ("sep2d_d12", "SeparableConv2D", {"filters": 3, "kernel_size": 3, "dilation_rate": (1, 2), "padding": "same"}, 2),
+    ("dw1d_s2", "DepthwiseConv1D", {"kernel_size": 3, "strides": 2, "depth_multiplier": 2}, 1),
+    ("dw2d_s12", "DepthwiseConv2D", {"kernel_size": 3, "strides": (1, 2)}, 2),
+    ("dw2d_d21", "DepthwiseConv2D", {"kernel_size": 3, "dilation_rate": (2, 1), "padding": "same"}, 2),
+]
+CF_SHAPES = {1: (2, 9), 2: (2, 7, 8), 3: (2, 5, 6, 7)}  # (channels, *spatial)
+
+
+def channels_first_convs() -> keras.Model:
+    """One channels_first layer per output, each on the input of its rank (issue #33: Keras on
+    TensorFlow gets some of them wrong; see docs/backend-disagreements.md)."""
+    inputs = {rank: keras.Input(shape, name=f"x{rank}d") for rank, shape in CF_SHAPES.items()}
+    outputs = [
+        getattr(keras.layers, cls)(name=name, data_format="channels_first", **kw)(inputs[rank])
+        for name, cls, kw, rank in CF_LAYERS
+    ]
+    model = keras.Model(list(inputs.values()), outputs, name="channels_first_convs")
+    return _perturbed(model, 36)
+
+
+def channels_first_inputs() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(10)
+    return {f"x{rank}d": rng.normal(size=(2, *shape)).astype("float32") for rank, shape in CF_SHAPES.items()}
+
+
+def _tuple(value, rank: int) -> tuple[int, ...]:
+    return tuple(value) if isinstance(value, (list, tuple)) else (int(value),) * rank
+
+
+def _same_before(size: int, k: int, s: int, d: int) -> int:
+    """TensorFlow's SAME: the padding before a spatial axis (the extra one goes after)."""
+    span = (k - 1) * d + 1
+    out = -(-size // s)
+    return max((out - 1) * s + span - size, 0) // 2
+
+
+def ref_conv(x, kernel, strides, dilation, padding, groups=1):
+    """A grouped N-d convolution by its definition: x (B, C, *S) channels_first, Keras's kernel
+    (*K, C // groups, F); plain loops over output positions and kernel taps."""
+    rank = x.ndim - 2
+    ks = kernel.shape[:rank]
+    before = [
+        _same_before(x.shape[2 + i], ks[i], strides[i], dilation[i]) if padding == "same" else 0
+        for i in range(rank)
+    ]
+    if padding == "same":
+        out_sizes = [-(-x.shape[2 + i] // strides[i]) for i in range(rank)]
+    else:
+        out_sizes = [(x.shape[2 + i] - (ks[i] - 1) * dilation[i] - 1) // strides[i] + 1 for i in range(rank)]
+    cin, f = kernel.shape[-2], kernel.shape[-1]
+    fg = f // groups
+    y = np.zeros((x.shape[0], f, *out_sizes), np.float64)
+    for o in np.ndindex(*out_sizes):
+        for k in np.ndindex(*ks):
+            idx = [o[i] * strides[i] + k[i] * dilation[i] - before[i] for i in range(rank)]
+            if any(j < 0 or j >= x.shape[2 + i] for i, j in enumerate(idx)):
+                continue
+            for g in range(groups):
+                xin = x[(slice(None), slice(g * cin, (g + 1) * cin), *idx)].astype(np.float64)
+                y[(slice(None), slice(g * fg, (g + 1) * fg), *o)] += xin @ kernel[k][:, g * fg : (g + 1) * fg]
+    return y
+
+
+def ref_conv_transpose(x, kernel, strides, dilation, padding):
+    """A transposed convolution by its definition: each input position scatters ``x @ W[k].T`` to
+    ``i * stride + k * dilation``; Keras's kernel (*K, F, C) and output lengths, TensorFlow's SAME crop."""
+    rank = x.ndim - 2
+    ks = kernel.shape[:rank]
+    spans = [(ks[i] - 1) * dilation[i] + 1 for i in range(rank)]
+    sizes = x.shape[2:]
+    full = [(sizes[i] - 1) * strides[i] + spans[i] for i in range(rank)]
+    if padding == "same":
+        out_sizes = [sizes[i] * strides[i] for i in range(rank)]
+        before = [max(spans[i] - strides[i], 0) // 2 for i in range(rank)]
+    else:
+        out_sizes = [sizes[i] * strides[i] + max(spans[i] - strides[i], 0) for i in range(rank)]
+        before = [0] * rank
+    buf = np.zeros((x.shape[0], kernel.shape[-2], *[max(full[i], before[i] + out_sizes[i]) for i in range(rank)]))
+    for i_pos in np.ndindex(*sizes):
+        xin = x[(slice(None), slice(None), *i_pos)].astype(np.float64)
+        for k in np.ndindex(*ks):
+            at = [i_pos[i] * strides[i] + k[i] * dilation[i] for i in range(rank)]
+            buf[(slice(None), slice(None), *at)] += xin @ kernel[k].T
+    return buf[(slice(None), slice(None), *[slice(before[i], before[i] + out_sizes[i]) for i in range(rank)])]
+
+
+def channels_first_reference(model: keras.Model, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every output of :func:`channels_first_convs` from :func:`ref_conv` / :func:`ref_conv_transpose`."""
+    out = {}
+    for name, cls, kw, rank in CF_LAYERS:
+        layer = model.get_layer(name)
+        weights = {w.path.split("/")[-1]: np.asarray(w) for w in layer.weights}
+        x = feeds[f"x{rank}d"]
+        strides = _tuple(kw.get("strides", 1), rank)
+        dilation = _tuple(kw.get("dilation_rate", 1), rank)
+        padding = kw.get("padding", "valid")
+        if cls.startswith("Conv") and cls.endswith("Transpose"):
+            y = ref_conv_transpose(x, weights["kernel"], strides, dilation, padding)
+        elif cls.startswith("Conv"):
+            y = ref_conv(x, weights["kernel"], strides, dilation, padding)
+        else:
+            # (*K, C, multiplier) -> grouped (*K, 1, C * m)
+            depthwise = weights["depthwise_kernel" if "depthwise_kernel" in weights else "kernel"]
+            channels = depthwise.shape[-2]
+            grouped = depthwise.reshape(*depthwise.shape[:rank], 1, -1)
+            y = ref_conv(x, grouped, strides, dilation, padding, groups=channels)
+            if cls.startswith("Separable"):
+                y = ref_conv(y, weights["pointwise_kernel"], (1,) * rank, (1,) * rank, "valid")
+        bias = weights["bias"].reshape((1, -1) + (1,) * rank)
+        out[name] = (y + bias).astype(np.float32)
+    return out
+
+
 def main_tf_keras() -> None:
     OUT.mkdir(exist_ok=True)
     keras.utils.set_random_seed(35)
@@ -204,8 +338,17 @@ def main() -> None:
     )
     keras.utils.set_random_seed(34)
     _save_k3("mha_int_mask", mha_int_mask, mha_int_mask_inputs(), backend)
+    keras.utils.set_random_seed(36)
+    feeds = channels_first_inputs()
+    _save_k3("channels_first_convs", channels_first_convs, feeds, backend)
+    model = keras.saving.load_model(OUT / "channels_first_convs.keras")
+    reference = channels_first_reference(model, feeds)
+    np.savez(
+        OUT / "channels_first_convs.reference.npz",
+        **{f"input/{k}": v for k, v in feeds.items()},
+        **{f"output/{k}": v for k, v in reference.items()},
+    )
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     main()
