@@ -103,6 +103,16 @@ def mha_int_mask_inputs() -> dict[str, np.ndarray]:
     }
 
 
+def _unique(names: list[str]) -> list[str]:
+    """Output names made unique (Keras 3 names every output of a layer after the layer)."""
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        out.append(n if n not in seen else f"{n}_{seen[n]}")
+        seen[n] = seen.get(n, 0) + 1
+    return out
+
+
 def _save_k3(name: str, build, inputs: dict[str, np.ndarray], backend: str) -> None:
     """JAX writes the model files; each backend writes its golden of the same file."""
     if backend == "jax":
@@ -113,7 +123,7 @@ def _save_k3(name: str, build, inputs: dict[str, np.ndarray], backend: str) -> N
     ys = model(inputs, training=False)
     ys = ys if isinstance(ys, (list, tuple)) else [ys]
     golden = {f"input/{k}": v for k, v in inputs.items()}
-    golden.update({f"output/{n}": np.asarray(y) for n, y in zip(model.output_names, ys, strict=True)})
+    golden.update({f"output/{n}": np.asarray(y) for n, y in zip(_unique(model.output_names), ys, strict=True)})
     np.savez(OUT / f"{name}.{backend}.npz", **golden)
 
 
@@ -317,6 +327,42 @@ def channels_first_reference(model: keras.Model, feeds: dict[str, np.ndarray]) -
     return out
 
 
+def bidi_unrolled(unroll: bool = True) -> keras.Model:
+    """Keras 3: masked Bidirectional layers that unroll (LSTM concat with states, GRU merge None).
+    Keras 3 on TensorFlow zeroes the backward outputs by the mask in time order, on JAX it never
+    zeroes them when unrolling; the reference is the same model without ``unroll``."""
+    L = keras.layers
+    x = keras.Input((6, 3), name="signal")
+    h = L.Masking(0.0, name="masking")(x)
+    lstm = L.Bidirectional(
+        L.LSTM(3, return_sequences=True, return_state=True, unroll=unroll), name="bidi_lstm"
+    )(h)
+    gru = L.Bidirectional(L.GRU(2, return_sequences=True, unroll=unroll), merge_mode=None, name="bidi_gru")(h)
+    return keras.Model(x, [*lstm, *gru], name="bidi_unrolled")
+
+
+def bidi_unrolled_inputs() -> dict[str, np.ndarray]:
+    signal = np.random.default_rng(11).normal(size=(4, 6, 3)).astype("float32")
+    signal[0, 4:] = 0
+    signal[1, :2] = 0
+    signal[2, 3] = 0
+    signal[3] = 0
+    return {"signal": signal}
+
+
+def _bidi_unrolled_built() -> keras.Model:
+    return _perturbed(bidi_unrolled(), 37)
+
+
+def bidi_unrolled_reference(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The sample's weights in the same model without ``unroll`` (the layers' definition)."""
+    model = keras.saving.load_model(OUT / "bidi_unrolled.keras")
+    plain = bidi_unrolled(unroll=False)
+    plain.set_weights(model.get_weights())
+    ys = plain(feeds["signal"], training=False)
+    return {n: np.asarray(y) for n, y in zip(_unique(model.output_names), ys, strict=True)}
+
+
 def main_tf_keras() -> None:
     OUT.mkdir(exist_ok=True)
     keras.utils.set_random_seed(35)
@@ -338,6 +384,21 @@ def main() -> None:
     )
     keras.utils.set_random_seed(34)
     _save_k3("mha_int_mask", mha_int_mask, mha_int_mask_inputs(), backend)
+    keras.utils.set_random_seed(37)
+    feeds = bidi_unrolled_inputs()
+    _save_k3("bidi_unrolled", _bidi_unrolled_built, feeds, backend)
+    reference = bidi_unrolled_reference(feeds)
+    if backend == "jax":
+        np.savez(
+            OUT / "bidi_unrolled.reference.npz",
+            **{f"input/{k}": v for k, v in feeds.items()},
+            **{f"output/{k}": v for k, v in reference.items()},
+        )
+    else:  # the definition is the same on both backends
+        kept = np.load(OUT / "bidi_unrolled.reference.npz")
+        gap = max(float(np.abs(kept[f"output/{k}"] - v).max()) for k, v in reference.items())
+        print(f"bidi_unrolled reference: {backend} vs jax without unroll: {gap:.1e}")
+        assert gap < 1e-5, gap
     keras.utils.set_random_seed(36)
     feeds = channels_first_inputs()
     _save_k3("channels_first_convs", channels_first_convs, feeds, backend)

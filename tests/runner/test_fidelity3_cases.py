@@ -9,6 +9,8 @@ within ``1e-5 + 1e-4 |ref|``.
   ``return_state``, ``initial_state`` (inputs, and computed from the sequence), after
   ``TimeDistributed``, masks from ``Embedding(mask_zero)`` and ``Masking``, every merge mode, several
   ``unroll=True`` (tf_keras's unrolled loop zeroes the backward outputs by the mask in time order).
+* ``bidi_unrolled`` (Keras 3): masked Bidirectional layers with ``unroll=True``; ``reference`` is the
+  same model without ``unroll`` (Keras on both backends agree on it), which Keras 3 files follow.
 * ``channels_first_convs``: channels_first Conv1D/2D/3D, Conv*Transpose, SeparableConv1D/2D and
   DepthwiseConv1D/2D with unequal strides or dilation. ``reference`` is the generator's plain NumPy
   convolution; an output where a Keras backend disagrees with it is checked against the reference
@@ -33,6 +35,7 @@ DIR = Path(__file__).resolve().parents[2] / "samples" / "fidelity3"
 # (name, model files, referees whose goldens are checked)
 CASES = [
     ("bidi_masked_states", ("h5", "keras", "json"), ("tf_keras",)),
+    ("bidi_unrolled", ("keras", "h5"), ("reference", "jax", "tensorflow")),
     ("channels_first_convs", ("keras", "h5"), ("reference", "jax", "tensorflow")),
     ("mha_int_mask", ("keras", "h5"), ("jax", "tensorflow")),
 ]
