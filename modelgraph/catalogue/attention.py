@@ -69,7 +69,11 @@ SPECS = (
         masks=masks(
             MaskBehaviour("mha", "mha_scores"),
             MaskBehaviour(
-                "call", "query", MHA_CALL, note="call() also clears the masks of its input tensors"
+                "call",
+                "attention_scores",
+                MHA_CALL,
+                note="call() also clears the masks of its input tensors; returned scores keep the mask "
+                "its softmax applied (attention_mask argument included)",
             ),
         ),
     ),

@@ -61,7 +61,9 @@ class MaskBehaviour:
     ``produce``: its output masks: ``"drop"``, ``"pass"`` (the mask it was given or the first
     input's), ``"and"`` / ``"or"`` (merge layers), ``"concat_all"`` / ``"concat_any"``, ``"rnn"``,
     ``"bidirectional"``, ``"time_distributed"``, ``"query"`` (attention: the query's mask),
-    ``"mha_scores"`` (tf.keras MHA: also the scores' mask), ``"embedding"``, ``"masking"``; the
+    ``"mha_scores"`` (tf.keras MHA: also the scores' mask), ``"attention_scores"`` (Keras 3 MHA: the
+    query's mask, and on returned scores the whole mask its softmax applied), ``"embedding"``,
+    ``"masking"``; the
     functions are in :mod:`modelgraph.runner.masks`.
     """
 

@@ -247,6 +247,46 @@ def _mha_mask(config: Mapping[str, Any]) -> MaskFn:
     return produce
 
 
+def _attention_scores_mask(config: Mapping[str, Any]) -> MaskFn:
+    """Keras 3 MultiHeadAttention output masks (see :func:`keras3_rule` for the ``parts``).
+
+    The output gets the query's mask. Returned scores keep the mask the layer's inner ``Softmax``
+    applied to them: ``query[:, :, None] & value[:, None, :] & key[:, None, :]``, the
+    ``attention_mask`` argument cast to bool, the causal and sliding-window bands, expanded at the
+    head axis. ``config`` carries the call's ``use_causal_mask`` beside the layer's own keys.
+    """
+    axes = config.get("attention_axes")
+    n_axes = len(axes) if isinstance(axes, (list, tuple)) else 1
+    expansion_axis = -2 * n_axes - 1  # Keras's _masked_softmax: the num_heads axis
+    causal = bool(config.get("use_causal_mask"))
+    window = config.get("sliding_window")
+
+    def produce(parts: list[Array | None], values: list[Any], outputs: list[Any]) -> list[Array | None]:
+        query_mask, value_mask, key_mask, given = (list(parts) + [None] * 4)[:4]
+        out: list[Array | None] = [query_mask] + [None] * (len(outputs) - 1)
+        if len(outputs) < 2:
+            return out
+        pieces = [] if given is None else [np.asarray(given) != 0]
+        if query_mask is not None:
+            pieces.append(np.asarray(query_mask, dtype=bool)[:, :, None])
+        pieces += [np.asarray(m, dtype=bool)[:, None, :] for m in (value_mask, key_mask) if m is not None]
+        if causal or isinstance(window, int):
+            rows = np.arange(np.shape(values[0])[1])[:, None]
+            cols = np.arange(np.shape(values[1])[1])[None, :]
+            if causal:
+                pieces.append((rows >= cols)[None])
+            if isinstance(window, int):
+                pieces.append((np.abs(rows - cols) < window)[None])
+        scores_mask = _and_all(list(pieces))
+        if scores_mask is not None:
+            while scores_mask.ndim < np.ndim(outputs[1]):
+                scores_mask = np.expand_dims(scores_mask, expansion_axis)
+            out[1] = scores_mask
+        return out
+
+    return produce
+
+
 def _embedding_mask(config: Mapping[str, Any]) -> MaskFn | None:
     if not config.get("mask_zero", False):
         return None
@@ -334,6 +374,8 @@ def _producer(kind: str, config: Mapping[str, Any]) -> MaskFn | None:
         return _attention_mask
     if kind == "mha_scores":
         return _mha_mask(config)
+    if kind == "attention_scores":
+        return _attention_scores_mask(config)
     if kind == "embedding":
         return _embedding_mask(config)
     if kind == "masking":
@@ -411,6 +453,14 @@ def keras3_rule(
     ``compute_mask`` does.
     """
     b = behaviour(class_name, K3)
+    bound: dict[str, Any] = {}
+    params = b.call
+    for i, value in enumerate(args):
+        bound[params[i] if i < len(params) else f"#{i}"] = value
+    bound.update(kwargs)
+    scores = b.produce == "attention_scores"
+    if scores:  # the scores' mask depends on the call, not only on the layer's config
+        config = {**config, "use_causal_mask": bound.get("use_causal_mask") is True}
     produce = producer(b.produce, config)
     if b.consume is None and produce is None:
         return MaskRule(None, None)
@@ -419,11 +469,6 @@ def keras3_rule(
     def indices(value: Any) -> Any:
         return map_structure(value, lambda r: position.get(r, -1), lambda v: isinstance(v, TensorRef))
 
-    bound: dict[str, Any] = {}
-    params = b.call
-    for i, value in enumerate(args):
-        bound[params[i] if i < len(params) else f"#{i}"] = value
-    bound.update(kwargs)
     given_mask = bound.get("mask")
     fills: list[tuple[str, Any]] = []
     if b.consume == "merge" and args:
@@ -455,6 +500,22 @@ def keras3_rule(
             return out
 
     produce_k3 = None
+    if produce is not None and scores:
+        # The masks of query, value and key (key only when given) and the attention_mask's value.
+        named = [bound.get(n) for n in ("query", "value", "key", "attention_mask")]
+        slots = [position.get(r, -1) if isinstance(r, TensorRef) else -1 for r in named]
+
+        def produce_k3(*call: Any) -> list[Any]:
+            *context, masks, values, outputs = call
+            parts = [masks[i] if i >= 0 else None for i in slots[:3]]
+            parts.append(values[slots[3]] if slots[3] >= 0 else None)
+            shaped = [values[i] if i >= 0 else None for i in slots[:2]]
+            return produce(*context, parts, shaped, outputs)
+
+        source = bool(bound.get("return_attention_scores")) and any(
+            (slots[3] >= 0, config["use_causal_mask"], config.get("sliding_window") is not None)
+        )
+        return MaskRule(consume, produce_k3, source=source)
     if produce is not None:
 
         def produce_k3(*call: Any) -> list[Any]:

@@ -52,6 +52,10 @@ class _Sequencing:
     go_backwards: bool
     zero_output_for_mask: bool
     time_major: bool
+    zero_in_time_order: bool = False
+    """tf.keras's unrolled loop (``unroll=True``, ``go_backwards``, ``zero_output_for_mask``): masked
+    steps carry the previous output, then the outputs, still in processing (reversed) order, are
+    zeroed where the mask in time order is False (docs/backend-disagreements.md)."""
 
 
 def _sequencing(spec: KernelSpec) -> _Sequencing:
@@ -59,14 +63,20 @@ def _sequencing(spec: KernelSpec) -> _Sequencing:
     # zeros (or the given initial_state), as every run here does. Later calls would carry the state
     # over, so the runner refuses to split a stateful model's input into batches (Runner.run).
     spec.flag("stateful")
-    # unroll, implementation, use_cudnn, dropout and recurrent_dropout have no numeric effect at
-    # inference (dropout only acts with training=True, which the interpreter refuses centrally).
+    # implementation, use_cudnn, dropout and recurrent_dropout have no numeric effect at inference
+    # (dropout only acts with training=True, which the interpreter refuses centrally); unroll has one
+    # only in tf.keras, for masked backward sequences with zero_output_for_mask (_Sequencing).
+    go_backwards = spec.flag("go_backwards")
+    zero_output = spec.flag("zero_output_for_mask")
     return _Sequencing(
         return_sequences=spec.flag("return_sequences"),
         return_state=spec.flag("return_state"),
-        go_backwards=spec.flag("go_backwards"),
-        zero_output_for_mask=spec.flag("zero_output_for_mask"),
+        go_backwards=go_backwards,
+        zero_output_for_mask=zero_output,
         time_major=spec.flag("time_major"),
+        zero_in_time_order=(
+            spec.keras_version[0] < 3 and spec.flag("unroll") and go_backwards and zero_output
+        ),
     )
 
 
@@ -202,12 +212,15 @@ def _loop(
             m = m[::-1]
     outputs: list[Array] = []
     previous: Array | None = None
+    zero_each_step = seq.zero_output_for_mask and not seq.zero_in_time_order
+    # tf.keras zeroes its unrolled last output by the last processed step's mask, as each step would.
+    zero_last = seq.zero_in_time_order and not seq.return_sequences
     for t in range(steps):
         out, new_states = step(projected[t], states)
         if mask is not None:
             keep = m[t].reshape((-1,) + (1,) * (out.ndim - 1))
             new_states = [np.where(keep, n, s) for n, s in zip(new_states, states, strict=True)]
-            if seq.zero_output_for_mask or previous is None:
+            if zero_each_step or previous is None or (zero_last and t == steps - 1):
                 out = np.where(keep, out, np.zeros((), out.dtype))
             else:
                 out = np.where(keep, out, previous)
@@ -219,6 +232,9 @@ def _loop(
         raise ValueError("RNN input has zero time steps")
     if seq.return_sequences:
         stacked = np.stack(outputs)
+        if mask is not None and seq.zero_in_time_order:
+            in_time_order = m[::-1].reshape(m.shape + (1,) * (stacked.ndim - 2))
+            stacked = np.where(in_time_order, stacked, np.zeros((), stacked.dtype))
         return (stacked if seq.time_major else np.swapaxes(stacked, 0, 1)), states
     return outputs[-1], states
 

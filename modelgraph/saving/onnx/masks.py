@@ -24,6 +24,7 @@ import numpy as np
 from modelgraph.catalogue.spec import K2
 from modelgraph.errors import UnsupportedConfigError
 from modelgraph.runner.masks import behaviour
+from modelgraph.saving.onnx._onnx import numpy_helper
 from modelgraph.saving.onnx.emitter import Emitter, Value
 
 Masks = list[Value | None]
@@ -235,10 +236,79 @@ def _concat_any(axis: int) -> Produce:
     return produce
 
 
+def _band(e: Emitter, query: Value, value: Value, lower: int | None, upper: int | None) -> str:
+    """(1, T, S) bool: ``j - i <= lower`` (when given) and ``i - j <= upper`` (when given), from the
+    sequence lengths of ``query`` and ``value`` (Trilu on a (T, S) block of ones)."""
+    lengths = [
+        e.op("Slice", [e.op("Shape", [e.logical(x)]), e.ints([1]), e.ints([2])]) for x in (query, value)
+    ]
+    ones = e.op(
+        "ConstantOfShape",
+        [e.op("Concat", lengths, axis=0)],
+        "ones",
+        value=numpy_helper.from_array(np.ones((1,), np.float32)),
+    )
+    band = ones
+    if lower is not None:
+        band = e.op("Trilu", [band, e.ints(lower, "k")], "band", upper=0)
+    if upper is not None:
+        band = e.op("Trilu", [band, e.ints(-upper, "k")], "band", upper=1)
+    return e.op("Unsqueeze", [e.cast(band, "bool"), e.ints([0], "axes")], "band")
+
+
+def _attention_scores(config: Mapping[str, Any]) -> Produce:
+    """Keras 3 MultiHeadAttention: the query's mask on the output; on returned scores the mask its
+    softmax applied (the runner's ``_attention_scores_mask``: parts are the query, value and key
+    masks and the attention_mask tensor; values the query and value)."""
+    axes = config.get("attention_axes")
+    n_axes = len(axes) if isinstance(axes, (list, tuple)) else 1
+    causal = bool(config.get("use_causal_mask"))
+    window = config.get("sliding_window")
+
+    def produce(e: Emitter, masks: Masks, inputs: list[Value], outputs: list[Value]) -> Masks:
+        query_mask, value_mask, key_mask, given = (list(masks) + [None] * 4)[:4]
+        out: Masks = [query_mask] + [None] * (len(outputs) - 1)
+        if len(outputs) < 2:
+            return out
+        pieces: list[str] = []
+        if given is not None:
+            pieces.append(given.name if given.dtype == "bool" else e.cast(e.logical(given), "bool"))
+        if query_mask is not None:
+            pieces.append(e.op("Unsqueeze", [query_mask.name, e.ints([-1], "axes")]))
+        for m in (value_mask, key_mask):
+            if m is not None:
+                pieces.append(e.op("Unsqueeze", [m.name, e.ints([-2], "axes")]))
+        if causal:
+            pieces.append(_band(e, inputs[0], inputs[1], 0, None))
+        if isinstance(window, int):
+            pieces.append(_band(e, inputs[0], inputs[1], window - 1, window - 1))
+        if not pieces:
+            return out
+        mask = pieces[0]
+        for p in pieces[1:]:
+            mask = e.op("And", [mask, p], "mask_and")
+        rank = outputs[1].rank
+        if rank is None:
+            raise UnsupportedConfigError("MultiHeadAttention", "attention scores of unknown rank", None)
+        axes_to_add = [rank - 2 * n_axes - 1 - i for i in range(rank - 3)]
+        if any(a < 0 for a in axes_to_add):
+            raise UnsupportedConfigError(
+                "MultiHeadAttention", "masked scores over several attention axes", axes
+            )
+        if axes_to_add:
+            mask = e.op("Unsqueeze", [mask, e.ints(sorted(axes_to_add), "axes")], "scores_mask")
+        out[1] = Value(mask, rank, None, "bool")
+        return out
+
+    return produce
+
+
 def k3_producer(kind: str, config: Mapping[str, Any]) -> Produce | None:
     """The ONNX producer of one ``MASK_BEHAVIOUR`` produce kind (Keras 3 kinds)."""
     if kind in ("pass", "query"):
         return _pass_first
+    if kind == "attention_scores":
+        return _attention_scores(config)
     if kind == "or":
         return _merge_or
     if kind == "concat_any":

@@ -225,9 +225,19 @@ def _unrolled(ctx, cell: _Cell, x_tm: str, states: list[str], mask: Value, go_ba
     if mask.dtype != "bool":
         m = e.cast(m, "bool")
     m_tm = m if time_major else e.op("Transpose", [m], "mask_tm", perm=[1, 0])  # (T, B)
+    in_time_order = m_tm
     if go_backwards:
         m_tm = _reverse_time(ctx, m_tm, 0)
     m_tm = e.op("Unsqueeze", [m_tm, e.ints([1, 3], "axes")])  # (T, 1, B, 1)
+    # tf.keras's unrolled loop zeroes the stacked outputs (processing order) by the mask in time
+    # order, having carried the previous output over masked steps (the runner's _Sequencing).
+    late_zero = (
+        return_sequences
+        and zero_output
+        and go_backwards
+        and ctx.flag("unroll")
+        and ctx.spec.keras_version[0] < 3
+    )
     batch = e.op("Slice", [e.op("Shape", [x_tm]), e.ints([1], "s"), e.ints([2], "e")])
     zeros = e.op(
         "ConstantOfShape",
@@ -244,12 +254,15 @@ def _unrolled(ctx, cell: _Cell, x_tm: str, states: list[str], mask: Value, go_ba
         keep = e.op("Squeeze", [keep, e.ints([0], "axes")])  # (1, B, 1)
         _, new = cell.run(x_t, states)
         states = [e.op("Where", [keep, n, s], f"step{t}") for n, s in zip(new, states, strict=True)]
-        out = e.op("Where", [keep, new[0], zeros if zero_output else previous], f"step{t}")
+        out = e.op("Where", [keep, new[0], zeros if zero_output and not late_zero else previous], f"step{t}")
         previous = out
         if return_sequences:
             outputs.append(out)
     if return_sequences:
         stacked = e.op("Concat", outputs, "sequences", axis=0)  # (T, B, U)
+        if late_zero:
+            keep_all = e.op("Unsqueeze", [in_time_order, e.ints([2], "axes")])  # (T, B, 1)
+            stacked = e.op("Where", [keep_all, stacked, zeros], "sequences")
         return (stacked if time_major else e.op("Transpose", [stacked], "sequences", perm=[1, 0, 2])), states
     return e.op("Squeeze", [previous, e.ints([0], "axes")], "last"), states
 
