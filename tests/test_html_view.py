@@ -28,12 +28,8 @@ from modelgraph.loading import load
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
-HAS_DOT = shutil.which("dot") is not None
-needs_dot = pytest.mark.skipif(
-    not HAS_DOT, reason="Graphviz dot is not installed (the page is laid out by dot)"
-)
 needs_browser = pytest.mark.skipif(
-    CHROMIUM is None or not HAS_DOT,
+    CHROMIUM is None,
     reason="Chromium is not installed (apt-get install chromium; .ci/run installs it)",
 )
 _BLOB = re.compile(r'<script type="application/json" id="modelgraph-data">(.*?)</script>', re.S)
@@ -110,8 +106,6 @@ def body_attr(dom: str, name: str) -> str | None:
 @pytest.fixture(scope="module")
 def nasnet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """NASNetMobile (771 layers) rebuilt from its weight manifest, and its HTML view."""
-    if not HAS_DOT:
-        pytest.skip("Graphviz dot is not installed")
     spec = importlib.util.spec_from_file_location("samples_rebuild_html", SAMPLES / "rebuild.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -125,8 +119,6 @@ def nasnet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def nested_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not HAS_DOT:
-        pytest.skip("Graphviz dot is not installed")
     out = tmp_path_factory.mktemp("nested") / "nested.html"
     _render(["render", str(SAMPLES / "k3" / "nested.keras"), "-o", str(out)])
     return out
@@ -135,7 +127,6 @@ def nested_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # --- the page itself (no browser) -------------------------------------------------------------------
 
 
-@needs_dot
 def test_nasnet_page_is_self_contained_and_small(nasnet: tuple[Path, Path]) -> None:
     _, page = nasnet
     text = page.read_text(encoding="utf-8")
@@ -150,7 +141,6 @@ def test_nasnet_page_is_self_contained_and_small(nasnet: tuple[Path, Path]) -> N
     assert len(data["views"]) == 1
 
 
-@needs_dot
 def test_weight_statistics_are_the_stored_values(nasnet: tuple[Path, Path]) -> None:
     model, page = nasnet
     data = page_data(page)
