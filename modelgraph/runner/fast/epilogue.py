@@ -23,11 +23,14 @@ CopyingEpilogue = Callable[[np.ndarray, np.ndarray], None]
 
 
 def _activate(name: str, act: Activation, src: np.ndarray, dst: np.ndarray) -> None:
-    """``dst = act(src)`` (``dst`` may be ``src``): relu / relu6 as one ``clip`` without temporaries."""
+    """``dst = act(src)`` (``dst`` may be ``src``): relu / relu6 as one ``clip`` without temporaries,
+    swish / silu of float32 chunk by chunk without a tensor-sized temporary."""
     if name == "relu":
         rowwise.relu_(src, out=dst)
     elif name == "relu6":
         rowwise.relu6_(src, out=dst)
+    elif name in ("swish", "silu") and src.dtype == np.float32 and dst.dtype == np.float32:
+        rowwise.silu_(src, out=dst)
     else:
         dst[...] = act(src)
 

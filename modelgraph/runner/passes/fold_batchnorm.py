@@ -1,11 +1,13 @@
-"""Fusion pass: fold BatchNormalization and ReLU into the conv or Dense before them.
+"""Fusion pass: fold BatchNormalization and ReLU (or swish) into the conv or Dense before them.
 
 Matches ``Conv1D/2D/3D | DepthwiseConv1D/2D | Dense`` (linear, channels-last, float32, one plain call)
-``-> BatchNormalization`` (inference, on the channel axis) ``-> ReLU / Activation(relu|relu6)``, each link
-read by nothing else. Produces the producer layer with weights ``kernel * s`` and ``(bias - mean) * s +
-beta`` (``s = gamma / sqrt(moving_variance + epsilon)``, computed in float64, rounded once to float32)
-and the ReLU as its fused activation; the BatchNormalization and ReLU layers are dropped. This is what
-Keras's backends do at inference; it saves two passes over each activation.
+``-> BatchNormalization`` (inference, on the channel axis) ``-> ReLU / Activation(relu|relu6|swish|silu)``,
+each link read by nothing else. Produces the producer layer with weights ``kernel * s`` and ``(bias -
+mean) * s + beta`` (``s = gamma / sqrt(moving_variance + epsilon)``, computed in float64, rounded once
+to float32) and the activation as its fused activation; the BatchNormalization and activation layers
+are dropped. This is what Keras's backends do at inference; it saves two passes over each activation,
+and the fast kernels apply the activation to each output block while it is in cache (EfficientNet's
+swish after every conv: the tensor is not streamed through memory once more).
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from modelgraph.runner.passes._graph import (
     relu_name,
     single_call_float32,
 )
+
+# Element-wise activations besides ReLU folded into the producer (its kernel's epilogue applies them
+# block by block): EfficientNet's Conv -> BatchNormalization -> Activation("swish").
+EPILOGUE_ACTIVATIONS = frozenset({"swish", "silu"})
 
 
 def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
@@ -52,7 +58,7 @@ def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
                 tail = follower.key
                 follower = readers.single(tail)
         if follower is not None:
-            name = relu_name(layers[follower.layer]) if plain_call(follower) else None
+            name = _folded_activation(layers[follower.layer]) if plain_call(follower) else None
             if name is not None and activation_name(current.config.get("activation")) == "linear":
                 config = dict(current.config)
                 config["activation"] = name
@@ -63,6 +69,15 @@ def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
     if not removed:
         return replace(graph, layers=tuple(layers[lyr.name] for lyr in graph.layers))
     return drop(graph, layers, removed)
+
+
+def _folded_activation(layer: Layer) -> str | None:
+    """The activation ``layer`` is, when it can become its producer's fused activation, else None."""
+    name = relu_name(layer)
+    if name is None and layer.class_name == "Activation" and is_float32(layer) and layer.node_count == 1:
+        candidate = activation_name(layer.config.get("activation"))
+        name = candidate if candidate in EPILOGUE_ACTIVATIONS else None
+    return name
 
 
 def _can_produce(layer: Layer, node: Node) -> bool:
