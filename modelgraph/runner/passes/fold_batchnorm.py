@@ -21,6 +21,7 @@ from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, Weight
 from modelgraph.runner.activations import activation_name
 from modelgraph.runner.passes._graph import (
     DEPTHWISE,
+    FUSABLE_ACTIVATIONS,
     PRODUCERS,
     Readers,
     drop,
@@ -31,9 +32,9 @@ from modelgraph.runner.passes._graph import (
     single_call_float32,
 )
 
-# Element-wise activations besides ReLU folded into the producer (its kernel's epilogue applies them
-# block by block): EfficientNet's Conv -> BatchNormalization -> Activation("swish").
-EPILOGUE_ACTIVATIONS = frozenset({"swish", "silu"})
+# Activations folded into the producer (its kernel's epilogue applies them block by block): ReLU's,
+# and EfficientNet's Conv -> BatchNormalization -> Activation("swish").
+FOLDED_ACTIVATIONS = FUSABLE_ACTIVATIONS | {"swish", "silu"}
 
 
 def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
@@ -58,7 +59,7 @@ def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
                 tail = follower.key
                 follower = readers.single(tail)
         if follower is not None:
-            name = _folded_activation(layers[follower.layer]) if plain_call(follower) else None
+            name = relu_name(layers[follower.layer], FOLDED_ACTIVATIONS) if plain_call(follower) else None
             if name is not None and activation_name(current.config.get("activation")) == "linear":
                 config = dict(current.config)
                 config["activation"] = name
@@ -69,15 +70,6 @@ def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
     if not removed:
         return replace(graph, layers=tuple(layers[lyr.name] for lyr in graph.layers))
     return drop(graph, layers, removed)
-
-
-def _folded_activation(layer: Layer) -> str | None:
-    """The activation ``layer`` is, when it can become its producer's fused activation, else None."""
-    name = relu_name(layer)
-    if name is None and layer.class_name == "Activation" and is_float32(layer) and layer.node_count == 1:
-        candidate = activation_name(layer.config.get("activation"))
-        name = candidate if candidate in EPILOGUE_ACTIVATIONS else None
-    return name
 
 
 def _can_produce(layer: Layer, node: Node) -> bool:
