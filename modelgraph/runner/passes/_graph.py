@@ -10,7 +10,18 @@ from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, map_refs
 from modelgraph.runner.activations import activation_name
 from modelgraph.runner.fast.fused import CONV_RESIDUAL, INVERTED_BOTTLENECK, ZERO_PADDED
 
-PRODUCERS = frozenset({"Conv1D", "Conv2D", "Conv3D", "DepthwiseConv1D", "DepthwiseConv2D", "Dense"})
+PRODUCERS = frozenset(
+    {
+        "Conv1D",
+        "Conv2D",
+        "Conv3D",
+        "DepthwiseConv1D",
+        "DepthwiseConv2D",
+        "SeparableConv1D",
+        "SeparableConv2D",
+        "Dense",
+    }
+)
 
 
 DEPTHWISE = frozenset({"DepthwiseConv1D", "DepthwiseConv2D"})
