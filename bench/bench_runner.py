@@ -269,6 +269,10 @@ def main() -> None:
 
     peak = sgemm_peak()
     print(f"machine: {os.cpu_count()} cores; numpy {np.__version__} float32 matmul peak {peak:.1f} GFLOP/s")
+    from modelgraph.runner.fast import jit
+
+    loops = "compiled (numba, the jit extra)" if jit.available() else "NumPy einsum (no numba)"
+    print(f"modelgraph depthwise loops: {loops}")
 
     import keras
     import tensorflow as tf
