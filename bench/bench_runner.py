@@ -45,13 +45,20 @@ noisy (+-15-30% run to run), so for each model and batch size it prints:
 * max |mg - keras| and max |ort - keras| against this process's Keras outputs (the workers save
   their outputs as ``.npy``), and max |keras worker - keras| to show the reloaded ``.keras`` matches.
 
+An engine that cannot run a model at all is skipped with its one-line reason (printed, and listed
+under the summary): Keras's own ONNX export of EfficientNetB0 (tf2onnx) has the Normalization
+layer's mean and variance as graph inputs besides the image, which only Keras knows the values of.
+
 Then, from the modelgraph worker alone (the other workers have exited), the slowest layer classes
 for batch 1 and 8 (so a slow kernel family is visible) and the runner's peak memory (tracemalloc over
 the plan + one run) against weights + 1.3x the model's largest simultaneously-live activation set
 (every layer output of the Keras graph, freed after its last reader; the fused plan's own, smaller
 live set is printed alongside). The load
-average is printed at start and end (with a warning when other jobs are running). Nothing asserts a
-time.
+average is printed at start and end (with a warning when other jobs are running). It closes with one
+table, a row per model and batch size: Keras and modelgraph median ms and their per-round ratio,
+onnxruntime's, modelgraph's GFLOP/s and % of the sgemm peak, and the same for its depthwise convs
+alone (the unfused plan's DepthwiseConv steps; ``-`` for a model without any). ``--no-memory`` skips
+the memory check. Nothing asserts a time.
 """
 
 from __future__ import annotations
