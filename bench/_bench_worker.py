@@ -16,6 +16,8 @@ line on stdin:
 ``{"cmd": "warmup", "batch": b, "n": n}``     runs ``n`` times (untimed)
 ``{"cmd": "time", "batch": b, "repeat": r}``  -> ``{"times": [seconds, ...]}`` (warms up first if needed)
 ``{"cmd": "macs"}``                           (modelgraph) multiply-accumulates per image
+``{"cmd": "depthwise", "batch": b}``         (modelgraph) ``{"macs", "seconds", "gflops"}`` of the
+                                              unfused plan's depthwise conv steps
 ``{"cmd": "breakdown", "batch": b}``          (modelgraph) ``{"classes": [[class, seconds, fraction]]}``
 ``{"cmd": "memory", "batch": b}``             (modelgraph) tracemalloc peak vs weights + live activations
 ``{"cmd": "export", "path": p}``              (modelgraph-ort) ``modelgraph export``'s work, timed:
@@ -24,7 +26,9 @@ line on stdin:
 
 The input of batch ``b`` is always ``np.random.default_rng(b).standard_normal((b, size, size, 3))``
 as float32, the same array the parent uses for its reference outputs. A failing request is answered
-with ``{"error": traceback}``. Anything a library prints to stdout is sent to stderr, so stdout carries
+with ``{"error": traceback}``; an engine that cannot run the model at all (the onnxruntime engine on
+an export whose graph has inputs beyond the model's) answers ``{"unavailable": reason}`` instead of
+``ready`` and exits. Anything a library prints to stdout is sent to stderr, so stdout carries
 only the protocol.
 """
 
@@ -83,8 +87,9 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def count_macs(graph: Any, x: np.ndarray) -> int:
-    """Multiply-accumulates of Conv*/DepthwiseConv*/SeparableConv*/Dense layers for input ``x``.
+def macs_by_step(graph: Any, x: np.ndarray) -> dict[str, tuple[str, int]]:
+    """Multiply-accumulates of each Conv*/DepthwiseConv*/SeparableConv*/Dense step for input ``x``,
+    keyed by the step's path: ``(class name, MACs)``.
 
     Counted on the unfused plan, where every layer of the graph is a step of its own (fused steps such
     as a whole inverted bottleneck would otherwise hide their convolutions).
@@ -93,7 +98,7 @@ def count_macs(graph: Any, x: np.ndarray) -> int:
 
     runner = Runner(graph, fuse=False)
     out = runner.run(x, all_intermediates=True)
-    macs = 0
+    macs: dict[str, tuple[str, int]] = {}
     for step in runner.steps:
         if step.kind != "kernel":
             continue
@@ -106,13 +111,44 @@ def count_macs(graph: Any, x: np.ndarray) -> int:
             continue
         positions = int(np.prod(out[key].shape[:-1]))
         if layer.class_name in ("Conv1D", "Conv2D", "Conv3D", "DepthwiseConv2D", "DepthwiseConv1D", "Dense"):
-            macs += positions * int(np.prod(shapes["kernel"]))
+            n = positions * int(np.prod(shapes["kernel"]))
         elif layer.class_name in ("SeparableConv1D", "SeparableConv2D"):
             # depthwise then pointwise, both at the output positions (strides act on the depthwise part)
-            macs += positions * (
+            n = positions * (
                 int(np.prod(shapes["depthwise_kernel"])) + int(np.prod(shapes["pointwise_kernel"]))
             )
+        else:
+            continue
+        macs[step.path] = (layer.class_name, macs.get(step.path, ("", 0))[1] + n)
     return macs
+
+
+def count_macs(graph: Any, x: np.ndarray) -> int:
+    """Multiply-accumulates of Conv*/DepthwiseConv*/SeparableConv*/Dense layers for input ``x``."""
+    return sum(n for _, n in macs_by_step(graph, x).values())
+
+
+def depthwise_rate(graph: Any, x: np.ndarray, repeat: int = 5) -> dict[str, float]:
+    """GFLOP/s of the DepthwiseConv1D/2D steps of the unfused plan (their fast kernel, the same
+    depthwise code the fused inverted bottlenecks run): MACs x 2 over their median summed time.
+    ``{"macs": 0, ...}`` when the model has none."""
+    from modelgraph.runner.interpreter import Profile, Runner
+
+    depthwise = {
+        path: n for path, (cls, n) in macs_by_step(graph, x[:1]).items() if cls.startswith("DepthwiseConv")
+    }
+    if not depthwise:
+        return {"macs": 0, "seconds": 0.0, "gflops": 0.0}
+    runner = Runner(graph, fuse=False)
+    runner.run(x)
+    totals = []
+    for _ in range(repeat):
+        prof = Profile(steps=[])
+        runner.run(x, profile=prof)
+        totals.append(sum(s.seconds for s in prof.steps if s.path in depthwise))
+    seconds = sorted(totals)[len(totals) // 2]
+    macs = sum(depthwise.values()) * x.shape[0]
+    return {"macs": macs, "seconds": seconds, "gflops": 2 * macs / seconds / 1e9}
 
 
 def _layer_at(graph: Any, path: str) -> Any:
@@ -192,6 +228,10 @@ def timed_export(model_path: Path, out: Path) -> dict[str, float]:
     return {"load_seconds": t1 - t0, "export_seconds": t2 - t1, "total_seconds": t2 - t0}
 
 
+class EngineUnavailable(Exception):
+    """The engine cannot run this model at all (its one-line reason is reported, not a traceback)."""
+
+
 class Engine:
     """One loaded model behind ``run(x) -> first output``; ``info`` goes into the ready message."""
 
@@ -227,7 +267,16 @@ class Engine:
             import onnxruntime as ort
 
             sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
-            name = sess.get_inputs()[0].name
+            inputs = sess.get_inputs()
+            if len(inputs) != 1:
+                # tf2onnx turned some of the model's variables (EfficientNetB0: the Normalization
+                # layer's mean and variance) into graph inputs that only Keras knows the values of.
+                extra = ", ".join(i.name for i in inputs[1:])
+                raise EngineUnavailable(
+                    f"Keras's ONNX export (tf2onnx) has {len(inputs)} graph inputs for the model's 1 "
+                    f"(extra: {extra}): it cannot be run without Keras"
+                )
+            name = inputs[0].name
             self._run = lambda x: sess.run(None, {name: x})[0]
         else:
             raise ValueError(f"unknown engine {engine!r}; expected one of {ENGINES}")
@@ -283,6 +332,8 @@ def serve(engine: Engine, size: int, warmup: int, proto_out: Any) -> None:
                 reply({"times": [_timed(lambda x=x: engine.run(x)) for _ in range(req["repeat"])]})
             elif cmd == "macs" and engine.name == "modelgraph":
                 reply({"macs": count_macs(engine.runner.graph, x_of(1))})
+            elif cmd == "depthwise" and engine.name == "modelgraph":
+                reply(depthwise_rate(engine.runner.graph, x_of(req["batch"])))
             elif cmd == "breakdown" and engine.name == "modelgraph":
                 reply({"classes": class_breakdown(engine.runner, x_of(req["batch"]))})
             elif cmd == "memory" and engine.name == "modelgraph":
@@ -314,6 +365,10 @@ def main() -> None:
         ap.error("model_path is required for an engine")
     try:
         engine = Engine(args.engine, args.model_path)
+    except EngineUnavailable as exc:
+        proto_out.write(json.dumps({"unavailable": str(exc)}) + "\n")
+        proto_out.flush()
+        return
     except Exception:
         proto_out.write(json.dumps({"error": traceback.format_exc()}) + "\n")
         proto_out.flush()

@@ -45,13 +45,20 @@ noisy (+-15-30% run to run), so for each model and batch size it prints:
 * max |mg - keras| and max |ort - keras| against this process's Keras outputs (the workers save
   their outputs as ``.npy``), and max |keras worker - keras| to show the reloaded ``.keras`` matches.
 
+An engine that cannot run a model at all is skipped with its one-line reason (printed, and listed
+under the summary): Keras's own ONNX export of EfficientNetB0 (tf2onnx) has the Normalization
+layer's mean and variance as graph inputs besides the image, which only Keras knows the values of.
+
 Then, from the modelgraph worker alone (the other workers have exited), the slowest layer classes
 for batch 1 and 8 (so a slow kernel family is visible) and the runner's peak memory (tracemalloc over
 the plan + one run) against weights + 1.3x the model's largest simultaneously-live activation set
 (every layer output of the Keras graph, freed after its last reader; the fused plan's own, smaller
 live set is printed alongside). The load
-average is printed at start and end (with a warning when other jobs are running). Nothing asserts a
-time.
+average is printed at start and end (with a warning when other jobs are running). It closes with one
+table, a row per model and batch size: Keras and modelgraph median ms and their per-round ratio,
+onnxruntime's, modelgraph's GFLOP/s and % of the sgemm peak, and the same for its depthwise convs
+alone (the unfused plan's DepthwiseConv steps; ``-`` for a model without any). ``--no-memory`` skips
+the memory check. Nothing asserts a time.
 """
 
 from __future__ import annotations
@@ -81,6 +88,10 @@ WORKER = Path(__file__).resolve().with_name("_bench_worker.py")
 ENGINES = ("modelgraph", "modelgraph-ort", "keras", "onnxruntime")
 
 
+class Unavailable(Exception):
+    """An engine cannot run this model (its worker said why in one line and exited)."""
+
+
 class Worker:
     """A long-lived engine subprocess, spoken to one JSON line per request."""
 
@@ -90,7 +101,11 @@ class Worker:
         self.proc = subprocess.Popen(
             [*cmd, "--warmup", str(warmup)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
-        self.info: dict[str, Any] = self._read()["ready"]
+        first = self._read()
+        if "unavailable" in first:
+            self.proc.wait()
+            raise Unavailable(first["unavailable"])
+        self.info: dict[str, Any] = first["ready"]
         if self.info["foreign_modules"]:
             raise RuntimeError(f"{engine} worker imported {self.info['foreign_modules']}")
 
@@ -162,9 +177,9 @@ def build_models(name: str, workdir: Path, size: int) -> tuple[Any, Path, Path, 
     return model, keras_path, onnx_path, keras_export
 
 
-def round_order(r: int) -> list[str]:
-    """Engine order of round ``r``: rotations of ENGINES on even rounds, of its reverse on odd ones."""
-    base = list(ENGINES) if r % 2 == 0 else list(ENGINES[::-1])
+def round_order(r: int, engines: tuple[str, ...] = ENGINES) -> list[str]:
+    """Engine order of round ``r``: rotations of ``engines`` on even rounds, of its reverse on odd ones."""
+    base = list(engines) if r % 2 == 0 else list(engines[::-1])
     k = r % len(base)
     return base[k:] + base[:k]
 
@@ -175,7 +190,7 @@ def time_rounds(
     """Interleaved timing: per engine, one list of ``repeat`` times (seconds) per round."""
     times: dict[str, list[list[float]]] = {e: [] for e in workers}
     for r in range(rounds):
-        for engine in round_order(r):
+        for engine in round_order(r, tuple(workers)):
             time.sleep(settle)
             times[engine].append(workers[engine].request(cmd="time", batch=batch, repeat=repeat)["times"])
     return times
@@ -183,6 +198,57 @@ def time_rounds(
 
 def _flat(rounds: list[list[float]]) -> list[float]:
     return [t for rnd in rounds for t in rnd]
+
+
+def _ratio_of(med: dict[str, float], key: str) -> float:
+    x, y = key.split("/")
+    return med[x] / med[y]
+
+
+def _ms(med: dict[str, float], engine: str) -> str:
+    return f"{med[engine] * 1e3:.1f}" if engine in med else "n/a"
+
+
+def print_summary(
+    summary: list[dict[str, Any]],
+    exports: list[tuple[str, float, float]],
+    unavailable: list[str],
+    peak: float,
+) -> None:
+    """The closing table: one row per model and batch size."""
+    print(
+        "summary: median ms over all rounds; mg/keras = median of the per-round ratios (below 1: modelgraph "
+        "is faster); GFLOP/s and % of the sgemm peak for the whole model and for its depthwise convs alone"
+    )
+    head = (
+        f"{'model':14s} {'batch':>5s} {'keras':>8s} {'modelgraph':>10s} {'mg/keras':>8s} {'ort':>8s} "
+        f"{'mg/ort':>7s} {'mg-ort':>8s} {'mg-ort/ort':>10s} {'GFLOP/s':>8s} {'%peak':>6s} {'dw GFLOP/s':>10s} "
+        f"{'dw %peak':>8s}"
+    )
+    print(head)
+    print("-" * len(head))
+    for row in summary:
+        med, ratios = row["med"], row["ratios"]
+        dw = row.get("depthwise", {"macs": 0})
+        dw_rate = (
+            f"{dw['gflops']:10.1f} {dw['gflops'] / peak:8.1%}" if dw["macs"] else f"{'-':>10s} {'-':>8s}"
+        )
+        r_o = ratios.get("modelgraph/onnxruntime")
+        r_xo = ratios.get("modelgraph-ort/onnxruntime")
+        print(
+            f"{row['model']:14s} {row['batch']:5d} {_ms(med, 'keras'):>8s} {_ms(med, 'modelgraph'):>10s} "
+            f"{ratios['modelgraph/keras']:7.2f}x {_ms(med, 'onnxruntime'):>8s} "
+            f"{f'{r_o:.2f}x' if r_o is not None else 'n/a':>7s} {_ms(med, 'modelgraph-ort'):>8s} "
+            f"{f'{r_xo:.2f}x' if r_xo is not None else 'n/a':>10s} {row['gflops']:8.1f} "
+            f"{row['gflops'] / peak:6.1%} {dw_rate}"
+        )
+    for line in unavailable:
+        print(f"n/a: {line}")
+    for name, keras_export, mg_export in exports:
+        print(
+            f"{name:14s} ONNX export: keras model.export {keras_export:.2f} s | modelgraph export "
+            f"{mg_export:.2f} s | {mg_export / keras_export:.2f}x"
+        )
 
 
 def _round_ratio(a: list[list[float]], b: list[list[float]]) -> float:
@@ -200,6 +266,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2, help="untimed runs per engine per batch size")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds per batch size")
     ap.add_argument("--settle", type=float, default=1.0, help="pause (s) before each engine's turn")
+    ap.add_argument(
+        "--no-memory", dest="memory", action="store_false", help="skip the peak-memory check per model"
+    )
     args = ap.parse_args()
     batches = [int(v) for v in args.batches.split(",")]
     # Results appear as they are measured, also when stdout is a pipe or a file.
@@ -207,6 +276,10 @@ def main() -> None:
 
     peak = sgemm_peak()
     print(f"machine: {os.cpu_count()} cores; numpy {np.__version__} float32 matmul peak {peak:.1f} GFLOP/s")
+    from modelgraph.runner.fast import jit
+
+    loops = "compiled (numba, the jit extra)" if jit.available() else "NumPy einsum (no numba)"
+    print(f"modelgraph depthwise loops: {loops}")
 
     import keras
     import tensorflow as tf
@@ -222,8 +295,9 @@ def main() -> None:
     load = os.getloadavg()[0]
     busy = " (other jobs are running: expect noisy timings)" if load > 0.5 else ""
     print(f"load average at start: {load:.2f}{busy}")
-    summary = []
+    summary: list[dict[str, Any]] = []
     exports: list[tuple[str, float, float]] = []
+    unavailable: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             print(f"{name}: building, saving, exporting ...", file=sys.stderr)
@@ -237,7 +311,12 @@ def main() -> None:
                 workers: dict[str, Worker] = {}
                 for engine in ENGINES:  # one at a time, so load/plan times are not disturbed
                     path = onnx_path if engine == "onnxruntime" else keras_path
-                    workers[engine] = Worker(engine, path, args.size, args.warmup)
+                    try:
+                        workers[engine] = Worker(engine, path, args.size, args.warmup)
+                    except Unavailable as exc:
+                        print(f"{name}: {engine} skipped: {exc}")
+                        unavailable.append(f"{name}: {engine}: {exc}")
+                        continue
                     stack.callback(workers[engine].close)
                 plan_s = workers["modelgraph"].info["load_seconds"]
                 macs = workers["modelgraph"].request(cmd="macs")["macs"]
@@ -261,49 +340,50 @@ def main() -> None:
                         time.sleep(args.settle)
                         w.request(cmd="warmup", batch=b, n=args.warmup)
                     t = time_rounds(workers, b, args.rounds, args.repeat, args.settle)
-                    med = {e: statistics.median(_flat(t[e])) for e in ENGINES}
-                    low = {e: min(_flat(t[e])) for e in ENGINES}
-                    r_k = _round_ratio(t["modelgraph"], t["keras"])
-                    r_o = _round_ratio(t["modelgraph"], t["onnxruntime"])
-                    r_xk = _round_ratio(t["modelgraph-ort"], t["keras"])
-                    r_xo = _round_ratio(t["modelgraph-ort"], t["onnxruntime"])
+                    med = {e: statistics.median(_flat(t[e])) for e in workers}
+                    low = {e: min(_flat(t[e])) for e in workers}
+                    ratios = {
+                        f"{x}/{y}": _round_ratio(t[x], t[y])
+                        for x in ("modelgraph", "modelgraph-ort")
+                        for y in ("keras", "onnxruntime")
+                        if x in t and y in t
+                    }
                     gflops = 2 * macs * b / med["modelgraph"] / 1e9
-                    summary.append((name, b, med, r_k, r_o, gflops, r_xk, r_xo))
+                    summary.append(
+                        {"model": name, "batch": b, "med": med, "ratios": ratios, "gflops": gflops}
+                    )
                     print(
                         f"{name} b={b}: "
-                        + " | ".join(f"{e} {med[e] * 1e3:.1f} ms (min {low[e] * 1e3:.1f})" for e in ENGINES)
+                        + " | ".join(f"{e} {med[e] * 1e3:.1f} ms (min {low[e] * 1e3:.1f})" for e in workers)
                     )
                     print(
-                        f"    mg/keras {med['modelgraph'] / med['keras']:.2f}x (per-round {r_k:.2f}x) | "
-                        f"mg/ort {med['modelgraph'] / med['onnxruntime']:.2f}x (per-round {r_o:.2f}x) | "
-                        f"{gflops:.1f} GFLOP/s = {gflops / peak:.0%} of sgemm peak"
-                    )
-                    print(
-                        f"    mg-ort/ort {med['modelgraph-ort'] / med['onnxruntime']:.2f}x (per-round {r_xo:.2f}x) | "
-                        f"mg-ort/keras {med['modelgraph-ort'] / med['keras']:.2f}x (per-round {r_xk:.2f}x)"
+                        "    "
+                        + " | ".join(
+                            f"{k} {_ratio_of(med, k):.2f}x (per-round {v:.2f}x)" for k, v in ratios.items()
+                        )
+                        + f" | modelgraph {gflops:.1f} GFLOP/s = {gflops / peak:.0%} of sgemm peak"
                     )
                     print(
                         "    per-round medians (ms): "
                         + " | ".join(
                             f"{e} " + "/".join(f"{statistics.median(x) * 1e3:.0f}" for x in t[e])
-                            for e in ENGINES
+                            for e in workers
                         )
                     )
-                    print(
-                        f"    max|mg-keras| {errs['modelgraph']:.2e}, max|mg-ort-keras| {errs['modelgraph-ort']:.2e}, "
-                        f"max|ort-keras| {errs['onnxruntime']:.2e}, max|keras worker-keras| {errs['keras']:.2e}"
-                    )
+                    print("    " + ", ".join(f"max|{e}-keras| {err:.2e}" for e, err in errs.items()))
                 print(f"{name}: {macs / 1e9:.2f} GMACs per image; plan compiled in {plan_s:.2f} s")
                 # The rest is modelgraph alone: let the other engines exit first.
-                workers.pop("keras").close()
-                workers.pop("onnxruntime").close()
-                workers.pop("modelgraph-ort").close()
+                for engine in [e for e in workers if e != "modelgraph"]:
+                    workers.pop(engine).close()
                 mg = workers["modelgraph"]
-                for b in (1, 8):
+                for row in summary:
+                    if row["model"] == name:
+                        row["depthwise"] = mg.request(cmd="depthwise", batch=row["batch"])
+                for b in batches:
                     print(f"{name} b={b} time by layer class (modelgraph):")
                     for cls, secs, frac in mg.request(cmd="breakdown", batch=b)["classes"][:6]:
                         print(f"    {cls:32s} {secs * 1e3:8.1f} ms  {frac:6.1%}")
-                for b in (1, 8):
+                for b in batches if args.memory else ():
                     # In a worker that has not run anything: the per-thread scratch buffers a run
                     # keeps for the next one are then counted, as in a one-off `modelgraph run`.
                     fresh = Worker("modelgraph", keras_path, args.size, 0)
@@ -326,20 +406,7 @@ def main() -> None:
     end_peak = sgemm_peak()
     best_peak = max(peak, end_peak)
     print(f"sgemm peak at start {peak:.1f}, at end {end_peak:.1f} GFLOP/s; the summary uses {best_peak:.1f}")
-    print("summary (median ms; per-round ratios; modelgraph's GFLOP/s and fraction of the sgemm peak):")
-    for name, b, med, r_k, r_o, gflops, r_xk, r_xo in summary:
-        print(
-            f"    {name:12s} b={b:<3d} modelgraph {med['modelgraph'] * 1e3:8.1f} | modelgraph-ort "
-            f"{med['modelgraph-ort'] * 1e3:8.1f} | keras {med['keras'] * 1e3:8.1f} "
-            f"| onnxruntime {med['onnxruntime'] * 1e3:8.1f} | mg/keras {r_k:.2f}x | mg/ort {r_o:.2f}x "
-            f"| mg-ort/ort {r_xo:.2f}x | mg-ort/keras {r_xk:.2f}x "
-            f"| {gflops:.1f} GFLOP/s = {gflops / best_peak:.0%}"
-        )
-    for name, keras_export, mg_export in exports:
-        print(
-            f"    {name:12s} ONNX export: keras model.export {keras_export:.2f} s | modelgraph export "
-            f"{mg_export:.2f} s | {mg_export / keras_export:.2f}x"
-        )
+    print_summary(summary, exports, unavailable, best_peak)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 

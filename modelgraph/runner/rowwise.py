@@ -14,6 +14,11 @@ The obvious spellings miss NumPy's fast loops:
   one, which runs about 3.4x slower (10 GB/s). ``np.clip`` with scalar bounds has a SIMD loop of its
   own, so relu is ``clip(x, 0, inf)`` (one pass, and relu6 ``clip(x, 0, 6)``).
 
+* ``swish``/``silu`` (``x / (1 + exp(-x))``, four passes): on a tensor larger than the cache every
+  pass streams it through memory, and NumPy's float32 ``exp`` runs 3x slower per element there than
+  on a block in cache (1.2 M elements: 7.6 against 2.3 ns). :func:`silu_` makes the four passes on
+  one cache-sized chunk after another.
+
 The results are those of the plain calls, element for element (same operation on the same values;
 NaN stays NaN), except that relu keeps the sign of a zero (``-0.0`` stays ``-0.0``, equal to 0).
 """
@@ -108,3 +113,32 @@ def relu_(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 def relu6_(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``min(max(x, 0), 6)`` into ``out`` (default: in place, ``x`` must be writable)."""
     return np.clip(x, x.dtype.type(0), x.dtype.type(6), out=x if out is None else out)
+
+
+# Elements per chunk of :func:`silu_`: 32-256 Ki elements ran alike (4.5-5.1 ms on a 112x112x96
+# float32 tensor against 17 ms unchunked); 4 Ki elements paid for the per-call overhead (6.1 ms).
+SILU_CHUNK = 1 << 15
+
+
+def silu_(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``x * sigmoid(x)`` of a float32/float64 ``x``, computed as ``x / (1 + exp(-x))``, into ``out``
+    (default: in place, ``x`` must be writable), one cache-sized chunk at a time when both are
+    C-ordered. Below x = -88.7 (float32) ``exp`` overflows and the result is -0 where the true value
+    is under 1e-36."""
+    out = x if out is None else out
+    with np.errstate(over="ignore", invalid="ignore"):  # -inf gives NaN, as x * sigmoid(x) does
+        if x.size <= SILU_CHUNK or not (x.flags.c_contiguous and out.flags.c_contiguous):
+            d = np.negative(x)
+            np.exp(d, out=d)
+            d += 1
+            return np.divide(x, d, out=out)
+        src, dst = x.reshape(-1), out.reshape(-1)
+        tmp = np.empty(SILU_CHUNK, dtype=x.dtype)
+        for start in range(0, src.size, SILU_CHUNK):
+            a = src[start : start + SILU_CHUNK]
+            d = tmp[: a.size]
+            np.negative(a, out=d)
+            np.exp(d, out=d)
+            d += 1
+            np.divide(a, d, out=dst[start : start + SILU_CHUNK])
+    return out

@@ -98,3 +98,42 @@ def test_fusion_inside_a_nested_model_still_serves_taps() -> None:
     runner = Runner(graph)
     assert runner._fused  # every fusion happened inside the nested model
     assert f"{inner['name']}/bn_Conv1" in runner.layer_paths()
+
+
+def test_efficientnet_folds_swish_into_the_convs(rebuilt_apps) -> None:
+    # Keras's EfficientNetB0: Conv -> BatchNormalization -> Activation("swish") after every conv.
+    graph = load(rebuilt_apps("apps/k3_efficientnetb0/manifest.json"))
+    fused = fuse(graph)
+    assert graph.layer("stem_activation").class_name == "Activation"
+    assert "stem_activation" not in {lyr.name for lyr in fused.layers}
+    name = graph.layer("block1a_activation").config["activation"]
+    assert name in ("swish", "silu")
+    assert fused.layer("block1a_dwconv").config["activation"] == name
+    # A zero-padded (strided) conv keeps the folded layer in its config.
+    assert fused.layer("stem_conv").config["layer"]["activation"] == name
+    assert [lyr.name for lyr in fused.layers if lyr.class_name == "Activation"] == []
+    x = np.random.default_rng(0).uniform(0, 255, (2, 64, 64, 3)).astype(np.float32)
+    fused_out, plain_out = Runner(graph).run(x), Runner(graph, fuse=False).run(x)
+    for key, value in plain_out.items():
+        np.testing.assert_allclose(fused_out[key], value, rtol=1e-5, atol=1e-5)
+
+
+def test_nasnet_folds_batchnorm_into_its_separable_convs(rebuilt_apps) -> None:
+    # NASNet's cells: ReLU -> SeparableConv2D -> BatchNormalization, dozens of times.
+    graph = load(rebuilt_apps("apps/k3_nasnetmobile/manifest.json"))
+    fused = fuse(graph)
+    separables = {lyr.name for lyr in graph.layers if lyr.class_name == "SeparableConv2D"}
+    readers = {node.inputs[0].layer: node.layer for node in graph.nodes if node.inputs}
+    folded = {s for s in separables if graph.layer(readers[s]).class_name == "BatchNormalization"}
+    assert len(folded) > 30
+    remaining = {lyr.name for lyr in fused.layers}
+    assert not {readers[s] for s in folded} & remaining
+    conv = fused.layer(sorted(folded)[0])
+    assert {w.name for w in conv.weights} == {"depthwise_kernel", "pointwise_kernel", "bias"}
+    assert conv.weight("depthwise_kernel").read().tolist() == graph.layer(conv.name).weight(
+        "depthwise_kernel"
+    ).read().tolist()
+    x = np.random.default_rng(0).uniform(-1, 1, (2, 64, 64, 3)).astype(np.float32)
+    fused_out, plain_out = Runner(graph).run(x), Runner(graph, fuse=False).run(x)
+    for key, value in plain_out.items():
+        np.testing.assert_allclose(fused_out[key], value, rtol=1e-5, atol=1e-5)

@@ -16,7 +16,7 @@ import pytest
 
 from modelgraph.runner import fast
 from modelgraph.runner.fast import blocks as fast_blocks
-from modelgraph.runner.fast import gemm
+from modelgraph.runner.fast import gemm, jit
 from modelgraph.runner.kernels.conv_utils import same_pads
 from modelgraph.runner.registry import KernelSpec
 
@@ -32,6 +32,16 @@ def blocks(request, monkeypatch):
         monkeypatch.setattr(fast_blocks, "GEMM_MIN_ROWS", 3)
         monkeypatch.setattr(fast_blocks, "EW_BLOCK_BYTES", 1 << 9)
         monkeypatch.setattr(fast_blocks, "DW_BLOCK_BYTES", 1 << 9)
+    return request.param
+
+
+@pytest.fixture(params=["numpy", "numba"])
+def loops(request, monkeypatch):
+    """Run each depthwise case on the NumPy (einsum) path and on the compiled loops of the optional
+    Numba extra (skipped when it is not installed)."""
+    if request.param == "numba" and not jit.available():
+        pytest.skip("the jit extra (numba) is not installed")
+    monkeypatch.setenv(jit.ENV, "1" if request.param == "numba" else "0")
     return request.param
 
 
@@ -179,7 +189,7 @@ DW_CASES = [
 
 
 @pytest.mark.parametrize("case", DW_CASES, ids=[f"dw{i}" for i in range(len(DW_CASES))])
-def test_depthwise2d_paths(case, blocks):
+def test_depthwise2d_paths(case, blocks, loops):
     shape, ks, mult, strides, dilation, padding, act = case
     rng = np.random.default_rng(sum(shape) + mult)
     x = rng.standard_normal(shape, dtype=np.float32)
@@ -192,7 +202,7 @@ def test_depthwise2d_paths(case, blocks):
 
 
 @pytest.mark.parametrize("channels", [8, 80])
-def test_depthwise_as_groups_and_separable(channels, blocks):
+def test_depthwise_as_groups_and_separable(channels, blocks, loops):
     rng = np.random.default_rng(channels)
     x = rng.standard_normal((2, 9, 8, channels), dtype=np.float32)
     dw = rng.standard_normal((3, 3, channels, 1), dtype=np.float32)
@@ -209,7 +219,7 @@ def test_depthwise_as_groups_and_separable(channels, blocks):
     _check(_run("SeparableConv2D", config, weights, x), expected)
 
 
-def test_depthwise1d_einsum(blocks):
+def test_depthwise1d_einsum(blocks, loops):
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 33, 70), dtype=np.float32)
     kernel = rng.standard_normal((3, 70, 1), dtype=np.float32)

@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelgraph.runner import fast, parallel
+from modelgraph.runner.activations import get_activation
 from modelgraph.runner.fast.blocks import row_blocks
-from modelgraph.runner.fast.epilogue import in_place_epilogue
+from modelgraph.runner.fast.epilogue import element_work, in_place_epilogue
 from modelgraph.runner.fast.gemm import conv2d_gemm
 
 needs_blas_control = pytest.mark.skipif(
@@ -296,3 +297,27 @@ def test_row_blocks_cover_every_row_once_and_balance_spread_blocks(batch, rows, 
     if can_split and len(blocks) < (batch if whole_images else batch * rows):
         assert len(blocks) % parts == 0
     assert len(blocks) >= len(row_blocks(batch, rows, per_row, target))
+
+
+@needs_blas_control
+@pytest.mark.parametrize(("activation", "spread"), [("relu", False), ("swish", True)])
+def test_a_costly_epilogue_counts_in_the_decision_to_spread(two_threads, activation, spread):
+    # EfficientNetB0's first 1x1 expansion at batch 1: 19 M multiply-adds, under the spreading
+    # threshold on their own, but 1.2 M swish elements cost several times the GEMM.
+    x = np.random.default_rng(0).standard_normal((1, 112, 112, 16), dtype=np.float32)
+    weights = np.random.default_rng(1).standard_normal((16, 96), dtype=np.float32)
+    assert parallel.SPREAD_MIN_WORK > 112 * 112 * 16 * 96
+    epilogue = in_place_epilogue(None, activation, get_activation(activation))
+    threads: set[int] = set()
+
+    def recording(block: np.ndarray, region: object) -> None:
+        threads.add(threading.get_ident())
+        epilogue(block, region)
+        time.sleep(0.005)  # long enough for the pool thread to take blocks too on a busy machine
+
+    recording.element_work = element_work(epilogue)  # type: ignore[attr-defined]
+    out = conv2d_gemm(x, weights, (1, 1), (1, 1), (1, 1), [(0, 0), (0, 0)], recording)
+    assert (len(threads) == 2) is spread
+    np.testing.assert_allclose(
+        out, get_activation(activation)(x.reshape(-1, 16) @ weights).reshape(out.shape), rtol=1e-5, atol=1e-5
+    )

@@ -133,3 +133,29 @@ def test_a_bottleneck_bands_rows_are_built_once() -> None:
     first = [r.tiled() for r in rows]
     for _ in range(3):
         assert all(r.tiled() is run for r, run in zip(rows, first, strict=True))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_silu_in_chunks_equals_the_whole_tensor_formula(dtype: type) -> None:
+    # Two whole chunks and a tail, with the values where exp(-x) overflows or underflows.
+    rng = np.random.default_rng(4)
+    x = np.concatenate([SPECIAL, rng.standard_normal(2 * rowwise.SILU_CHUNK + 17) * 30]).astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = x / (1 + np.exp(-x))
+    out = np.empty_like(x)
+    assert rowwise.silu_(x, out) is out
+    np.testing.assert_array_equal(out, expected)
+    in_place = x.copy()
+    assert rowwise.silu_(in_place) is in_place
+    np.testing.assert_array_equal(in_place, expected)
+    # A strided view is computed whole (no chunking), with the same values.
+    strided = x.reshape(-1, 1)[::3, 0]
+    np.testing.assert_array_equal(rowwise.silu_(strided, np.empty_like(strided)), expected[::3])
+
+
+def test_swish_activation_uses_the_chunked_form_and_keeps_its_input() -> None:
+    x = np.random.default_rng(5).standard_normal((3, rowwise.SILU_CHUNK + 5)).astype(np.float32)
+    before = x.copy()
+    y = get_activation("swish", (3, 15, 1))(x)
+    np.testing.assert_array_equal(y, before / (1 + np.exp(-before)))
+    np.testing.assert_array_equal(x, before)

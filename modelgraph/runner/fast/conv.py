@@ -25,6 +25,7 @@ from modelgraph.runner.fast.depthwise import DEPTHWISE_WORK, depthwise_slab, dep
 from modelgraph.runner.fast.epilogue import (
     Epilogue,
     Region,
+    element_work,
     in_place_epilogue,
     layout_activation,
     then_activate,
@@ -157,7 +158,8 @@ def _depthwise_blocks(
         epilogue(dst, (slice(n0, n1), slice(h0, h1)))
 
     # Blocks write disjoint output rows (scratch slabs are per thread): spread them when big enough.
-    work = batch * oh * ow * width * kernel.shape[0] * kernel.shape[1] * DEPTHWISE_WORK
+    per_element = kernel.shape[0] * kernel.shape[1] * DEPTHWISE_WORK + element_work(epilogue)
+    work = batch * oh * ow * width * per_element
     for_each(block, row_blocks(batch, oh, ow, target, spread_parts(work)), work)
     return out
 

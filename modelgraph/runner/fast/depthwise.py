@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from modelgraph.runner.fast import jit
 from modelgraph.runner.fast.blocks import scratch
 from modelgraph.runner.fast.gemm import effective_strides, strided_view
 
@@ -48,11 +49,15 @@ def depthwise_slab(
     slab's columns are split into s phases, tap j reading phase j % s), so one einsum per phase runs
     its inner loop over whole rows whatever the channel count. Otherwise (and for strided layers of
     at least ``PHASES_BELOW_CHANNELS`` channels) one einsum over a strided (pixels, taps, channels)
-    view runs it over the channels, which is slow for narrow layers.
+    view runs it over the channels, which is slow for narrow layers. With the optional Numba
+    (:mod:`modelgraph.runner.fast.jit`), compiled loops do the same sums instead.
     """
     nb, hb, ow, width = dst.shape
     kh, kw = kernel.shape[:2]
     sh, sw = strides
+    if jit.available() and src.dtype == dst.dtype == kernel.dtype == np.float32:
+        jit.depthwise(src, kernel, dst, (sh, sw), (dilation[0], dilation[1]))
+        return
     if tiled is None or dilation[1] != 1 or (sw > 1 and width >= PHASES_BELOW_CHANNELS):
         s_n, s_h, s_w, s_c = effective_strides(src)
         view = strided_view(

@@ -18,7 +18,7 @@ from modelgraph.runner.fast.blocks import (
     spread_parts,
     window_rows,
 )
-from modelgraph.runner.fast.epilogue import Epilogue
+from modelgraph.runner.fast.epilogue import Epilogue, element_work
 from modelgraph.runner.kernels.conv_utils import Pads, out_sizes, taps
 from modelgraph.runner.parallel import for_each
 
@@ -167,8 +167,8 @@ def conv2d_gemm(
     # thread can get at least GEMM_MIN_ROWS rows, they are spread over the cores (im2col copies and
     # epilogues too, not only the GEMMs), cut into a multiple of the thread count of equal blocks no
     # bigger than the target. Otherwise they run in turn, each GEMM on all of BLAS's threads.
-    work = batch * oh * ow * depth * filters
     rows = batch * oh * ow
+    work = rows * (depth * filters + filters * element_work(epilogue))
     threads = spread_parts(work)
     if threads > 1 and rows >= threads * blocks.GEMM_MIN_ROWS:
         share = max(blocks.GEMM_MIN_ROWS, blocks.SPREAD_BLOCK_BYTES // (per_pixel * x.itemsize))

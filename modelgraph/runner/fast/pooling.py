@@ -3,10 +3,9 @@
 what the reference kernels compute; ``tests/runner/test_fast_vs_reference.py`` checks that over
 random shapes, pool sizes, strides, paddings, dtypes, both data formats and non-contiguous inputs.
 
-Speed: 1-D and 2-D pooling run a block of output rows at a time, spread over threads (max pooling
-separably, over the pool's rows then its columns, never building the padded input; average pooling
-tap by tap over a padded row slab, divided by the per-position count of unpadded cells while the
-block is in cache); 3-D pooling folds the pool's taps into one output block at a time.
+Speed: 1-D and 2-D pooling run a block of output rows at a time, spread over threads (separably,
+over the pool's rows then its columns, never building the padded input; average pooling divides by
+the per-position count of unpadded cells while the block is in cache); 3-D pooling folds the pool's taps into one output block at a time.
 Non-overlapping windows take the same paths: one reshape and one reduction over the window axes
 (NumPy reducing over two or three strided axes at once) was slower in most cases measured
 single-threaded (2x2 and 2x2x2 pools, batch 1 and 8): 1.5-5x for max pooling and 3-D average
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from modelgraph.runner.fast import blocks
-from modelgraph.runner.fast.blocks import row_blocks, scratch, spread_parts, tap_reduce, window2d
+from modelgraph.runner.fast.blocks import row_blocks, scratch, spread_parts, tap_reduce
 from modelgraph.runner.kernels.conv_utils import (
     Pads,
     WindowParams,
@@ -82,11 +81,20 @@ def _make_pool(spec: KernelSpec, rank: int, kind: str) -> Kernel:
     return run
 
 
-def _max_along(
-    dst: np.ndarray, src: np.ndarray, axis: int, k: int, s: int, pad: int, lo: int, hi: int
+def _reduce_along(
+    dst: np.ndarray,
+    src: np.ndarray,
+    axis: int,
+    k: int,
+    s: int,
+    pad: int,
+    lo: int,
+    hi: int,
+    combine: np.ufunc = np.maximum,
 ) -> None:
-    """``dst[o - lo] = max over taps i of src[o*s - pad + i]`` along ``axis`` for outputs ``lo:hi``,
-    taps outside ``src`` skipped (the same as -inf padding, without a padded copy)."""
+    """``dst[o - lo] = combine over taps i of src[o*s - pad + i]`` along ``axis`` for outputs ``lo:hi``
+    (``np.maximum``: the max; ``np.add``: the sum), taps outside ``src`` skipped (the same as -inf /
+    zero padding, without a padded copy)."""
     n = src.shape[axis]
     lead = (slice(None),) * axis
     full, partial = [], []
@@ -102,23 +110,47 @@ def _max_along(
     # half the window). A merged ZeroPadding2D can pad more on one side (each side narrower than the
     # window): every output still has a tap inside, but maybe no tap index is inside for all of them.
     if len(full) >= 2:
-        np.maximum(full[0][2], full[1][2], out=dst)
+        combine(full[0][2], full[1][2], out=dst)
         rest = full[2:] + partial
     elif full:
         np.copyto(dst, full[0][2])
         rest = partial
     else:
-        dst.fill(-np.inf)
+        dst.fill(-np.inf if combine is np.maximum else 0.0)
         rest = partial
     for a, b, view in rest:
         part = dst[(*lead, slice(a - lo, b - lo))]
-        np.maximum(part, view, out=part)
+        combine(part, view, out=part)
 
 
 def max_pool2d(x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], pads: Pads) -> np.ndarray:
     """Max pooling of a C-ordered ``(B, H, W, C)`` array, separably and a block of output rows at a time:
     first over the pool's rows (whole contiguous input rows per op), into a scratch block, then over
     its columns. Max is exact, so the order does not matter; padding is never materialised."""
+    return _separable_pool2d(x, pool, strides, pads, np.maximum, None)
+
+
+def avg_pool2d(
+    x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], pads: Pads, counts: np.ndarray
+) -> np.ndarray:
+    """Average pooling of a C-ordered ``(B, H, W, C)`` array, separably like :func:`max_pool2d`: window
+    sums over the pool's rows, then its columns (``ph + pw - 2`` adds per output instead of ``ph * pw -
+    1``; NASNetMobile's 3x3 pools: 4 passes instead of 8), divided by ``counts`` (per output position,
+    see :func:`valid_counts`) while the block is in cache. The sums are those of the window's cells in
+    another order (rows first), equal up to float rounding."""
+    return _separable_pool2d(x, pool, strides, pads, np.add, counts[..., None])
+
+
+def _separable_pool2d(
+    x: np.ndarray,
+    pool: tuple[int, ...],
+    strides: tuple[int, ...],
+    pads: Pads,
+    combine: np.ufunc,
+    divisor: np.ndarray | None,
+) -> np.ndarray:
+    """``combine`` over each window, a block of output rows at a time, then divided by ``divisor``
+    (``(oh, ow, 1)``; None: nothing)."""
     batch, height, width, channels = x.shape
     (ph, pw), (sh, sw) = pool, strides
     (pt, _), (pl, _) = pads
@@ -132,32 +164,16 @@ def max_pool2d(x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], p
             rows = x[n0:n1, h0:h1]
         else:
             rows = scratch(0, (n1 - n0, h1 - h0, width, channels), x.dtype)
-            _max_along(rows, x[n0:n1], 1, ph, sh, pt, h0, h1)
-        _max_along(out[n0:n1, h0:h1], rows, 2, pw, sw, pl, 0, ow)
+            _reduce_along(rows, x[n0:n1], 1, ph, sh, pt, h0, h1, combine)
+        dst = out[n0:n1, h0:h1]
+        _reduce_along(dst, rows, 2, pw, sw, pl, 0, ow, combine)
+        if divisor is not None:
+            np.divide(dst, divisor[h0:h1], out=dst)
 
     # Blocks write disjoint output rows (the scratch rows are per thread): spread them when big enough.
     work = batch * oh * ow * channels * ph * pw
     for_each(block, row_blocks(batch, oh, width, target, spread_parts(work)), work)
     return out
-
-
-def avg_pool2d(
-    x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], pads: Pads, counts: np.ndarray
-) -> np.ndarray:
-    """Average pooling of a C-ordered ``(B, H, W, C)`` array: window sums tap by tap (row-major) a
-    block at a time, divided by ``counts`` (per output position, see :func:`valid_counts`)."""
-    counts = counts[..., None]
-
-    def first(dst: np.ndarray, src: np.ndarray, tap: int) -> None:
-        np.copyto(dst, src)
-
-    def step(dst: np.ndarray, src: np.ndarray, tmp: np.ndarray, tap: int) -> None:
-        np.add(dst, src, out=dst)
-
-    def finish(dst: np.ndarray, h0: int, h1: int) -> None:
-        np.divide(dst, counts[h0:h1], out=dst)
-
-    return window2d(x, pool, strides, (1,) * len(pool), pads, 0.0, first, step, finish)
 
 
 def valid_counts(

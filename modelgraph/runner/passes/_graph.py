@@ -10,7 +10,18 @@ from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, map_refs
 from modelgraph.runner.activations import activation_name
 from modelgraph.runner.fast.fused import CONV_RESIDUAL, INVERTED_BOTTLENECK, ZERO_PADDED
 
-PRODUCERS = frozenset({"Conv1D", "Conv2D", "Conv3D", "DepthwiseConv1D", "DepthwiseConv2D", "Dense"})
+PRODUCERS = frozenset(
+    {
+        "Conv1D",
+        "Conv2D",
+        "Conv3D",
+        "DepthwiseConv1D",
+        "DepthwiseConv2D",
+        "SeparableConv1D",
+        "SeparableConv2D",
+        "Dense",
+    }
+)
 
 
 DEPTHWISE = frozenset({"DepthwiseConv1D", "DepthwiseConv2D"})
@@ -118,13 +129,14 @@ def number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def relu_name(layer: Layer) -> str | None:
-    """``relu`` or ``relu6`` when the layer is exactly that activation (and float32), else None."""
+def relu_name(layer: Layer, activations: frozenset[str] = FUSABLE_ACTIVATIONS) -> str | None:
+    """``relu`` or ``relu6`` when the layer is exactly that activation (and float32), else None; an
+    ``Activation`` layer's name is accepted when it is in ``activations``."""
     if not is_float32(layer) or layer.node_count != 1:
         return None
     if layer.class_name == "Activation":
         name = activation_name(layer.config.get("activation"))
-        return name if name in FUSABLE_ACTIVATIONS else None
+        return name if name in activations else None
     if layer.class_name == "ReLU":
         slope = layer.config.get("negative_slope", layer.config.get("alpha", 0.0)) or 0.0
         threshold = layer.config.get("threshold", 0.0) or 0.0

@@ -1,11 +1,13 @@
-"""Fusion pass: fold BatchNormalization and ReLU into the conv or Dense before them.
+"""Fusion pass: fold BatchNormalization and ReLU (or swish) into the conv or Dense before them.
 
-Matches ``Conv1D/2D/3D | DepthwiseConv1D/2D | Dense`` (linear, channels-last, float32, one plain call)
-``-> BatchNormalization`` (inference, on the channel axis) ``-> ReLU / Activation(relu|relu6)``, each link
-read by nothing else. Produces the producer layer with weights ``kernel * s`` and ``(bias - mean) * s +
-beta`` (``s = gamma / sqrt(moving_variance + epsilon)``, computed in float64, rounded once to float32)
-and the ReLU as its fused activation; the BatchNormalization and ReLU layers are dropped. This is what
-Keras's backends do at inference; it saves two passes over each activation.
+Matches ``Conv1D/2D/3D | DepthwiseConv1D/2D | SeparableConv1D/2D | Dense`` (linear, channels-last,
+float32, one plain call) ``-> BatchNormalization`` (inference, on the channel axis) ``-> ReLU /
+Activation(relu|relu6|swish|silu)``, each link read by nothing else. Produces the producer layer with
+weights ``kernel * s`` (a separable conv's ``pointwise_kernel * s``) and ``(bias - mean) * s + beta`` (``s = gamma / sqrt(moving_variance + epsilon)``, computed in float64, rounded once
+to float32) and the activation as its fused activation; the BatchNormalization and activation layers
+are dropped. This is what Keras's backends do at inference; it saves two passes over each activation,
+and the fast kernels apply the activation to each output block while it is in cache (EfficientNet's
+swish after every conv: the tensor is not streamed through memory once more).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, Weight
 from modelgraph.runner.activations import activation_name
 from modelgraph.runner.passes._graph import (
     DEPTHWISE,
+    FUSABLE_ACTIVATIONS,
     PRODUCERS,
     Readers,
     drop,
@@ -28,6 +31,10 @@ from modelgraph.runner.passes._graph import (
     relu_name,
     single_call_float32,
 )
+
+# Activations folded into the producer (its kernel's epilogue applies them block by block): ReLU's,
+# and EfficientNet's Conv -> BatchNormalization -> Activation("swish").
+FOLDED_ACTIVATIONS = FUSABLE_ACTIVATIONS | {"swish", "silu"}
 
 
 def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
@@ -52,7 +59,7 @@ def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
                 tail = follower.key
                 follower = readers.single(tail)
         if follower is not None:
-            name = relu_name(layers[follower.layer]) if plain_call(follower) else None
+            name = relu_name(layers[follower.layer], FOLDED_ACTIVATIONS) if plain_call(follower) else None
             if name is not None and activation_name(current.config.get("activation")) == "linear":
                 config = dict(current.config)
                 config["activation"] = name
@@ -71,13 +78,20 @@ def _can_produce(layer: Layer, node: Node) -> bool:
         and single_call_float32(layer)
         and layer.config.get("data_format", "channels_last") == "channels_last"
         and activation_name(layer.config.get("activation")) == "linear"
-        and {w.name for w in layer.weights} >= {"kernel"}
+        and bool({w.name for w in layer.weights} & {"kernel", "pointwise_kernel"})
         and plain_call(node)
     )
 
 
+def _scaled_kernel(names: set[str] | dict[str, Weight]) -> str:
+    """The weight that makes the output channels: a separable conv's ``pointwise_kernel``, else ``kernel``."""
+    return "pointwise_kernel" if "pointwise_kernel" in names else "kernel"
+
+
 def _rank(layer: Layer) -> int | None:
-    return None if not layer.weights else len(layer.weight("kernel").shape)
+    if not layer.weights:
+        return None
+    return len(layer.weight(_scaled_kernel({w.name for w in layer.weights})).shape)
 
 
 def _fold_batchnorm(producer: Layer, bn: Layer, kernel_rank: int | None) -> Layer | None:
@@ -98,7 +112,8 @@ def _fold_batchnorm(producer: Layer, bn: Layer, kernel_rank: int | None) -> Laye
     if eps is None:
         return None  # a malformed epsilon: left to the BatchNormalization kernel, which refuses it
     weights = {w.name: w for w in producer.weights}
-    kernel_w = weights["kernel"]
+    scaled = _scaled_kernel(weights)
+    kernel_w = weights[scaled]
     if not str(kernel_w.dtype).startswith(("float", "bfloat")):
         return None  # a quantized kernel: its own kernel refuses it, folding must not hide that
     out_channels = _out_channels(producer, kernel_w.shape)
@@ -127,8 +142,10 @@ def _fold_batchnorm(producer: Layer, bn: Layer, kernel_rank: int | None) -> Laye
         return cache["value"][index]
 
     location = f"{kernel_w.location} (BatchNormalization '{bn.name}' folded in)"
+    kept = tuple(w for w in producer.weights if w.name not in (scaled, "bias"))  # a separable's depthwise
     new_weights = (
-        Weight("kernel", kernel_w.shape, "float32", location, lambda: part(0)),
+        *kept,
+        Weight(scaled, kernel_w.shape, "float32", location, lambda: part(0)),
         Weight("bias", (out_channels,), "float32", location, lambda: part(1)),
     )
     config = dict(producer.config)
