@@ -2,11 +2,24 @@
 
 For every case and every format Keras wrote: load, layer depths, layer order, params, outputs within
 ``|err| <= atol + rtol * |ref|`` (the case's tolerance: float32 ``1e-4 + 1e-3 |ref|``), and
-``validate`` without an error-severity finding. :func:`check_case` returns the failures as
-``(format, failure class, detail)``; :func:`known_class` names the failures that are known and owned
-elsewhere (see ``KNOWN``), which the committed test marks expected-fail.
+``validate`` without an error-severity finding. The outputs compared are the ones the case follows
+(``case.json`` ``referee.follows``: TensorFlow's, or Keras 3 on JAX's in ``jax.npz`` where the two
+backends disagree; ``referee.py``). For the case's main file (Keras 3: ``.keras``; tf_keras: ``.h5``)
+two more checks:
 
-    python samples/fuzz/check_cases.py DIR [DIR...]     # counts by failure class
+- ``convert``: modelgraph writes a Keras 3 ``.keras`` file or refuses as it did when the case was
+  made; where it wrote one, real Keras 3 loaded it in safe mode and reproduced the outputs at
+  generation (``case.json`` ``convert.keras3 == "pass"``, recorded by ``referee.py``), and modelgraph
+  runs the file it writes now to the same outputs;
+- ``export``: onnxruntime runs modelgraph's ONNX export of the model to the same outputs (skipped when
+  onnxruntime is not installed).
+
+:func:`check_case` returns the failures as ``(format, failure class, detail)``; :func:`known_class`
+names the failures that are known and owned elsewhere (see ``KNOWN``), which the committed test marks
+expected-fail.
+
+    python samples/fuzz/check_cases.py DIR [DIR...]            # counts by failure class
+    python samples/fuzz/check_cases.py --prepare DIR [DIR...]  # write converted.keras for referee.py
 """
 
 from __future__ import annotations
@@ -77,15 +90,19 @@ def _structure(graph, facts: dict) -> list[tuple[str, str]]:
     return problems
 
 
-def _outputs(graph, io, golden: dict) -> tuple[str, str] | None:
+def _first_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+
+
+def _outputs(graph, io, golden: dict, backend: str = "numpy", kind: str = "run") -> tuple[str, str] | None:
     from modelgraph.runner.interpreter import Runner
 
     feeds = {k[3:]: io[k] for k in io.files if k.startswith("in/")}
     try:
-        got = list(Runner(graph).run(feeds).values())
+        got = list(Runner(graph, backend=backend).run(feeds).values())
     except Exception as e:  # noqa: BLE001 - every failure is a finding of the fuzzer
-        return ("run", f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
-    want = [io[f"out/{i}"] for i in range(golden["outputs"])]
+        return (kind, _first_line(e))
+    want = [io[f"ref/{i}"] for i in range(golden["outputs"])]
     if len(got) != len(want):
         return ("outputs", f"{len(got)} outputs, Keras gave {len(want)}")
     tol = golden["tolerance"]
@@ -98,7 +115,73 @@ def _outputs(graph, io, golden: dict) -> tuple[str, str] | None:
         excess = np.abs(g - w) - (tol["atol"] + tol["rtol"] * np.abs(w))
         if excess.size and (not np.all(np.isfinite(g)) or excess.max() > 0):
             worst = max(worst, float(np.nanmax(np.abs(g - w))) if np.all(np.isfinite(g)) else np.inf)
-    return ("outputs", f"max |err| {worst:.3g}") if worst else None
+    name = "outputs" if kind == "run" else kind
+    return (name, f"max |err| {worst:.3g}") if worst else None
+
+
+def main_file(golden: dict) -> str:
+    """The format the convert and export checks use: the ``.keras`` file of a Keras 3 case, the
+    ``.h5`` of a tf_keras case (else the first format Keras wrote)."""
+    order = ("keras", "h5") if golden["flavour"] == "k3" else ("h5", "keras")
+    return next((k for k in order if k in golden["files"]), next(iter(golden["files"])))
+
+
+def convert_to(graph, target: Path) -> str | None:
+    """Write ``graph`` as a Keras 3 ``.keras`` file; the refusal's first line, or None when written."""
+    import modelgraph
+
+    try:
+        modelgraph.save(graph, target)
+    except Exception as e:  # noqa: BLE001 - refusals are recorded and pinned
+        return _first_line(e)
+    return None
+
+
+def _convert(graph, io, golden: dict) -> tuple[str, str] | None:
+    import tempfile
+
+    import modelgraph
+
+    recorded = golden.get("convert")
+    if recorded is None or "written" not in recorded:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "converted.keras"
+        refused = convert_to(graph, target)
+        if refused is not None:
+            return None if not recorded["written"] else ("convert", f"refused now: {refused}")
+        if not recorded["written"]:
+            return ("convert", f"writes a file now (refused at generation: {recorded.get('refused')}); regenerate")
+        if recorded.get("keras3") != "pass":
+            detail = recorded.get("error") or f"max |err| {recorded.get('max_err', '?')}"
+            return ("convert", f"Keras 3 {recorded.get('keras3', 'never loaded')} the written file: {detail}")
+        try:
+            back = modelgraph.load(target)
+        except Exception as e:  # noqa: BLE001
+            return ("convert", f"cannot reload the written file: {_first_line(e)}")
+        return _outputs(back, io, golden, kind="convert")
+
+
+def _export(graph, io, golden: dict) -> tuple[str, str] | None:
+    return _outputs(graph, io, golden, backend="onnxruntime", kind="export")
+
+
+def prepare(case: Path) -> None:
+    """Write ``converted.keras`` (modelgraph's conversion of the main file) for ``referee.py``, and
+    record in ``case.json`` whether it was written."""
+    golden = json.loads((case / "case.json").read_text(encoding="utf-8"))
+    kind = main_file(golden)
+    graph = _load(case, kind, golden["files"][kind])
+    refused = convert_to(graph, case / "converted.keras")
+    golden["convert"] = {"from": kind, "written": refused is None, **({"refused": refused} if refused else {})}
+    (case / "case.json").write_text(json.dumps(golden, indent=1, default=str) + "\n", encoding="utf-8")
+
+
+def export_available() -> bool:
+    """Whether onnxruntime (and onnx) are installed for the export check."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("onnx", "onnxruntime"))
 
 
 def _validate(case: Path, kind: str, entry) -> tuple[str, str] | None:
@@ -112,13 +195,22 @@ def _validate(case: Path, kind: str, entry) -> tuple[str, str] | None:
     return ("validate", ",".join(errors)) if errors else None
 
 
-def check_case(case: Path) -> list[tuple[str, str, str]]:
-    """Every failure of one case: ``(format, class, detail)``; empty when modelgraph agrees with Keras."""
+def check_case(case: Path, export: bool | None = None) -> list[tuple[str, str, str]]:
+    """Every failure of one case: ``(format, class, detail)``; empty when modelgraph agrees with the
+    referee the case follows. ``export`` (default: when onnxruntime is installed) adds the ONNX check."""
     golden = json.loads((case / "case.json").read_text(encoding="utf-8"))
+    export = export_available() if export is None else export
     failures = []
     with np.load(case / "io.npz") as npz:
         io_arrays = {k: npz[k] for k in npz.files}
+    follows = (golden.get("referee") or {}).get("follows", "tensorflow")
+    if follows == "jax":
+        with np.load(case / "jax.npz") as npz:
+            io_arrays.update({f"ref/{k[4:]}": npz[k] for k in npz.files if k.startswith("out/")})
+    else:
+        io_arrays.update({f"ref/{k[4:]}": v for k, v in list(io_arrays.items()) if k.startswith("out/")})
     io = _Arrays(io_arrays)
+    main = main_file(golden)
     for kind, entry in golden["files"].items():
         try:
             graph = _load(case, kind, entry)
@@ -135,6 +227,11 @@ def check_case(case: Path) -> list[tuple[str, str, str]]:
         found = _validate(case, kind, entry)
         if found is not None:
             failures.append((kind, *found))
+        if kind == main:
+            for check in (_convert, *((_export,) if export else ())):
+                found = check(graph, io, golden)
+                if found is not None:
+                    failures.append((kind, *found))
     return failures
 
 
@@ -175,6 +272,14 @@ def classify(failures: list[tuple[str, str, str]]) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--prepare"]:
+        for arg in argv[1:]:
+            for case in cases_in(Path(arg)):
+                try:
+                    prepare(case)
+                except Exception as e:  # noqa: BLE001 - a load failure is found again by the check
+                    print(f"{case.name}: prepare: {_first_line(e)}", flush=True)
+        return 0
     counts: Counter[str] = Counter()
     total = 0
     for arg in argv:
