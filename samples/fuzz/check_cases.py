@@ -20,6 +20,7 @@ expected-fail.
 
     python samples/fuzz/check_cases.py DIR [DIR...]            # counts by failure class
     python samples/fuzz/check_cases.py --prepare DIR [DIR...]  # write converted.keras for referee.py
+    python samples/fuzz/check_cases.py --results OUT.jsonl DIR...  # also one JSON line per case
 """
 
 from __future__ import annotations
@@ -280,12 +281,19 @@ def main(argv: list[str]) -> int:
                 except Exception as e:  # noqa: BLE001 - a load failure is found again by the check
                     print(f"{case.name}: prepare: {_first_line(e)}", flush=True)
         return 0
+    results = None
+    if argv[:1] == ["--results"]:
+        results = open(argv[1], "a", encoding="utf-8")  # noqa: SIM115 - one line per case, flushed
+        argv = argv[2:]
     counts: Counter[str] = Counter()
     total = 0
     for arg in argv:
         for case in cases_in(Path(arg)):
             total += 1
             failures = check_case(case)
+            if results is not None:
+                results.write(json.dumps({"case": str(case), "failures": failures}) + "\n")
+                results.flush()
             if not failures:
                 counts["ok"] += 1
                 continue
