@@ -806,12 +806,25 @@ def pack(cases: list[Path], archive: Path) -> None:
 
     with tarfile.open(archive, "w:xz", preset=9) as tar:
         for case in sorted(cases):
-            tar.add(case, arcname=case.name)
+            tar.add(case, arcname=case.name, filter=lambda m: None if m.name.endswith(UNPACKED) else m)
+
+
+# Files a case directory may hold that are never committed: TensorFlow's per-layer outputs (only for
+# referee.py's localisation) and modelgraph's conversion (deleted by referee.py once loaded).
+UNPACKED = ("tf_inter.npz", "converted.keras")
+
+
+def interesting(case: Path) -> bool:
+    """Whether the two Keras backends disagree on ``case`` or Keras 3 did not reproduce its conversion."""
+    golden = json.loads((case / "case.json").read_text(encoding="utf-8"))
+    jax = (golden.get("referee") or {}).get("jax", {}).get("status")
+    return jax == "differs" or (golden.get("convert") or {}).get("keras3", "pass") != "pass"
 
 
 def select(cases: list[Path], count: int, max_bytes: int = 150_000) -> list[Path]:
-    """Up to ``count`` of ``cases`` to commit: first, in seed order, every case that uses a tag no
-    case chosen so far uses, then evenly spaced others; cases over ``max_bytes`` unpacked are skipped."""
+    """Up to ``count`` of ``cases`` to commit: first (up to half) the :func:`interesting` ones, then,
+    in seed order, every case that uses a tag no case chosen so far uses, then evenly spaced others;
+    cases over ``max_bytes`` unpacked are skipped."""
 
     def size(case: Path) -> int:
         return sum(f.stat().st_size for f in case.iterdir())
@@ -820,11 +833,11 @@ def select(cases: list[Path], count: int, max_bytes: int = 150_000) -> list[Path
         return int(case.name.rsplit("_", 1)[1])
 
     pool = sorted((c for c in cases if size(c) <= max_bytes), key=seed)
-    chosen: list[Path] = []
-    seen: set[str] = set()
+    chosen: list[Path] = [c for c in pool if interesting(c)][: count // 2]
+    seen: set[str] = {t for c in chosen for t in json.loads((c / "case.json").read_text(encoding="utf-8"))["tags"]}
     for case in pool:
         tags = set(json.loads((case / "case.json").read_text(encoding="utf-8"))["tags"])
-        if len(chosen) < count and tags - seen:
+        if len(chosen) < count and tags - seen and case not in chosen:
             chosen.append(case)
             seen |= tags
     rest = [c for c in pool if c not in chosen]
@@ -878,11 +891,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="make no cases: pack N of the cases in --out into samples/fuzz/cases_<flavour>.tar.xz",
     )
+    ap.add_argument("--archive", default="", help="with --pack: the archive's name (default cases_<flavour>)")
     args = ap.parse_args(argv)
     if args.pack:
         cases = [c for c in args.out.iterdir() if (c / "case.json").is_file()]
+        if args.archive:  # a later round: only cases the JAX referee has seen
+            cases = [c for c in cases if "referee" in json.loads((c / "case.json").read_text(encoding="utf-8"))]
         chosen = select(cases, args.pack)
-        pack(chosen, HERE / f"cases_{args.flavour}.tar.xz")
+        pack(chosen, HERE / f"{args.archive or f'cases_{args.flavour}'}.tar.xz")
         print(f"packed {len(chosen)} of {len(cases)} cases")
         return 0
     start, stop = (int(v) for v in args.seeds.split(":"))
