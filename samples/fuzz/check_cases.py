@@ -38,10 +38,17 @@ import numpy as np
 # name, tags that must all be present, failure kinds it explains, texts one of which the failure's
 # detail must contain, or None). ``flavour:k3`` / ``flavour:k2`` count as tags. A case is expected to
 # fail only when known classes explain every one of its failures; any other failure fails the test.
-# Empty: the four classes first found here (Keras 3 implicit attention masks, a mask through a nested
-# model, op nodes without a module in Keras 3's legacy .h5, LayerNormalization rms_scaling's gamma)
-# are fixed, and every committed case passes.
-KNOWN: list[tuple[str, frozenset[str], frozenset[str], tuple[str, ...] | None]] = []
+# The four classes first found here (Keras 3 implicit attention masks, a mask through a nested model,
+# op nodes without a module in Keras 3's legacy .h5, LayerNormalization rms_scaling's gamma) are fixed.
+# Round 3 (JAX referee, convert and export checks) found one class not fixed here:
+KNOWN: list[tuple[str, frozenset[str], frozenset[str], tuple[str, ...] | None]] = [
+    # A tf_keras MultiHeadAttention whose integer attention mask hides every key of a query row:
+    # tf_keras and Keras 3 compute that row differently, so the converted .keras file gives other
+    # outputs for it in real Keras 3 (tf_keras seed 14: 0.10, only in the sample whose row 0 is fully
+    # masked). convert should refuse or note it; owned with the MHA mask work (issue #33, fidfix).
+    ("k2_mha_fully_masked_row_convert", frozenset({"flavour:k2", "mha_int_mask"}), frozenset({"convert"}),
+     ("Keras 3 fail",)),
+]  # fmt: skip
 
 
 def cases_in(path: Path) -> Iterator[Path]:
@@ -144,8 +151,8 @@ def _convert(graph, io, golden: dict) -> tuple[str, str] | None:
     import modelgraph
 
     recorded = golden.get("convert")
-    if recorded is None or "written" not in recorded:
-        return None
+    if recorded is None or "written" not in recorded or (recorded["written"] and "keras3" not in recorded):
+        return None  # not made or not yet seen by Keras 3 (referee.py)
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "converted.keras"
         refused = convert_to(graph, target)

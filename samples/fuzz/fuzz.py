@@ -8,7 +8,16 @@ Dev-time only (needs TensorFlow), one flavour per process::
     /work/venvs/k2/bin/python samples/fuzz/fuzz.py --flavour k2 --seeds 0:200 --out /tmp/fuzz/k2
 
 ``--pack N`` (no TensorFlow needed) packs N of the cases made into ``samples/fuzz/cases_<flavour>.tar.xz``
-(every construct first, then evenly spaced seeds), which is what is committed.
+(every construct first, then evenly spaced seeds), which is what is committed; with ``--archive NAME``
+only cases the JAX referee has seen, the ones where the backends disagree or the conversion failed first.
+
+A whole run, per flavour (each step batches every case into one process; ``nice`` on a shared box)::
+
+    python samples/fuzz/fuzz.py --flavour k3 --seeds 1000:1200 --out R/k3       # k3 venv, TensorFlow
+    .venv/bin/python samples/fuzz/check_cases.py --prepare R/k3                # modelgraph converts
+    /work/venvs/k3/bin/python samples/fuzz/referee.py R/k3                     # Keras 3 on JAX
+    .venv/bin/python samples/fuzz/check_cases.py --results R/k3.jsonl R/k3     # modelgraph checks
+    .venv/bin/python samples/fuzz/report.py --results R/k3.jsonl R/k3 > docs/fuzz-report.md
 
 Every seed gives one case directory ``<out>/<flavour>_<seed>/`` holding the model in every format the
 flavour writes (Keras 3: ``.keras``, legacy ``.h5``, ``to_json`` + ``.weights.h5``; tf_keras: ``.h5``,
