@@ -190,10 +190,14 @@ def upgrade_call(
     """A Keras 1/2 node's call in Keras 3's form.
 
     tf.keras folds an RNN's ``initial_state`` into its first argument (``rnn([x, h, c])``);
-    Keras 3 takes the states as ``initial_state=``.
+    Keras 3 takes the states as ``initial_state=``. (tf.keras's Bidirectional also records
+    ``initial_state=None, constants=None`` beside the folded states; Keras 3's RNN calls take no
+    ``constants``, so an empty one is dropped.)
     """
+    if class_name in _RNN_CALLS and "constants" in kwargs and kwargs["constants"] is None:
+        kwargs = {k: v for k, v in kwargs.items() if k != "constants"}
     folded = class_name in _RNN_CALLS and args and isinstance(args[0], list) and len(args[0]) > 1
-    if folded and "initial_state" not in kwargs:
+    if folded and kwargs.get("initial_state") is None:
         states = list(args[0][1:])
         return (args[0][0], *args[1:]), {**kwargs, "initial_state": states[0] if len(states) == 1 else states}
     return args, kwargs
