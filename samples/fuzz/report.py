@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -125,12 +126,14 @@ def render(data: dict) -> str:
     out += ["## convert", ""]
     written = [c for c in conv if c.get("written")]
     verdict = Counter(c.get("keras3", "not loaded") for c in written)
+    seen = verdict["pass"] + verdict["fail"] + verdict["refused"]
     out.append(
         f"modelgraph wrote a Keras 3 `.keras` file for {len(written)} of {sum(1 for c in conv if 'written' in c)} "
-        f"cases; real Keras 3 (safe mode, JAX) loaded it and reproduced the followed outputs for "
-        f"{verdict['pass']}, differed for {verdict['fail']}, refused {verdict['refused']}."
+        f"cases. Of the {seen} written files real Keras 3 (safe mode, JAX) was given, it loaded and reproduced "
+        f"the followed outputs for {verdict['pass']}, gave other outputs for {verdict['fail']} and refused "
+        f"{verdict['refused']}."
     )
-    reasons = Counter(c["refused"][:110] for c in conv if c.get("written") is False)
+    reasons = Counter(re.sub(r"cannot write \S+: ", "", c["refused"])[:130] for c in conv if c.get("written") is False)
     if reasons:
         out += ["", "Refused by modelgraph (nothing written):", ""]
         out += [f"- {n} x `{r}`" for r, n in reasons.most_common(10)]
