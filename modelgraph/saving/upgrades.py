@@ -179,15 +179,15 @@ def upgrade_call(
     """A Keras 1/2 node's call in Keras 3's form.
 
     tf.keras folds an RNN's ``initial_state`` into its first argument (``rnn([x, h, c])``);
-    Keras 3 takes the states as ``initial_state=``.
+    Keras 3 takes the states as ``initial_state=``. (tf.keras's Bidirectional also records
+    ``initial_state=None, constants=None`` beside the folded states; Keras 3's RNN calls take no
+    ``constants``, so an empty one is dropped.)
     """
-    folded = (
-        keras3_rules(class_name).folds_initial_state
-        and args
-        and isinstance(args[0], list)
-        and len(args[0]) > 1
-    )
-    if folded and "initial_state" not in kwargs:
+    folds = keras3_rules(class_name).folds_initial_state
+    if folds and "constants" in kwargs and kwargs["constants"] is None:
+        kwargs = {k: v for k, v in kwargs.items() if k != "constants"}
+    folded = folds and args and isinstance(args[0], list) and len(args[0]) > 1
+    if folded and kwargs.get("initial_state") is None:
         states = list(args[0][1:])
         return (args[0][0], *args[1:]), {**kwargs, "initial_state": states[0] if len(states) == 1 else states}
     return args, kwargs

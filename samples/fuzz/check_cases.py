@@ -2,11 +2,25 @@
 
 For every case and every format Keras wrote: load, layer depths, layer order, params, outputs within
 ``|err| <= atol + rtol * |ref|`` (the case's tolerance: float32 ``1e-4 + 1e-3 |ref|``), and
-``validate`` without an error-severity finding. :func:`check_case` returns the failures as
-``(format, failure class, detail)``; :func:`known_class` names the failures that are known and owned
-elsewhere (see ``KNOWN``), which the committed test marks expected-fail.
+``validate`` without an error-severity finding. The outputs compared are the ones the case follows
+(``case.json`` ``referee.follows``: TensorFlow's, or Keras 3 on JAX's in ``jax.npz`` where the two
+backends disagree; ``referee.py``). For the case's main file (Keras 3: ``.keras``; tf_keras: ``.h5``)
+two more checks:
 
-    python samples/fuzz/check_cases.py DIR [DIR...]     # counts by failure class
+- ``convert``: modelgraph writes a Keras 3 ``.keras`` file or refuses as it did when the case was
+  made; where it wrote one, real Keras 3 loaded it in safe mode and reproduced the outputs at
+  generation (``case.json`` ``convert.keras3 == "pass"``, recorded by ``referee.py``), and modelgraph
+  runs the file it writes now to the same outputs;
+- ``export``: onnxruntime runs modelgraph's ONNX export of the model to the same outputs (skipped when
+  onnxruntime is not installed).
+
+:func:`check_case` returns the failures as ``(format, failure class, detail)``; :func:`known_class`
+names the failures that are known and owned elsewhere (see ``KNOWN``), which the committed test marks
+expected-fail.
+
+    python samples/fuzz/check_cases.py DIR [DIR...]            # counts by failure class
+    python samples/fuzz/check_cases.py --prepare DIR [DIR...]  # write converted.keras for referee.py
+    python samples/fuzz/check_cases.py --results OUT.jsonl DIR...  # also one JSON line per case
 """
 
 from __future__ import annotations
@@ -24,10 +38,17 @@ import numpy as np
 # name, tags that must all be present, failure kinds it explains, texts one of which the failure's
 # detail must contain, or None). ``flavour:k3`` / ``flavour:k2`` count as tags. A case is expected to
 # fail only when known classes explain every one of its failures; any other failure fails the test.
-# Empty: the four classes first found here (Keras 3 implicit attention masks, a mask through a nested
-# model, op nodes without a module in Keras 3's legacy .h5, LayerNormalization rms_scaling's gamma)
-# are fixed, and every committed case passes.
-KNOWN: list[tuple[str, frozenset[str], frozenset[str], tuple[str, ...] | None]] = []
+# The four classes first found here (Keras 3 implicit attention masks, a mask through a nested model,
+# op nodes without a module in Keras 3's legacy .h5, LayerNormalization rms_scaling's gamma) are fixed.
+# Round 3 (JAX referee, convert and export checks) found one class not fixed here:
+KNOWN: list[tuple[str, frozenset[str], frozenset[str], tuple[str, ...] | None]] = [
+    # A tf_keras MultiHeadAttention whose integer attention mask hides every key of a query row:
+    # tf_keras and Keras 3 compute that row differently, so the converted .keras file gives other
+    # outputs for it in real Keras 3 (tf_keras seed 14: 0.10, only in the sample whose row 0 is fully
+    # masked). convert should refuse or note it; owned with the MHA mask work (issue #33, fidfix).
+    ("k2_mha_fully_masked_row_convert", frozenset({"flavour:k2", "mha_int_mask"}), frozenset({"convert"}),
+     ("Keras 3 gave other outputs",)),
+]  # fmt: skip
 
 
 def cases_in(path: Path) -> Iterator[Path]:
@@ -77,15 +98,19 @@ def _structure(graph, facts: dict) -> list[tuple[str, str]]:
     return problems
 
 
-def _outputs(graph, io, golden: dict) -> tuple[str, str] | None:
+def _first_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+
+
+def _outputs(graph, io, golden: dict, backend: str = "numpy", kind: str = "run") -> tuple[str, str] | None:
     from modelgraph.runner.interpreter import Runner
 
     feeds = {k[3:]: io[k] for k in io.files if k.startswith("in/")}
     try:
-        got = list(Runner(graph).run(feeds).values())
+        got = list(Runner(graph, backend=backend).run(feeds).values())
     except Exception as e:  # noqa: BLE001 - every failure is a finding of the fuzzer
-        return ("run", f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
-    want = [io[f"out/{i}"] for i in range(golden["outputs"])]
+        return (kind, _first_line(e))
+    want = [io[f"ref/{i}"] for i in range(golden["outputs"])]
     if len(got) != len(want):
         return ("outputs", f"{len(got)} outputs, Keras gave {len(want)}")
     tol = golden["tolerance"]
@@ -98,7 +123,74 @@ def _outputs(graph, io, golden: dict) -> tuple[str, str] | None:
         excess = np.abs(g - w) - (tol["atol"] + tol["rtol"] * np.abs(w))
         if excess.size and (not np.all(np.isfinite(g)) or excess.max() > 0):
             worst = max(worst, float(np.nanmax(np.abs(g - w))) if np.all(np.isfinite(g)) else np.inf)
-    return ("outputs", f"max |err| {worst:.3g}") if worst else None
+    name = "outputs" if kind == "run" else kind
+    return (name, f"max |err| {worst:.3g}") if worst else None
+
+
+def main_file(golden: dict) -> str:
+    """The format the convert and export checks use: the ``.keras`` file of a Keras 3 case, the
+    ``.h5`` of a tf_keras case (else the first format Keras wrote)."""
+    order = ("keras", "h5") if golden["flavour"] == "k3" else ("h5", "keras")
+    return next((k for k in order if k in golden["files"]), next(iter(golden["files"])))
+
+
+def convert_to(graph, target: Path) -> str | None:
+    """Write ``graph`` as a Keras 3 ``.keras`` file; the refusal's first line, or None when written."""
+    import modelgraph
+
+    try:
+        modelgraph.save(graph, target)
+    except Exception as e:  # noqa: BLE001 - refusals are recorded and pinned
+        return _first_line(e)
+    return None
+
+
+def _convert(graph, io, golden: dict) -> tuple[str, str] | None:
+    import tempfile
+
+    import modelgraph
+
+    recorded = golden.get("convert")
+    if recorded is None or "written" not in recorded or (recorded["written"] and "keras3" not in recorded):
+        return None  # not made or not yet seen by Keras 3 (referee.py)
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "converted.keras"
+        refused = convert_to(graph, target)
+        if refused is not None:
+            return None if not recorded["written"] else ("convert", f"refused now: {refused}")
+        if not recorded["written"]:
+            return ("convert", f"writes a file now (refused at generation: {recorded.get('refused')}); regenerate")
+        if recorded.get("keras3") != "pass":
+            detail = recorded.get("error") or f"max |err| {recorded.get('max_err', '?')}"
+            verdict = {"fail": "gave other outputs for", "refused": "refused"}.get(recorded.get("keras3"), "never loaded")
+            return ("convert", f"Keras 3 {verdict} the written file: {detail}")
+        try:
+            back = modelgraph.load(target)
+        except Exception as e:  # noqa: BLE001
+            return ("convert", f"cannot reload the written file: {_first_line(e)}")
+        return _outputs(back, io, golden, kind="convert")
+
+
+def _export(graph, io, golden: dict) -> tuple[str, str] | None:
+    return _outputs(graph, io, golden, backend="onnxruntime", kind="export")
+
+
+def prepare(case: Path) -> None:
+    """Write ``converted.keras`` (modelgraph's conversion of the main file) for ``referee.py``, and
+    record in ``case.json`` whether it was written."""
+    golden = json.loads((case / "case.json").read_text(encoding="utf-8"))
+    kind = main_file(golden)
+    graph = _load(case, kind, golden["files"][kind])
+    refused = convert_to(graph, case / "converted.keras")
+    golden["convert"] = {"from": kind, "written": refused is None, **({"refused": refused} if refused else {})}
+    (case / "case.json").write_text(json.dumps(golden, indent=1, default=str) + "\n", encoding="utf-8")
+
+
+def export_available() -> bool:
+    """Whether onnxruntime (and onnx) are installed for the export check."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("onnx", "onnxruntime"))
 
 
 def _validate(case: Path, kind: str, entry) -> tuple[str, str] | None:
@@ -112,13 +204,22 @@ def _validate(case: Path, kind: str, entry) -> tuple[str, str] | None:
     return ("validate", ",".join(errors)) if errors else None
 
 
-def check_case(case: Path) -> list[tuple[str, str, str]]:
-    """Every failure of one case: ``(format, class, detail)``; empty when modelgraph agrees with Keras."""
+def check_case(case: Path, export: bool | None = None) -> list[tuple[str, str, str]]:
+    """Every failure of one case: ``(format, class, detail)``; empty when modelgraph agrees with the
+    referee the case follows. ``export`` (default: when onnxruntime is installed) adds the ONNX check."""
     golden = json.loads((case / "case.json").read_text(encoding="utf-8"))
+    export = export_available() if export is None else export
     failures = []
     with np.load(case / "io.npz") as npz:
         io_arrays = {k: npz[k] for k in npz.files}
+    follows = (golden.get("referee") or {}).get("follows", "tensorflow")
+    if follows == "jax":
+        with np.load(case / "jax.npz") as npz:
+            io_arrays.update({f"ref/{k[4:]}": npz[k] for k in npz.files if k.startswith("out/")})
+    else:
+        io_arrays.update({f"ref/{k[4:]}": v for k, v in list(io_arrays.items()) if k.startswith("out/")})
     io = _Arrays(io_arrays)
+    main = main_file(golden)
     for kind, entry in golden["files"].items():
         try:
             graph = _load(case, kind, entry)
@@ -135,6 +236,11 @@ def check_case(case: Path) -> list[tuple[str, str, str]]:
         found = _validate(case, kind, entry)
         if found is not None:
             failures.append((kind, *found))
+        if kind == main:
+            for check in (_convert, *((_export,) if export else ())):
+                found = check(graph, io, golden)
+                if found is not None:
+                    failures.append((kind, *found))
     return failures
 
 
@@ -175,12 +281,27 @@ def classify(failures: list[tuple[str, str, str]]) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--prepare"]:
+        for arg in argv[1:]:
+            for case in cases_in(Path(arg)):
+                try:
+                    prepare(case)
+                except Exception as e:  # noqa: BLE001 - a load failure is found again by the check
+                    print(f"{case.name}: prepare: {_first_line(e)}", flush=True)
+        return 0
+    results = None
+    if argv[:1] == ["--results"]:
+        results = open(argv[1], "a", encoding="utf-8")  # noqa: SIM115 - one line per case, flushed
+        argv = argv[2:]
     counts: Counter[str] = Counter()
     total = 0
     for arg in argv:
         for case in cases_in(Path(arg)):
             total += 1
             failures = check_case(case)
+            if results is not None:
+                results.write(json.dumps({"case": str(case), "failures": failures}) + "\n")
+                results.flush()
             if not failures:
                 counts["ok"] += 1
                 continue

@@ -8,7 +8,16 @@ Dev-time only (needs TensorFlow), one flavour per process::
     /work/venvs/k2/bin/python samples/fuzz/fuzz.py --flavour k2 --seeds 0:200 --out /tmp/fuzz/k2
 
 ``--pack N`` (no TensorFlow needed) packs N of the cases made into ``samples/fuzz/cases_<flavour>.tar.xz``
-(every construct first, then evenly spaced seeds), which is what is committed.
+(every construct first, then evenly spaced seeds), which is what is committed; with ``--archive NAME``
+only cases the JAX referee has seen, the ones where the backends disagree or the conversion failed first.
+
+A whole run, per flavour (each step batches every case into one process; ``nice`` on a shared box)::
+
+    python samples/fuzz/fuzz.py --flavour k3 --seeds 1000:1200 --out R/k3       # k3 venv, TensorFlow
+    .venv/bin/python samples/fuzz/check_cases.py --prepare R/k3                # modelgraph converts
+    /work/venvs/k3/bin/python samples/fuzz/referee.py R/k3                     # Keras 3 on JAX
+    .venv/bin/python samples/fuzz/check_cases.py --results R/k3.jsonl R/k3     # modelgraph checks
+    .venv/bin/python samples/fuzz/report.py --results R/k3.jsonl R/k3 > docs/fuzz-report.md
 
 Every seed gives one case directory ``<out>/<flavour>_<seed>/`` holding the model in every format the
 flavour writes (Keras 3: ``.keras``, legacy ``.h5``, ``to_json`` + ``.weights.h5``; tf_keras: ``.h5``,
@@ -89,6 +98,9 @@ class Builder:
         self.count = 0
         self.activations = [a for a in ACTIVATIONS if self._known_activation(a)]
         self.lowp = False
+        self.np_rng = np.random.default_rng(rng.randrange(2**31))
+        self.extra_inputs: list = []  # model inputs a construct adds (integer attention masks)
+        self.extra_arrays: dict = {}
         # channels_first layers are checked against a channels_last twin (see twin_check), which
         # needs them at the top level.
         self.allow_cf = True
@@ -153,11 +165,14 @@ class Builder:
         s = (strides,) * r if isinstance(strides, int) else strides
         dil = 1
         if all(x == 1 for x in s) and self.chance(0.3):
-            dil = 2
+            dil = 2 if r == 1 or self.chance(0.5) else tuple(self.rng.randint(1, 2) for _ in spatial)
+            if isinstance(dil, tuple) and len(set(dil)) > 1:
+                self.tag("unequal_dilation")
         pads = ["valid", "same"] + (["causal"] if r == 1 and kind == "conv" else [])
         padding = self.pick(pads)
+        dils = dil if isinstance(dil, tuple) else (dil,) * r
         if kind != "transpose" and padding == "valid":
-            if any(n - (kk - 1) * dil < 1 for n, kk in zip(spatial, k, strict=True)):
+            if any(n - (kk - 1) * d < 1 for n, kk, d in zip(spatial, k, dils, strict=True)):
                 padding = "same"
         act = self.act()
         common = dict(strides=strides, padding=padding, data_format=fmt, activation=act,
@@ -167,6 +182,8 @@ class Builder:
             self.tag("dilation")
         if any(x > 1 for x in s):
             self.tag("strided")
+        if len(set(s)) > 1:
+            self.tag("unequal_strides")
         self.tag(f"act_{act}", f"padding_{padding}")
         filters = self.rng.randint(1, 5)
         L = self.L
@@ -286,6 +303,10 @@ class Builder:
         which = self.rng.randrange(4)
         if which == 0:
             a = self.pick(self.activations)
+            if self.flavour == "k2" and self.chance(0.4):
+                # Keras 2's own definitions, which Keras 3 changed (hard_sigmoid's slope) or renamed.
+                a = self.pick(["hard_sigmoid", "hard_sigmoid", "exponential", "softsign", "selu", "swish"])
+                self.tag("legacy_activation")
             self.tag(f"act_{a}")
             layer = L.Activation(a, name=self.name("Activation"))
         elif which == 1:
@@ -340,7 +361,8 @@ class Builder:
 
     # --- sequences ---------------------------------------------------------------------------------
 
-    def rnn(self, t: Tensor) -> Tensor | None:
+    def rnn(self, t: Tensor, pool: list[Tensor] | None = None) -> Tensor | None:
+        pool = pool if pool is not None else []
         if t.rank != 2:
             return None
         L = self.L
@@ -356,12 +378,28 @@ class Builder:
         if t.masked:
             self.tag("masked_rnn")
         if bidirectional:
+            if self.chance(0.4):
+                kw["return_state"] = True
+                self.tag("bidirectional_return_state")
             layer = L.Bidirectional(cls(units, **kw), merge_mode=self.pick(["concat", "sum", "ave", "mul"]),
                                     name=self.name("Bidirectional"))  # fmt: skip
             self.tag("Bidirectional")
-            if t.masked:
+            if has_mask(t):
                 self.tag("masked_bidirectional")
-            return self.wrap(layer(t.value), t.masked and kw["return_sequences"])
+            call = {}
+            if self.chance(0.35):
+                # Forward then backward initial states, computed from the sequence itself.
+                pooled = L.GlobalAveragePooling1D(name=self.name("GlobalAveragePooling1D"))(t.value)
+                per_dir = 2 if cls is L.LSTM else 1
+                call["initial_state"] = [
+                    L.Dense(units, activation="tanh", name=self.name("Dense"))(pooled) for _ in range(2 * per_dir)
+                ]
+                self.tag("bidirectional_initial_state")
+            outs = layer(t.value, **call)
+            if kw.get("return_state"):
+                pool.extend(self.wrap(st) for st in outs[1:])
+                outs = outs[0]
+            return self.wrap(outs, t.masked and kw["return_sequences"])
         if self.chance(0.3):
             # An initial state computed from the sequence itself.
             pooled = L.GlobalAveragePooling1D(name=self.name("GlobalAveragePooling1D"))(t.value)
@@ -376,6 +414,10 @@ class Builder:
             outs = cls(units, name=self.name(cls.__name__), **kw)(t.value)
             return self.wrap(outs[0], t.masked and kw["return_sequences"])
         return self.wrap(cls(units, name=self.name(cls.__name__), **kw)(t.value), t.masked and kw["return_sequences"])
+
+    def rnn_in(self, pool: list[Tensor]):
+        """``rnn`` with the pool its extra outputs (returned states) go to."""
+        return lambda t: self.rnn(t, pool)
 
     def time_distributed(self, t: Tensor) -> Tensor | None:
         if t.rank != 2:
@@ -410,9 +452,25 @@ class Builder:
             kw["use_causal_mask"] = True
             self.tag("causal")
         if self.chance(0.3):
+            # An explicit integer (T, T) attention mask given as a model input; row 0 of the second
+            # sample is fully masked (every key hidden).
+            steps = t.shape[0]
+            name = self.name("attention_mask")
+            mask_in = self.K.Input((steps, steps), dtype="int32", name=name)
+            bits = self.np_rng.integers(0, 2, size=(2, steps, steps)).astype("int32")
+            bits[:, :, 0] = 1
+            bits[1, 0, :] = 0
+            self.extra_inputs.append(mask_in)
+            self.extra_arrays[name] = bits
+            kw["attention_mask"] = mask_in
+            self.tag("mha_int_mask")
+        if self.chance(0.3 if "attention_mask" not in kw else 0.6):
             kw["return_attention_scores"] = True
             self.tag("attention_scores")
             out, scores = layer(t.value, t.value, **kw)
+            if self.chance(0.5):
+                scores = L.Softmax(axis=1, name=self.name("Softmax"))(scores)
+                self.tag("scores_softmax_axis1")
             pool.append(self.wrap(scores))
             return self.wrap(out, t.masked)
         return self.wrap(layer(t.value, t.value, **kw), t.masked)
@@ -572,7 +630,7 @@ def build(flavour: str, K, tf, seed: int):
             t = pool[-1] if rng.random() < 0.6 else b.pick(pool)
             ops = [b.conv, b.conv, b.conv, b.pool, b.resize, b.norm, b.activation, b.dense, b.reshape]
             if t.rank == 2:
-                ops += [b.rnn, b.rnn, b.time_distributed, b.conv]
+                ops += [b.rnn_in(pool), b.rnn_in(pool), b.time_distributed, b.conv]
             choice = rng.randrange(len(ops) + 5)
             try:
                 if choice < len(ops):
@@ -597,6 +655,12 @@ def build(flavour: str, K, tf, seed: int):
                 steps -= 1
         fresh = [p for p in pool if not any(p.value is i for i in inputs)] or pool
         outs = [fresh[-1]] + [p for p in fresh[:-1] if rng.random() < 0.3][-2:]
+        if rng.random() < 0.08:
+            # A model input passed straight through as an output too.
+            outs.append(Tensor(inputs[0], tuple(int(d) for d in inputs[0].shape[1:])))
+            b.tag("passthrough_output")
+        inputs = inputs + b.extra_inputs
+        arrays.update(b.extra_arrays)
         as_dict = rng.random() < 0.25
         if as_dict:
             b.tag("dict_io")
@@ -639,7 +703,7 @@ def save_case(flavour: str, K, gen, model, arrays: dict, seed: int, tags: list[s
     outs = gen.run(model, feeds) if flavour == "k2" else gen.run(model, feeds)[0]
     if any(not np.all(np.isfinite(np.asarray(o, dtype=np.float64))) for o in outs):
         raise ValueError("non-finite Keras output")
-    twin_check(K, gen.tf, model, feeds, gen.feed)
+    twin_disagrees = twin_check(K, gen.tf, model, feeds, gen.feed)
     if case.exists():
         shutil.rmtree(case)
     case.mkdir(parents=True)
@@ -682,7 +746,17 @@ def save_case(flavour: str, K, gen, model, arrays: dict, seed: int, tags: list[s
         "tolerance": {"atol": 2e-2, "rtol": 2e-2} if lowp else {"atol": 1e-4, "rtol": 1e-3},
         "graph": _graph_facts(info),
         "outputs": len(outs),
+        # Top-level channels_first layers whose TensorFlow result differs from their channels_last
+        # twin's (a TensorFlow CPU kernel problem; the JAX referee decides, see referee.py).
+        "tf_twin_disagrees": twin_disagrees,
     }
+    if flavour == "k3":
+        # Every layer output on TensorFlow, for referee.py to find the first layer where the two
+        # backends part (not packed).
+        try:
+            np.savez_compressed(case / "tf_inter.npz", **gen.gen.intermediates(model, feeds))
+        except Exception:  # noqa: BLE001 - only used to localise a disagreement
+            pass
     np.savez_compressed(
         case / "io.npz",
         **{f"in/{k}": v for k, v in feeds.items()},
@@ -696,22 +770,19 @@ def _flat(value) -> list:
     return [v for item in value for v in _flat(item)] if isinstance(value, (list, tuple)) else [value]
 
 
-class BackendDisagrees(Exception):
-    """TensorFlow's channels_first kernel disagrees with the same layer in channels_last layout."""
-
-
-def twin_check(K, tf, model, feeds, feed) -> None:
+def twin_check(K, tf, model, feeds, feed) -> list[str]:
     """Every top-level ``channels_first`` layer computes what its ``channels_last`` twin (same config
     and weights, linear, on the transposed input, output transposed back, then the activation) does.
 
     Keras 3's TensorFlow backend adds a bias through ``tf.nn.bias_add`` with the layout chosen by
     shape (``NHWC`` whenever the last axis is as long as the bias), so a ``channels_first`` layer whose
     last spatial axis has as many elements as it has filters gets its bias along that axis; a golden
-    from it would test that backend's bug, not the layer's definition (docs/runner.md), so such seeds
-    are refused."""
+    from it would test that backend's bug, not the layer's definition (docs/runner.md). Returns the
+    layers that differ (``"Class 'name'"``); the JAX referee (``referee.py``) is then followed."""
     layers = [lyr for lyr in model.layers if getattr(lyr, "data_format", None) == "channels_first"]
     if not layers:
-        return
+        return []
+    differ = []
     sources = [K.tree.flatten(lyr._inbound_nodes[0].input_tensors)[0] if hasattr(K, "tree")
                else _flat(lyr._inbound_nodes[0].input_tensors)[0] for lyr in layers]  # fmt: skip
     probe = K.Model(model.inputs, sources)
@@ -734,7 +805,8 @@ def twin_check(K, tf, model, feeds, feed) -> None:
         if act is not None:
             y2 = np.asarray(K.activations.get(act)(tf.constant(y2)))
         if y.shape != y2.shape or np.abs(y - y2).max() > 1e-4 + 1e-3 * np.abs(y2).max():
-            raise BackendDisagrees(f"{type(lyr).__name__} '{lyr.name}' channels_first vs its channels_last twin")
+            differ.append(f"{type(lyr).__name__} '{lyr.name}'")
+    return differ
 
 
 def pack(cases: list[Path], archive: Path) -> None:
@@ -743,12 +815,25 @@ def pack(cases: list[Path], archive: Path) -> None:
 
     with tarfile.open(archive, "w:xz", preset=9) as tar:
         for case in sorted(cases):
-            tar.add(case, arcname=case.name)
+            tar.add(case, arcname=case.name, filter=lambda m: None if m.name.endswith(UNPACKED) else m)
+
+
+# Files a case directory may hold that are never committed: TensorFlow's per-layer outputs (only for
+# referee.py's localisation) and modelgraph's conversion (deleted by referee.py once loaded).
+UNPACKED = ("tf_inter.npz", "converted.keras")
+
+
+def interesting(case: Path) -> bool:
+    """Whether the two Keras backends disagree on ``case`` or Keras 3 did not reproduce its conversion."""
+    golden = json.loads((case / "case.json").read_text(encoding="utf-8"))
+    jax = (golden.get("referee") or {}).get("jax", {}).get("status")
+    return jax == "differs" or (golden.get("convert") or {}).get("keras3", "pass") != "pass"
 
 
 def select(cases: list[Path], count: int, max_bytes: int = 150_000) -> list[Path]:
-    """Up to ``count`` of ``cases`` to commit: first, in seed order, every case that uses a tag no
-    case chosen so far uses, then evenly spaced others; cases over ``max_bytes`` unpacked are skipped."""
+    """Up to ``count`` of ``cases`` to commit: first (up to half) the :func:`interesting` ones, then,
+    in seed order, every case that uses a tag no case chosen so far uses, then evenly spaced others;
+    cases over ``max_bytes`` unpacked are skipped."""
 
     def size(case: Path) -> int:
         return sum(f.stat().st_size for f in case.iterdir())
@@ -757,11 +842,11 @@ def select(cases: list[Path], count: int, max_bytes: int = 150_000) -> list[Path
         return int(case.name.rsplit("_", 1)[1])
 
     pool = sorted((c for c in cases if size(c) <= max_bytes), key=seed)
-    chosen: list[Path] = []
-    seen: set[str] = set()
+    chosen: list[Path] = [c for c in pool if interesting(c)][: count // 2]
+    seen: set[str] = {t for c in chosen for t in json.loads((c / "case.json").read_text(encoding="utf-8"))["tags"]}
     for case in pool:
         tags = set(json.loads((case / "case.json").read_text(encoding="utf-8"))["tags"])
-        if len(chosen) < count and tags - seen:
+        if len(chosen) < count and tags - seen and case not in chosen:
             chosen.append(case)
             seen |= tags
     rest = [c for c in pool if c not in chosen]
@@ -815,11 +900,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="make no cases: pack N of the cases in --out into samples/fuzz/cases_<flavour>.tar.xz",
     )
+    ap.add_argument("--archive", default="", help="with --pack: the archive's name (default cases_<flavour>)")
     args = ap.parse_args(argv)
     if args.pack:
         cases = [c for c in args.out.iterdir() if (c / "case.json").is_file()]
+        if args.archive:  # a later round: only cases the JAX referee has seen
+            cases = [c for c in cases if "referee" in json.loads((c / "case.json").read_text(encoding="utf-8"))]
         chosen = select(cases, args.pack)
-        pack(chosen, HERE / f"cases_{args.flavour}.tar.xz")
+        pack(chosen, HERE / f"{args.archive or f'cases_{args.flavour}'}.tar.xz")
         print(f"packed {len(chosen)} of {len(cases)} cases")
         return 0
     start, stop = (int(v) for v in args.seeds.split(":"))

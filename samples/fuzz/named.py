@@ -133,9 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         K.backend.clear_session()
         model, arrays = build()
         seed = zlib.crc32(name.encode()) % 100_000
-        fuzz.save_case(
+        golden = fuzz.save_case(
             args.flavour, K, gen, model, arrays, seed, ["channels_first", *tags], False, OUT / f"{args.flavour}_{name}"
         )
+        if golden["tf_twin_disagrees"]:
+            raise SystemExit(f"{name}: TensorFlow differs from the channels_last twin: {golden['tf_twin_disagrees']}")
         print(name)
     fuzz.pack([p for p in OUT.iterdir() if (p / "case.json").is_file()], OUT.parent / "named.tar.xz")
     return 0

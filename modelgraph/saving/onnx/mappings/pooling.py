@@ -65,9 +65,10 @@ def _global(ctx: MapContext, x: Value, rank: int, kind: str, mask: Any = None) -
         return Value(e.reduce(op, x.name, logical_axes, keep, "global_pool"), rank + 2 if keep else 2)
     perm = x.perm
     assert perm is not None
-    if perm == channels_first_perm("channels_last", rank):
-        # stored channels-first, as after a convolution: ONNX's global pooling (which onnxruntime
-        # runs in its blocked layout), then (N, C) or the kept (N, C, 1...) in the same layout
+    if fmt == "channels_last" and perm == channels_first_perm("channels_last", rank):
+        # a channels_last pooling of a tensor stored channels-first, as after a convolution: ONNX's
+        # global pooling (which onnxruntime runs in its blocked layout), then (N, C) or the kept
+        # (N, C, 1...) in the same layout. (A channels_first pooling of it reduces other axes.)
         pooled = e.op("GlobalMaxPool" if kind == "max" else "GlobalAveragePool", [x.name], "global_pool")
         if keep:
             return Value(pooled, rank + 2, perm)
