@@ -95,13 +95,15 @@ def _batch_dim(batch: int | str | None) -> int | str:
 class _Walk:
     """One export: the walk over the graph's nodes, its problems and the pieces of the ONNX graph."""
 
-    def __init__(self, graph: ModelGraph, batch: int | str | None, opset: int) -> None:
+    def __init__(
+        self, graph: ModelGraph, batch: int | str | None, opset: int, output_keys: list[str] | None = None
+    ) -> None:
         self.graph = graph
         self.batch = batch
         self.keras_version = keras_version_tuple(graph.keras_version)
         self.keras_major = graph.keras_major
         self._cleared: dict[int, tuple[dict[TensorRef, int], dict[Any, int]]] = {}
-        self.output_keys = _output_keys(graph.outputs)
+        self.output_keys = _output_keys(graph.outputs) if output_keys is None else output_keys
         self.e = Emitter(reserved=set(graph.input_names) | set(self.output_keys), opset=opset)
         self.problems: list[tuple[str, str, str]] = []
         self.dequantized: list[str] = []
@@ -445,7 +447,14 @@ def to_onnx(
         raise UsageError(f"batch must be a positive integer or 'dynamic', got {batch!r}")
     # BatchNormalization (and a ReLU after it) folded into the conv or Dense before it, as the runner's
     # plan does (in float64, rounded once): a leaner graph for runtimes that do not fold it themselves.
-    walk = _Walk(fuse(graph, (fold_batchnorms,)), None if batch == "dynamic" else batch, opset)
+    # The outputs keep the names of the model's own output layers (a folded BatchNormalization's, not
+    # the convolution's it was folded into), as the NumPy runner names them.
+    walk = _Walk(
+        fuse(graph, (fold_batchnorms,)),
+        None if batch == "dynamic" else batch,
+        opset,
+        _output_keys(graph.outputs),
+    )
     try:
         walk.run()
     except ExportRefusedError:
