@@ -62,7 +62,6 @@ RELAXED_REFUSED = {
     "k3/mha": "a causal MultiHeadAttention mask over unknown lengths",
     "tfjs/mha": "a causal MultiHeadAttention mask over unknown lengths",
     "k2/td_conv_rank5": "TimeDistributed convolutions over unknown sizes",
-    "k2/transposed": "transposed convolutions over unknown sizes",
 }
 
 # Allowed difference, as a fraction of the largest output value (at least 1): float32 kernels summing in
