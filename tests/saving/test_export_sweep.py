@@ -61,7 +61,6 @@ RELAXED_REFUSED = {
     "k2/mha": "a causal MultiHeadAttention mask over unknown lengths",
     "k3/mha": "a causal MultiHeadAttention mask over unknown lengths",
     "tfjs/mha": "a causal MultiHeadAttention mask over unknown lengths",
-    "k2/td_conv_rank5": "TimeDistributed convolutions over unknown sizes",
 }
 
 # Allowed difference, as a fraction of the largest output value (at least 1): float32 kernels summing in
