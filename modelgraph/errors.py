@@ -201,7 +201,7 @@ def _finding_text(finding: Any, limit: int = 200) -> str:
 
 
 class ToolMissingError(UnsupportedError):
-    """An external program (Graphviz ``dot``) is not installed."""
+    """An external program (Graphviz ``dot``) or an optional package (onnx, cramjam) is not installed."""
 
 
 # --- run failed (exit 5) --------------------------------------------------------------------

@@ -12,13 +12,25 @@ For every model NAME it writes, under samples/savedmodel/:
     ckpt/NAME.index + .data  model.save_weights("ckpt/NAME") in TensorFlow format (+ ckpt/checkpoint)
     train_NAME/ckpt-1.*      tf.train.Checkpoint(model=..., optimizer=...).save() after one training step
                              (only models in TRAIN_CKPT: optimizer slots included)
+    legacy/NAME/             the SavedModel in the layout TensorFlow 2.0-2.3 wrote (see below)
     goldens/NAME.npz         input/<input name> and output/<i>: tf_keras's outputs on seeded inputs
     goldens/NAME.json        what was made, by which versions, and the tf_keras outputs' shapes
 
+TensorFlow 2.0-2.3 SavedModels: before tf.keras 2.4 there was no keras_metadata.pb; each Keras
+object's JSON metadata was stored in saved_model.pb itself, in the ``metadata`` field of the object's
+``SavedUserObject`` in the object graph. tf_keras 2.21 only writes keras_metadata.pb (and leaves that
+field empty), so ``legacy/NAME`` is made from a tf_keras SavedModel of the same model (saved without
+traces to stay small, except LEGACY_WITH_TRACES) by moving every node's metadata into its
+SavedUserObject with TensorFlow's own protobuf messages and deleting keras_metadata.pb and
+fingerprint.pb (TF 2.0-2.3 wrote neither). The result is then loaded by tf_keras, which still reads
+that layout, and must give the same outputs
+(``legacy_reload_max_abs_err`` in the golden's JSON).
+
 Refused samples (no Keras graph) are written too: ``subclassed/`` (a subclassed model without
-get_config) and ``tf_module/`` (``tf.saved_model.save`` of a ``tf.Module``). Weights are drawn from a
-seeded generator per model (non-zero biases, BatchNormalization moving statistics away from 0/1),
-so the same library versions give the same arrays. The function graphs TensorFlow stores in
+get_config), ``tf_module/`` (``tf.saved_model.save`` of a ``tf.Module``) and
+``keras_tf_saved_model/`` (``tf.saved_model.save`` of a Keras model: identifiers, no metadata).
+Weights are drawn from a seeded generator per model (non-zero biases, BatchNormalization moving
+statistics away from 0/1), so the same library versions give the same arrays. The function graphs TensorFlow stores in
 saved_model.pb are left as written: modelgraph never reads or runs them.
 """
 
@@ -46,11 +58,13 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "savedmodel"
 GOLDENS = OUT / "goldens"
 # Models also saved as a tf.train.Checkpoint with an optimizer (after one training step).
-TRAIN_CKPT = ("seq_mlp", "bidi_lstm")
+TRAIN_CKPT = ("seq_mlp", "bidi_lstm", "cnn_bn", "mha")
 # Models whose SavedModel keeps tf_keras's default traced call functions; the others are saved with
 # save_traces=False (an option of model.save): an RNN's traces are megabytes of function graphs, which
 # modelgraph never reads, and the Keras metadata and variables are the same either way.
 WITH_TRACES = ("seq_mlp", "multi_io", "nested_shared", "cnn_bn", "frozen", "lambda_model")
+# TF 2.0-2.3 always stored the traces; two legacy samples keep them (the others stay small).
+LEGACY_WITH_TRACES = ("seq_mlp", "nested_shared")
 
 
 # ------------------------------------------------------------------------------------------ models
@@ -153,6 +167,58 @@ def m_lambda():
     return keras.Model(x, h, name="lambda_model")
 
 
+def m_conv1d_text():
+    x = keras.Input((12,), dtype="int32", name="tokens")
+    h = layers.Embedding(30, 8, name="emb")(x)
+    h = layers.Conv1D(6, 3, activation="relu", name="conv_a")(h)
+    h = layers.MaxPooling1D(2, name="pool")(h)
+    h = layers.Conv1D(5, 2, dilation_rate=2, padding="causal", name="conv_b")(h)
+    h = layers.GlobalMaxPooling1D(name="gmp")(h)
+    return keras.Model(x, layers.Dense(3, activation="softmax", name="out")(h), name="conv1d_text")
+
+
+def m_separable_up():
+    x = keras.Input((8, 8, 3), name="image")
+    h = layers.ZeroPadding2D(1, name="pad")(x)
+    h = layers.SeparableConv2D(6, 3, depth_multiplier=2, name="sep")(h)
+    h = layers.BatchNormalization(name="bn")(h)
+    h = layers.PReLU(shared_axes=[1, 2], name="prelu")(h)
+    h = layers.Conv2DTranspose(4, 3, strides=2, padding="same", name="up_conv")(h)
+    h = layers.Cropping2D(2, name="crop")(h)
+    h = layers.UpSampling2D(name="up")(h)
+    h = layers.AveragePooling2D(4, name="avg")(h)
+    return keras.Model(x, layers.Dense(2, name="out")(layers.Flatten(name="flat")(h)), name="separable_up")
+
+
+def m_nested_sequential():
+    block = keras.Sequential(
+        [
+            keras.Input((6,), name="block_in"),
+            layers.Dense(6, name="block_dense"),
+            layers.BatchNormalization(name="block_bn"),
+            layers.LeakyReLU(0.1, name="block_act"),
+            layers.Dropout(0.1, name="block_drop"),
+        ],
+        name="block",
+    )
+    a = keras.Input((6,), name="a")
+    b = keras.Input((6,), name="b")
+    diff = layers.Subtract(name="diff")([block(a), block(b)])
+    prod = layers.Multiply(name="prod")([block(a), diff])
+    return keras.Model([a, b], layers.Dense(2, name="out")(prod), name="nested_sequential")
+
+
+def m_attention_seq():
+    q = keras.Input((5, 4), name="query")
+    v = keras.Input((7, 4), name="value")
+    att = layers.Attention(use_scale=True, name="att")([q, v])
+    h = layers.Conv1D(4, 1, name="proj")(att)
+    h = layers.SimpleRNN(3, name="rnn")(h)
+    h = layers.RepeatVector(2, name="repeat")(h)
+    h = layers.Reshape((6,), name="flat")(h)
+    return keras.Model([q, v], layers.Dense(2, name="out")(h), name="attention_seq")
+
+
 MODELS = {
     "seq_mlp": m_seq_mlp,
     "multi_io": m_multi_io,
@@ -164,6 +230,10 @@ MODELS = {
     "mha": m_mha,
     "frozen": m_frozen,
     "lambda_model": m_lambda,
+    "conv1d_text": m_conv1d_text,
+    "separable_up": m_separable_up,
+    "nested_sequential": m_nested_sequential,
+    "attention_seq": m_attention_seq,
 }
 
 
@@ -235,6 +305,9 @@ def make(name: str) -> dict:
         p.unlink()
     model.save(sm, save_format="tf", save_traces=name in WITH_TRACES)
     model.save(OUT / f"{name}.h5", save_format="h5")
+    legacy = OUT / "legacy" / name
+    # before any training step: the same weights as NAME/
+    write_legacy_layout(model, legacy, save_traces=name in LEGACY_WITH_TRACES)
     (OUT / f"{name}.json").write_text(model.to_json(indent=1) + "\n")
     model.save_weights(str(OUT / "ckpt" / name), save_format="tf")
     files = {"savedmodel": f"{name}/", "h5": f"{name}.h5", "json": f"{name}.json", "weights_ckpt": f"ckpt/{name}"}
@@ -259,6 +332,12 @@ def make(name: str) -> dict:
     again = back([feeds[t.name.split(":")[0]] for t in model.inputs], training=False)
     again = [np.asarray(o) for o in (again if isinstance(again, (list, tuple)) else [again])]
     reload_err = max(float(np.max(np.abs(a - b))) for a, b in zip(outputs, again, strict=True))
+    # The TF 2.0-2.3 layout of the same model, read back by tf_keras's loader of that layout.
+    back = keras.models.load_model(legacy, compile=False)
+    again = back([feeds[t.name.split(":")[0]] for t in model.inputs], training=False)
+    again = [np.asarray(o) for o in (again if isinstance(again, (list, tuple)) else [again])]
+    legacy_err = max(float(np.max(np.abs(a - b))) for a, b in zip(outputs, again, strict=True))
+    files["legacy_savedmodel"] = f"legacy/{name}/"
     np.savez_compressed(
         GOLDENS / f"{name}.npz",
         **{f"input/{k}": v for k, v in feeds.items()},
@@ -270,11 +349,34 @@ def make(name: str) -> dict:
         "inputs": {k: {"shape": list(v.shape), "dtype": v.dtype.str} for k, v in feeds.items()},
         "outputs": [{"shape": list(o.shape), "dtype": o.dtype.str} for o in outputs],
         "tf_keras_reload_max_abs_err": reload_err,
+        "legacy_reload_max_abs_err": legacy_err,
+        "legacy_savedmodel_bytes": tree_size(legacy),
         "savedmodel_bytes": tree_size(sm),
         "weights": [v.name for v in model.weights],
     }
     (GOLDENS / f"{name}.json").write_text(json.dumps(info, indent=1) + "\n")
     return info
+
+
+def write_legacy_layout(model, target: Path, save_traces: bool = False) -> None:
+    """Save ``model`` as a SavedModel in the TF 2.0-2.3 layout: Keras metadata inside saved_model.pb."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tf_keras.protobuf import saved_metadata_pb2
+
+    clear(target)
+    model.save(target, save_format="tf", save_traces=save_traces)
+    metadata = saved_metadata_pb2.SavedMetadata()
+    metadata.ParseFromString((target / "keras_metadata.pb").read_bytes())
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((target / "saved_model.pb").read_bytes())
+    nodes = saved.meta_graphs[0].object_graph_def.nodes
+    for node in metadata.nodes:
+        user_object = nodes[node.node_id].user_object
+        assert user_object.identifier == node.identifier, (node.node_path, user_object.identifier)
+        user_object.metadata = node.metadata
+    (target / "saved_model.pb").write_bytes(saved.SerializeToString(deterministic=True))
+    (target / "keras_metadata.pb").unlink()
+    (target / "fingerprint.pb").unlink(missing_ok=True)
 
 
 def make_refused() -> None:
@@ -306,6 +408,13 @@ def make_refused() -> None:
     clear(OUT / "tf_module")
     tf.saved_model.save(Affine(), str(OUT / "tf_module"))
 
+    # tf.saved_model.save of a Keras model: the objects keep their Keras identifiers, but since TF 2.4
+    # their SavedUserObject metadata is empty and no keras_metadata.pb is written.
+    keras.backend.clear_session()
+    model = keras.Sequential([keras.Input((3,), name="x"), layers.Dense(2, name="d")], name="plain")
+    clear(OUT / "keras_tf_saved_model")
+    tf.saved_model.save(model, str(OUT / "keras_tf_saved_model"))
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -314,6 +423,7 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     GOLDENS.mkdir(exist_ok=True)
     (OUT / "ckpt").mkdir(exist_ok=True)
+    (OUT / "legacy").mkdir(exist_ok=True)
     names = args.only or [*MODELS, "refused"]
     for name in names:
         if name == "refused":

@@ -6,7 +6,8 @@ Run with the Keras 3 venv after gen_savedmodel.py (development only; tests never
     KERAS_BACKEND=tensorflow /work/venvs/k3/bin/python samples/verify_savedmodel.py \
         [--modelgraph .venv/bin/modelgraph]
 
-Cases: ``convert savedmodel/NAME`` (the directory) and ``convert savedmodel/NAME.json --weights
+Cases: ``convert savedmodel/NAME`` (the directory), ``convert savedmodel/legacy/NAME`` (the same
+model in the TF 2.0-2.3 layout) and ``convert savedmodel/NAME.json --weights
 savedmodel/ckpt/NAME`` (a config-only model with a save_weights checkpoint) for every model golden,
 and ``--weights savedmodel/train_NAME`` (a tf.train.Checkpoint folder) where one was made. A case
 passes when Keras 3 loads the file and its outputs are within 1e-4 + 1e-3 * |tf_keras output|.
@@ -42,6 +43,10 @@ def cases() -> list[dict]:
         info = json.loads(golden.read_text())
         name = info["model"]
         out.append({"case": f"{name}:savedmodel", "golden": name, "args": [f"samples/savedmodel/{name}"]})
+        if "legacy_savedmodel" in info["files"]:
+            out.append(
+                {"case": f"{name}:legacy_savedmodel", "golden": name, "args": [f"samples/savedmodel/legacy/{name}"]}
+            )
         out.append(
             {
                 "case": f"{name}:json+ckpt",

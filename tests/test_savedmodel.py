@@ -169,8 +169,9 @@ def test_save_weights_checkpoint_attaches_to_the_json_config(name, form):
 
 
 @pytest.mark.parametrize("name", TRAINED)
-def test_training_checkpoint_folder_attaches_and_reports_optimizer_left_out(name):
-    graph = modelgraph.load(SM / f"{name}.json", weights=SM / f"train_{name}")
+@pytest.mark.parametrize("form", ["train_{name}", "train_{name}/ckpt-1", "train_{name}/ckpt-1.index"])
+def test_training_checkpoint_folder_attaches_and_reports_optimizer_left_out(name, form):
+    graph = modelgraph.load(SM / f"{name}.json", weights=SM / form.format(name=name))
     golden = np.load(SM / "goldens" / f"train_{name}.npz")
     feeds = {k[len("input/") :]: golden[k] for k in golden.files if k.startswith("input/")}
     out = list(modelgraph.Runner(graph).run(feeds).values())
@@ -288,10 +289,10 @@ def test_truncated_keras_metadata_is_one_line_exit_3(tmp_path):
 
 
 def test_metadata_json_is_under_the_json_caps(tmp_path):
-    from modelgraph.loading.keras_metadata import _saved_metadata_class
+    from modelgraph.loading.protos.keras_metadata_pb2 import SavedMetadata
 
     folder = _copy(tmp_path)
-    message = _saved_metadata_class()()
+    message = SavedMetadata()
     node = message.nodes.add()
     node.node_path, node.identifier = "root", "_tf_keras_network"
     node.metadata = "[" * 100_000 + "]" * 100_000

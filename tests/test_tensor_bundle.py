@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import struct
+import sys
 import time
 from pathlib import Path
 
@@ -111,28 +112,53 @@ def _block(entries: list[tuple[bytes, bytes]]) -> bytes:
     return body + struct.pack("<II", 0, 1)
 
 
-def _with_trailer(contents: bytes) -> bytes:
-    return contents + b"\x00" + struct.pack("<I", tb.mask_crc(tb.crc32c(contents + b"\x00")))
+def _with_trailer(contents: bytes, compress=None) -> bytes:
+    """A block as stored: its bytes (compressed by ``compress`` when given, type 1 = snappy), the
+    compression type and the masked CRC-32C of both."""
+    kind = b"\x00" if compress is None else b"\x01"
+    stored = contents if compress is None else compress(contents)
+    return stored + kind + struct.pack("<I", tb.mask_crc(tb.crc32c(stored + kind)))
 
 
-def write_index(path: Path, entries: list[tuple[bytes, bytes]], per_block: int = 1000) -> None:
-    """A LevelDB-format table of sorted ``entries`` (uncompressed blocks, a real footer)."""
+def write_index(path: Path, entries: list[tuple[bytes, bytes]], per_block: int = 1000, compress=None) -> None:
+    """A LevelDB-format table of sorted ``entries`` (a real footer; the data and index blocks
+    compressed by ``compress`` when given: a snappy encoder)."""
     out = bytearray()
     index_entries = []
     for start in range(0, max(len(entries), 1), per_block):
         chunk = entries[start : start + per_block]
         if not chunk:
             break
-        handle = _varint(len(out)) + _varint(len(_block(chunk)))
-        out += _with_trailer(_block(chunk))
+        stored = _with_trailer(_block(chunk), compress)
+        handle = _varint(len(out)) + _varint(len(stored) - 5)
+        out += stored
         index_entries.append((chunk[-1][0], handle))
     meta = struct.pack("<II", 0, 1)  # an empty metaindex block: one restart, no entries
     meta_handle = _varint(len(out)) + _varint(len(meta))
     out += _with_trailer(meta)
-    index_handle = _varint(len(out)) + _varint(len(_block(index_entries)))
-    out += _with_trailer(_block(index_entries))
+    stored = _with_trailer(_block(index_entries), compress)
+    index_handle = _varint(len(out)) + _varint(len(stored) - 5)
+    out += stored
     footer = (meta_handle + index_handle).ljust(40, b"\x00") + struct.pack("<Q", 0xDB4775248B80FB57)
     path.write_bytes(bytes(out + footer))
+
+
+def snappy_literals(data: bytes) -> bytes:
+    """``data`` in the raw snappy format using literal elements only (valid snappy any decoder
+    reads; written here so the tests need no compressor): the length, then literals of <= 65,536
+    bytes, each tagged with its length - 1 in one (< 60) or two or three following bytes."""
+    out = bytearray(_varint(len(data)))
+    for start in range(0, len(data), 65536):
+        chunk = data[start : start + 65536]
+        n = len(chunk) - 1
+        if n < 60:
+            out.append(n << 2)
+        elif n < 256:
+            out += bytes([60 << 2, n])
+        else:
+            out += bytes([61 << 2]) + n.to_bytes(2, "little")
+        out += chunk
+    return bytes(out)
 
 
 def _header(shards: int = 1) -> bytes:
@@ -298,3 +324,88 @@ def test_a_fifo_shard_is_refused_without_blocking(tmp_path: Path) -> None:
 
 def test_every_error_is_a_load_error() -> None:
     assert all(issubclass(e, LoadError) for _, e, _ in HOSTILE.values())
+
+
+# --- snappy-compressed blocks -------------------------------------------------------------------
+# TensorFlow writes bundle indexes uncompressed, but the table format allows snappy blocks (type 1);
+# these copies of TF-written checkpoints have their index rewritten with compressed blocks.
+
+SAVEDMODEL_SAMPLES = BUNDLES.parent / "savedmodel"
+NEEDS_CRAMJAM = "reading snappy blocks needs cramjam (pip install 'modelgraph[snappy]')"
+
+
+def _snappy_copy(folder: Path, source: Path, compress=snappy_literals) -> Path:
+    """``source``'s checkpoint copied into ``folder``, its index rewritten with compressed blocks."""
+    for path in source.parent.glob(f"{source.name}.*"):
+        shutil.copy(path, folder / path.name)
+    entries = list(tb.read_table(Path(f"{source}.index").read_bytes(), str(source)))
+    prefix = folder / source.name
+    write_index(Path(f"{prefix}.index"), entries, per_block=3, compress=compress)
+    return prefix
+
+
+def _cramjam_compress(data: bytes) -> bytes:
+    import cramjam
+
+    return bytes(cramjam.snappy.compress_raw(data))
+
+
+@pytest.mark.parametrize("compress", [snappy_literals, _cramjam_compress], ids=["literals", "cramjam"])
+def test_snappy_compressed_index_reads_like_the_uncompressed_one(tmp_path: Path, compress) -> None:
+    pytest.importorskip("cramjam", reason=NEEDS_CRAMJAM)
+    prefix = _snappy_copy(tmp_path, BUNDLES / "model_weights", compress)
+    with tb.open_bundle(BUNDLES / "model_weights") as want, tb.open_bundle(prefix) as got:
+        assert got.keys() == want.keys() and len(want.keys()) > 3  # more than one data block
+        for key in want.keys():
+            np.testing.assert_array_equal(got.read(key), want.read(key), err_msg=key)
+
+
+def test_snappy_block_without_cramjam_names_the_extra(tmp_path: Path, monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    from modelgraph.cli.main import cli
+    from modelgraph.errors import ToolMissingError
+
+    prefix = _snappy_copy(tmp_path, SAVEDMODEL_SAMPLES / "ckpt" / "seq_mlp")
+    monkeypatch.setitem(sys.modules, "cramjam", None)  # import cramjam raises ImportError
+    with pytest.raises(
+        ToolMissingError, match=r"snappy-compressed blocks.*pip install 'modelgraph\[snappy\]'"
+    ):
+        tb.open_bundle(prefix)
+    weights = ["--weights", str(prefix)]
+    for command in ("inspect", "run"):
+        result = CliRunner().invoke(cli, [command, str(SAVEDMODEL_SAMPLES / "seq_mlp.json"), *weights])
+        assert result.exit_code == 4, (command, result.output)
+        assert len(result.output.strip().splitlines()) == 1 and "modelgraph[snappy]" in result.output
+    # validate reports it as an unreadable-weights finding and checks the rest
+    result = CliRunner().invoke(cli, ["validate", str(SAVEDMODEL_SAMPLES / "seq_mlp.json"), *weights])
+    assert result.exit_code == 1 and "WGT009" in result.output and "modelgraph[snappy]" in result.output
+    assert "bug" not in result.output and "Traceback" not in result.output
+
+
+def test_snappy_weights_attach_and_run_like_tensorflows(tmp_path: Path) -> None:
+    pytest.importorskip("cramjam", reason=NEEDS_CRAMJAM)
+    import modelgraph
+
+    prefix = _snappy_copy(tmp_path, SAVEDMODEL_SAMPLES / "ckpt" / "seq_mlp", _cramjam_compress)
+    graph = modelgraph.load(SAVEDMODEL_SAMPLES / "seq_mlp.json", weights=prefix)
+    golden = np.load(SAVEDMODEL_SAMPLES / "goldens" / "seq_mlp.npz")
+    (out,) = modelgraph.Runner(graph).run({"x": golden["input/x"]}).values()
+    np.testing.assert_allclose(out, golden["output/0"], atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "stored, error, message",
+    [
+        (_varint(2**40) + b"\x00", SecurityError, "claims 1,099,511,627,776 bytes"),
+        (_varint(50) + b"\x04abc", FormatError, "does not decompress"),
+        (b"\xff" * 12, FormatError, "varint"),
+    ],
+    ids=["length-bomb", "short-literal", "bad-length"],
+)
+def test_hostile_snappy_blocks_get_one_line_errors(tmp_path: Path, stored: bytes, error, message) -> None:
+    pytest.importorskip("cramjam", reason=NEEDS_CRAMJAM)
+    prefix = tmp_path / "ckpt"
+    write_index(Path(f"{prefix}.index"), [(b"", _header())], compress=lambda _: stored)
+    with pytest.raises(error, match=message):
+        tb.open_bundle(prefix)

@@ -148,27 +148,9 @@ def _stored(bundle: Any, key: str, full_name: str, source: str) -> StoredArray:
     def reader(bundle: Any = bundle, key: str = key) -> Any:
         return bundle.read(key)
 
-    shape, dtype = _shape_dtype(entry)
-    return StoredArray(name, shape, dtype, f"{source}:{key}", reader)
-
-
-# TensorFlow's DataType enum values (types.proto) for the dtypes Keras variables have.
-_DTYPES = {
-    1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 7: "object", 9: "int64",
-    10: "bool", 14: "bfloat16", 17: "uint16", 19: "float16", 22: "uint32", 23: "uint64",
-}  # fmt: skip
-
-
-def _shape_dtype(entry: Any) -> tuple[tuple[int, ...], str]:
-    """Shape and NumPy dtype name of a bundle entry (a ``BundleEntryProto``)."""
-    dims = entry.shape.dim if hasattr(entry.shape, "dim") else entry.shape
-    shape = tuple(int(getattr(d, "size", d)) for d in dims)
-    dtype = (
-        entry.dtype
-        if isinstance(entry.dtype, str)
-        else _DTYPES.get(int(entry.dtype), f"DataType {entry.dtype}")
-    )
-    return shape, dtype
+    # a string tensor reads as a NumPy object array
+    dtype = "object" if entry.dtype_name == "string" else entry.dtype_name
+    return StoredArray(name, entry.shape, dtype, f"{source}:{key}", reader)
 
 
 def _left_out_note(keys: list[str]) -> str:

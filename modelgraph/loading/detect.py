@@ -198,26 +198,26 @@ def _detect_dir(p: Path) -> Format:
 
 def _detect_savedmodel(p: Path) -> Format:
     """A SavedModel directory is a Keras model when it carries Keras metadata: ``keras_metadata.pb``
-    (tf.keras 2.4+) or, in older ones, Keras identifiers in ``saved_model.pb``'s object graph."""
+    (tf.keras 2.4+) or, in older ones, Keras objects with metadata in ``saved_model.pb``'s object
+    graph. One whose ``saved_model.pb`` cannot be decoded is still a SavedModel (the loader refuses
+    it with the reason, and validate reports it as one model)."""
     if _has(p, "keras_metadata.pb"):
         return "savedmodel"
-    from modelgraph import safe_io
-
-    with safe_io.open_file(p / "saved_model.pb", within=p) as fh:
-        blob = fh.read(MAX_SAVED_MODEL_PB + 1)
-    if len(blob) > MAX_SAVED_MODEL_PB:
-        raise SecurityError(f"{p}/saved_model.pb: over the {MAX_SAVED_MODEL_PB:,}-byte limit")
-    if b"_tf_keras_network" in blob or b"_tf_keras_sequential" in blob or b"_tf_keras_model" in blob:
-        return "savedmodel"
-    raise UnsupportedFormatError(
-        f"{p}: a TensorFlow SavedModel without Keras metadata (no keras_metadata.pb, no Keras objects in "
-        "saved_model.pb): written by tf.saved_model.save or from a model without a config, it holds no "
-        "layer graph; rebuild the model in Keras and save it as .keras or .h5"
+    from modelgraph.loading.saved_object_graph import (
+        NO_KERAS_METADATA,
+        has_legacy_metadata,
+        read_object_graph,
     )
 
+    try:
+        graph = read_object_graph(p)
+    except FormatError:
+        return "savedmodel"  # saved_model.pb is unreadable: loading it names what is wrong
+    if has_legacy_metadata(graph):
+        return "savedmodel"
+    raise UnsupportedFormatError(NO_KERAS_METADATA.format(folder=p))
 
-# saved_model.pb holds TensorFlow's function graphs; a Keras SavedModel of a large network is tens of MB.
-MAX_SAVED_MODEL_PB = 1 << 30
+
 # The LevelDB table footer's magic number, last 8 bytes of a tensor bundle's .index file.
 LEVELDB_MAGIC = (0xDB4775248B80FB57).to_bytes(8, "little")
 _ONNX_MODEL_TAGS = frozenset(b"\x12\x1a\x22\x28\x32\x3a\x42\x72")

@@ -6,9 +6,11 @@ has its id in the SavedModel object graph, its path from the root (``root``,
 ``root.layer_with_weights-0``, ``root.layer-3.forward_layer``), a Keras identifier
 (``_tf_keras_network``, ``_tf_keras_layer``, ...) and a JSON document; the root's JSON carries the
 model's ``class_name`` and ``config`` (the same config a legacy ``.h5`` stores), ``keras_version``,
-``backend`` and ``training_config``. See docs/formats.md ("SavedModel directories").
+``backend`` and ``training_config``. See docs/formats.md ("SavedModel directories"). TF 2.0-2.3
+kept the same documents inside ``saved_model.pb`` (:mod:`modelgraph.loading.saved_object_graph`).
 
-The message is decoded with the ``protobuf`` package; the JSON goes through safe_io's caps.
+The message is decoded with the ``protobuf`` package from ``protos/keras_metadata.proto``; the JSON
+goes through safe_io's caps.
 """
 
 from __future__ import annotations
@@ -48,9 +50,9 @@ def read_keras_metadata(folder: Path) -> list[MetadataNode]:
 
 def parse_keras_metadata(blob: bytes, where: str) -> list[MetadataNode]:
     """Decode a ``SavedMetadata`` message; FormatError naming ``where`` when it is not one."""
-    from modelgraph.loading.protos import parse_message
+    from modelgraph.loading.protos import keras_metadata_pb2, parse_message
 
-    message = parse_message(_saved_metadata_class(), blob, where, "a Keras metadata protobuf")
+    message = parse_message(keras_metadata_pb2.SavedMetadata, blob, where, "a Keras metadata protobuf")
     if len(message.nodes) > MAX_NODES:
         raise SecurityError(f"{where}: {len(message.nodes):,} nodes, over the {MAX_NODES:,} bound")
     return [MetadataNode(int(n.node_id), n.node_path, n.identifier, n.metadata) for n in message.nodes]
@@ -65,44 +67,6 @@ def root_document(nodes: list[MetadataNode], where: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise FormatError(f"{where}:root: the metadata is not a JSON object")
     return doc
-
-
-_CLASS: Any = None
-
-
-def _saved_metadata_class() -> Any:
-    """The message class of ``SavedMetadata`` / ``SavedObject`` (field numbers as tf.keras writes
-    them), built once from a descriptor in a private pool."""
-    global _CLASS
-    if _CLASS is None:
-        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-        fd = descriptor_pb2.FileDescriptorProto(
-            name="modelgraph/keras_metadata.proto", package="modelgraph.keras_metadata", syntax="proto3"
-        )
-        F = descriptor_pb2.FieldDescriptorProto
-        obj = fd.message_type.add(name="SavedObject")
-        for name, number, kind in (
-            ("node_id", 2, F.TYPE_INT32),
-            ("node_path", 3, F.TYPE_STRING),
-            ("identifier", 4, F.TYPE_STRING),
-            ("metadata", 5, F.TYPE_STRING),
-        ):
-            obj.field.add(name=name, number=number, type=kind, label=F.LABEL_OPTIONAL)
-        meta = fd.message_type.add(name="SavedMetadata")
-        meta.field.add(
-            name="nodes",
-            number=1,
-            type=F.TYPE_MESSAGE,
-            label=F.LABEL_REPEATED,
-            type_name=".modelgraph.keras_metadata.SavedObject",
-        )
-        pool = descriptor_pool.DescriptorPool()
-        pool.Add(fd)
-        _CLASS = message_factory.GetMessageClass(
-            pool.FindMessageTypeByName("modelgraph.keras_metadata.SavedMetadata")
-        )
-    return _CLASS
 
 
 _SEQUENCE_CLASSES = frozenset({"__tuple__", "TensorShape"})

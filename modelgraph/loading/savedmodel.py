@@ -1,11 +1,14 @@
-"""tf.keras SavedModel directories: the model config from ``keras_metadata.pb``, the weights from the
+"""tf.keras SavedModel directories: the model config from the Keras metadata (``keras_metadata.pb``, or
+in a TF 2.0-2.3 directory the object graph of ``saved_model.pb``), the weights from the
 ``variables/variables`` checkpoint (see :mod:`modelgraph.loading.checkpoint`).
 
-Nothing of ``saved_model.pb`` is needed: its TensorFlow function graphs are never decoded or run.
+Of ``saved_model.pb`` only the object graph is ever decoded, and only when there is no
+``keras_metadata.pb``: its TensorFlow function graphs are never decoded or run.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +25,13 @@ from modelgraph.loading.keras_metadata import (
     root_document,
 )
 from modelgraph.loading.normalize import build_graph
+from modelgraph.loading.saved_object_graph import (
+    NO_KERAS_METADATA,
+    SAVED_MODEL_FILE,
+    has_legacy_metadata,
+    legacy_metadata_nodes,
+    read_object_graph,
+)
 
 GRAPH_CLASSES = frozenset({"Functional", "Sequential", "Model"})
 VARIABLES_PREFIX = ("variables", "variables")
@@ -35,8 +45,7 @@ def savedmodel_folder(path: Path) -> Path:
 def load_savedmodel(path: Path, problems: list | None = None) -> ModelGraph:
     """Read a tf.keras SavedModel directory (or its ``saved_model.pb``) into a graph with its weights."""
     folder = savedmodel_folder(path)
-    where = str(folder / METADATA_FILE)
-    nodes = read_keras_metadata(folder)
+    nodes, where = read_metadata_nodes(folder)
     doc = decode_keras_json(root_document(nodes, where))
     envelope = model_envelope_of(doc, where)
     keras_version = doc.get("keras_version") if isinstance(doc.get("keras_version"), str) else None
@@ -54,6 +63,18 @@ def load_savedmodel(path: Path, problems: list | None = None) -> ModelGraph:
         info["weight_notes"] = notes
         info["_handles"] = handles
     return replace(graph, metadata=MappingProxyType(info))
+
+
+def read_metadata_nodes(folder: Path) -> tuple[list[MetadataNode], str]:
+    """The Keras metadata nodes of a SavedModel directory and the file they came from:
+    ``keras_metadata.pb`` when present (tf.keras 2.4+), else the Keras objects of ``saved_model.pb``'s
+    object graph (TF 2.0-2.3); UnsupportedFormatError when the directory has neither."""
+    if os.path.lexists(folder / METADATA_FILE):
+        return read_keras_metadata(folder), str(folder / METADATA_FILE)
+    graph = read_object_graph(folder)
+    if not has_legacy_metadata(graph):
+        raise UnsupportedFormatError(NO_KERAS_METADATA.format(folder=folder))
+    return legacy_metadata_nodes(graph), str(folder / SAVED_MODEL_FILE)
 
 
 def model_envelope_of(doc: Mapping[str, Any], where: str) -> dict[str, Any]:

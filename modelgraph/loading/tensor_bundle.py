@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from modelgraph import safe_io
-from modelgraph.errors import FormatError, SecurityError, WeightsError
+from modelgraph.errors import FormatError, SecurityError, ToolMissingError, WeightsError
 
 MAX_INDEX_BYTES = 256 * 1024 * 1024
 """Largest ``.index`` file read (a million-variable checkpoint's index is a few tens of MB)."""
@@ -115,8 +115,9 @@ def _unsnappy(data: bytes, where: str) -> bytes:
     try:
         import cramjam
     except ImportError:
-        raise WeightsError(
-            f"{where}: the index has snappy-compressed blocks; install cramjam (pip install cramjam)"
+        raise ToolMissingError(
+            f"{where}: the index has snappy-compressed blocks, which need the 'cramjam' package, not "
+            "installed: pip install 'modelgraph[snappy]'"
         ) from None
     declared, _ = _varint(data, 0, len(data), where)
     if declared > MAX_INDEX_BYTES:

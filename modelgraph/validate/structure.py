@@ -26,6 +26,7 @@ from modelgraph.errors import (
     IndexOutOfRangeError,
     LoadError,
     SecurityError,
+    ToolMissingError,
     UnsupportedFormatError,
     WeightsError,
 )
@@ -184,7 +185,7 @@ def load_error_issue(error: BaseException, path: str = "") -> Issue:
         return make_issue("STR003", _message_of(error), _where_of(error) or "$", path=path)
     if isinstance(error, GraphError):
         return problem_issue(error, path)
-    if isinstance(error, WeightsError):
+    if isinstance(error, (WeightsError, ToolMissingError)):  # missing: cramjam for snappy index blocks
         return make_issue("WGT009", text, "", path=path)
     if isinstance(error, FormatError) and (
         "invalid JSON" in text or "not valid UTF-8" in text or "JSON nesting" in text

@@ -1,4 +1,5 @@
-"""Protobuf messages modelgraph decodes (TensorFlow checkpoints, Keras metadata), and their decoding."""
+"""Protobuf messages modelgraph decodes (TensorFlow checkpoints, the SavedModel object graph, Keras
+metadata), each from a .proto file here, and their decoding."""
 
 from __future__ import annotations
 

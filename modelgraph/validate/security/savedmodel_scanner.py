@@ -2,10 +2,11 @@
 
 The members must be the ones TensorFlow writes (``saved_model.pb``, ``keras_metadata.pb``,
 ``fingerprint.pb``, ``variables/variables.index`` and data shards, ``assets/``), each a regular file
-inside the folder. Every node's JSON in ``keras_metadata.pb`` is scanned like a ``.keras`` config (a
-Lambda, a module reference, a gadget is found there exactly as in ``config.json``); the root node's
-JSON is returned as the directory's config for the other rule families. ``saved_model.pb``'s
-function graphs are never decoded.
+inside the folder. Every node's JSON in ``keras_metadata.pb`` (or, in a TF 2.0-2.3 directory, in
+``saved_model.pb``'s object graph) is scanned like a ``.keras`` config (a Lambda, a module reference,
+a gadget is found there exactly as in ``config.json``); the root node's JSON is returned as the
+directory's config for the other rule families. ``saved_model.pb``'s function graphs are never
+decoded.
 """
 
 from __future__ import annotations
@@ -56,18 +57,23 @@ def scan_savedmodel_dir(path: str) -> tuple[list[Issue], list[tuple[Any, str]]]:
 
     _members(path, add)
     configs: list[tuple[Any, str]] = []
-    if not os.path.lexists(os.path.join(path, "keras_metadata.pb")):
-        return issues, configs
-    from modelgraph.loading.keras_metadata import decode_keras_json, read_keras_metadata
+    from modelgraph.errors import UnsupportedFormatError
+    from modelgraph.loading.keras_metadata import decode_keras_json
+    from modelgraph.loading.savedmodel import read_metadata_nodes
 
     try:
-        nodes = read_keras_metadata(Path(path))
+        nodes, source = read_metadata_nodes(Path(path))
+    except UnsupportedFormatError:
+        return issues, configs  # no Keras metadata: nothing to scan (loading refuses the directory)
     except (FormatError, SecurityError, OSError) as exc:
-        add("SEC100", f"could not scan keras_metadata.pb: {exc}", "keras_metadata.pb")
+        has_pb = os.path.lexists(os.path.join(path, "keras_metadata.pb"))
+        member = "keras_metadata.pb" if has_pb else "saved_model.pb"
+        add("SEC100", f"could not scan the Keras metadata: {exc}", member)
         return issues, configs
+    source = os.path.basename(source)
     seen: set[tuple[str, str]] = set()
     for node in sorted(nodes, key=lambda n: n.node_path != "root"):
-        where = f"keras_metadata.pb:{node.node_path}"
+        where = f"{source}:{node.node_path}"
         try:
             value = decode_keras_json(safe_io.parse_json(node.metadata, where=f"{path}/{where}").value)
         except FormatError as exc:
