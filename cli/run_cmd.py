@@ -8,7 +8,6 @@ codes; a parity mismatch with ``--expect`` exits 1.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import click
 
 from modelgraph.cli.output import for_display
+from modelgraph.cli.progress import progress_bar
 from modelgraph.cli.weights_param import WEIGHTS
 from modelgraph.errors import printable
 from modelgraph.schemas.run_report import RunReport
@@ -449,32 +449,14 @@ def run_command(
         runner.run(feeds, taps=tap_list, all_intermediates=all_intermediates, batch_size=batch_size)
 
     n = fd.batch_of(feeds)
-    show_progress = batch_size is not None and n > batch_size
-    if show_progress:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        console = Console(file=sys.stderr)
-        with Progress(
-            TextColumn("running"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            transient=True,
-        ) as bar:
-            task = bar.add_task("run", total=n)
-            results = runner.run(
-                feeds,
-                taps=tap_list,
-                all_intermediates=all_intermediates,
-                batch_size=batch_size,
-                profile=prof,
-                progress=lambda done, total: bar.update(task, completed=done),
-            )
-    else:
+    with progress_bar(batch_size is not None and n > batch_size) as progress:
         results = runner.run(
-            feeds, taps=tap_list, all_intermediates=all_intermediates, batch_size=batch_size, profile=prof
+            feeds,
+            taps=tap_list,
+            all_intermediates=all_intermediates,
+            batch_size=batch_size,
+            profile=prof,
+            progress=progress,
         )
     if prof is not None and repeat > 1:
         from modelgraph.runner.interpreter import Profile, median_profile

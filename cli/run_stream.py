@@ -1,17 +1,12 @@
 """``modelgraph run`` on inputs read a batch at a time (:mod:`modelgraph.runner.stream`): the options,
-the progress bar (samples/s and ETA, on a terminal only) and the report."""
+the progress bar (:mod:`modelgraph.cli.progress`) and the report."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rich.progress import ProgressColumn, Task
-from rich.text import Text
-
+from modelgraph.cli.progress import progress_bar
 from modelgraph.errors import UsageError
 
 # Samples per batch when streaming to a folder without --batch-size.
@@ -43,48 +38,6 @@ def _input_path(value: str) -> Path:
     """The file or folder of one ``--input FILE`` / ``--input NAME=FILE``."""
     name, sep, file = value.partition("=")
     return Path(file) if sep and name and not Path(value).exists() else Path(value)
-
-
-class _RateColumn(ProgressColumn):
-    """Samples per second."""
-
-    def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text("-" if speed is None else f"{speed:,.1f} samples/s")
-
-
-@contextmanager
-def progress_bar(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
-    """A ``progress(done, total)`` callback drawing a bar on stderr when it is a terminal (else None)."""
-    from rich.console import Console
-
-    console = Console(file=sys.stderr)
-    if not enabled or not console.is_terminal:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(
-        TextColumn("running"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        _RateColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("run", total=None)
-        first: list[int] = []
-
-        def update(done: int, total: int) -> None:
-            if not first:  # a resumed run starts part-way: its rate counts this run's samples only
-                first.append(done)
-                bar.update(task, total=total, completed=done)
-                bar.reset(task, total=total, completed=done)
-                return
-            bar.update(task, total=total, completed=done)
-
-        yield update
 
 
 def stream(

@@ -345,6 +345,7 @@ class Runner:
         self.keras_major = model.keras_major
         self.steps: list[Step] = []
         self.problems: list[Problem] = []
+        self._problem_keys: set[tuple[str, str]] = set()  # (path, message) of each problem, once
         self.inputs: list[InputSpec] = []
         self._input_slots: list[int] = []
         self._input_dtypes: list[str] = []
@@ -426,9 +427,10 @@ class Runner:
         self.output_aliases, self.output_config_names = _output_aliases(g, self.output_keys)
 
     def _problem(self, path: str, class_name: str, error: BaseException) -> None:
-        for p in self.problems:
-            if p.path == path and str(p.error) == str(error):
-                return
+        key = (path, str(error))
+        if key in self._problem_keys:  # a set: a model with thousands of problems stays linear
+            return
+        self._problem_keys.add(key)
         self.problems.append(Problem(path, class_name, error))
 
     def _call_step(self, kind: str, layer: Layer, node: Node, path: str, **fields: Any) -> Step:

@@ -85,6 +85,15 @@ def _close_handles(graph: Any) -> None:
 
 def validate_file(path: str, options: Options | None = None) -> FileResult:
     """Every finding for one model file or model directory (never raises for a bad file)."""
+    from modelgraph._gc import gc_paused
+
+    # The checks build many small acyclic objects per layer: with the cyclic collector running, its
+    # generation-2 passes revisit the whole model again and again (superlinear in the layer count).
+    with gc_paused():
+        return _validate_file(path, options)
+
+
+def _validate_file(path: str, options: Options | None) -> FileResult:
     from modelgraph.loading import load
     from modelgraph.loading.detect import detect
     from modelgraph.validate.structure import (

@@ -291,13 +291,13 @@ def test_the_progress_bar_reports_samples_per_second_and_eta():
     from rich.console import Console
     from rich.progress import MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    from modelgraph.cli.run_stream import _RateColumn
+    from modelgraph.cli.progress import RateColumn
 
     now = [0.0]
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=100)
     with Progress(
-        MofNCompleteColumn(), _RateColumn(), TimeRemainingColumn(), console=console, get_time=lambda: now[0]
+        MofNCompleteColumn(), RateColumn(), TimeRemainingColumn(), console=console, get_time=lambda: now[0]
     ) as bar:
         task = bar.add_task("run", total=100)
         for done in (10, 20, 30):

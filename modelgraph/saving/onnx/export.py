@@ -106,12 +106,14 @@ class _Walk(GraphWalker[Value]):
     """One export: the graph walk's client that maps each node, its problems and the pieces of the
     ONNX graph. Values are ONNX values; shape inference's results are looked up by node path."""
 
-    def __init__(self, graph: ModelGraph, batch: int | str | None, opset: int) -> None:
+    def __init__(
+        self, graph: ModelGraph, batch: int | str | None, opset: int, names: list[str] | None = None
+    ) -> None:
         self.graph = graph
         self.batch = batch
         self.keras_version = keras_version_tuple(graph.keras_version)
         self.keras_major = graph.keras_major
-        self.output_keys = output_keys(graph.outputs)
+        self.output_keys = output_keys(graph.outputs) if names is None else names
         self.e = Emitter(reserved=set(graph.input_names) | set(self.output_keys), opset=opset)
         self.problems: list[tuple[str, str, str]] = []
         self.dequantized: list[str] = []
@@ -391,7 +393,14 @@ def to_onnx(
         raise UsageError(f"batch must be a positive integer or 'dynamic', got {batch!r}")
     # BatchNormalization (and a ReLU after it) folded into the conv or Dense before it, as the runner's
     # plan does (in float64, rounded once): a leaner graph for runtimes that do not fold it themselves.
-    walk = _Walk(fuse(graph, (fold_batchnorms,)), None if batch == "dynamic" else batch, opset)
+    # The outputs keep the names of the model's own output layers (a folded BatchNormalization's, not
+    # the convolution's it was folded into), as the NumPy runner names them.
+    walk = _Walk(
+        fuse(graph, (fold_batchnorms,)),
+        None if batch == "dynamic" else batch,
+        opset,
+        output_keys(graph.outputs),
+    )
     try:
         walk.run()
     except ExportRefusedError:

@@ -167,12 +167,12 @@ def _transpose_conv(ctx: MapContext, x: Value, rank: int) -> Value:
         None if ctx.get("output_padding") is None else int_tuple(ctx.spec, "output_padding", rank, 0)
     )
     kernel = ctx.weight("kernel")  # (k..., filters, in)
-    sizes = spatial_sizes(ctx, fmt)
-    if sizes is None or any(s is None for s in sizes):
-        raise ctx.unsupported("input shape", ctx.in_shapes[0] if ctx.in_shapes else None)
     ksize = kernel.shape[:rank]
     begins, ends, extras = [], [], []
-    for i, n in enumerate(sizes):
+    # Keras's output length is (n - 1) * stride + a constant, as is ConvTranspose's full output: the
+    # pads and output padding do not depend on the input length n, so an unknown one is taken as 1.
+    for i, n in enumerate(spatial_sizes(ctx, fmt) or (None,) * rank):
+        n = 1 if n is None else n
         k, s, d = ksize[i], strides[i], dilation[i]
         op = None if output_padding is None else output_padding[i]
         length = transpose_length(n, k, s, d, mode, op)  # type: ignore[arg-type]

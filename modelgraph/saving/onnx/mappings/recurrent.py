@@ -409,18 +409,29 @@ def time_distributed(ctx: MapContext, x: Value, mask: Any = None) -> Any:
     # A tf.keras conv takes the axes before its own input rank as batch too (the runner's rule).
     extra = extra_batch_axes(cls, len(shape) - 1)
     lead_axes = 2 + extra
-    if any(d is None for d in shape[lead_axes:]):
-        raise ctx.unsupported("input shape", shape)
     e = ctx.e
     n = e.logical(x)
-    folded = e.op("Reshape", [n, e.ints([-1, *shape[lead_axes:]], "shape")], "fold")
+    inner_sizes = shape[lead_axes:]
+    fold_shape = (
+        e.ints([-1, *inner_sizes], "shape")
+        if all(isinstance(d, int) for d in inner_sizes)
+        else e.op(  # sizes known only when it runs: (-1, the input's own sizes after the lead axes)
+            "Concat",
+            [
+                e.ints([-1], "m1"),
+                e.op("Slice", [e.op("Shape", [n]), e.ints([lead_axes], "s"), e.ints([_INT64_MAX], "e")]),
+            ],
+            axis=0,
+        )
+    )
+    folded = e.op("Reshape", [n, fold_shape], "fold")
     inner_in = [(None, *shape[lead_axes:])]
     inner_out = [(None, *out_shape[lead_axes:])]
     ictx = _inner_ctx(ctx, cls, config, "", inner_in, inner_out)
     inner_kwargs: dict[str, Any] = {}
     if mask is not None and mask.rank is not None and mask.rank > 2:
         # the inner layer's own mask (batch, time, inner...): folded like the input
-        if mask.rank != len(shape) - 1 or extra:
+        if mask.rank != len(shape) - 1 or extra or any(d is None for d in shape[2:-1]):
             raise ctx.unsupported("mask", "<nested mask>")
         m = e.op("Reshape", [e.logical(mask), e.ints([-1, *shape[2:-1]], "shape")], "fold_mask")
         inner_kwargs["mask"] = Value(m, mask.rank - 1, None, mask.dtype)
