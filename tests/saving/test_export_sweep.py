@@ -59,6 +59,8 @@ RELAXED_REFUSED = {
     "k3/rnn_mask": _MASKED_RNN,
     "k3/mask_layers": _MASKED_RNN,
     "tfjs/rnn_mask": _MASKED_RNN,
+    "fidelity3/bidi_masked_states": _MASKED_RNN,
+    "fidelity3/bidi_unrolled": _MASKED_RNN,
     "k2/mha": "a causal MultiHeadAttention mask over unknown lengths",
     "k3/mha": "a causal MultiHeadAttention mask over unknown lengths",
     "tfjs/mha": "a causal MultiHeadAttention mask over unknown lengths",
