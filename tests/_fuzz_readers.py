@@ -223,8 +223,20 @@ def time_limit(seconds: int) -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
+def reset_peak_memory() -> None:
+    """Start a new peak-memory window for this process (Linux: writing 5 to ``clear_refs`` resets
+    ``VmHWM``), so a case is measured alone and not against earlier tests in the same process."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
 def peak_memory() -> int:
-    """Peak resident memory of this process, in bytes."""
+    """Peak resident memory of this process since the last reset, in bytes (``VmHWM``; the
+    process's lifetime peak where ``/proc`` is missing)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
@@ -235,6 +247,7 @@ def run_case(seed: int, work: Path) -> tuple[str, list[tuple[str, int, float, st
 
     from modelgraph.cli.main import cli
 
+    reset_peak_memory()
     rng = random.Random(seed)
     family = rng.choice(MUTATORS)(rng, work)
     target = next(p for p in (work / "model", work / "model.keras", work / "model.h5") if os.path.lexists(p))
