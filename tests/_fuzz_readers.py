@@ -4,7 +4,7 @@ Each case starts from a sample Keras wrote (``samples/k3/cnn.keras``, ``samples/
 ``samples/k2/cnn.h5``), applies one or more mutations chosen by a seeded ``random.Random``, and runs
 ``inspect``, ``validate``, ``render --format dot`` and ``run --random`` on it in this process. Every
 command must end with a documented exit code (never 70, never a traceback) within ``TIME_LIMIT``
-seconds; the process's peak resident memory must stay under ``MEMORY_LIMIT``.
+seconds; the peak resident memory a case adds must stay under ``MEMORY_LIMIT``.
 
 In the suite: ``tests/test_fuzz_readers.py`` runs 16 cases (``MODELGRAPH_FUZZ_CASES``
 raises the count). A long run: ``python tests/_fuzz_readers.py --cases 3000 [--seed 0]`` prints the
@@ -223,11 +223,21 @@ def time_limit(seconds: int) -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
+_BASELINE = [0]  # resident memory when the current case started, where /proc can say it
+
+
 def reset_peak_memory() -> None:
     """Start a new peak-memory window for this process (Linux: writing 5 to ``clear_refs`` resets
-    ``VmHWM``), so a case is measured alone and not against earlier tests in the same process."""
+    ``VmHWM`` to the current resident size), so a case is measured alone and not against earlier
+    tests in the same process; the resident size at that moment is kept as the case's baseline."""
     with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
+        _BASELINE[0] = peak_memory()
+
+
+def case_memory() -> int:
+    """Bytes the current case added on top of what the process held when it started (its peak)."""
+    return peak_memory() - _BASELINE[0]
 
 
 def peak_memory() -> int:

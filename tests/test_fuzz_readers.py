@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ._fuzz_readers import MEMORY_LIMIT, TIME_LIMIT, peak_memory, run_case
+from ._fuzz_readers import MEMORY_LIMIT, TIME_LIMIT, case_memory, run_case
 
 CASES = int(os.environ.get("MODELGRAPH_FUZZ_CASES", "16"))
 
@@ -20,4 +20,4 @@ def test_a_mutated_container_gets_a_documented_exit_code(seed: int, tmp_path: Pa
     for command, code, seconds, bad in outcomes:
         assert not bad, f"{family}: {command} exit {code}: {bad}"
         assert seconds < TIME_LIMIT, (family, command, seconds)
-    assert peak_memory() < MEMORY_LIMIT
+    assert case_memory() < MEMORY_LIMIT
