@@ -476,18 +476,7 @@ def run_command(
 
     comparison = None
     if reference is not None:
-        aliases = cmp.output_aliases_for(
-            list(reference), runner.output_keys, runner.output_aliases, runner.output_config_names
-        )
-        comparison = cmp.compare_results(
-            results,
-            reference,
-            runner.output_keys,
-            atol=atol,
-            rtol=rtol,
-            order=runner.layer_paths(),
-            aliases=aliases,
-        )
+        comparison = cmp.compare_run(runner, results, reference, atol=atol, rtol=rtol)
     report = run_report(
         str(model),
         feeds,

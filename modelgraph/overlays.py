@@ -290,18 +290,7 @@ def expect_overlay(
     known = set(runner.layer_paths())
     taps = [p for p in cmp.reference_taps(reference) if p in known]
     results = runner.run(feeds, taps=taps)
-    aliases = cmp.output_aliases_for(
-        list(reference), runner.output_keys, runner.output_aliases, runner.output_config_names
-    )
-    comparison = cmp.compare_results(
-        results,
-        reference,
-        runner.output_keys,
-        atol=atol,
-        rtol=rtol,
-        order=runner.layer_paths(),
-        aliases=aliases,
-    )
+    comparison = cmp.compare_run(runner, results, reference, atol=atol, rtol=rtol)
     index = _index_of(records)
     overlay = Overlay("expect", f"Max |error| vs {reference_file.name}", "abs err", log=True)
     for t in comparison.tensors:

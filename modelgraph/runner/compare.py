@@ -22,7 +22,7 @@ import numpy as np
 
 from modelgraph.errors import UsageError
 from modelgraph.runner.feeds import GOLDEN_INPUT_PREFIX, read_npy, read_npz
-from modelgraph.runner.interpreter import parse_tap_key
+from modelgraph.runner.interpreter import Runner, parse_tap_key
 
 OutputId = tuple[str, int]  # ("output", index)
 TapId = tuple[str, str, int, int]  # ("tap", path, node, tensor)
@@ -303,3 +303,27 @@ def compare_results(
         failing.sort(key=lambda x: (x[0], x[2]))
         result.first_divergence = failing[0][1]
     return result
+
+
+def compare_run(
+    runner: Runner,
+    results: Mapping[str, np.ndarray],
+    reference: Mapping[str, Any],
+    *,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+) -> Comparison:
+    """:func:`compare_results` for one run of ``runner``: its output names (with the other names a
+    reference may use for them) and its plan order for the first divergence."""
+    aliases = output_aliases_for(
+        list(reference), runner.output_keys, runner.output_aliases, runner.output_config_names
+    )
+    return compare_results(
+        results,
+        reference,
+        runner.output_keys,
+        atol=atol,
+        rtol=rtol,
+        order=runner.layer_paths(),
+        aliases=aliases,
+    )
