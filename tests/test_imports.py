@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from modelgraph.topology import find_cycles
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "modelgraph"
 
@@ -113,38 +115,9 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components with more than one module (Tarjan), each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def connect(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                connect(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            connect(v)
-    return sorted(found)
+    """The strongly connected components with more than one module, each sorted (the project's own
+    cycle finder, the one ``topology`` uses for layer graphs)."""
+    return sorted(sorted(c) for c in find_cycles({v: sorted(ws) for v, ws in graph.items()}))
 
 
 def test_cycle_finder_finds_a_cycle() -> None:
