@@ -34,6 +34,7 @@ import rebuild  # noqa: E402
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras import layers, ops  # noqa: E402
+from keras3_graph import feed, functional_of, intermediates  # noqa: E402
 
 warnings.filterwarnings("ignore")
 OUT = HERE / "k3"
@@ -722,10 +723,6 @@ def randomize(model, base_seed: int, book: C.RecipeBook | None = None):
 # ------------------------------------------------------------------------------ graph facts
 
 
-def functional_of(model):
-    if isinstance(model, keras.Sequential):
-        return getattr(model, "_functional", None)
-    return model
 
 
 def graph_info(model) -> dict:
@@ -805,11 +802,6 @@ def param_counts(model):
     return {"total": int(model.count_params()), "trainable": tr, "non_trainable": ntr}
 
 
-def feed(model, arrays: dict):
-    fn = functional_of(model)
-    if fn is None:
-        return next(iter(arrays.values()))
-    return keras.tree.map_structure(lambda t: arrays[t._keras_history[0].name], fn._inputs_struct)
 
 
 def run(model, arrays):
@@ -826,24 +818,6 @@ def reset_states(model):
             layer.reset_states()
 
 
-def intermediates(model, arrays) -> dict:
-    fn = functional_of(model)
-    in_model = {id(n) for ns in fn._nodes_by_depth.values() for n in ns}
-    keys, tensors = [], []
-    for op in fn.operations:
-        if isinstance(op, keras.layers.InputLayer):
-            continue
-        k = 0
-        for n in op._inbound_nodes:
-            if id(n) not in in_model:
-                continue
-            for ti, t in enumerate(n.outputs):
-                keys.append(f"intermediate/{op.name}/{k}/{ti}")
-                tensors.append(t)
-            k += 1
-    probe = keras.Model(fn.inputs, tensors)
-    vals = probe(feed(model, arrays), training=False)
-    return {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in zip(keys, keras.tree.flatten(vals))}
 
 
 # ------------------------------------------------------------------------------------ formats

@@ -39,23 +39,17 @@ import numpy as np  # noqa: E402
 warnings.filterwarnings("ignore")
 import keras  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from keras3_graph import feed, functional_of, intermediates  # noqa: E402
+
 
 def err(e: BaseException) -> str:
     s = f"{type(e).__name__}: {e}"
     return s.splitlines()[0][:300]
 
 
-def functional_of(model):
-    if isinstance(model, keras.Sequential):
-        return getattr(model, "_functional", None)
-    return model
 
 
-def feed(model, arrays: dict):
-    fn = functional_of(model)
-    if fn is None:
-        return next(iter(arrays.values()))
-    return keras.tree.map_structure(lambda t: arrays[t._keras_history[0].name], fn._inputs_struct)
 
 
 def run(model, arrays: dict) -> list[np.ndarray]:
@@ -63,25 +57,6 @@ def run(model, arrays: dict) -> list[np.ndarray]:
     return [np.asarray(keras.ops.convert_to_numpy(o)) for o in keras.tree.flatten(out)]
 
 
-def intermediates(model, arrays: dict) -> dict[str, np.ndarray]:
-    """Every layer output of the top-level graph, keyed as ``gen_k3.intermediates`` keys them."""
-    fn = functional_of(model)
-    in_model = {id(n) for ns in fn._nodes_by_depth.values() for n in ns}
-    keys, tensors = [], []
-    for op in fn.operations:
-        if isinstance(op, keras.layers.InputLayer):
-            continue
-        k = 0
-        for n in op._inbound_nodes:
-            if id(n) not in in_model:
-                continue
-            for ti, t in enumerate(n.outputs):
-                keys.append(f"intermediate/{op.name}/{k}/{ti}")
-                tensors.append(t)
-            k += 1
-    probe = keras.Model(fn.inputs, tensors)
-    vals = probe(feed(model, arrays), training=False)
-    return {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in zip(keys, keras.tree.flatten(vals), strict=True)}
 
 
 def excess(got: np.ndarray, want: np.ndarray, tol: dict) -> float:
