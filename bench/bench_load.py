@@ -15,49 +15,20 @@ from pathlib import Path
 
 import modelgraph
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _keras3_config import input_layer, keras_tensor, layer  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _kt(name: str, width: int) -> dict:
-    return {
-        "class_name": "__keras_tensor__",
-        "config": {"shape": [None, width], "dtype": "float32", "keras_history": [name, 0, 0]},
-    }
 
 
 def chain_config(n: int, width: int = 4) -> dict:
     """A Keras 3 Functional config: Input -> n Dense layers."""
-    layers = [
-        {
-            "module": "keras.layers",
-            "class_name": "InputLayer",
-            "name": "x",
-            "registered_name": None,
-            "config": {"batch_shape": [None, width], "dtype": "float32", "name": "x"},
-            "inbound_nodes": [],
-        }
-    ]
+    layers = [input_layer(width)]
     previous = "x"
     for i in range(n):
         name = f"dense_{i}"
-        layers.append(
-            {
-                "module": "keras.layers",
-                "class_name": "Dense",
-                "name": name,
-                "registered_name": None,
-                "config": {
-                    "name": name,
-                    "trainable": True,
-                    "dtype": "float32",
-                    "units": width,
-                    "activation": "relu",
-                    "use_bias": True,
-                },
-                "build_config": {"input_shape": [None, width]},
-                "inbound_nodes": [{"args": [_kt(previous, width)], "kwargs": {}}],
-            }
-        )
+        config = {"units": width, "activation": "relu", "use_bias": True}
+        layers.append(layer("Dense", name, config, [previous], width, build_config={"input_shape": [None, width]}))
         previous = name
     return {
         "module": "keras.src.models.functional",
@@ -84,7 +55,7 @@ def wide_config(n: int, width: int = 4) -> dict:
                 "class_name": "Dense",
                 "name": name,
                 "config": {"name": name, "trainable": True, "dtype": "float32", "units": width},
-                "inbound_nodes": [{"args": [_kt("x", width)], "kwargs": {}}],
+                "inbound_nodes": [{"args": [keras_tensor("x", width)], "kwargs": {}}],
             }
         )
     layers.append(
@@ -93,7 +64,7 @@ def wide_config(n: int, width: int = 4) -> dict:
             "class_name": "Concatenate",
             "name": "concat",
             "config": {"name": "concat", "trainable": True, "dtype": "float32", "axis": -1},
-            "inbound_nodes": [{"args": [[_kt(f"branch_{i}", width) for i in range(n)]], "kwargs": {}}],
+            "inbound_nodes": [{"args": [[keras_tensor(f"branch_{i}", width) for i in range(n)]], "kwargs": {}}],
         }
     )
     cfg["config"]["output_layers"] = [["concat", 0, 0]]

@@ -23,45 +23,20 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def _kt(name: str, width: int) -> dict:
-    return {
-        "class_name": "__keras_tensor__",
-        "config": {"shape": [None, width], "dtype": "float32", "keras_history": [name, 0, 0]},
-    }
-
-
-def _layer(cls: str, name: str, config: dict, inputs: list[str], width: int) -> dict:
-    args = [_kt(i, width) for i in inputs]
-    return {
-        "module": "keras.layers",
-        "class_name": cls,
-        "name": name,
-        "registered_name": None,
-        "config": {"name": name, "trainable": True, "dtype": "float32", **config},
-        "inbound_nodes": [{"args": [args] if len(args) > 1 else args, "kwargs": {}}],
-    }
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _keras3_config import input_layer, layer  # noqa: E402
 
 
 def residual_config(n: int, width: int = 8) -> dict:
     """A Keras 3 Functional config with ``n`` layers after the input (blocks of four)."""
-    layers = [
-        {
-            "module": "keras.layers",
-            "class_name": "InputLayer",
-            "name": "x",
-            "registered_name": None,
-            "config": {"batch_shape": [None, width], "dtype": "float32", "name": "x"},
-            "inbound_nodes": [],
-        }
-    ]
+    layers = [input_layer(width)]
     previous = "x"
     for b in range(n // 4):
         d, bn, act, add = f"dense_{b}", f"bn_{b}", f"relu_{b}", f"add_{b}"
-        layers.append(_layer("Dense", d, {"units": width, "activation": "linear", "use_bias": True}, [previous], width))
-        layers.append(_layer("BatchNormalization", bn, {"axis": -1, "momentum": 0.99, "epsilon": 0.001}, [d], width))
-        layers.append(_layer("ReLU", act, {}, [bn], width))
-        layers.append(_layer("Add", add, {}, [act, previous], width))
+        layers.append(layer("Dense", d, {"units": width, "activation": "linear", "use_bias": True}, [previous], width))
+        layers.append(layer("BatchNormalization", bn, {"axis": -1, "momentum": 0.99, "epsilon": 0.001}, [d], width))
+        layers.append(layer("ReLU", act, {}, [bn], width))
+        layers.append(layer("Add", add, {}, [act, previous], width))
         previous = add
     return {
         "module": "keras",
@@ -104,15 +79,15 @@ def grandalf_seconds(config: dict) -> float:
     class View:
         w, h = 80, 24
 
-    vertices = {layer["name"]: Vertex(layer["name"]) for layer in config["config"]["layers"]}
+    vertices = {record["name"]: Vertex(record["name"]) for record in config["config"]["layers"]}
     for v in vertices.values():
         v.view = View()
     edges = []
-    for layer in config["config"]["layers"]:
-        for node in layer["inbound_nodes"]:
+    for record in config["config"]["layers"]:
+        for node in record["inbound_nodes"]:
             args = node["args"][0] if isinstance(node["args"][0], list) else node["args"]
             for arg in args:
-                edges.append(Edge(vertices[arg["config"]["keras_history"][0]], vertices[layer["name"]]))
+                edges.append(Edge(vertices[arg["config"]["keras_history"][0]], vertices[record["name"]]))
     started = time.perf_counter()
     graph = Graph(list(vertices.values()), edges)
     for component in graph.C:
