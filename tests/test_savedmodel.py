@@ -20,24 +20,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 import modelgraph
-from modelgraph.cli.main import cli
 from modelgraph.errors import FormatError, LoadError, UnsupportedFormatError
 from modelgraph.loading.detect import detect
 
+from ._savedmodel_samples import GOLDENS, SM, assert_runs_to_tf_keras, golden_arrays, invoke
+
 ROOT = Path(__file__).resolve().parent.parent
-SM = ROOT / "samples" / "savedmodel"
-GOLDENS = {p.stem: json.loads(p.read_text()) for p in sorted((SM / "goldens").glob("*.json"))}
 MODELS = sorted(GOLDENS)
 RUNNABLE = [m for m in MODELS if m != "lambda_model"]
 TRAINED = sorted(m for m, g in GOLDENS.items() if "train_ckpt" in g["files"])
 VERIFIED = json.loads((SM / "verified.json").read_text())["cases"]
-
-
-def invoke(*args: object):
-    return CliRunner().invoke(cli, [str(a) for a in args])
 
 
 def _layout(graph) -> list:
@@ -172,8 +166,7 @@ def test_save_weights_checkpoint_attaches_to_the_json_config(name, form):
 @pytest.mark.parametrize("form", ["train_{name}", "train_{name}/ckpt-1", "train_{name}/ckpt-1.index"])
 def test_training_checkpoint_folder_attaches_and_reports_optimizer_left_out(name, form):
     graph = modelgraph.load(SM / f"{name}.json", weights=SM / form.format(name=name))
-    golden = np.load(SM / "goldens" / f"train_{name}.npz")
-    feeds = {k[len("input/") :]: golden[k] for k in golden.files if k.startswith("input/")}
+    golden, feeds = golden_arrays(f"train_{name}")
     out = list(modelgraph.Runner(graph).run(feeds).values())
     np.testing.assert_allclose(out[0], golden["output/0"], atol=1e-4, rtol=1e-3)
     (note,) = graph.metadata["weight_notes"]
@@ -190,14 +183,7 @@ def test_checkpoint_of_another_model_is_refused():
 
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_run_matches_tf_keras(name):
-    graph = modelgraph.load(SM / name)
-    golden = np.load(SM / "goldens" / f"{name}.npz")
-    feeds = {k[len("input/") :]: golden[k] for k in golden.files if k.startswith("input/")}
-    outputs = list(modelgraph.Runner(graph).run(feeds).values())
-    assert len(outputs) == len(GOLDENS[name]["outputs"])
-    for i, got in enumerate(outputs):
-        ref = golden[f"output/{i}"]
-        assert np.all(np.abs(got - ref) <= 1e-4 + 1e-3 * np.abs(ref)), name
+    assert_runs_to_tf_keras(modelgraph.load(SM / name), name)
 
 
 @pytest.mark.parametrize("name", ["nested_shared", "bidi_lstm", "mha"])

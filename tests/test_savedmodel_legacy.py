@@ -16,25 +16,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 import modelgraph
-from modelgraph.cli.main import cli
 from modelgraph.errors import UnsupportedFormatError
 from modelgraph.loading.detect import detect
 from modelgraph.loading.keras_metadata import read_keras_metadata
 from modelgraph.loading.protos import saved_model_pb2
 from modelgraph.loading.saved_object_graph import legacy_metadata_nodes, object_paths, read_object_graph
 
-ROOT = Path(__file__).resolve().parent.parent
-SM = ROOT / "samples" / "savedmodel"
+from ._savedmodel_samples import GOLDENS, SM, assert_runs_to_tf_keras, invoke
+
 LEGACY = SM / "legacy"
-GOLDENS = {p.stem: json.loads(p.read_text()) for p in sorted((SM / "goldens").glob("*.json"))}
 MODELS = sorted(m for m, g in GOLDENS.items() if "legacy_savedmodel" in g["files"])
-
-
-def invoke(*args: object):
-    return CliRunner().invoke(cli, [str(a) for a in args])
 
 
 def _layout(graph) -> list:
@@ -90,13 +83,7 @@ def test_legacy_savedmodel_gives_the_h5s_layers_depths_and_weights(name):
 
 @pytest.mark.parametrize("name", [m for m in MODELS if m != "lambda_model"])
 def test_legacy_run_matches_tf_keras(name):
-    golden = np.load(SM / "goldens" / f"{name}.npz")
-    feeds = {k[len("input/") :]: golden[k] for k in golden.files if k.startswith("input/")}
-    outputs = list(modelgraph.Runner(modelgraph.load(LEGACY / name)).run(feeds).values())
-    assert len(outputs) == len(GOLDENS[name]["outputs"])
-    for i, got in enumerate(outputs):
-        ref = golden[f"output/{i}"]
-        assert np.all(np.abs(got - ref) <= 1e-4 + 1e-3 * np.abs(ref)), name
+    assert_runs_to_tf_keras(modelgraph.load(LEGACY / name), name)
 
 
 @pytest.mark.parametrize("name", ["nested_shared", "bidi_lstm", "nested_sequential"])
