@@ -116,6 +116,7 @@ class _Walk(GraphWalker[Value]):
         self.output_keys = output_keys(graph.outputs) if names is None else names
         self.e = Emitter(reserved=set(graph.input_names) | set(self.output_keys), opset=opset)
         self.problems: list[tuple[str, str, str]] = []
+        self._problem_keys: set[tuple[str, str]] = set()  # (path, message) of each problem, once
         self.dequantized: list[str] = []
         self._weights: dict[tuple[int, str], LazyWeights] = {}
         self.inputs: list[Any] = []
@@ -127,9 +128,9 @@ class _Walk(GraphWalker[Value]):
 
     def problem(self, path: str, class_name: str, error: BaseException | str) -> None:
         why = str(error)
-        for p in self.problems:
-            if p[0] == path and p[2] == why:
-                return
+        if (path, why) in self._problem_keys:  # a set, as the runner keeps: thousands of problems stay linear
+            return
+        self._problem_keys.add((path, why))
         self.problems.append((path, class_name, why))
 
     # --- top level -------------------------------------------------------------------------------
