@@ -67,6 +67,14 @@ class UsageError(ModelGraphError):
     """The request names something that does not exist (an unknown input, layer or option)."""
 
 
+def config_only_model(model: str) -> UsageError:
+    """The one wording for running or exporting a model whose file holds no weights."""
+    return UsageError(
+        f"'{model}' holds no weights (a config-only model): give its weights file "
+        "(--weights FILE; modelgraph.load(path, weights=...) in Python)"
+    )
+
+
 class CatalogueError(ModelGraphError, ValueError):
     """A catalogue registration was refused: not a descriptor, a wrong type in one of its fields, or a
     name already registered (without ``replace=True``)."""

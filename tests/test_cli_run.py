@@ -304,6 +304,21 @@ def test_a_config_only_model_without_weights_is_a_usage_error():
     assert res.exit_code == 0, res.output
 
 
+def test_run_on_each_backend_and_export_word_a_config_only_model_alike(tmp_path):
+    """The NumPy runner, run on onnxruntime and export refuse a weightless model with one message."""
+    lines = set()
+    for args in (
+        ["run", str(CONFIG_ONLY), "--random"],
+        ["run", str(CONFIG_ONLY), "--random", "--backend", "onnxruntime"],
+        ["export", str(CONFIG_ONLY), "-o", str(tmp_path / "m.onnx")],
+    ):
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code == 2, (args, res.output)
+        lines.add(res.output.strip().splitlines()[-1])
+    assert len(lines) == 1, lines
+    assert "modelgraph.load(path, weights=...)" in lines.pop()
+
+
 def test_check_on_a_config_only_model_checks_classes_and_says_so():
     res = CliRunner().invoke(cli, ["run", str(CONFIG_ONLY), "--check"])
     assert res.exit_code == 0, res.output

@@ -33,6 +33,7 @@ from modelgraph.errors import (
     UnsupportedLayerError,
     UsageError,
     WeightsError,
+    config_only_model,
 )
 from modelgraph.graph import (
     Layer,
@@ -369,10 +370,7 @@ class Runner:
             self._name_outputs(model)
         if strict and self.problems:
             if not model.has_weights and any(isinstance(p.error, WeightsError) for p in self.problems):
-                raise UsageError(
-                    f"'{model.source or model.name}' holds no weights (a config-only model): give its "
-                    "weights file (--weights FILE; weights= in Python)"
-                )
+                raise config_only_model(model.source or model.name)
             raise self.problems[0].error
 
     @property

@@ -34,6 +34,7 @@ from modelgraph.errors import (
     UnsupportedError,
     UsageError,
     WeightsError,
+    config_only_model,
 )
 from modelgraph.graph import Layer, ModelGraph, TensorRef, keras_version_tuple, map_refs
 from modelgraph.graph_walk import (
@@ -406,10 +407,7 @@ def to_onnx(
         walk.run()
     except ExportRefusedError:
         if walk.missing_weights and not graph.has_weights:
-            raise UsageError(
-                f"'{graph.source or graph.name}' holds no weights (a config-only model): give its weights "
-                "file (--weights FILE; modelgraph.load(path, weights=...) in Python)"
-            ) from None
+            raise config_only_model(graph.source or graph.name) from None
         raise
     lean = optimise(walk.e.nodes, set(walk.output_keys), walk.e.initializers)
     produced = {o for n in lean.nodes for o in n.output} - set(walk.output_keys) - lean.reshaped
