@@ -256,3 +256,28 @@ def test_every_legacy_sample_validates_without_errors_but_the_lambda():
     assert sorted(Path(r.path).name for r in results) == MODELS
     errors = sorted((Path(r.path).name, i.rule) for r in results for i in r.issues if i.severity == "error")
     assert errors == [("lambda_model", "SEC001")]
+
+
+def test_validate_decodes_saved_model_pb_once(monkeypatch):
+    """Detection, the security scan and the loader share one decode of the same saved_model.pb."""
+    from modelgraph.loading import saved_object_graph
+
+    decodes = []
+    decode = saved_object_graph._decode_object_graph
+    monkeypatch.setattr(saved_object_graph, "_last_read", None)
+    monkeypatch.setattr(
+        saved_object_graph, "_decode_object_graph", lambda *a: decodes.append(a[0]) or decode(*a)
+    )
+    result = invoke("validate", LEGACY / "lambda_model", "--format", "json")
+    assert result.exit_code == 1, result.output
+    assert decodes == [LEGACY / "lambda_model" / "saved_model.pb"]
+
+
+def test_a_rewritten_saved_model_pb_is_decoded_again(tmp_path):
+    """The kept decode is never served for a file that changed since: a truncated rewrite fails."""
+    folder = _copy(tmp_path)
+    assert invoke("inspect", folder).exit_code == 0
+    blob = (folder / "saved_model.pb").read_bytes()
+    (folder / "saved_model.pb").write_bytes(blob[: len(blob) // 2])
+    result = invoke("inspect", folder)
+    assert result.exit_code == 3 and "not a TensorFlow SavedModel protobuf" in result.output

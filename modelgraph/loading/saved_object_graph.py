@@ -15,6 +15,7 @@ signatures and assets stay undecoded bytes and are never run.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +46,42 @@ NO_KERAS_METADATA = (
 """The refusal of a SavedModel directory that has no Keras metadata (``{folder}`` filled in)."""
 
 
+_last_read: tuple[tuple[Any, ...], Any] | None = None
+"""The most recent decode, keyed by the file's identity: detection, the security scan and the loader
+each ask for the object graph of the same file, which for a traced model is tens of MB to decode."""
+
+
 def read_object_graph(folder: Path) -> Any:
     """The ``SavedObjectGraph`` of ``folder/saved_model.pb``'s first meta graph (an empty one when the
-    file has none); FormatError/SecurityError when the file is unreadable, malformed or too large."""
+    file has none); FormatError/SecurityError when the file is unreadable, malformed or too large.
+
+    The last decode is kept and returned again while the file is the same one (path, device, inode,
+    size and modification time unchanged); callers only read it."""
+    global _last_read
+    path = folder / SAVED_MODEL_FILE
+    try:
+        st = os.stat(path, follow_symlinks=False)
+        key: tuple[Any, ...] | None = (
+            os.path.abspath(path),
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+        )
+    except OSError:
+        key = None  # the read below names the problem
+    last = _last_read
+    if key is not None and last is not None and last[0] == key:
+        return last[1]
+    graph = _decode_object_graph(path, folder)
+    if key is not None:
+        _last_read = (key, graph)
+    return graph
+
+
+def _decode_object_graph(path: Path, folder: Path) -> Any:
     from modelgraph.loading.protos import parse_message, saved_model_pb2
 
-    path = folder / SAVED_MODEL_FILE
     blob = safe_io.read_file(path, max_bytes=MAX_SAVED_MODEL_PB, within=folder)
     if len(blob) > MAX_SAVED_MODEL_PB:
         raise SecurityError(f"{path}: over the {MAX_SAVED_MODEL_PB:,}-byte limit")
@@ -61,7 +92,11 @@ def read_object_graph(folder: Path) -> Any:
     graph = message.meta_graphs[0].object_graph_def
     if len(graph.nodes) > MAX_NODES:
         raise SecurityError(f"{path}: {len(graph.nodes):,} saved objects, over the {MAX_NODES:,} bound")
-    return graph
+    # A copy of its own: a part of a decoded message keeps the whole message (the function graphs,
+    # most of the file) alive for as long as it is held.
+    standalone = saved_model_pb2.SavedObjectGraph()
+    standalone.CopyFrom(graph)
+    return standalone
 
 
 def object_paths(graph: Any) -> dict[int, str]:
