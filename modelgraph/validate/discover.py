@@ -13,13 +13,17 @@ model is decided by each file's bytes, not its name:
   an ordinary folder;
 - a config-only JSON (``to_json()``) and a weights-only file of the same folder are one target when
   their names belong together (``m.json`` with ``m.h5``, ``m_weights.h5``, ``m.weights.h5``, or the
-  folder's only config and only weights file);
+  folder's only config and only weights file); a TensorFlow checkpoint (``m.index`` with its
+  ``m.data-*`` shards, as ``save_weights`` wrote it in the TensorFlow format) pairs the same way
+  (``m.json`` with ``m.index``, ``m.ckpt.index``, ``m_weights.index``, ``m.weights.index``), and its
+  data shards go with its index rather than being listed as unrecognised;
 - shards named by a sharded-weights index are checked through the index.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,11 +91,17 @@ def _head(p: Path) -> bytes | None:
 
 def file_kind(p: Path) -> str | None:
     """What a regular file is by its content: ``zip``, ``hdf5``, ``json`` (a Keras config), ``tfjs``
-    (a TF.js ``model.json``), ``index`` (a sharded-weights index), ``other`` (a ``.keras``/``.h5``/
-    ``.hdf5`` whose content is none of these: still checked), or None when it is not a model."""
+    (a TF.js ``model.json``), ``index`` (a sharded-weights index), ``checkpoint`` (a TensorFlow
+    checkpoint's ``.index``), ``checkpoint_data`` (a data shard of a checkpoint whose ``.index`` is
+    beside it, or TensorFlow's ``checkpoint`` state file), ``other`` (a ``.keras``/``.h5``/``.hdf5`` whose content is none of these: still
+    checked), or None when it is not a model."""
     from modelgraph.loading.detect import HDF5_SIGNATURE, ZIP_SIGNATURE
 
+    if _CHECKPOINT_SHARD.fullmatch(p.name) and (p.parent / f"{checkpoint_prefix_of(p)}.index").is_file():
+        return "checkpoint_data"
     head = _head(p)
+    if p.name == "checkpoint" and head is not None and head.startswith(b"model_checkpoint_path"):
+        return "checkpoint_data"  # TensorFlow's note of the latest checkpoint in this folder
     by_name = p.suffix.lower() in SUFFIXES
     if head is None:
         return "other" if by_name else None
@@ -99,11 +109,36 @@ def file_kind(p: Path) -> str | None:
         return "zip" if by_name or _zip_has_config(p) else None
     if head.startswith(HDF5_SIGNATURE) or _hdf5_user_block(p):
         return "hdf5"
+    if p.suffix == ".index" and _is_tensor_bundle_index(p):
+        return "checkpoint"
     if head.lstrip().startswith(b"{") and any(m in head for m in _JSON_MARKERS):
         if any(m in head for m in (b'"modelTopology"', b'"weightsManifest"', b'"layers-model"')):
             return "tfjs"
         return "index" if b'"weight_map"' in head else "json"
     return "other" if by_name else None
+
+
+_CHECKPOINT_SHARD = re.compile(r"(.+)\.data-\d{5}-of-\d{5}")
+
+
+def checkpoint_prefix_of(p: Path) -> str:
+    """The checkpoint prefix (a name, no folder) of a ``.index`` file or of one of its data shards."""
+    shard = _CHECKPOINT_SHARD.fullmatch(p.name)
+    if shard is not None:
+        return shard.group(1)
+    return p.name[: -len(".index")] if p.name.endswith(".index") else p.name
+
+
+def _is_tensor_bundle_index(p: Path) -> bool:
+    from modelgraph import safe_io
+    from modelgraph.errors import LoadError
+    from modelgraph.loading.detect import is_leveldb_table
+
+    try:
+        with safe_io.open_file(p) as fh:
+            return is_leveldb_table(fh)
+    except (OSError, LoadError):
+        return False
 
 
 def _zip_has_config(p: Path) -> bool:
@@ -203,9 +238,13 @@ def _folder_targets(files: list[Path], skipped: Callable[[str], None] | None) ->
     configs = [f for f, kind in kinds.items() if kind == "json"]
     hdf5 = [f for f, kind in kinds.items() if kind == "hdf5" and f not in shards]
     pairs = _pairs(configs, hdf5) if configs and hdf5 else {}
+    checkpoints = [f for f, kind in kinds.items() if kind == "checkpoint"]
+    unpaired = [c for c in configs if c not in pairs]
+    if unpaired and checkpoints:
+        pairs.update(_checkpoint_pairs(unpaired, checkpoints))
     attached = set(pairs.values())
-    for f in kinds:
-        if f in shards or f in attached:
+    for f, kind in kinds.items():
+        if f in shards or f in attached or kind == "checkpoint_data":
             continue
         w = pairs.get(f)
         yield Target(str(f), None if w is None else str(w))
@@ -236,6 +275,26 @@ def _pairs(configs: list[Path], hdf5: list[Path]) -> dict[Path, Path]:
         weights = [w for w in free if _weights_only(w)]
         if len(weights) == 1:
             out[rest[0]] = weights[0]
+    return out
+
+
+def _checkpoint_pairs(configs: list[Path], indexes: list[Path]) -> dict[Path, Path]:
+    """config -> the ``.index`` of a TensorFlow checkpoint of the same folder: by name (``m.json`` with
+    ``m.index``, ``m.ckpt.index``, ``m_weights.index``, ``m.weights.index``), else the folder's only
+    config with its only checkpoint."""
+    by_name = {i.name: i for i in indexes}
+    out: dict[Path, Path] = {}
+    for c in configs:
+        stem = c.name[: -len(c.suffix)] if c.suffix else c.name
+        for name in (f"{stem}.index", f"{stem}.ckpt.index", f"{stem}_weights.index", f"{stem}.weights.index"):
+            i = by_name.get(name)
+            if i is not None and i not in out.values():
+                out[c] = i
+                break
+    rest = [c for c in configs if c not in out]
+    free = [i for i in indexes if i not in out.values()]
+    if len(rest) == 1 and len(free) == 1:
+        out[rest[0]] = free[0]
     return out
 
 

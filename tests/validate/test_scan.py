@@ -83,6 +83,44 @@ def test_discovery_is_by_content_and_pairs_configs_with_their_weights(registry: 
     assert paired.model is not None and paired.model.params == report["pkg/other.hdf5"].model.params > 0
 
 
+SAVEDMODEL = REPO / "samples" / "savedmodel"
+
+
+def test_configs_pair_with_tensorflow_checkpoints_and_shards_go_with_their_index(tmp_path: Path) -> None:
+    """``m.json`` beside the checkpoint tf_keras's ``save_weights`` wrote (``m.index`` + data shards +
+    TensorFlow's ``checkpoint`` file) is one model with weights; a folder's only config and only
+    checkpoint pair whatever their names; a checkpoint alone is a weights-only target; nothing of a
+    checkpoint is listed as unrecognised."""
+    named, single, alone = tmp_path / "named", tmp_path / "single", tmp_path / "alone"
+    for folder in (named, single, alone):
+        folder.mkdir()
+    for name in ("cnn_bn", "seq_mlp"):
+        shutil.copy(SAVEDMODEL / f"{name}.json", named / f"{name}.json")
+        for f in (SAVEDMODEL / "ckpt").glob(f"{name}.*"):
+            shutil.copy(f, named / f.name)
+    shutil.copy(SAVEDMODEL / "ckpt" / "checkpoint", named / "checkpoint")
+    shutil.copy(SAVEDMODEL / "mha.json", single / "architecture.json")
+    for f in (SAVEDMODEL / "ckpt").glob("mha.*"):
+        shutil.copy(f, single / f.name.replace("mha", "ckpt-7"))
+    for f in (SAVEDMODEL / "ckpt").glob("frozen.*"):
+        shutil.copy(f, alone / f.name)
+    found = find_targets([tmp_path])
+    assert found.skipped == []
+    pairs = {Path(t.path).relative_to(tmp_path).as_posix(): t.weights for t in found.targets}
+    assert pairs == {
+        "named/cnn_bn.json": str(named / "cnn_bn.index"),
+        "named/seq_mlp.json": str(named / "seq_mlp.index"),
+        "single/architecture.json": str(single / "ckpt-7.index"),
+        "alone/frozen.index": None,
+    }
+    report = {Path(r.path).relative_to(tmp_path).as_posix(): r for r in validate([tmp_path])}
+    for name in ("named/cnn_bn.json", "named/seq_mlp.json", "single/architecture.json"):
+        result = report[name]
+        assert result.ok and not any(i.rule in ("STR013", "WGT008") for i in result.issues), result.issues
+        assert result.model is not None and result.model.params > 0
+    assert [i.rule for i in report["alone/frozen.index"].issues] == ["STR013"]
+
+
 def test_a_model_file_with_another_name_is_found_by_its_content(tmp_path: Path) -> None:
     shutil.copy(K3 / "mha.keras", tmp_path / "blob.bin")
     shutil.copy(K2 / "mha.h5", tmp_path / "weights.dat")
