@@ -5,7 +5,14 @@ model files, so run it first), then with the tf_keras venv:
 
     KERAS_BACKEND=jax        /work/venvs/k3/bin/python samples/gen_fidelity3.py
     KERAS_BACKEND=tensorflow /work/venvs/k3/bin/python samples/gen_fidelity3.py
-    /work/venvs/k2/bin/python samples/gen_fidelity3.py tf_keras
+    /work/venvs/k2/bin/python samples/gen_fidelity3.py tf_keras [NAME...]
+    KERAS_BACKEND=jax        /work/venvs/k3/bin/python samples/gen_fidelity3.py verify-convert [MODELGRAPH]
+    KERAS_BACKEND=tensorflow /work/venvs/k3/bin/python samples/gen_fidelity3.py verify-convert [MODELGRAPH]
+
+``verify-convert`` converts the tf_keras samples of ``CONVERTED`` with modelgraph (default
+``.venv/bin/modelgraph``), loads each written file in Keras 3 (safe mode) and records in
+``fidelity3/converted.json`` its canonical hash and how far Keras 3 is from tf_keras's golden (or
+modelgraph's one-line refusal).
 
 Goldens are ``<name>.<referee>.npz`` (referee ``jax``, ``tensorflow`` or ``tf_keras``) holding
 ``input/<name>`` and ``output/<name>`` in the model's output order.
@@ -27,7 +34,7 @@ import numpy as np
 # supports the NHWC tensor form"); set before TensorFlow is imported.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
-if sys.argv[1:] == ["tf_keras"]:
+if sys.argv[1:2] == ["tf_keras"]:
     import tf_keras as keras
 else:
     import keras
@@ -101,6 +108,83 @@ def mha_int_mask_inputs() -> dict[str, np.ndarray]:
         "mask": mask,
         "tokens": tokens,
     }
+
+
+def mha_k2_scores_mask() -> keras.Model:
+    """tf_keras: MultiHeadAttention scores read by Softmax layers. The scores carry the mask the
+    layer's softmax applied (the int ``attention_mask`` argument; the causal band and the
+    Embedding(mask_zero) query/value masks), so a ``Softmax`` after them gets it: tf_keras adds -1e9
+    where it is False. Over the keys (``axis=-1``) that keeps the masked positions at 0 and spreads a
+    fully masked row evenly; over the heads (``axis=1``), masked alike for every head, it gives
+    1 / heads (Keras 3 zeroes both)."""
+    L = keras.layers
+    q = keras.Input((4, 6), name="query")
+    v = keras.Input((5, 6), name="value")
+    m = keras.Input((4, 5), dtype="int32", name="mask")
+    tokens = keras.Input((4,), dtype="int32", name="tokens")
+    out, scores = L.MultiHeadAttention(2, 3, name="cross")(q, v, attention_mask=m, return_attention_scores=True)
+    heads = L.Softmax(axis=1, name="cross_heads")(scores)
+    keys = L.Softmax(axis=-1, name="cross_keys")(scores)
+    e = L.Embedding(7, 6, mask_zero=True, name="embed")(tokens)
+    out2, scores2 = L.MultiHeadAttention(3, 2, name="self")(e, e, use_causal_mask=True, return_attention_scores=True)
+    keys2 = L.Softmax(axis=-1, name="self_keys")(scores2)
+    model = keras.Model([q, v, m, tokens], [out, heads, keys, out2, keys2], name="mha_k2_scores_mask")
+    return _perturbed(model, 34)
+
+
+def mha_k2_masked_rows() -> keras.Model:
+    """tf_keras: MultiHeadAttention with an int ``attention_mask`` that hides every key of some query
+    rows (the fuzzer's tf_keras seed 14), returned scores read by nothing or returned, and the same
+    without scores; ``both`` ANDs the mask with a Masking value mask. tf_keras spreads a fully masked
+    row evenly (softmax of -1e9 everywhere), in the scores and in the attention output."""
+    L = keras.layers
+    q = keras.Input((4, 6), name="query")
+    v = keras.Input((5, 6), name="value")
+    m = keras.Input((4, 5), dtype="int32", name="mask")
+    signal = keras.Input((5, 6), name="signal")
+    out, _ = L.MultiHeadAttention(2, 3, name="unread")(q, v, attention_mask=m, return_attention_scores=True)
+    proj = L.Dense(4, name="proj")(out)
+    out2, scores2 = L.MultiHeadAttention(2, 3, name="cross")(q, v, attention_mask=m, return_attention_scores=True)
+    plain = L.MultiHeadAttention(3, 2, name="plain")(q, v, attention_mask=m)
+    h = L.Masking(0.0, name="masking")(signal)
+    out4, scores4 = L.MultiHeadAttention(2, 3, name="both")(q, h, attention_mask=m, return_attention_scores=True)
+    model = keras.Model([q, v, m, signal], [proj, out2, scores2, plain, out4, scores4], name="mha_k2_masked_rows")
+    return _perturbed(model, 38)
+
+
+def mha_k2_masked_rows_inputs() -> dict[str, np.ndarray]:
+    feeds = mha_int_mask_inputs()
+    del feeds["tokens"]
+    signal = np.random.default_rng(10).normal(size=(3, 5, 6)).astype("float32")
+    signal[0, 3:] = 0  # masked keys: with the mask, more fully masked rows
+    signal[1, :2] = 0
+    signal[2] = 0  # every key masked
+    feeds["signal"] = signal
+    return feeds
+
+
+def tf_keras_scores_masks(model: keras.Model, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The ``_keras_mask`` tf_keras attaches to each MultiHeadAttention's returned scores, from an
+    eager run of the model's graph (``mask/<layer>``)."""
+    import tensorflow as tf
+    from tf_keras.src.engine.keras_tensor import KerasTensor
+
+    values = {t.ref(): tf.constant(feeds[t.name.split(":")[0]]) for t in model.inputs}
+    out = {}
+    for layer in model.layers:  # functional order: inputs first
+        node = layer.inbound_nodes[0]
+        if not node.keras_inputs:
+            continue
+        args, kwargs = tf.nest.map_structure(
+            lambda t: values[t.ref()] if isinstance(t, KerasTensor) else t, (node.call_args, node.call_kwargs)
+        )
+        result = layer(*args, **kwargs)
+        for kt, value in zip(tf.nest.flatten(node.outputs), tf.nest.flatten(result), strict=True):
+            values[kt.ref()] = value
+        if isinstance(layer, keras.layers.MultiHeadAttention) and kwargs.get("return_attention_scores"):
+            mask = getattr(result[1], "_keras_mask", None)
+            out[f"mask/{layer.name}"] = np.asarray(mask) if mask is not None else np.zeros((0,), bool)
+    return out
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -363,15 +447,83 @@ def bidi_unrolled_reference(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return {n: np.asarray(y) for n, y in zip(_unique(model.output_names), ys, strict=True)}
 
 
-def main_tf_keras() -> None:
+def main_tf_keras(names: list[str]) -> None:
+    """The tf_keras samples (``names``: only these; default all)."""
     OUT.mkdir(exist_ok=True)
-    keras.utils.set_random_seed(35)
-    _save_tf_keras("bidi_masked_states", bidi_masked_states, bidi_masked_states_inputs())
+    if not names or "bidi_masked_states" in names:
+        keras.utils.set_random_seed(35)
+        _save_tf_keras("bidi_masked_states", bidi_masked_states, bidi_masked_states_inputs())
+    for name, build, inputs, seed in (
+        ("mha_k2_scores_mask", mha_k2_scores_mask, mha_int_mask_inputs(), 34),
+        ("mha_k2_masked_rows", mha_k2_masked_rows, mha_k2_masked_rows_inputs(), 38),
+    ):
+        if names and name not in names:
+            continue
+        keras.utils.set_random_seed(seed)
+        _save_tf_keras(name, build, inputs)
+        model = keras.models.load_model(OUT / f"{name}.h5")
+        golden = dict(np.load(OUT / f"{name}.tf_keras.npz"))
+        golden.update(tf_keras_scores_masks(model, inputs))
+        np.savez(OUT / f"{name}.tf_keras.npz", **golden)
+
+
+# --- convert: tf_keras samples written as Keras 3 files by modelgraph, loaded by real Keras 3 ---------
+
+#: tf_keras samples converted from their .h5 (``verify-convert``): Keras 3 must reproduce tf_keras's
+#: outputs, or modelgraph refuses with one line naming the layer.
+CONVERTED = ("mha_k2_masked_rows", "mha_k2_scores_mask")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def verify_convert(modelgraph: str) -> None:
+    """Convert each of :data:`CONVERTED` with ``modelgraph convert`` (a subprocess), load the written
+    file in Keras 3 (safe mode) on this backend, run it on the tf_keras golden's inputs and record the
+    result, with the written file's canonical hash, in ``fidelity3/converted.json`` (both backends'
+    runs are kept)."""
+    import json
+    import subprocess
+    import tempfile
+
+    sys.path.insert(0, str(ROOT / "samples"))
+    from convert_cases import canonical_hash
+
+    backend = keras.backend.backend()
+    record_path = OUT / "converted.json"
+    records = json.loads(record_path.read_text()) if record_path.exists() else {}
+    records["made_by"] = "samples/gen_fidelity3.py verify-convert"
+    records["keras_version"] = keras.__version__
+    for name in CONVERTED:
+        golden = np.load(OUT / f"{name}.tf_keras.npz")
+        feeds = {k.split("/", 1)[1]: golden[k] for k in golden.files if k.startswith("input/")}
+        want = [golden[k] for k in golden.files if k.startswith("output/")]
+        with tempfile.TemporaryDirectory() as tmp:
+            target = Path(tmp) / f"{name}.keras"
+            done = subprocess.run(
+                [modelgraph, "convert", f"samples/fidelity3/{name}.h5", "-o", str(target)],
+                capture_output=True, text=True, check=False, cwd=ROOT,
+            )  # fmt: skip
+            record = records.setdefault(name, {})
+            record.update({"source": f"samples/fidelity3/{name}.h5", "exit_code": done.returncode})
+            if done.returncode != 0:
+                record["message"] = done.stderr.strip().replace(str(target), f"{name}.keras")
+                record.pop("canonical", None)
+                continue
+            record["canonical"] = canonical_hash(target)
+            model = keras.saving.load_model(target, compile=False, safe_mode=True)
+            got = model({i.name: feeds[i.name] for i in model.inputs}, training=False)
+            got = [np.asarray(keras.ops.convert_to_numpy(y)) for y in keras.tree.flatten(got)]
+        gap = max(float(np.abs(g - w).max()) for g, w in zip(got, want, strict=True))
+        record.setdefault("keras3", {})[backend] = {"loaded": True, "max_abs_error": gap, "matches": gap < 1e-5}
+        print(f"{name}: Keras 3 ({backend}) on the converted file vs tf_keras: {gap:.2e}")
+    record_path.write_text(json.dumps(records, indent=1, sort_keys=True) + "\n")
 
 
 def main() -> None:
-    if sys.argv[1:] == ["tf_keras"]:
-        main_tf_keras()
+    if sys.argv[1:2] == ["tf_keras"]:
+        main_tf_keras(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["verify-convert"]:
+        verify_convert(sys.argv[2] if len(sys.argv) > 2 else str(ROOT / ".venv" / "bin" / "modelgraph"))
         return
     backend = keras.backend.backend()
     OUT.mkdir(exist_ok=True)

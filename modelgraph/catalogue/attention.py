@@ -67,7 +67,13 @@ SPECS = (
         keras3_weights=wn.attention_projections,
         legacy_weight_path=wn.projection_path,
         masks=masks(
-            MaskBehaviour("mha", "mha_scores"),
+            MaskBehaviour(
+                "mha",
+                "mha_scores",
+                MHA_CALL_K2,
+                note="returned scores keep the mask its softmax applied (attention_mask argument and causal "
+                "mask included), as in Keras 3",
+            ),
             MaskBehaviour(
                 "call",
                 "attention_scores",

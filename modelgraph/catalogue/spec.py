@@ -56,14 +56,15 @@ class MaskBehaviour:
     mask of the first argument), ``"list"`` (tf.keras Attention: ``mask=[query, value]``), ``"mha"``
     (tf.keras MultiHeadAttention reads its tensors' masks itself), ``"call"`` (Keras 3: the layer's
     ``__call__`` fills ``mask`` from the only tensor argument, or ``<arg>_mask`` for each of several
-    tensor arguments; ``call`` names the parameters of ``call()`` in order), ``"merge"`` (Keras 3
-    Multiply/Maximum/Minimum read their inputs' masks: the kernel gets ``input_masks``), or None.
+    tensor arguments), ``"merge"`` (Keras 3 Multiply/Maximum/Minimum read their inputs' masks: the
+    kernel gets ``input_masks``), or None. ``call`` names the parameters of ``call()`` in order (for
+    ``"call"``, and for ``"mha"``, whose returned scores' mask depends on its arguments).
     ``produce``: its output masks: ``"drop"``, ``"pass"`` (the mask it was given or the first
     input's), ``"and"`` / ``"or"`` (merge layers), ``"concat_all"`` / ``"concat_any"``, ``"rnn"``,
     ``"bidirectional"``, ``"time_distributed"``, ``"query"`` (attention: the query's mask),
-    ``"mha_scores"`` (tf.keras MHA: also the scores' mask), ``"attention_scores"`` (Keras 3 MHA: the
-    query's mask, and on returned scores the whole mask its softmax applied), ``"embedding"``,
-    ``"masking"``; the
+    ``"mha_scores"`` (tf.keras MHA) and ``"attention_scores"`` (Keras 3 MHA): the query's mask, and
+    on returned scores the whole mask the layer's softmax applied (``attention_mask`` argument and
+    causal band included), ``"embedding"``, ``"masking"``; the
     functions are in :mod:`modelgraph.runner.masks`.
     """
 

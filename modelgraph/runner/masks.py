@@ -24,7 +24,7 @@ tf_keras attached (``tests/runner/test_masks_k2.py``), the Keras 3 ones by the o
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -216,37 +216,6 @@ def _attention_mask(masks: list[Array | None], inputs: list[Any], outputs: list[
     return [q] + [None] * (len(outputs) - 1)
 
 
-def _mha_mask(config: Mapping[str, Any]) -> MaskFn:
-    """tf.keras MultiHeadAttention output masks.
-
-    The output gets the query's mask (the base compute_mask sees only the first call argument). With
-    ``return_attention_scores`` the scores keep the mask their inner Softmax layer attached: the
-    attention mask ``query[:, :, None] & value[:, None, :] & key[:, None, :]`` expanded at the head
-    axis. ``use_causal_mask`` and an ``attention_mask`` tensor are call arguments this rule does not
-    see, so for such calls the scores mask lacks their part.
-    """
-    axes = config.get("attention_axes")
-    n_axes = len(axes) if isinstance(axes, (list, tuple)) else 1
-    expansion_axis = -2 * n_axes - 1  # Keras's _masked_softmax: the num_heads axis
-
-    def produce(masks: list[Array | None], inputs: list[Any], outputs: list[Any]) -> list[Array | None]:
-        query, rest = _mha_masks(masks)
-        out: list[Array | None] = [query] + [None] * (len(outputs) - 1)
-        if len(outputs) > 1:
-            auto = None if query is None else np.asarray(query, dtype=bool)[:, :, None]
-            if rest is not None:
-                kv = rest[:, None, :]
-                auto = kv if auto is None else np.logical_and(auto, kv)
-            if auto is not None:
-                scores_ndim = np.ndim(outputs[1])
-                while auto.ndim < scores_ndim:
-                    auto = np.expand_dims(auto, expansion_axis)
-                out[1] = auto
-        return out
-
-    return produce
-
-
 def _attention_scores_mask(config: Mapping[str, Any]) -> MaskFn:
     """Keras 3 MultiHeadAttention output masks (see :func:`keras3_rule` for the ``parts``).
 
@@ -373,7 +342,7 @@ def _producer(kind: str, config: Mapping[str, Any]) -> MaskFn | None:
     if kind == "query":
         return _attention_mask
     if kind == "mha_scores":
-        return _mha_mask(config)
+        return _pass_first  # the output's mask; a call's scores mask: rule_for_node (_scores_rule)
     if kind == "attention_scores":
         return _attention_scores_mask(config)
     if kind == "embedding":
@@ -429,8 +398,53 @@ def rule_for_node(
     :func:`keras3_rule` with ``producer``; by default this module's (:func:`rule_for`, arrays), the
     ONNX exporter passes its own (``modelgraph/saving/onnx/masks.py``, ONNX nodes)."""
     if keras_major < 3:
-        return (keras2 or rule_for)(class_name, config)
+        rule = (keras2 or rule_for)(class_name, config)
+        b = behaviour(class_name, K2)
+        if b.produce == "mha_scores" and rule.produce is not None:
+            bound = _bind(b.call, args, kwargs)
+            if bound.get("return_attention_scores"):
+                produce, source = _scores_rule(config, bound, inputs, producer or _producer)
+                return replace(rule, produce=produce, source=source)
+        return rule
     return keras3_rule(class_name, config, args, kwargs, inputs, producer or _producer)
+
+
+def _bind(params: tuple[str, ...], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's arguments by parameter name (``#i`` for a positional one past ``params``)."""
+    bound: dict[str, Any] = {}
+    for i, value in enumerate(args):
+        bound[params[i] if i < len(params) else f"#{i}"] = value
+    bound.update(kwargs)
+    return bound
+
+
+def _scores_rule(
+    config: Mapping[str, Any],
+    bound: Mapping[str, Any],
+    inputs: tuple[TensorRef, ...],
+    producer: Callable[[str, Mapping[str, Any]], Callable[..., Any] | None],
+) -> tuple[Callable[..., list[Any]], bool]:
+    """The output masks of a MultiHeadAttention call that returns its scores, either Keras version:
+    the query's mask on the output, and on the scores the whole mask the layer's softmax applied
+    (``producer("attention_scores", ...)``), from the masks of the bound query, value and key and the
+    value of the ``attention_mask`` argument. Also whether the call makes a mask from nothing (an
+    ``attention_mask`` tensor, a causal or sliding-window band). tf.keras and Keras 3 attach the same
+    mask to the scores (measured: tf_keras 2.21 ``_keras_mask``, Keras 3.15.1 on both backends)."""
+    config = {**config, "use_causal_mask": bound.get("use_causal_mask") is True}
+    produce = producer("attention_scores", config)
+    position = {ref: i for i, ref in reversed(list(enumerate(inputs)))}
+    named = [bound.get(n) for n in ("query", "value", "key", "attention_mask")]
+    slots = [position.get(r, -1) if isinstance(r, TensorRef) else -1 for r in named]
+
+    def produce_scores(*call: Any) -> list[Any]:
+        *context, masks, values, outputs = call
+        parts = [masks[i] if i >= 0 else None for i in slots[:3]]
+        parts.append(values[slots[3]] if slots[3] >= 0 else None)
+        shaped = [values[i] if i >= 0 else None for i in slots[:2]]
+        return produce(*context, parts, shaped, outputs)  # type: ignore[misc]
+
+    source = slots[3] >= 0 or config["use_causal_mask"] or config.get("sliding_window") is not None
+    return produce_scores, bool(source)
 
 
 def keras3_rule(
@@ -453,14 +467,9 @@ def keras3_rule(
     ``compute_mask`` does.
     """
     b = behaviour(class_name, K3)
-    bound: dict[str, Any] = {}
     params = b.call
-    for i, value in enumerate(args):
-        bound[params[i] if i < len(params) else f"#{i}"] = value
-    bound.update(kwargs)
+    bound = _bind(params, args, kwargs)
     scores = b.produce == "attention_scores"
-    if scores:  # the scores' mask depends on the call, not only on the layer's config
-        config = {**config, "use_causal_mask": bound.get("use_causal_mask") is True}
     produce = producer(b.produce, config)
     if b.consume is None and produce is None:
         return MaskRule(None, None)
@@ -501,21 +510,8 @@ def keras3_rule(
 
     produce_k3 = None
     if produce is not None and scores:
-        # The masks of query, value and key (key only when given) and the attention_mask's value.
-        named = [bound.get(n) for n in ("query", "value", "key", "attention_mask")]
-        slots = [position.get(r, -1) if isinstance(r, TensorRef) else -1 for r in named]
-
-        def produce_k3(*call: Any) -> list[Any]:
-            *context, masks, values, outputs = call
-            parts = [masks[i] if i >= 0 else None for i in slots[:3]]
-            parts.append(values[slots[3]] if slots[3] >= 0 else None)
-            shaped = [values[i] if i >= 0 else None for i in slots[:2]]
-            return produce(*context, parts, shaped, outputs)
-
-        source = bool(bound.get("return_attention_scores")) and any(
-            (slots[3] >= 0, config["use_causal_mask"], config.get("sliding_window") is not None)
-        )
-        return MaskRule(consume, produce_k3, source=source)
+        produce_k3, source = _scores_rule(config, bound, inputs, producer)
+        return MaskRule(consume, produce_k3, source=bool(bound.get("return_attention_scores")) and source)
     if produce is not None:
 
         def produce_k3(*call: Any) -> list[Any]:

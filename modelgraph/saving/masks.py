@@ -191,10 +191,12 @@ class _Planner:
         masks: list[TensorRef | None],
     ) -> set[TensorRef]:
         """Set the Keras 2 masks as explicit arguments; the inputs whose Keras 3 masks they override."""
-        if not any(m is not None for m in masks):
-            return set()
         kind = b2.consume
-        if kind is None:
+        if kind == "mha":
+            if any(m is not None for m in masks) or _returns_masked_scores(node):
+                self._mha(node, masks)
+            return set()
+        if kind is None or not any(m is not None for m in masks):
             return set()
         if kind == "first":
             if b3.consume != "call" or "mask" not in b3.call:
@@ -211,9 +213,6 @@ class _Planner:
             by_ref = dict(zip(node.inputs, masks, strict=True))
             self.plan.kwargs.setdefault(node.key, {})["mask"] = [by_ref.get(r) for r in first]
             return set(node.inputs)
-        if kind == "mha":
-            self._mha(node, masks)
-            return set()
         raise NotConvertible(f"Keras 2 mask consumption '{kind}' is not written")  # pragma: no cover
 
     def _mha(self, node: Node, masks: list[TensorRef | None]) -> None:
@@ -244,20 +243,32 @@ class _Planner:
             parts.append(self.op(f"{base}_given", "Cast", {"dtype": "bool"}, [given], self.shape(given)))
         elif given is not None:
             raise NotConvertible("an attention_mask that is not a tensor")
+        if not parts:
+            return  # only a causal band: Keras 3 computes it from the call's use_causal_mask
         attention_mask = self.logical_and(base, parts)
         self.plan.kwargs.setdefault(node.key, {})["attention_mask"] = attention_mask
-        if node.kwargs.get("return_attention_scores") and len(parts) > (given is not None):
+        if node.kwargs.get("return_attention_scores") and parts:
             self._mha_scores(node, bound, attention_mask, base)
 
     def _mha_scores(self, node: Node, bound: Mapping[str, Any], attention_mask: TensorRef, base: str) -> None:
-        """A masked call that returns its scores: tf.keras spread a row whose every position is
-        masked evenly (its softmax adds -1e9 to every score of the row), but Keras 3's masked softmax,
-        which it uses when it returns the scores, zeroes that row (measured). Its dot-product path,
-        used without scores, spreads it evenly as tf.keras did. So the written model calls the layer
-        a second time, without scores, for the attention output, and writes the scores as
-        ``Where(any(mask, -1), scores, 1 / S)``."""
-        if self.graph.layer(node.layer).config.get("attention_axes") not in (None, [1], (1,), 1, -2):
+        """A masked call that returns its scores (masks from its inputs, an ``attention_mask``
+        argument, or both): tf.keras spread a row whose every position is masked evenly (its softmax
+        adds -1e9 to every score of the row), but Keras 3's masked softmax, which it uses when it
+        returns the scores, zeroes that row, in the scores and in the attention output (measured).
+        Its dot-product path, used without scores, spreads it evenly as tf.keras did. So the written
+        model calls the layer a second time, without scores, for the attention output, and writes the
+        scores as ``Where(any(mask, -1), scores, 1 / S)``. Keras 3 leaves the dot-product path with
+        dropout (even when not training) or several attention axes, and a causal band can mask a
+        row the mask alone does not: those are refused."""
+        config = self.graph.layer(node.layer).config
+        if config.get("attention_axes") not in (None, [1], (1,), 1, -2):
             raise NotConvertible("scores of a masked call over several attention axes")
+        if config.get("dropout"):
+            raise NotConvertible(
+                "scores of a masked call with dropout (Keras 3 zeroes a fully masked row, tf.keras spreads it)"
+            )
+        if node.kwargs.get("use_causal_mask"):
+            raise NotConvertible("scores of a masked causal call (a row the band masks fully is not written)")
         value = bound.get("key") or bound.get("value")
         shape = self.shape(value) if isinstance(value, TensorRef) else None
         if shape is None or len(shape) != 3 or not isinstance(shape[1], int):
@@ -303,6 +314,9 @@ class _Planner:
         none: list[TensorRef | None] = [None] * len(outputs)
         kind = b2.produce
         first = masks[0] if masks else None
+        masked = any(m is not None for m in masks)
+        if kind == "mha_scores" and len(outputs) > 1 and (masked or _returns_masked_scores(node)):
+            return [first] + [_UNWRITTEN] * (len(outputs) - 1)
         if kind == "embedding":
             if not config.get("mask_zero"):
                 return none
@@ -332,7 +346,7 @@ class _Planner:
             if kind == "time_distributed":
                 return self._time_distributed(node, config, None, outputs)
             return none
-        if kind in ("pass", "query"):
+        if kind in ("pass", "query", "mha_scores"):
             return [first] + none[1:]
         if kind == "and":
             present = [m for m in masks if m is not None]
@@ -348,8 +362,6 @@ class _Planner:
             return [first if seq else None] * n_seq + none[n_seq:]
         if kind == "time_distributed":
             return self._time_distributed(node, config, first, outputs)
-        if kind == "mha_scores":
-            return [first] + [_UNWRITTEN] * (len(outputs) - 1)
         return none
 
     def _concat(self, node: Node, config: Mapping[str, Any], masks: list[TensorRef | None]) -> TensorRef:
@@ -446,6 +458,14 @@ def _masked_outputs(graph: ModelGraph) -> bool:
             return True  # whatever it is, it is refused where it sits
     refs = flatten_structure(graph.output_structure, _is_ref)
     return any(isinstance(r, TensorRef) and r in planner.mask2 for r in refs)
+
+
+def _returns_masked_scores(node: Node) -> bool:
+    """A tf.keras MultiHeadAttention call whose returned scores carry a mask without any input mask:
+    its softmax's mask, from an ``attention_mask`` argument or the causal band."""
+    kwargs = node.kwargs
+    masked = kwargs.get("attention_mask") is not None or kwargs.get("use_causal_mask") is True
+    return bool(kwargs.get("return_attention_scores")) and masked
 
 
 def _same_in_both(b2: MaskBehaviour, b3: MaskBehaviour, config: Mapping[str, Any]) -> bool:

@@ -18,6 +18,11 @@ within ``1e-5 + 1e-4 |ref|``.
 * ``mha_int_mask``: MultiHeadAttention scores keep the mask their softmax applied (an explicit int
   ``attention_mask`` with fully masked rows; a causal self-attention over an Embedding(mask_zero)
   query), so the ``Softmax(axis=1)`` after them zeroes the masked positions.
+* ``mha_k2_scores_mask`` (tf_keras): the same model written by tf_keras. Its scores carry the same
+  mask (``_keras_mask``, recorded as ``mask/<layer>`` in the golden), but tf_keras's Softmax adds
+  -1e9 where it is False, so the positions masked for every head come out as 1 / heads.
+* ``mha_k2_masked_rows`` (tf_keras): int ``attention_mask`` rows hiding every key, with and without
+  returned scores and with a Masking value mask: tf_keras spreads such a row evenly.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ CASES = [
     ("bidi_unrolled", ("keras", "h5"), ("reference", "jax", "tensorflow")),
     ("channels_first_convs", ("keras", "h5"), ("reference", "jax", "tensorflow")),
     ("mha_int_mask", ("keras", "h5"), ("jax", "tensorflow")),
+    ("mha_k2_scores_mask", ("h5", "keras", "json"), ("tf_keras",)),
+    ("mha_k2_masked_rows", ("h5", "keras", "json"), ("tf_keras",)),
 ]
 RUNS = [
     (name, suffix, referee)
@@ -96,3 +103,45 @@ def test_onnx_export_matches_keras(name, referee):
         if not agrees[key]:
             continue
         np.testing.assert_allclose(y, ref, atol=ATOL, rtol=RTOL, err_msg=f"{name} {key}")
+
+
+def _keras_input_masks(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The implicit masks of the mha_k2 samples' mask sources (Embedding(mask_zero), Masking(0.0))."""
+    out = {}
+    if "tokens" in feeds:
+        out["embed"] = feeds["tokens"] != 0
+    if "signal" in feeds:
+        out["masking"] = np.any(feeds["signal"] != 0, axis=-1)
+    return out
+
+
+@pytest.mark.parametrize("name", ["mha_k2_scores_mask", "mha_k2_masked_rows"])
+def test_tf_keras_scores_carry_the_mask_tf_keras_attached(name):
+    """The runner's mask rule of each tf_keras MultiHeadAttention call that returns its scores gives
+    exactly the ``_keras_mask`` tf_keras attached to them (golden ``mask/<layer>``): its softmax's
+    mask, the ``attention_mask`` argument and the causal band included."""
+    from modelgraph.runner import masks as mk
+
+    graph = load(DIR / f"{name}.h5")
+    golden = np.load(DIR / f"{name}.tf_keras.npz")
+    feeds = {k.split("/", 1)[1]: golden[k] for k in golden.files if k.startswith("input/")}
+    sources = _keras_input_masks(feeds)
+    checked = 0
+    for node in graph.nodes:
+        layer = graph.layer(node.layer)
+        if layer.class_name != "MultiHeadAttention" or not node.kwargs.get("return_attention_scores"):
+            continue
+        expected = golden[f"mask/{node.layer}"]
+        values = [
+            feeds[r.layer] if r.layer in feeds else np.zeros((*sources[r.layer].shape, 6), np.float32)
+            for r in node.inputs
+        ]
+        in_masks = [sources.get(r.layer) for r in node.inputs]
+        rule = mk.rule_for_node(layer.class_name, layer.config, 2, node.args, node.kwargs, node.inputs)
+        assert rule.source or any(m is not None for m in in_masks)
+        batch, t = values[0].shape[:2]
+        scores = np.zeros((batch, layer.config["num_heads"], t, expected.shape[-1]), np.float32)
+        produced = rule.produce(in_masks, values, [values[0], scores])
+        np.testing.assert_array_equal(np.asarray(produced[1], bool), expected, err_msg=node.layer)
+        checked += 1
+    assert checked >= 2

@@ -102,7 +102,8 @@ def test_rule_matches_keras_masks(stem: str, node_id: str) -> None:
     name, index = node_id.rsplit("/", 1)
     node = graph.node(name, int(index))
     layer = graph.layer(name)
-    rule = mk.rule_for(layer.class_name, layer.config)
+    # The node's call arguments too: a MultiHeadAttention's scores mask depends on them.
+    rule = mk.rule_for_node(layer.class_name, layer.config, 2, node.args, node.kwargs, node.inputs)
     in_masks = [_mask(arrays, r) for r in node.inputs]
     inputs = [_value(arrays, graph, r) for r in node.inputs]
     n_out = 0
@@ -316,23 +317,57 @@ def test_multi_head_attention_consumes_query_and_the_other_masks() -> None:
     assert rule.consume([]) == {}
 
 
+def _mha_rule(**kwargs: Any) -> mk.MaskRule:
+    """The tf.keras rule of ``mha(query, **kwargs)``, tensors named by their TensorRefs' layers."""
+    refs = {n: TensorRef(n, 0, 0) for n in ("query", "value", "key", "attention_mask")}
+    bound = {k: refs.get(v, v) if isinstance(v, str) else v for k, v in kwargs.items()}
+    inputs = tuple(refs[n] for n in ("query", *[k for k in kwargs if k in refs]))
+    return mk.rule_for_node("MultiHeadAttention", {"attention_axes": [1]}, 2, (refs["query"],), bound, inputs)
+
+
 def test_multi_head_attention_output_and_scores_masks() -> None:
-    rule = mk.rule_for("MultiHeadAttention", {"attention_axes": [1]})
     q = np.array([[True, False, True], [False, False, False]])
     x_q, x_v = _x(2, 3, 5), _x(2, 4, 5)
     # Output mask: the query's (the base compute_mask sees only the first call argument).
+    rule = _mha_rule(value="value")
+    assert not rule.source
     assert rule.produce([q, M2], [x_q, x_v], [x_q]) == [q]
     assert rule.produce([None, M2], [x_q, x_v], [x_q]) == [None]
     # Scores (batch, heads, T, S): the inner Softmax's mask, q[:, :, None] & v[:, None, :] per head.
+    rule = _mha_rule(value="value", return_attention_scores=True)
+    assert not rule.source
     got = rule.produce([q, M2], [x_q, x_v], [x_q, _x(2, 2, 3, 4)])
     assert got[0] is q
     np.testing.assert_array_equal(got[1], (q[:, :, None] & M2[:, None, :])[:, None])
-    got = rule.produce([None, M2, M1], [x_q, x_v, x_v], [x_q, _x(2, 2, 3, 4)])
-    assert got[0] is None
-    np.testing.assert_array_equal(got[1], np.broadcast_to((M1 & M2)[:, None, None, :], (2, 1, 1, 4)))
     got = rule.produce([q, None], [x_q, x_v], [x_q, _x(2, 2, 3, 4)])
     np.testing.assert_array_equal(got[1], q[:, None, :, None])
     assert rule.produce([None, None], [x_q, x_v], [x_q, _x(2, 2, 3, 4)]) == [None, None]
+    rule = _mha_rule(value="value", key="key", return_attention_scores=True)
+    got = rule.produce([None, M2, M1], [x_q, x_v, x_v], [x_q, _x(2, 2, 3, 4)])
+    assert got[0] is None
+    np.testing.assert_array_equal(got[1], np.broadcast_to((M1 & M2)[:, None, None, :], (2, 1, 1, 4)))
+
+
+def test_multi_head_attention_scores_keep_the_attention_mask_argument_and_the_band() -> None:
+    """tf_keras 2.21 attaches to returned scores the mask its softmax applied: an ``attention_mask``
+    argument (cast to bool) and the causal band too, even without any input mask (so the rule is a
+    mask source)."""
+    q = np.array([[True, False, True], [True, True, True]])
+    x_q, x_v = _x(2, 3, 5), _x(2, 4, 5)
+    given = (np.arange(24).reshape(2, 3, 4) % 3).astype(np.int32)  # 0 masks, 1 and 2 keep
+    rule = _mha_rule(value="value", attention_mask="attention_mask", return_attention_scores=True)
+    assert rule.source
+    got = rule.produce([None, None, None], [x_q, x_v, given], [x_q, _x(2, 2, 3, 4)])
+    assert got[0] is None
+    np.testing.assert_array_equal(got[1], (given != 0)[:, None])
+    got = rule.produce([q, M2, None], [x_q, x_v, given], [x_q, _x(2, 2, 3, 4)])
+    np.testing.assert_array_equal(got[1], ((given != 0) & q[:, :, None] & M2[:, None, :])[:, None])
+    rule = _mha_rule(value="value", use_causal_mask=True, return_attention_scores=True)
+    assert rule.source
+    got = rule.produce([None, None], [x_q, x_v], [x_q, _x(2, 2, 3, 4)])
+    np.testing.assert_array_equal(got[1], np.tril(np.ones((3, 4), bool))[None, None])
+    # Without returned scores the argument leaves no mask.
+    assert not _mha_rule(value="value", attention_mask="attention_mask").source
 
 
 def test_softmax_consumes_and_passes() -> None:

@@ -192,7 +192,7 @@ def producer(kind: str, config: Mapping[str, Any]) -> Produce | None:
         axis = config.get("axis", -1)
         return _concat(int(axis) if isinstance(axis, int) else -1)
     if kind == "mha_scores":
-        return _pass_first  # the scores' own mask is not exported (tf.keras MultiHeadAttention)
+        return _pass_first  # the output's mask; a call's scores mask: runner.masks.rule_for_node
     return k3_producer(kind, config)
 
 
