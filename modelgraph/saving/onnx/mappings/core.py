@@ -5,6 +5,7 @@ Semantics: ``modelgraph/runner/kernels/core.py`` (the reference kernels).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -192,24 +193,26 @@ def _softmax_axes(ctx: MapContext, n: str, axes: list[int], rank: int) -> str:
     return e.op("Div", [ex, e.reduce("ReduceSum", ex, axes)], "softmax")
 
 
-_IDENTITY_KEYS = {
-    "Dropout": {"rate", "noise_shape", "seed"},
-    "SpatialDropout1D": {"rate", "noise_shape", "seed", "data_format"},
-    "SpatialDropout2D": {"rate", "noise_shape", "seed", "data_format"},
-    "SpatialDropout3D": {"rate", "noise_shape", "seed", "data_format"},
-    "GaussianNoise": {"stddev", "seed"},
-    "GaussianDropout": {"rate", "seed"},
-    "AlphaDropout": {"rate", "noise_shape", "seed"},
-    "ActivityRegularization": {"l1", "l2"},
-    "Identity": set(),
-}
+def _identity(keys: set[str]) -> Callable[..., Value]:
+    """A layer that does nothing at inference (its config may set ``keys``): the tensor passes
+    through in its stored layout."""
+
+    def identity(ctx: MapContext, x: Value, **_: Any) -> Value:
+        check_keys(ctx.spec, keys)
+        return x
+
+    return identity
 
 
-@register(*_IDENTITY_KEYS)
-def identity(ctx: MapContext, x: Value, **_: Any) -> Value:
-    """Layers that do nothing at inference: the tensor passes through in its stored layout."""
-    check_keys(ctx.spec, _IDENTITY_KEYS[ctx.class_name])
-    return x
+register("Dropout")(_identity({"rate", "noise_shape", "seed"}))
+register("SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D")(
+    _identity({"rate", "noise_shape", "seed", "data_format"})
+)
+register("GaussianNoise")(_identity({"stddev", "seed"}))
+register("GaussianDropout")(_identity({"rate", "seed"}))
+register("AlphaDropout")(_identity({"rate", "noise_shape", "seed"}))
+register("ActivityRegularization")(_identity({"l1", "l2"}))
+register("Identity")(_identity(set()))
 
 
 @register("Embedding")
