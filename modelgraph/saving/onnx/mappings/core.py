@@ -40,9 +40,7 @@ def logical_axes(ctx: MapContext, x: Value, key: str = "axis") -> tuple[str, lis
 
 
 def activation_of(ctx: MapContext, x: Value, key: str = "activation") -> Value:
-    shape = ctx.out_shapes[0] if ctx.out_shapes else None
-    last = shape[-1] if shape and isinstance(shape[-1], int) else None
-    return _act.apply(ctx.e, ctx.get(key), x, ctx.spec.keras_version, ctx.class_name, ctx.spec.name, last)
+    return _act.apply(ctx.e, ctx.get(key), x, ctx.spec.keras_version, ctx.class_name, ctx.spec.name)
 
 
 def matmul_bias(ctx: MapContext, x: str, kernel: np.ndarray, bias: np.ndarray | None) -> str:
