@@ -84,6 +84,8 @@ def unary(e: Emitter, name: str, x: str) -> str:
         return e.op("Mul", [x, x], name)
     if name == "rsqrt":
         return e.op("Reciprocal", [e.op("Sqrt", [x])], name)
+    if name == "log2":
+        return e.op("Div", [e.op("Log", [x]), e.const(np.float32(np.log(2.0)), "ln2")], name)
     if name == "log1p":
         return e.op("Log", [e.op("Add", [x, one])], name)
     if name == "expm1":
@@ -411,6 +413,7 @@ _op(["TanhShrink"])(_unary_op("tanh_shrink"))
 _op(["HardTanh"])(_unary_op("hard_tanh"))
 _op(["SparsePlus"])(_unary_op("sparse_plus"))
 _op(["SparseSigmoid"])(_unary_op("sparse_sigmoid"))
+_op(["Log2"])(_unary_op("log2"))
 
 _op(["Add"])(_binary_op("add"))
 _op(["Subtract"])(_binary_op("subtract"))
