@@ -126,13 +126,11 @@ def test_cycle_finder_finds_a_cycle() -> None:
 
 
 # Deferred imports that still close a circle, each with the reason; the list may only shrink (a test
-# fails when an edge is gone, so delete its line). Both go when the built-in activations and the
-# weight-name functions are registered in the catalogue like a plugin's (issue 28, item 1).
+# fails when an edge is gone, so delete its line). It goes when the weight-name functions are
+# registered in the catalogue like a plugin's (issue 28, item 1), as the built-in activations are.
 KNOWN_EDGES = {
     # The catalogue's entries name the weight-name functions; their lookups read the entries back.
     ("modelgraph.weight_names", "modelgraph.catalogue"),
-    # register_activation refuses a built-in name; a config's activation may name a registered one.
-    ("modelgraph.runner.activations", "modelgraph.catalogue"),
 }
 
 

@@ -23,7 +23,10 @@ from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 
+from modelgraph.catalogue import activations as _activations
 from modelgraph.catalogue.spec import (
+    ALL_KERAS_VERSIONS,
+    BUILTIN_FUNCTIONS,
     CONCERNS,
     FED,
     Alias,
@@ -50,6 +53,8 @@ __all__ = [
     "Recurrence",
     "all_specs",
     "attach",
+    "attach_function",
+    "builtin_activations",
     "declared",
     "function_spec",
     "functions",
@@ -100,7 +105,7 @@ _ALIASES: dict[str, str] = {}
 _unloaded: set[str] = set(PROVIDERS.values())
 
 
-_FUNCTIONS: dict[tuple[str, str], FunctionSpec] = {}
+_FUNCTIONS: dict[tuple[str, str], tuple[FunctionSpec, ...]] = {}
 FUNCTION_KINDS = ("activation", "initializer", "function")
 
 #: The plugin whose module is being imported (set by :mod:`modelgraph.plugins`): entries it registers
@@ -267,7 +272,16 @@ for _family in FAMILIES:
     _register(importlib.import_module(f"modelgraph.catalogue.{_family}"))
 
 
-def _register_function(kind: str, name: str, kernel: Any, onnx: Any, replace: bool) -> FunctionSpec:
+def _register_function(
+    kind: str,
+    name: str,
+    kernel: Any,
+    onnx: Any,
+    replace: bool,
+    keras_versions: tuple[str, ...] = ALL_KERAS_VERSIONS,
+    elementwise: bool = True,
+    family: str | None = None,
+) -> FunctionSpec:
     if not isinstance(name, str) or not name.strip():
         raise CatalogueError(f"a registered {kind} needs a non-empty name, got {name!r}")
     for slot, value in (("kernel", kernel), ("onnx", onnx)):
@@ -276,23 +290,44 @@ def _register_function(kind: str, name: str, kernel: Any, onnx: Any, replace: bo
                 f"{kind} {name!r}: {slot} must be a callable or a string saying why there is none, "
                 f"got {type(value).__name__} {value!r}"
             )
+    if (
+        not isinstance(keras_versions, tuple)
+        or not keras_versions
+        or not set(keras_versions) <= set(ALL_KERAS_VERSIONS)
+    ):
+        raise CatalogueError(
+            f"{kind} {name!r}: keras_versions must be a non-empty tuple of {ALL_KERAS_VERSIONS}, "
+            f"got {keras_versions!r}"
+        )
+    if not isinstance(elementwise, bool):
+        raise CatalogueError(f"{kind} {name!r}: elementwise must be True or False, got {elementwise!r}")
     plugin = _PLUGIN.get()
-    if kind == "activation" and not replace:
-        from modelgraph.runner.activations import known_activations
-
-        if name in known_activations():
-            raise CatalogueError(
-                f"activation {name!r} is built into modelgraph; pass replace=True to replace it"
-            )
-    existing = _FUNCTIONS.get((kind, name))
-    if existing is not None and not replace:
-        by = f"plugin '{existing.plugin}'" if existing.plugin else "modelgraph"
+    existing = _FUNCTIONS.get((kind, name), ())
+    clash = [f for f in existing if set(f.keras_versions) & set(keras_versions)]
+    if clash and not replace:
+        owner = clash[0]
+        if owner.family == BUILTIN_FUNCTIONS:
+            raise CatalogueError(f"{kind} {name!r} is built into modelgraph; pass replace=True to replace it")
+        by = f"plugin '{owner.plugin}'" if owner.plugin else "modelgraph"
         raise CatalogueError(f"{kind} {name!r} is already registered by {by}; pass replace=True to replace it")
-    reason = not_given(plugin) if plugin else "not given"
+    if any(f.family == BUILTIN_FUNCTIONS for f in clash):
+        _load(tuple(PROVIDERS))  # the built-in implementations attach before their entry goes
+    if family is None:
+        family = f"plugin {plugin}" if plugin else "custom"
+    # A built-in's missing implementation is attached by its provider; anyone else's is not given.
+    reason = None if family == BUILTIN_FUNCTIONS else not_given(plugin) if plugin else "not given"
     spec = FunctionSpec(
-        kind, name, reason if kernel is None else kernel, reason if onnx is None else onnx, plugin
+        kind,
+        name,
+        reason if kernel is None else kernel,
+        reason if onnx is None else onnx,
+        plugin,
+        keras_versions,
+        elementwise,
+        family,
     )
-    _FUNCTIONS[(kind, name)] = spec
+    kept = tuple(f for f in existing if f not in clash)
+    _FUNCTIONS[(kind, name)] = (*kept, spec)
     return spec
 
 
@@ -302,11 +337,20 @@ def register_activation(
     onnx: Callable[..., Any] | None = None,
     *,
     replace: bool = False,
+    keras_versions: tuple[str, ...] = ALL_KERAS_VERSIONS,
+    elementwise: bool = True,
+    family: str | None = None,
 ) -> FunctionSpec:
-    """A custom activation by its registered name: ``kernel(x) -> y`` (NumPy, elementwise or not) for
-    the runner, ``onnx(e, x) -> name`` writing nodes through the exporter's emitter (``e.op``,
-    ``e.const``). Every layer whose ``activation`` names it (``Dense``, ``Activation``, ...) uses it."""
-    return _register_function("activation", name, kernel, onnx, replace)
+    """An activation by its registered name: ``kernel(x) -> y`` (NumPy) for the runner, ``onnx(e, x)
+    -> name`` writing nodes through the exporter's emitter (``e.op``, ``e.const``). Every layer whose
+    ``activation`` names it (``Dense``, ``Activation``, ...) uses it.
+
+    ``keras_versions`` are the Keras major versions whose files mean this function by ``name`` (a name
+    may be registered once per group of versions); ``elementwise=False`` for one that works along the
+    last axis (the exporter then gives it the tensor in Keras's layout). modelgraph's own activations
+    are registered with this call too (:mod:`modelgraph.catalogue.activations`); replacing one needs
+    ``replace=True``."""
+    return _register_function("activation", name, kernel, onnx, replace, keras_versions, elementwise, family)
 
 
 def register_initializer(name: str, *, replace: bool = False) -> FunctionSpec:
@@ -319,19 +363,80 @@ def register_function(name: str, *, replace: bool = False) -> FunctionSpec:
     return _register_function("function", name, None, None, replace)
 
 
-def function_spec(kind: str, name: Any) -> FunctionSpec | None:
-    """The registered function of this kind a config's name denotes (``pkg>name`` or ``name``)."""
+def _in_version(specs: tuple[FunctionSpec, ...], keras_major: int | None) -> FunctionSpec | None:
+    if keras_major is None:
+        return specs[0] if specs else None
+    version = str(keras_major)
+    return next((f for f in specs if version in f.keras_versions), None)
+
+
+def function_spec(
+    kind: str, name: Any, keras_major: int | None = None, *, builtin: bool = True
+) -> FunctionSpec | None:
+    """The registered function of this kind a config's name denotes (``pkg>name`` or ``name``) in a
+    file written by Keras ``keras_major`` (None: any version's). ``builtin=False`` leaves modelgraph's
+    own out (a config naming a function of the user's module never means Keras's); a ``pkg>`` prefix
+    never names one of them either."""
     if not isinstance(name, str):
         return None
-    found = _FUNCTIONS.get((kind, name))
+    specs = _FUNCTIONS.get((kind, name), ())
+    if not builtin:
+        specs = tuple(f for f in specs if f.family != BUILTIN_FUNCTIONS)
+    found = _in_version(specs, keras_major)
     if found is None and ">" in name:
-        found = _FUNCTIONS.get((kind, name.rsplit(">", 1)[1]))
+        short = _FUNCTIONS.get((kind, name.rsplit(">", 1)[1]), ())
+        found = _in_version(tuple(f for f in short if f.family != BUILTIN_FUNCTIONS), keras_major)
     return found
 
 
 def functions() -> list[FunctionSpec]:
-    """Every registered function, by kind and name."""
-    return [_FUNCTIONS[k] for k in sorted(_FUNCTIONS)]
+    """Every registered function, by kind and name (a name registered per version once per version)."""
+    return [f for k in sorted(_FUNCTIONS) for f in _FUNCTIONS[k]]
+
+
+def builtin_activations() -> list[str]:
+    """The names of modelgraph's own activations (sorted)."""
+    return sorted(
+        name
+        for (kind, name), specs in _FUNCTIONS.items()
+        if kind == "activation" and any(f.family == BUILTIN_FUNCTIONS for f in specs)
+    )
+
+
+def attach_function(kind: str, name: str, slot: str, implementation: Callable[..., Any],
+                    keras_version: str | None = None) -> None:  # fmt: skip
+    """Fill the ``kernel`` or ``onnx`` slot of a built-in function's entry (the one for files of Keras
+    ``keras_version`` when its meaning depends on the version; None: every entry of the name), as
+    :func:`attach` fills a layer's. Refuses a name modelgraph does not declare."""
+    specs = [
+        f
+        for f in _FUNCTIONS.get((kind, name), ())
+        if f.family == BUILTIN_FUNCTIONS and (keras_version is None or keras_version in f.keras_versions)
+    ]
+    if not specs:
+        raise RuntimeError(
+            f"catalogue: {slot} for {kind} {name!r}, which modelgraph does not declare; "
+            "declare it in modelgraph/catalogue/activations.py"
+        )
+    for spec in specs:
+        current = getattr(spec, slot)
+        if current is None:
+            object.__setattr__(spec, slot, implementation)  # once, while the provider is imported
+        elif current is not implementation:
+            raise RuntimeError(f"catalogue: {kind} {name!r} already has {slot} {current!r}")
+
+
+def _register_builtin_functions() -> None:
+    """modelgraph's own activations, through the call a plugin makes (their implementations attach)."""
+    for name in _activations.ELEMENTWISE:
+        register_activation(name, family=BUILTIN_FUNCTIONS)
+    for name in _activations.ALONG_LAST_AXIS:
+        register_activation(name, elementwise=False, family=BUILTIN_FUNCTIONS)
+    for name, versions in _activations.BY_VERSION:
+        register_activation(name, keras_versions=versions, family=BUILTIN_FUNCTIONS)
+
+
+_register_builtin_functions()
 
 
 def _canonical(key: str) -> str:

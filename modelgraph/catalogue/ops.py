@@ -17,7 +17,7 @@ RUN = (
     "Concatenate", "ConvertToTensor", "Copy", "Cos", "Cumsum", "Divide", "Elu", "Equal", "Erf",
     "Exp", "ExpandDims", "Expm1", "Flip", "Floor", "FloorDivide", "Gelu", "GetItem", "Glu", "Greater",
     "GreaterEqual", "HardShrink", "HardSigmoid", "HardSilu", "HardTanh", "LeakyRelu", "Less",
-    "LessEqual", "Log", "Log1p", "LogSigmoid", "LogSoftmax", "LogicalAnd", "LogicalNot", "LogicalOr",
+    "LessEqual", "Log", "Log1p", "Log2", "LogSigmoid", "LogSoftmax", "LogicalAnd", "LogicalNot", "LogicalOr",
     "LogicalXor", "Logsumexp", "Max", "Maximum", "Mean", "Min", "Minimum", "Mod", "Multiply",
     "Negative", "Normalize", "NotEqual", "OnesLike", "Power", "Prod", "Reciprocal", "Relu", "Relu6", "Reshape",
     "Round", "Rsqrt", "Selu", "Sigmoid", "Sign", "Silu", "Sin", "SoftShrink", "Softmax", "Softplus",
@@ -31,7 +31,7 @@ SHAPES_ONLY = (
     "Amax", "Amin", "Arccos", "Arccosh", "Arcsin", "Arcsinh", "Arctan", "Arctan2", "Arctanh",
     "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Cbrt", "Conjugate", "Cosh", "Erfinv", "Exp2",
     "HardSwish", "Heaviside", "Hypot", "Identity", "Imag", "IsFinite", "IsInf", "IsNan", "Log10",
-    "Log2", "Median", "Mish", "NanToNum", "Real", "Roll", "Signbit", "Sinh", "Sort", "Sparsemax",
+    "Median", "Mish", "NanToNum", "Real", "Roll", "Signbit", "Sinh", "Sort", "Sparsemax",
     "Swish", "Tan", "Threshold", "Trunc",
 )  # fmt: skip
 

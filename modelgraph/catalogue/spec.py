@@ -184,17 +184,35 @@ class LegacyH5Rules:
 
 @dataclass(frozen=True)
 class FunctionSpec:
-    """A function a config names by its registered name: a custom activation (``kind="activation"``,
-    with a NumPy ``kernel(x) -> y`` and an ``onnx(e, x) -> name`` lowering through the exporter's
-    emitter), initializer or other function (``"initializer"``, ``"function"``: known by name, so
-    ``validate`` does not report them as unknown). ``name`` matches a config's name with or without
-    the ``package>`` prefix Keras 3 adds (``"gelu_tanh"`` matches ``"plugins>gelu_tanh"``)."""
+    """A function a config names by its registered name: an activation (``kind="activation"``, with a
+    NumPy ``kernel(x) -> y`` and an ``onnx(e, x) -> name`` lowering through the exporter's emitter),
+    initializer or other function (``"initializer"``, ``"function"``: known by name, so ``validate``
+    does not report them as unknown). ``name`` matches a config's name with or without the
+    ``package>`` prefix Keras 3 adds (``"gelu_tanh"`` matches ``"plugins>gelu_tanh"``).
+
+    ``keras_versions``: the Keras major versions whose files mean this function by the name (Keras's
+    ``hard_sigmoid`` is registered twice: ``clip(0.2 x + 0.5, 0, 1)`` for ``("1", "2")``,
+    ``relu6(x + 3) / 6`` for ``("3",)``). ``elementwise``: it maps each value on its own, so the
+    exporter applies it to a tensor in whatever layout it is stored in; otherwise it works along the
+    last axis (softmax) and gets the tensor in Keras's layout. ``family``: ``"builtin"`` for
+    modelgraph's own (whose implementations its provider modules attach, as they do a layer's),
+    ``"plugin NAME"`` or ``"custom"`` for the others.
+    """
 
     kind: str
     name: str
     kernel: Callable[..., Any] | str | None = None
     onnx: Callable[..., Any] | str | None = None
     plugin: str = ""
+    keras_versions: tuple[str, ...] = ("1", "2", "3")
+    elementwise: bool = True
+    family: str = ""
+
+
+#: Every Keras major version (the default of a function the versions agree on).
+ALL_KERAS_VERSIONS = ("1", "2", "3")
+#: The family of modelgraph's own functions (:mod:`modelgraph.catalogue.activations`).
+BUILTIN_FUNCTIONS = "builtin"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
-"""Keras activation functions by name, with the semantics of the Keras version that wrote the file.
+"""Keras activation functions in NumPy, attached as the kernels of the catalogue's built-in activations.
 
-Two names differ between versions: ``hard_sigmoid`` is ``clip(0.2x + 0.5, 0, 1)`` in Keras 1/2 and
-``relu6(x + 3) / 6`` in Keras 3, and ``hard_silu``/``hard_swish`` follow the Keras 3 definition.
+The catalogue registers each name (:mod:`modelgraph.catalogue.activations`) as a plugin registers its
+own; :func:`get_activation` looks a config's activation up there, as the Keras version that wrote the
+file means it: ``hard_sigmoid`` is ``clip(0.2x + 0.5, 0, 1)`` in Keras 1/2 and ``relu6(x + 3) / 6`` in
+Keras 3 (one entry each); ``hard_silu``/``hard_swish`` follow the Keras 3 definition.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph.errors import UnsupportedConfigError
 from modelgraph.runner import rowwise
 
@@ -190,53 +193,54 @@ def _hard_silu(x: np.ndarray) -> np.ndarray:
     return x * hard_sigmoid_keras3(x)
 
 
-def _table(keras_major: int) -> dict[str, Activation]:
-    hard_sigmoid = hard_sigmoid_keras2 if keras_major < 3 else hard_sigmoid_keras3
-    table: dict[str, Activation] = {
-        "linear": lambda x: x,
-        "relu": relu,
-        "relu6": _relu6,
-        "sigmoid": sigmoid,
-        "tanh": np.tanh,
-        "softplus": softplus,
-        "softsign": lambda x: x / (1 + np.abs(x)),
-        "exponential": np.exp,
-        "elu": elu,
-        "selu": lambda x: (_SELU_SCALE * elu(x, _SELU_ALPHA)).astype(x.dtype, copy=False),
-        "softmax": softmax,
-        "log_softmax": log_softmax,
-        "hard_sigmoid": hard_sigmoid,
-        "hard_silu": _hard_silu,
-        "hard_swish": _hard_silu,
-        "swish": _silu,
-        "silu": _silu,
-        "gelu": gelu_exact,
-        "leaky_relu": leaky_relu,
-        "mish": lambda x: x * np.tanh(softplus(x)),
-        "celu": celu,
-        "glu": _glu,
-        "squareplus": squareplus,
-        "sparse_plus": _sparse_plus,
-        "soft_shrink": soft_shrink,
-        "hard_shrink": hard_shrink,
-        "hard_tanh": lambda x: np.clip(x, -1, 1).astype(x.dtype, copy=False),
-        "tanh_shrink": lambda x: x - np.tanh(x),
-        "log_sigmoid": lambda x: -softplus(-x),
-        "sparse_sigmoid": _sparse_sigmoid,
-        "sparsemax": sparsemax,
-    }
-    safe = {name: _lowp_safe(fn) for name, fn in table.items()}
-    safe["linear"] = table["linear"]
-    return safe
+def _linear(x: np.ndarray) -> np.ndarray:
+    return x
 
 
-_TABLES: dict[int, dict[str, Activation]] = {}
+def _kernel(name: str, fn: Activation, keras_version: str | None = None) -> None:
+    """Attach ``fn`` (run in float32 for half precision and integers) to the built-in activation ``name``."""
+    catalogue.attach_function("activation", name, "kernel", _lowp_safe(fn), keras_version)
+
+
+catalogue.attach_function("activation", "linear", "kernel", _linear)
+_kernel("relu", relu)
+_kernel("relu6", _relu6)
+_kernel("sigmoid", sigmoid)
+_kernel("tanh", np.tanh)
+_kernel("softplus", softplus)
+_kernel("softsign", lambda x: x / (1 + np.abs(x)))
+_kernel("exponential", np.exp)
+_kernel("elu", elu)
+_kernel("selu", lambda x: (_SELU_SCALE * elu(x, _SELU_ALPHA)).astype(x.dtype, copy=False))
+_kernel("softmax", softmax)
+_kernel("log_softmax", log_softmax)
+_kernel("hard_sigmoid", hard_sigmoid_keras2, keras_version="2")
+_kernel("hard_sigmoid", hard_sigmoid_keras3, keras_version="3")
+_kernel("hard_silu", _hard_silu)
+_kernel("hard_swish", _hard_silu)
+_kernel("swish", _silu)
+_kernel("silu", _silu)
+_kernel("gelu", gelu_exact)
+_kernel("leaky_relu", leaky_relu)
+_kernel("mish", lambda x: x * np.tanh(softplus(x)))
+_kernel("celu", celu)
+_kernel("glu", _glu)
+_kernel("squareplus", squareplus)
+_kernel("sparse_plus", _sparse_plus)
+_kernel("soft_shrink", soft_shrink)
+_kernel("hard_shrink", hard_shrink)
+_kernel("hard_tanh", lambda x: np.clip(x, -1, 1).astype(x.dtype, copy=False))
+_kernel("tanh_shrink", lambda x: x - np.tanh(x))
+_kernel("log_sigmoid", lambda x: -softplus(-x))
+_kernel("sparse_sigmoid", _sparse_sigmoid)
+_kernel("sparsemax", sparsemax)
 
 _KERAS_FUNCTION_MODULES = ("keras.activations", "keras.src.activations", "tf_keras.activations")
 
 
 def activation_name(value: Any) -> str | None:
-    """The built-in activation name a config value denotes, or None when it is no built-in name."""
+    """The activation name a config value denotes (a name, None for ``linear``, a Keras function
+    record, or a registered custom function's record), or None when it names none of them."""
     if value is None:
         return "linear"
     if isinstance(value, str):
@@ -246,17 +250,10 @@ def activation_name(value: Any) -> str | None:
         name = value.get("config")
         if isinstance(name, str) and module.startswith(_KERAS_FUNCTION_MODULES):
             return name
-        registered = _registered(name)
+        registered = catalogue.function_spec("activation", name, builtin=False)
         if registered is not None:
             return registered.name
     return None
-
-
-def _registered(name: Any) -> Any:
-    """A plugin's activation (:func:`modelgraph.catalogue.register_activation`) by a config's name."""
-    from modelgraph import catalogue
-
-    return catalogue.function_spec("activation", name)
 
 
 def get_activation(
@@ -265,25 +262,17 @@ def get_activation(
     class_name: str = "Activation",
     layer: str | None = None,
 ) -> Activation:
-    """The activation a config value (name string, None, or Keras function dict) denotes.
-
-    ``keras_version`` is the version that wrote the file (``hard_sigmoid`` differs between 2 and 3);
-    an unknown name raises :class:`UnsupportedConfigError` naming ``class_name``, ``activation`` and
-    ``layer``.
-    """
-    major = keras_version[0]
-    table = _TABLES.get(major)
-    if table is None:
-        table = _TABLES[major] = _table(major)
+    """The activation a config value (name string, None, or Keras function dict) denotes, as the
+    Keras version that wrote the file means it (``keras_version``: ``hard_sigmoid`` differs between 2
+    and 3), from the catalogue's registered activations (modelgraph's own and plugins'); an unknown
+    name raises :class:`UnsupportedConfigError` naming ``class_name``, ``activation`` and ``layer``."""
     name = activation_name(value)
-    registered = _registered(name) if name is not None else None
-    if registered is not None and callable(registered.kernel):
-        return registered.kernel  # a plugin's, or one it replaced (replace=True)
-    if name is None or name not in table:
+    spec = catalogue.function_spec("activation", name, keras_version[0]) if name is not None else None
+    if spec is None or not callable(spec.kernel):
         raise UnsupportedConfigError(class_name, "activation", value, layer)
-    return table[name]
+    return spec.kernel
 
 
 def known_activations() -> list[str]:
-    """Every activation name the runner implements."""
-    return sorted(_table(3))
+    """Every built-in activation name the runner implements."""
+    return catalogue.builtin_activations()

@@ -77,7 +77,7 @@ def _custom_activations(config: Mapping[str, Any]) -> Iterator[str]:
             continue
         if module.startswith(_BUILTIN_FUNCTION_MODULES):
             continue
-        if catalogue.function_spec("activation", name) is None:
+        if catalogue.function_spec("activation", name, builtin=False) is None:
             yield name
 
 

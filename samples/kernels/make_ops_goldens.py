@@ -13,6 +13,7 @@ Usage::
     python samples/kernels/make_ops_goldens.py          # both parts, with the venvs below
     /work/venvs/k3/bin/python samples/kernels/make_ops_goldens.py k3
     /work/venvs/k2/bin/python samples/kernels/make_ops_goldens.py k2
+    /work/venvs/k3/bin/python samples/kernels/make_ops_goldens.py k3 log2   # only the cases named
 
 One ``.npz`` per case in ``samples/kernels/ops/`` (``k3_<case>.npz`` / ``k2_<case>.npz``) with the keys
 ``config``, ``class_name``, ``module``, ``node`` (JSON strings), ``keras_version``, ``inputs/<i>``
@@ -93,6 +94,7 @@ def k3_cases():
         ("sqrt", [P], lambda a: ops.sqrt(a)),
         ("exp", [spec()], lambda a: ops.exp(a)),
         ("log", [P], lambda a: ops.log(a)),
+        ("log2", [P], lambda a: ops.log2(a)),
         ("tanh", [W], lambda a: ops.tanh(a)),
         ("floor", [W], lambda a: ops.floor(a)),
         ("rsqrt", [P], lambda a: ops.rsqrt(a)),
@@ -156,10 +158,12 @@ def k3_cases():
     ], keras
 
 
-def run_k3() -> None:
+def run_k3(only: list[str] | None = None) -> None:
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     cases, keras = k3_cases()
     for name, specs, build in cases:
+        if only and name not in only:
+            continue
         inputs = [keras.Input(shape, dtype=dtype, name=f"in{i}") for i, (shape, dtype, _) in enumerate(specs)]
         arrays = {f"in{i}": make_array(name, i, *s) for i, s in enumerate(specs)}
         out = build(*inputs)
@@ -380,14 +384,14 @@ def _save(name: str, layer: dict, node, version: str, inputs, outputs) -> None:
 def main(argv: list[str]) -> None:
     part = argv[0] if argv else "all"
     if part == "k3":
-        run_k3()
+        run_k3(argv[1:])
     elif part == "k2":
         run_k2()
     elif part == "all":
         for key in ("k3", "k2"):
             subprocess.run([VENVS[key], __file__, key], check=True)
     else:
-        raise SystemExit("usage: make_ops_goldens.py [k3|k2|all]")
+        raise SystemExit("usage: make_ops_goldens.py [k3 [CASE...]|k2|all]")
 
 
 if __name__ == "__main__":

@@ -1074,3 +1074,14 @@ def _tf_getitem(spec: KernelSpec) -> Kernel:
         return _as_array(x)[decode_key(key)]
 
     return kernel
+
+
+@register("op:Log2")
+def _op_log2(spec: KernelSpec) -> Kernel:
+    """``keras.ops.log2``: the base-2 logarithm (integers as float32, as Keras computes them)."""
+    config_params(spec, spec.config, {}, "")
+
+    def kernel(x: Any) -> np.ndarray:
+        return _apply_unary(np.log2, x)
+
+    return kernel

@@ -24,6 +24,13 @@ import numpy as np
 
 from modelgraph.saving.onnx._onnx import helper, numpy_helper
 
+# The ONNX operator types the passes match. They are ONNX's names, not Keras classes (a Keras
+# ``Conv2D`` or ``Permute`` becomes these only when it is lowered), so no catalogue entry knows them.
+TRANSPOSE = "Transpose"
+PAD = "Pad"
+CONV = "Conv"
+IDENTITY = "Identity"
+
 
 def _perm(node: Any) -> list[int] | None:
     for attr in node.attribute:
@@ -45,8 +52,8 @@ def cancel_transposes(nodes: list[Any], outputs: set[str]) -> list[Any]:
         rename: dict[str, str] = {}
         keep: list[Any] = []
         for n in nodes:
-            first = producer.get(n.input[0]) if n.op_type == "Transpose" and n.input else None
-            if first is None or first.op_type != "Transpose":
+            first = producer.get(n.input[0]) if n.op_type == TRANSPOSE and n.input else None
+            if first is None or first.op_type != TRANSPOSE:
                 keep.append(n)
                 continue
             p, q = _perm(first), _perm(n)
@@ -59,7 +66,7 @@ def cancel_transposes(nodes: list[Any], outputs: set[str]) -> list[Any]:
             else:
                 keep.append(
                     helper.make_node(
-                        "Transpose", [first.input[0]], list(n.output), name=n.name, perm=composed
+                        TRANSPOSE, [first.input[0]], list(n.output), name=n.name, perm=composed
                     )
                 )
             changed = True
@@ -138,19 +145,19 @@ def fold_pads_into_convs(
     readers = _readers(nodes)
     folded = False
     for n in nodes:
-        pads = _zero_pads(n, constants) if n.op_type == "Pad" and n.output[0] not in outputs else None
+        pads = _zero_pads(n, constants) if n.op_type == PAD and n.output[0] not in outputs else None
         if pads is None:
             continue
         rank = len(pads) // 2
-        transpose = _only_reader(readers, n.output[0], "Transpose")
+        transpose = _only_reader(readers, n.output[0], TRANSPOSE)
         perm = list(range(rank))
         if transpose is not None:
             perm = _perm(transpose) or []
             if transpose.output[0] in outputs or sorted(perm) != list(range(rank)):
                 continue
-            conv = _only_reader(readers, transpose.output[0], "Conv")
+            conv = _only_reader(readers, transpose.output[0], CONV)
         else:
-            conv = _only_reader(readers, n.output[0], "Conv")
+            conv = _only_reader(readers, n.output[0], CONV)
         # The pads as the Conv's input sees them (axis j of the Conv's input is axis perm[j] here).
         begin = [pads[a] for a in perm]
         end = [pads[rank + a] for a in perm]
@@ -178,7 +185,7 @@ def name_outputs_at_source(nodes: list[Any], outputs: set[str]) -> list[Any]:
     renamed: dict[str, str] = {}
     keep: list[Any] = []
     for n in nodes:
-        source = n.input[0] if n.op_type == "Identity" and n.input else None
+        source = n.input[0] if n.op_type == IDENTITY and n.input else None
         if (
             source is None
             or n.output[0] not in outputs

@@ -297,6 +297,9 @@ class _ConfigScanner:
                 safe_io.json_path(where, "class_name"),
                 "modelgraph never imports custom code; provide a schema or treat as opaque",
             )
+        # The classes below carry code or load files in Keras. They are matched by the literal class
+        # name the file stores, not through the catalogue: a plugin may replace a catalogue entry
+        # (replace=True) or alias a name, and no registration may switch off a security rule.
         if cls == "Lambda" and isinstance(cfg, dict):
             self._lambda_layer(cfg, where, label)
         elif cls == "Merge" and isinstance(cfg, dict):

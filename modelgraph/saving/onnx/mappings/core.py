@@ -5,6 +5,7 @@ Semantics: ``modelgraph/runner/kernels/core.py`` (the reference kernels).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,9 +40,7 @@ def logical_axes(ctx: MapContext, x: Value, key: str = "axis") -> tuple[str, lis
 
 
 def activation_of(ctx: MapContext, x: Value, key: str = "activation") -> Value:
-    shape = ctx.out_shapes[0] if ctx.out_shapes else None
-    last = shape[-1] if shape and isinstance(shape[-1], int) else None
-    return _act.apply(ctx.e, ctx.get(key), x, ctx.spec.keras_version, ctx.class_name, ctx.spec.name, last)
+    return _act.apply(ctx.e, ctx.get(key), x, ctx.spec.keras_version, ctx.class_name, ctx.spec.name)
 
 
 def matmul_bias(ctx: MapContext, x: str, kernel: np.ndarray, bias: np.ndarray | None) -> str:
@@ -192,24 +191,26 @@ def _softmax_axes(ctx: MapContext, n: str, axes: list[int], rank: int) -> str:
     return e.op("Div", [ex, e.reduce("ReduceSum", ex, axes)], "softmax")
 
 
-_IDENTITY_KEYS = {
-    "Dropout": {"rate", "noise_shape", "seed"},
-    "SpatialDropout1D": {"rate", "noise_shape", "seed", "data_format"},
-    "SpatialDropout2D": {"rate", "noise_shape", "seed", "data_format"},
-    "SpatialDropout3D": {"rate", "noise_shape", "seed", "data_format"},
-    "GaussianNoise": {"stddev", "seed"},
-    "GaussianDropout": {"rate", "seed"},
-    "AlphaDropout": {"rate", "noise_shape", "seed"},
-    "ActivityRegularization": {"l1", "l2"},
-    "Identity": set(),
-}
+def _identity(keys: set[str]) -> Callable[..., Value]:
+    """A layer that does nothing at inference (its config may set ``keys``): the tensor passes
+    through in its stored layout."""
+
+    def identity(ctx: MapContext, x: Value, **_: Any) -> Value:
+        check_keys(ctx.spec, keys)
+        return x
+
+    return identity
 
 
-@register(*_IDENTITY_KEYS)
-def identity(ctx: MapContext, x: Value, **_: Any) -> Value:
-    """Layers that do nothing at inference: the tensor passes through in its stored layout."""
-    check_keys(ctx.spec, _IDENTITY_KEYS[ctx.class_name])
-    return x
+register("Dropout")(_identity({"rate", "noise_shape", "seed"}))
+register("SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D")(
+    _identity({"rate", "noise_shape", "seed", "data_format"})
+)
+register("GaussianNoise")(_identity({"stddev", "seed"}))
+register("GaussianDropout")(_identity({"rate", "seed"}))
+register("AlphaDropout")(_identity({"rate", "noise_shape", "seed"}))
+register("ActivityRegularization")(_identity({"l1", "l2"}))
+register("Identity")(_identity(set()))
 
 
 @register("Embedding")

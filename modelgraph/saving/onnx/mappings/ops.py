@@ -9,6 +9,7 @@ except unary elementwise ops, which keep the stored layout of their input.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -62,7 +63,7 @@ _UNARY_ACT = {
     "relu": "relu", "relu6": "relu6", "sigmoid": "sigmoid", "silu": "silu", "softplus": "softplus",
     "softsign": "softsign", "selu": "selu", "log_sigmoid": "log_sigmoid", "hard_silu": "hard_silu",
     "tanh_shrink": "tanh_shrink", "hard_tanh": "hard_tanh", "tanh": "tanh", "exp": "exponential",
-    "hard_sigmoid3": "hard_sigmoid", "sparse_plus": "sparse_plus", "sparse_sigmoid": "sparse_sigmoid",
+    "hard_sigmoid": "hard_sigmoid", "sparse_plus": "sparse_plus", "sparse_sigmoid": "sparse_sigmoid",
 }  # fmt: skip
 _UNARY_ONNX = {
     "negative": "Neg", "abs": "Abs", "sqrt": "Sqrt", "log": "Log", "sin": "Sin", "cos": "Cos",
@@ -83,6 +84,8 @@ def unary(e: Emitter, name: str, x: str) -> str:
         return e.op("Mul", [x, x], name)
     if name == "rsqrt":
         return e.op("Reciprocal", [e.op("Sqrt", [x])], name)
+    if name == "log2":
+        return e.op("Div", [e.op("Log", [x]), e.const(np.float32(np.log(2.0)), "ln2")], name)
     if name == "log1p":
         return e.op("Log", [e.op("Add", [x, one])], name)
     if name == "expm1":
@@ -143,38 +146,57 @@ def binary(ctx: MapContext, name: str, a: Any, b: Any) -> Value:
 
 # --- reductions and shapes --------------------------------------------------------------------------
 
-_REDUCE = {
-    "Mean": "ReduceMean",
-    "Sum": "ReduceSum",
-    "Prod": "ReduceProd",
-    "Max": "ReduceMax",
-    "Min": "ReduceMin",
-}
-
-
-def reduce(ctx: MapContext, kind: str, x: Value, axis: Any, keepdims: bool) -> Value:
+def reduce(
+    ctx: MapContext, x: Value, axis: Any, keepdims: bool, op_type: str, hint: str = "", float_ints: bool = False
+) -> Value:
+    """One ONNX ``Reduce*`` over ``axis`` (None: every axis); ``float_ints``: an integer input is
+    reduced as float32 (a mean)."""
     e = ctx.e
     n = e.logical(x)
-    rank = _rank_of(ctx, x)
-    axes = None if axis is None else [a for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
-    axes_all = list(range(rank)) if axes is None else axes
-    keep = 1 if keepdims else 0
-    if kind in ("Any", "All"):
-        f = e.cast(n, "float32")
-        red = e.reduce("ReduceMax" if kind == "Any" else "ReduceMin", f, axes_all, keep)
-        return _out(e.cast(red, "bool"), ctx, "bool")
-    if kind in ("Std", "Var"):
-        f = n if x.dtype.startswith("float") else e.cast(n, "float32")
-        mean = e.reduce("ReduceMean", f, axes_all, 1)
-        d = e.op("Sub", [f, mean])
-        var = e.reduce("ReduceMean", e.op("Mul", [d, d]), axes_all, keep)
-        return _out(e.op("Sqrt", [var]) if kind == "Std" else var, ctx, "float32")
-    if kind not in _REDUCE:
-        raise ctx.unsupported("reduction", kind)
     dtype = x.dtype
-    if kind == "Mean" and not dtype.startswith("float"):
+    if float_ints and not dtype.startswith("float"):
         n, dtype = e.cast(n, "float32"), "float32"
-    return _out(e.reduce(_REDUCE[kind], n, axes_all, keep, kind.lower()), ctx, dtype)
+    return _out(e.reduce(op_type, n, _reduced_axes(ctx, x, axis), 1 if keepdims else 0, hint), ctx, dtype)
+
+
+def reduce_bool(ctx: MapContext, x: Value, axis: Any, keepdims: bool, any_true: bool) -> Value:
+    """``any`` (``any_true``) or ``all`` over ``axis``: the maximum or minimum of the values as 0/1."""
+    e = ctx.e
+    f = e.cast(e.logical(x), "float32")
+    red = e.reduce("ReduceMax" if any_true else "ReduceMin", f, _reduced_axes(ctx, x, axis), 1 if keepdims else 0)
+    return _out(e.cast(red, "bool"), ctx, "bool")
+
+
+def reduce_moment(ctx: MapContext, x: Value, axis: Any, keepdims: bool, std: bool) -> Value:
+    """The population variance over ``axis``, or its square root (``std``), in float32 for integers."""
+    e = ctx.e
+    n = e.logical(x)
+    axes = _reduced_axes(ctx, x, axis)
+    f = n if x.dtype.startswith("float") else e.cast(n, "float32")
+    mean = e.reduce("ReduceMean", f, axes, 1)
+    d = e.op("Sub", [f, mean])
+    var = e.reduce("ReduceMean", e.op("Mul", [d, d]), axes, 1 if keepdims else 0)
+    return _out(e.op("Sqrt", [var]) if std else var, ctx, "float32")
+
+
+def _reduced_axes(ctx: MapContext, x: Value, axis: Any) -> list[Any]:
+    if axis is None:
+        return list(range(_rank_of(ctx, x)))
+    return list(axis) if isinstance(axis, (list, tuple)) else [axis]
+
+
+Reduction = Callable[[MapContext, Value, Any, bool], Value]
+
+# Each reduction a Keras 3 op and a tf.keras function may name: ``(ctx, x, axis, keepdims) -> Value``.
+MEAN: Reduction = partial(reduce, op_type="ReduceMean", hint="mean", float_ints=True)
+SUM: Reduction = partial(reduce, op_type="ReduceSum", hint="sum")
+PROD: Reduction = partial(reduce, op_type="ReduceProd", hint="prod")
+MAX: Reduction = partial(reduce, op_type="ReduceMax", hint="max")
+MIN: Reduction = partial(reduce, op_type="ReduceMin", hint="min")
+ANY: Reduction = partial(reduce_bool, any_true=True)
+ALL: Reduction = partial(reduce_bool, any_true=False)
+STD: Reduction = partial(reduce_moment, std=True)
+VAR: Reduction = partial(reduce_moment, std=False)
 
 
 def get_item(ctx: MapContext, x: Value, key: Any) -> Value:
@@ -343,34 +365,86 @@ def _op(class_names: Sequence[str], known: dict[str, Any] | None = None):
     return decorate
 
 
-_OP_UNARY = {
-    "Negative": "negative", "Absolute": "abs", "Abs": "abs", "Square": "square", "Sqrt": "sqrt",
-    "Rsqrt": "rsqrt", "Exp": "exp", "Log": "log", "Log1p": "log1p", "Expm1": "expm1", "Tanh": "tanh",
-    "Sin": "sin", "Cos": "cos", "Floor": "floor", "Ceil": "ceil", "Sign": "sign", "Reciprocal": "reciprocal",
-    "LogicalNot": "logical_not", "Erf": "erf", "Relu": "relu", "Relu6": "relu6", "Sigmoid": "sigmoid",
-    "Silu": "silu", "Softplus": "softplus", "Softsign": "softsign", "Selu": "selu", "LogSigmoid": "log_sigmoid",
-    "HardSigmoid": "hard_sigmoid3", "HardSilu": "hard_silu", "TanhShrink": "tanh_shrink", "HardTanh": "hard_tanh",
-    "SparsePlus": "sparse_plus", "SparseSigmoid": "sparse_sigmoid",
-}  # fmt: skip
-_OP_BINARY = {
-    "Add": "add", "Subtract": "subtract", "Multiply": "multiply", "Divide": "divide", "TrueDivide": "divide",
-    "Power": "power", "Maximum": "maximum", "Minimum": "minimum", "FloorDivide": "floor_divide", "Mod": "mod",
-    "Equal": "equal", "NotEqual": "not_equal", "Greater": "greater", "GreaterEqual": "greater_equal",
-    "Less": "less", "LessEqual": "less_equal", "LogicalAnd": "logical_and", "LogicalOr": "logical_or",
-    "LogicalXor": "logical_xor", "Matmul": "matmul", "Dot": "dot",
-}  # fmt: skip
+def _unary_op(name: str) -> Callable[..., Value]:
+    return lambda ctx, p, x: _unary_value(ctx, name, x)
 
-for _cls, _name in _OP_UNARY.items():
-    _op([_cls])(lambda ctx, p, x, _n=_name: _unary_value(ctx, _n, x))
-for _cls, _name in _OP_BINARY.items():
-    _op([_cls])(lambda ctx, p, a, b, _n=_name: binary(ctx, _n, a, b))
-for _cls in ("Mean", "Sum", "Prod", "Max", "Min", "Std", "Var", "Any", "All"):
-    _known: dict[str, Any] = {"axis": None, "keepdims": False}
-    if _cls in ("Max", "Min"):
-        _known["initial"] = None
-    if _cls == "Prod":
-        _known["dtype"] = None
-    _op([_cls], _known)(lambda ctx, p, x, _c=_cls: reduce(ctx, _c, x, axis_value(p["axis"]), bool(p["keepdims"])))
+
+def _binary_op(name: str) -> Callable[..., Value]:
+    return lambda ctx, p, a, b: binary(ctx, name, a, b)
+
+
+def _reduction_op(reduction: Reduction) -> Callable[..., Value]:
+    return lambda ctx, p, x: reduction(ctx, x, axis_value(p["axis"]), bool(p["keepdims"]))
+
+
+def _reduction_keys(**more: Any) -> dict[str, Any]:
+    return {"axis": None, "keepdims": False, **more}
+
+
+_op(["Negative"])(_unary_op("negative"))
+_op(["Absolute", "Abs"])(_unary_op("abs"))
+_op(["Square"])(_unary_op("square"))
+_op(["Sqrt"])(_unary_op("sqrt"))
+_op(["Rsqrt"])(_unary_op("rsqrt"))
+_op(["Exp"])(_unary_op("exp"))
+_op(["Log"])(_unary_op("log"))
+_op(["Log1p"])(_unary_op("log1p"))
+_op(["Expm1"])(_unary_op("expm1"))
+_op(["Tanh"])(_unary_op("tanh"))
+_op(["Sin"])(_unary_op("sin"))
+_op(["Cos"])(_unary_op("cos"))
+_op(["Floor"])(_unary_op("floor"))
+_op(["Ceil"])(_unary_op("ceil"))
+_op(["Sign"])(_unary_op("sign"))
+_op(["Reciprocal"])(_unary_op("reciprocal"))
+_op(["LogicalNot"])(_unary_op("logical_not"))
+_op(["Erf"])(_unary_op("erf"))
+_op(["Relu"])(_unary_op("relu"))
+_op(["Relu6"])(_unary_op("relu6"))
+_op(["Sigmoid"])(_unary_op("sigmoid"))
+_op(["Silu"])(_unary_op("silu"))
+_op(["Softplus"])(_unary_op("softplus"))
+_op(["Softsign"])(_unary_op("softsign"))
+_op(["Selu"])(_unary_op("selu"))
+_op(["LogSigmoid"])(_unary_op("log_sigmoid"))
+_op(["HardSigmoid"])(_unary_op("hard_sigmoid"))
+_op(["HardSilu"])(_unary_op("hard_silu"))
+_op(["TanhShrink"])(_unary_op("tanh_shrink"))
+_op(["HardTanh"])(_unary_op("hard_tanh"))
+_op(["SparsePlus"])(_unary_op("sparse_plus"))
+_op(["SparseSigmoid"])(_unary_op("sparse_sigmoid"))
+_op(["Log2"])(_unary_op("log2"))
+
+_op(["Add"])(_binary_op("add"))
+_op(["Subtract"])(_binary_op("subtract"))
+_op(["Multiply"])(_binary_op("multiply"))
+_op(["Divide", "TrueDivide"])(_binary_op("divide"))
+_op(["Power"])(_binary_op("power"))
+_op(["Maximum"])(_binary_op("maximum"))
+_op(["Minimum"])(_binary_op("minimum"))
+_op(["FloorDivide"])(_binary_op("floor_divide"))
+_op(["Mod"])(_binary_op("mod"))
+_op(["Equal"])(_binary_op("equal"))
+_op(["NotEqual"])(_binary_op("not_equal"))
+_op(["Greater"])(_binary_op("greater"))
+_op(["GreaterEqual"])(_binary_op("greater_equal"))
+_op(["Less"])(_binary_op("less"))
+_op(["LessEqual"])(_binary_op("less_equal"))
+_op(["LogicalAnd"])(_binary_op("logical_and"))
+_op(["LogicalOr"])(_binary_op("logical_or"))
+_op(["LogicalXor"])(_binary_op("logical_xor"))
+_op(["Matmul"])(_binary_op("matmul"))
+_op(["Dot"])(_binary_op("dot"))
+
+_op(["Mean"], _reduction_keys())(_reduction_op(MEAN))
+_op(["Sum"], _reduction_keys())(_reduction_op(SUM))
+_op(["Prod"], _reduction_keys(dtype=None))(_reduction_op(PROD))
+_op(["Max"], _reduction_keys(initial=None))(_reduction_op(MAX))
+_op(["Min"], _reduction_keys(initial=None))(_reduction_op(MIN))
+_op(["Std"], _reduction_keys())(_reduction_op(STD))
+_op(["Var"], _reduction_keys())(_reduction_op(VAR))
+_op(["Any"], _reduction_keys())(_reduction_op(ANY))
+_op(["All"], _reduction_keys())(_reduction_op(ALL))
 
 _op(["Reshape"], {"newshape": NO_DEFAULT})(lambda ctx, p, x: reshape(ctx, x, p["newshape"]))
 _op(["GetItem"])(lambda ctx, p, x, key: get_item(ctx, x, decode_key(key)))
@@ -460,39 +534,65 @@ def _tf(functions: Sequence[str], known: dict[str, Any]):
     return decorate
 
 
-_TF_UNARY = {
-    "math.negative": "negative", "math.abs": "abs", "math.square": "square", "math.sqrt": "sqrt",
-    "math.rsqrt": "rsqrt", "math.exp": "exp", "math.log": "log", "math.log1p": "log1p", "math.expm1": "expm1",
-    "math.tanh": "tanh", "math.sin": "sin", "math.cos": "cos", "math.floor": "floor", "math.ceil": "ceil",
-    "math.sign": "sign", "math.reciprocal": "reciprocal", "math.logical_not": "logical_not", "math.erf": "erf",
-    "nn.relu": "relu", "nn.relu6": "relu6", "math.sigmoid": "sigmoid", "nn.sigmoid": "sigmoid",
-    "math.softplus": "softplus", "nn.softplus": "softplus", "math.softsign": "softsign", "nn.softsign": "softsign",
-    "nn.selu": "selu", "math.log_sigmoid": "log_sigmoid",
-}  # fmt: skip
-_TF_BINARY = {
-    "__operators__.add": "add", "math.add": "add", "math.subtract": "subtract", "math.multiply": "multiply",
-    "math.truediv": "divide", "math.divide": "divide", "math.pow": "power", "math.maximum": "maximum",
-    "math.minimum": "minimum", "math.floordiv": "floor_divide", "compat.v1.floor_div": "floor_divide",
-    "math.floormod": "mod", "math.mod": "mod", "math.equal": "equal", "__operators__.eq": "equal",
-    "math.not_equal": "not_equal", "__operators__.ne": "not_equal", "math.greater": "greater",
-    "math.greater_equal": "greater_equal", "math.less": "less", "math.less_equal": "less_equal",
-    "math.logical_and": "logical_and", "math.logical_or": "logical_or", "math.logical_xor": "logical_xor",
-    "math.squared_difference": "squared_difference",
-}  # fmt: skip
-_TF_REDUCE = {
-    "math.reduce_mean": "Mean", "math.reduce_sum": "Sum", "math.reduce_max": "Max", "math.reduce_min": "Min",
-    "math.reduce_prod": "Prod", "math.reduce_std": "Std", "math.reduce_variance": "Var",
-    "math.reduce_any": "Any", "math.reduce_all": "All",
-}  # fmt: skip
+def _tf_binary(name: str) -> Callable[..., Value]:
+    return lambda ctx, p, x: binary(ctx, name, x, p["y"])
 
-for _f, _name in _TF_UNARY.items():
-    _tf([_f], {})(lambda ctx, p, x, _n=_name: _unary_value(ctx, _n, x))
-for _f, _name in _TF_BINARY.items():
-    _tf([_f], {"y": NO_DEFAULT})(lambda ctx, p, x, _n=_name: binary(ctx, _n, x, p["y"]))
-for _f, _kind in _TF_REDUCE.items():
-    _tf([_f], {"axis": None, "keepdims": False})(
-        lambda ctx, p, x, _k=_kind: reduce(ctx, _k, x, axis_value(p["axis"]), bool(p["keepdims"]))
-    )
+
+_tf(["math.negative"], {})(_unary_op("negative"))
+_tf(["math.abs"], {})(_unary_op("abs"))
+_tf(["math.square"], {})(_unary_op("square"))
+_tf(["math.sqrt"], {})(_unary_op("sqrt"))
+_tf(["math.rsqrt"], {})(_unary_op("rsqrt"))
+_tf(["math.exp"], {})(_unary_op("exp"))
+_tf(["math.log"], {})(_unary_op("log"))
+_tf(["math.log1p"], {})(_unary_op("log1p"))
+_tf(["math.expm1"], {})(_unary_op("expm1"))
+_tf(["math.tanh"], {})(_unary_op("tanh"))
+_tf(["math.sin"], {})(_unary_op("sin"))
+_tf(["math.cos"], {})(_unary_op("cos"))
+_tf(["math.floor"], {})(_unary_op("floor"))
+_tf(["math.ceil"], {})(_unary_op("ceil"))
+_tf(["math.sign"], {})(_unary_op("sign"))
+_tf(["math.reciprocal"], {})(_unary_op("reciprocal"))
+_tf(["math.logical_not"], {})(_unary_op("logical_not"))
+_tf(["math.erf"], {})(_unary_op("erf"))
+_tf(["nn.relu"], {})(_unary_op("relu"))
+_tf(["nn.relu6"], {})(_unary_op("relu6"))
+_tf(["math.sigmoid", "nn.sigmoid"], {})(_unary_op("sigmoid"))
+_tf(["math.softplus", "nn.softplus"], {})(_unary_op("softplus"))
+_tf(["math.softsign", "nn.softsign"], {})(_unary_op("softsign"))
+_tf(["nn.selu"], {})(_unary_op("selu"))
+_tf(["math.log_sigmoid"], {})(_unary_op("log_sigmoid"))
+
+_tf(["__operators__.add", "math.add"], {"y": NO_DEFAULT})(_tf_binary("add"))
+_tf(["math.subtract"], {"y": NO_DEFAULT})(_tf_binary("subtract"))
+_tf(["math.multiply"], {"y": NO_DEFAULT})(_tf_binary("multiply"))
+_tf(["math.truediv", "math.divide"], {"y": NO_DEFAULT})(_tf_binary("divide"))
+_tf(["math.pow"], {"y": NO_DEFAULT})(_tf_binary("power"))
+_tf(["math.maximum"], {"y": NO_DEFAULT})(_tf_binary("maximum"))
+_tf(["math.minimum"], {"y": NO_DEFAULT})(_tf_binary("minimum"))
+_tf(["math.floordiv", "compat.v1.floor_div"], {"y": NO_DEFAULT})(_tf_binary("floor_divide"))
+_tf(["math.floormod", "math.mod"], {"y": NO_DEFAULT})(_tf_binary("mod"))
+_tf(["math.equal", "__operators__.eq"], {"y": NO_DEFAULT})(_tf_binary("equal"))
+_tf(["math.not_equal", "__operators__.ne"], {"y": NO_DEFAULT})(_tf_binary("not_equal"))
+_tf(["math.greater"], {"y": NO_DEFAULT})(_tf_binary("greater"))
+_tf(["math.greater_equal"], {"y": NO_DEFAULT})(_tf_binary("greater_equal"))
+_tf(["math.less"], {"y": NO_DEFAULT})(_tf_binary("less"))
+_tf(["math.less_equal"], {"y": NO_DEFAULT})(_tf_binary("less_equal"))
+_tf(["math.logical_and"], {"y": NO_DEFAULT})(_tf_binary("logical_and"))
+_tf(["math.logical_or"], {"y": NO_DEFAULT})(_tf_binary("logical_or"))
+_tf(["math.logical_xor"], {"y": NO_DEFAULT})(_tf_binary("logical_xor"))
+_tf(["math.squared_difference"], {"y": NO_DEFAULT})(_tf_binary("squared_difference"))
+
+_tf(["math.reduce_mean"], _reduction_keys())(_reduction_op(MEAN))
+_tf(["math.reduce_sum"], _reduction_keys())(_reduction_op(SUM))
+_tf(["math.reduce_max"], _reduction_keys())(_reduction_op(MAX))
+_tf(["math.reduce_min"], _reduction_keys())(_reduction_op(MIN))
+_tf(["math.reduce_prod"], _reduction_keys())(_reduction_op(PROD))
+_tf(["math.reduce_std"], _reduction_keys())(_reduction_op(STD))
+_tf(["math.reduce_variance"], _reduction_keys())(_reduction_op(VAR))
+_tf(["math.reduce_any"], _reduction_keys())(_reduction_op(ANY))
+_tf(["math.reduce_all"], _reduction_keys())(_reduction_op(ALL))
 
 _tf(["concat"], {"axis": NO_DEFAULT})(
     lambda ctx, p, xs: concat(ctx, xs if isinstance(xs, (list, tuple)) else [xs], int(p["axis"]))
@@ -755,11 +855,18 @@ def _tf_silu(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     return Value(e.op("Mul", [n, e.op("Sigmoid", [z])], "silu"), x.rank, None, x.dtype)
 
 
-@_tf(["math.argmax", "math.argmin"], {"axis": None, "output_type": "int64"})
-def _tf_arg(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
-    kind = "ArgMax" if ctx.get("function") == "math.argmax" else "ArgMin"
-    dtype = str(dtype_value(ctx.spec, "output_type", p["output_type"]))
-    return arg_reduce(ctx, x, 0 if p["axis"] is None else p["axis"], False, kind, dtype)
+def _tf_arg(kind: str) -> Callable[..., Value]:
+    """``tf.math.argmax`` (``kind`` ArgMax) or ``argmin``: over axis 0 unless told, as ``output_type``."""
+
+    def mapping(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+        dtype = str(dtype_value(ctx.spec, "output_type", p["output_type"]))
+        return arg_reduce(ctx, x, 0 if p["axis"] is None else p["axis"], False, kind, dtype)
+
+    return mapping
+
+
+_tf(["math.argmax"], {"axis": None, "output_type": "int64"})(_tf_arg("ArgMax"))
+_tf(["math.argmin"], {"axis": None, "output_type": "int64"})(_tf_arg("ArgMin"))
 
 
 @_tf(["squeeze", "compat.v1.squeeze"], {"axis": None, "squeeze_dims": None})
@@ -857,11 +964,19 @@ def _op_glu(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     return Value(ctx.e.op("Mul", [a.name, ctx.e.op("Sigmoid", [b.name])], "glu"), rank, None, x.dtype)
 
 
-@_op(["SoftShrink", "HardShrink"], {"threshold": 0.5})
-def _op_shrink(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
-    t = float(p["threshold"])
-    bias = t if ctx.class_name == "SoftShrink" else 0.0
-    return Value(ctx.e.op("Shrink", [ctx.e.logical(x)], "shrink", lambd=t, bias=bias), x.rank, None, x.dtype)
+def _op_shrink(soft: bool) -> Callable[..., Value]:
+    """ONNX Shrink: values within ``threshold`` of 0 become 0, the others move towards 0 by it (``soft``)."""
+
+    def mapping(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+        t = float(p["threshold"])
+        y = ctx.e.op("Shrink", [ctx.e.logical(x)], "shrink", lambd=t, bias=t if soft else 0.0)
+        return Value(y, x.rank, None, x.dtype)
+
+    return mapping
+
+
+_op(["SoftShrink"], {"threshold": 0.5})(_op_shrink(soft=True))
+_op(["HardShrink"], {"threshold": 0.5})(_op_shrink(soft=False))
 
 
 @_op(["Squareplus"], {"b": 4})
@@ -909,24 +1024,40 @@ def _op_swapaxes(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
     return _transpose(ctx, x, perm)
 
 
-@_op(["Triu", "Tril"], {"k": 0})
-def _op_tri(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
-    e = ctx.e
-    y = e.op(
-        "Trilu", [e.logical(x), e.ints(int(p["k"]), "k")], "trilu", upper=1 if ctx.class_name == "Triu" else 0
-    )
-    return Value(y, x.rank, None, x.dtype)
+def _op_tri(upper: bool) -> Callable[..., Value]:
+    """ONNX Trilu: the upper (Triu) or lower (Tril) triangle from diagonal ``k``."""
+
+    def mapping(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+        e = ctx.e
+        y = e.op("Trilu", [e.logical(x), e.ints(int(p["k"]), "k")], "trilu", upper=1 if upper else 0)
+        return Value(y, x.rank, None, x.dtype)
+
+    return mapping
 
 
-@_op(["ZerosLike", "OnesLike"], {"dtype": None})
-def _op_fill_like(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
-    dtype = x.dtype if p["dtype"] is None else str(dtype_value(ctx.spec, "dtype", p["dtype"]))
-    value = np.asarray([0 if ctx.class_name == "ZerosLike" else 1], dtype=dtype)
-    e = ctx.e
-    from onnx import numpy_helper
+_op(["Triu"], {"k": 0})(_op_tri(upper=True))
+_op(["Tril"], {"k": 0})(_op_tri(upper=False))
 
-    y = e.op("ConstantOfShape", [e.op("Shape", [e.logical(x)])], "fill", value=numpy_helper.from_array(value))
-    return Value(y, x.rank, None, dtype)
+
+def _op_fill_like(fill: int) -> Callable[..., Value]:
+    """A tensor of ``x``'s shape filled with ``fill`` (ZerosLike 0, OnesLike 1), in ``dtype`` if given."""
+
+    def mapping(ctx: MapContext, p: dict[str, Any], x: Value) -> Value:
+        dtype = x.dtype if p["dtype"] is None else str(dtype_value(ctx.spec, "dtype", p["dtype"]))
+        value = np.asarray([fill], dtype=dtype)
+        e = ctx.e
+        from onnx import numpy_helper
+
+        y = e.op(
+            "ConstantOfShape", [e.op("Shape", [e.logical(x)])], "fill", value=numpy_helper.from_array(value)
+        )
+        return Value(y, x.rank, None, dtype)
+
+    return mapping
+
+
+_op(["ZerosLike"], {"dtype": None})(_op_fill_like(0))
+_op(["OnesLike"], {"dtype": None})(_op_fill_like(1))
 
 
 _op(["StopGradient", "Copy"])(lambda ctx, p, x: x)  # the same values: nothing to compute

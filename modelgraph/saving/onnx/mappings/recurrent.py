@@ -19,12 +19,12 @@ Semantics: ``modelgraph/runner/kernels/recurrent.py``. What the mapping relies o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from modelgraph.errors import UnsupportedConfigError
+from modelgraph import catalogue
 from modelgraph.layer_params import inner_record, int_tuple
 from modelgraph.runner.activations import activation_name
 from modelgraph.runner.kernels.recurrent import split_call
@@ -90,12 +90,65 @@ def _reverse_time(ctx: MapContext, n: str, axis: int) -> str:
     )
 
 
-class _Cell:
-    """One Keras recurrent layer as an ONNX op: its type, weights and attributes."""
+def _gate_blocks(kernel: np.ndarray, units: int, order: list[int]) -> np.ndarray:
+    """(rows, gates * units) in Keras's gate order -> (1, gates * units, rows) in ONNX's."""
+    blocks = [kernel[:, g * units : (g + 1) * units] for g in order]
+    return np.concatenate(blocks, axis=1).T[None].astype(np.float32)
 
-    def __init__(self, ctx: MapContext) -> None:
+
+Activations = list[tuple[str, dict[str, float]]]
+CellOp = tuple[str, int, np.ndarray, np.ndarray, np.ndarray, Activations, dict[str, Any]]
+"""One Keras recurrent layer as an ONNX op: its type, number of states, W, R, B, activations and
+its other attributes."""
+
+
+def _simple_rnn_op(ctx: MapContext, units: int, kernel: np.ndarray, recurrent: np.ndarray,
+                   bias: np.ndarray | None, act: tuple[str, dict[str, float]]) -> CellOp:  # fmt: skip
+    """SimpleRNN as ONNX RNN: Keras's bias is the input bias."""
+    b = np.zeros(2 * units, np.float32)
+    if bias is not None:
+        b[:units] = bias
+    return "RNN", 1, kernel.T[None], recurrent.T[None], b, [act], {}
+
+
+def _lstm_op(ctx: MapContext, units: int, kernel: np.ndarray, recurrent: np.ndarray,
+             bias: np.ndarray | None, act: tuple[str, dict[str, float]]) -> CellOp:  # fmt: skip
+    """LSTM as ONNX LSTM: gates reordered, Keras's bias the input bias."""
+    ctx.flag("unit_forget_bias", True)  # an initializer option (checked): the stored bias holds it
+    order = [0, 3, 1, 2]  # Keras i, f, c, o -> ONNX i, o, f, c
+    w, r = _gate_blocks(kernel, units, order), _gate_blocks(recurrent, units, order)
+    b = np.zeros(8 * units, np.float32)
+    if bias is not None:
+        b[: 4 * units] = _gate_blocks(bias[None, :], units, order)[0, :, 0]
+    return "LSTM", 2, w, r, b, [_recurrent_activation(ctx), act, act], {}
+
+
+def _gru_op(ctx: MapContext, units: int, kernel: np.ndarray, recurrent: np.ndarray,
+            bias: np.ndarray | None, act: tuple[str, dict[str, float]]) -> CellOp:  # fmt: skip
+    """GRU as ONNX GRU: Keras's ``reset_after`` is ONNX's ``linear_before_reset`` (module docstring)."""
+    reset_after = ctx.flag("reset_after", ctx.spec.keras_version >= (2, 4, 0))
+    order = [0, 1, 2]
+    w, r = _gate_blocks(kernel, units, order), _gate_blocks(recurrent, units, order)
+    b = np.zeros(6 * units, np.float32)
+    if bias is not None:
+        if reset_after:
+            if bias.shape != (2, 3 * units):
+                raise ValueError(f"GRU reset_after=True expects bias (2, {3 * units}), got {bias.shape}")
+            b[: 3 * units], b[3 * units :] = bias[0], bias[1]
+        else:
+            b[: 3 * units] = bias.reshape(-1)
+    attrs = {"linear_before_reset": 1 if reset_after else 0}
+    return "GRU", 1, w, r, b, [_recurrent_activation(ctx), act], attrs
+
+
+CellLowering = Callable[..., CellOp]
+
+
+class _Cell:
+    """One Keras recurrent layer as an ONNX op (``lowering``: its class's ``_*_op``)."""
+
+    def __init__(self, ctx: MapContext, lowering: CellLowering) -> None:
         self.ctx = ctx
-        cls = ctx.class_name
         units = ctx.get("units", ctx.get("output_dim"))
         if not isinstance(units, int) or units <= 0:
             raise ctx.unsupported("units", units)
@@ -106,44 +159,8 @@ class _Cell:
         bias = ctx.weight("bias") if use_bias else None
         act = _onnx_activation(ctx, "activation", "tanh")
         self.attrs: dict[str, Any] = {"hidden_size": units}
-        if cls == "LSTM":
-            self.op, self.n_states = "LSTM", 2
-            if ctx.flag("unit_forget_bias", True) is not None:
-                pass  # an initializer option: the stored bias already holds it
-            order = [0, 3, 1, 2]  # Keras i, f, c, o -> ONNX i, o, f, c
-            w, r = self._gates(kernel, order), self._gates(recurrent, order)
-            b = np.zeros(8 * units, np.float32)
-            if bias is not None:
-                b[: 4 * units] = self._gates(bias[None, :], order)[0, :, 0]
-            rec = _recurrent_activation(ctx)
-            acts = [rec, act, act]
-        elif cls == "GRU":
-            self.op, self.n_states = "GRU", 1
-            reset_after = ctx.flag("reset_after", ctx.spec.keras_version >= (2, 4, 0))
-            order = [0, 1, 2]
-            w, r = self._gates(kernel, order), self._gates(recurrent, order)
-            b = np.zeros(6 * units, np.float32)
-            if bias is not None:
-                if reset_after:
-                    if bias.shape != (2, 3 * units):
-                        raise ValueError(
-                            f"GRU reset_after=True expects bias (2, {3 * units}), got {bias.shape}"
-                        )
-                    b[: 3 * units], b[3 * units :] = bias[0], bias[1]
-                else:
-                    b[: 3 * units] = bias.reshape(-1)
-            self.attrs["linear_before_reset"] = 1 if reset_after else 0
-            rec = _recurrent_activation(ctx)
-            acts = [rec, act]
-        elif cls == "SimpleRNN":
-            self.op, self.n_states = "RNN", 1
-            w, r = kernel.T[None], recurrent.T[None]
-            b = np.zeros(2 * units, np.float32)
-            if bias is not None:
-                b[:units] = bias
-            acts = [act]
-        else:
-            raise UnsupportedConfigError(cls, "class", cls, ctx.spec.name)
+        self.op, self.n_states, w, r, b, acts, attrs = lowering(ctx, units, kernel, recurrent, bias, act)
+        self.attrs.update(attrs)
         self.attrs["activations"] = [a[0] for a in acts]
         alphas = [a[1].get("alpha") for a in acts]
         betas = [a[1].get("beta") for a in acts]
@@ -154,12 +171,6 @@ class _Cell:
         self.w = ctx.const(np.ascontiguousarray(w), "W")
         self.r = ctx.const(np.ascontiguousarray(r), "R")
         self.b = ctx.const(b[None], "B")
-
-    def _gates(self, kernel: np.ndarray, order: list[int]) -> np.ndarray:
-        """(rows, gates * units) in Keras's gate order -> (1, gates * units, rows) in ONNX's."""
-        u = self.units
-        blocks = [kernel[:, g * u : (g + 1) * u] for g in order]
-        return np.concatenate(blocks, axis=1).T[None].astype(np.float32)
 
     def run(self, x_tm: str, states: list[str]) -> tuple[str, list[str]]:
         """Y (T, 1, B, U) and final states (1, B, U) of the op on time-major ``x_tm``."""
@@ -173,7 +184,11 @@ class _Cell:
 
 
 def _run_rnn(
-    ctx: MapContext, args: tuple[Any, ...], kwargs: Mapping[str, Any], force_zero_output: bool | None = None
+    ctx: MapContext,
+    lowering: CellLowering,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    force_zero_output: bool | None = None,
 ) -> Any:
     ctx.flag("stateful")  # the first call starts from zeros, as every export does
     return_sequences = ctx.flag("return_sequences")
@@ -182,7 +197,7 @@ def _run_rnn(
     zero_output = ctx.flag("zero_output_for_mask") if force_zero_output is None else force_zero_output
     time_major = ctx.flag("time_major")
     x, given, mask = _parse_call(ctx, args, kwargs)
-    cell = _Cell(ctx)
+    cell = _Cell(ctx, lowering)
     e = ctx.e
     x_n = e.logical(x)
     if x.dtype != "float32":
@@ -267,9 +282,28 @@ def _unrolled(ctx, cell: _Cell, x_tm: str, states: list[str], mask: Value, go_ba
     return e.op("Squeeze", [previous, e.ints([0], "axes")], "last"), states
 
 
-@register("SimpleRNN", "LSTM", "GRU")
-def recurrent(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
-    return _run_rnn(ctx, args, kwargs)
+def _recurrent(lowering: CellLowering) -> Callable[..., Any]:
+    """The mapping of a recurrent layer whose step is ``lowering``'s ONNX op."""
+
+    def recurrent(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
+        return _run_rnn(ctx, lowering, args, kwargs)
+
+    return recurrent
+
+
+register("SimpleRNN")(_recurrent(_simple_rnn_op))
+register("LSTM")(_recurrent(_lstm_op))
+register("GRU")(_recurrent(_gru_op))
+
+
+def _recurrent_layer(ctx: MapContext, class_name: str) -> tuple[Callable[..., Any], int]:
+    """The mapping of a recurrent layer a wrapper or an RNN runs (a catalogue entry with a
+    non-convolutional :class:`~modelgraph.catalogue.Recurrence` and a mapping), and its states."""
+    spec = catalogue.spec_for(class_name, "onnx")
+    recurrence = spec.recurrence if spec is not None else None
+    if spec is None or recurrence is None or recurrence.convolutional or not callable(spec.onnx):
+        raise ctx.unsupported("layer", class_name)
+    return spec.onnx, recurrence.states
 
 
 def _inner_ctx(ctx: MapContext, class_name: str, config: Mapping[str, Any], prefix: str, in_shapes: Any = None,
@@ -309,15 +343,14 @@ def bidirectional(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
         (forward, "forward/", given[:half]),
         (backward, "backward/", given[half:]),
     ):
-        if cls not in ("SimpleRNN", "LSTM", "GRU"):
-            raise ctx.unsupported("layer", cls)
+        mapping, _ = _recurrent_layer(ctx, cls)
         inner = _inner_ctx(ctx, cls, {**config, "zero_output_for_mask": return_sequences}, prefix)
         call_kwargs: dict[str, Any] = {}
         if mask is not None:
             call_kwargs["mask"] = mask
         if states:
             call_kwargs["initial_state"] = list(states)
-        out = _run_rnn(inner, (x,), call_kwargs)
+        out = mapping(inner, x, **call_kwargs)
         results.append(out if isinstance(out, tuple) else (out,))
     e = ctx.e
     y, y_rev = results[0][0], results[1][0]
@@ -373,14 +406,14 @@ def rnn(ctx: MapContext, *args: Any, **kwargs: Any) -> Any:
         if not last:
             inner_config["return_sequences"] = True
         inner = _inner_ctx(ctx, layer_class, inner_config, prefix)
-        n_states = 2 if layer_class == "LSTM" else 1
+        mapping, n_states = _recurrent_layer(ctx, layer_class)
         call_kwargs: dict[str, Any] = {}
         if mask is not None:
             call_kwargs["mask"] = mask
         if given:
             call_kwargs["initial_state"] = list(given[at : at + n_states])
         at += n_states
-        result = _run_rnn(inner, (x,), call_kwargs)
+        result = mapping(inner, x, **call_kwargs)
         x = result[0]
         finals.extend(result[1:])
         if last:
