@@ -9,6 +9,7 @@ from types import MappingProxyType
 from modelgraph import catalogue
 from modelgraph.catalogue import Fusion
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, map_refs
+from modelgraph.layer_params import plain_ints
 from modelgraph.runner.activations import activation_name
 from modelgraph.runner.fast.fused import CONV_RESIDUAL, INVERTED_BOTTLENECK, ZERO_PADDED
 
@@ -139,6 +140,10 @@ def relu_name(layer: Layer, activations: frozenset[str] = FUSABLE_ACTIVATIONS) -
     value = amounts_to(layer.config) if amounts_to is not None else None
     name = activation_name(value) if value is not None else None
     return name if name in activations else None
+
+
+#: An int or a list of ints as a tuple (None for anything else): how the passes read sizes.
+ints = plain_ints
 
 
 def zero_pads(layer: Layer) -> list[list[int]] | None:

@@ -15,12 +15,12 @@ from types import MappingProxyType
 
 from modelgraph.graph import Layer, ModelGraph, Node, Weight
 from modelgraph.layer_params import depthwise_weight_name
-from modelgraph.layer_params import plain_ints as ints
 from modelgraph.runner.fast.fused import INVERTED_BOTTLENECK
 from modelgraph.runner.passes._graph import (
     Readers,
     drop,
     fusion,
+    ints,
     plain_call,
     single_call_float32,
     zero_pads,
