@@ -98,6 +98,8 @@ def _fold_batchnorm(producer: Layer, bn: Layer, kernel_rank: int | None) -> Laye
     """The producer with the BatchNormalization folded into its weights, or None when it cannot be."""
     if bn.node_count != 1 or not is_float32(bn) or kernel_rank is None:
         return None
+    if bn.config.get("mode") is not None:
+        return None  # Keras 1's sample-wise modes (mode 0 is read as today's layer): its kernel refuses them
     axis = bn.config.get("axis", -1)
     if isinstance(axis, list | tuple):
         if len(axis) != 1:
