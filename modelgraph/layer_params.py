@@ -260,3 +260,28 @@ def positive_int(spec: KernelSpec, key: str, value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise spec.unsupported(key, value)
     return value
+
+
+def plain_ints(value: object) -> tuple[int, ...] | None:
+    """An int or a list of ints as a tuple, None for anything else (no error: for code deciding
+    whether it can handle a config, not refusing it)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value,)
+    if isinstance(value, list | tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)
+    return None
+
+
+def zero_pads_2d(value: object) -> list[list[int]] | None:
+    """A 2-D zero padding (ZeroPadding2D's ``padding``: ``n``, ``(h, w)`` or ``((top, bottom), (left,
+    right))``) as ``[[top, bottom], [left, right]]``; None when malformed or negative."""
+    flat = plain_ints(value)
+    if flat is not None and len(flat) == 1 and flat[0] >= 0:
+        return [[flat[0]] * 2, [flat[0]] * 2]
+    if flat is not None and len(flat) == 2 and min(flat) >= 0:
+        return [[flat[0]] * 2, [flat[1]] * 2]
+    if isinstance(value, list | tuple) and len(value) == 2:
+        pairs = [plain_ints(v) for v in value]
+        if all(p is not None and len(p) == 2 and min(p) >= 0 for p in pairs):
+            return [list(p) for p in pairs]  # type: ignore[arg-type]
+    return None

@@ -9,7 +9,7 @@ import pytest
 
 from modelgraph import catalogue
 from modelgraph.catalogue.keras3 import keras3_only
-from modelgraph.catalogue.spec import Keras3Rules, LayerSpec, LegacyH5Rules, Recurrence
+from modelgraph.catalogue.spec import Fusion, Keras3Rules, LayerSpec, LegacyH5Rules, Recurrence
 from modelgraph.catalogue.writing import NotConvertible
 from modelgraph.saving.hard_sigmoid import weight_scales
 from modelgraph.saving.legacy_h5_ops import op_as_layer
@@ -156,3 +156,118 @@ def test_keras3_weight_upgrades(scratch) -> None:
     assert stored_array(scale, "Dense")[0].shape == (1,)
     catalogue.register(LayerSpec("Halver", keras3_weight_upgrades={"scale": lambda a: a / 2}))
     assert stored_array(scale, "Halver")[0].tolist() == [0.25]
+
+
+def test_builtin_fusion_roles() -> None:
+    """The entries carry what the fusion passes' class lists said (runner/passes, fast/fused.py)."""
+    import modelgraph.runner.fast.fused  # noqa: F401  (attaches the padded kernels)
+
+    specs = [s for s in catalogue.declared() if s.fusion is not None]
+    roles = {s.key: s.fusion for s in specs}
+    assert {k: f.channel_axis for k, f in roles.items() if f.channel_axis is not None} == {
+        "Conv1D": 2, "Conv2D": 3, "Conv3D": 4, "DepthwiseConv1D": 2, "DepthwiseConv2D": 3,
+        "SeparableConv1D": 2, "SeparableConv2D": 3, "Dense": 1,
+    }  # fmt: skip
+    assert {k for k, f in roles.items() if f.depthwise} == {"DepthwiseConv1D", "DepthwiseConv2D"}
+    assert {k for k, f in roles.items() if f.batchnorm} == {"BatchNormalization"}
+    assert {k: f.bottleneck for k, f in roles.items() if f.bottleneck} == {
+        "Conv2D": "pointwise",
+        "DepthwiseConv2D": "depthwise",
+    }
+    assert {k for k, f in roles.items() if f.residual} == {"Conv2D"}
+    assert {k for k, f in roles.items() if f.sums} == {"Add"}
+    assert {k for k, f in roles.items() if f.activation} == {"Activation", "ReLU"}
+    assert {k for k, f in roles.items() if f.zero_padding} == {"ZeroPadding2D"}
+    padded = {k for k, f in roles.items() if f.takes_zero_padding}
+    assert padded == {"Conv2D", "DepthwiseConv2D", "MaxPooling2D"}
+    assert {s.key for s in catalogue.declared() if s.padded_kernel is not None} == padded
+    assert {
+        s.key: s.input_quantizer_axis for s in catalogue.declared() if s.input_quantizer_axis is not None
+    } == {"Dense": -1}
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [({}, "relu"), ({"max_value": 6}, "relu6"), ({"max_value": 6.0, "negative_slope": 0.0}, "relu6"),
+     ({"max_value": 5}, None), ({"max_value": True}, None), ({"negative_slope": 0.1}, None),
+     ({"threshold": 0.5}, None), ({"alpha": 0.2}, None), ({"max_value": "6"}, None)],
+)  # fmt: skip
+def test_relu_amounts_to_relu_or_relu6(config: dict, expected: str | None) -> None:
+    assert catalogue.spec_for("ReLU").fusion.activation(config) == expected
+
+
+def test_fusion_pads_and_pools() -> None:
+    pads = catalogue.spec_for("ZeroPadding2D").fusion.zero_padding
+    assert pads({}) == [[1, 1], [1, 1]]
+    assert pads({"padding": [2, 3]}) == [[2, 2], [3, 3]]
+    assert pads({"padding": [[1, 0], [0, 2]]}) == [[1, 0], [0, 2]]
+    assert pads({"padding": -1}) is None and pads({"padding": "x"}) is None
+    takes = catalogue.spec_for("MaxPooling2D").fusion.takes_zero_padding
+    assert takes({"pool_size": [3, 3]}, [[1, 1], [1, 1]])
+    assert not takes({"pool_size": 2}, [[2, 0], [0, 0]])  # a window of padding alone
+    assert not takes({"pool_size": 3, "padding": "same"}, [[1, 1], [1, 1]])
+    conv = catalogue.spec_for("Conv2D").fusion.takes_zero_padding
+    assert conv({"groups": 1}, [[1, 1], [1, 1]]) and not conv({"groups": 2}, [[1, 1], [1, 1]])
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [(Fusion(channel_axis=0), "fusion.channel_axis"), (Fusion(bottleneck="1x1"), "fusion.bottleneck"),  # type: ignore[arg-type]
+     (Fusion(sums=1), "fusion.sums"), (Fusion(activation="relu"), "fusion.activation"), (3, "fusion")],  # type: ignore[arg-type]
+)  # fmt: skip
+def test_a_bad_fusion_is_refused_naming_it(scratch, value: object, field: str) -> None:
+    with pytest.raises(catalogue.CatalogueError, match=f"entry 'Zed': {field} must be"):
+        catalogue.register(LayerSpec("Zed", fusion=value))  # type: ignore[arg-type]
+
+
+def _with_class(graph, layer_name: str, class_name: str):
+    """``graph`` with one layer's class renamed (its key follows)."""
+    from dataclasses import replace
+
+    layers = tuple(
+        replace(lyr, class_name=class_name) if lyr.name == layer_name else lyr for lyr in graph.layers
+    )
+    return replace(graph, layers=layers)
+
+
+@pytest.mark.parametrize("opts_in", [True, False])
+def test_a_plugin_conv_opts_into_batchnorm_folding(scratch, opts_in: bool) -> None:
+    """A plugin's Conv2D-like class (the built-in reference kernel, no fast kernel) absorbs the
+    BatchNormalization and ReLU after it when its entry says so, and only then; the fused plan
+    equals the unfused one (reference kernels all the way) on a Keras-made CNN."""
+    from pathlib import Path
+
+    from modelgraph.loading import load
+    from modelgraph.runner.fusion import fuse
+    from modelgraph.runner.interpreter import Runner
+
+    conv = catalogue.spec_for("Conv2D", *catalogue.PROVIDERS)
+    with catalogue.plugin_scope("fusing"):
+        catalogue.register(
+            LayerSpec(
+                "PluginConv2D",
+                shape=conv.shape,
+                weight_names=conv.weight_names,
+                weight_shapes=conv.weight_shapes,
+                kernel=conv.kernel,
+                fusion=Fusion(channel_axis=3) if opts_in else None,
+            )
+        )
+    samples = Path(__file__).resolve().parent.parent / "samples"
+    graph = _with_class(load(samples / "k3" / "cnn.keras"), "conv1", "PluginConv2D")
+    fused = fuse(graph)
+    names = {lyr.name for lyr in fused.layers}
+    assert ("bn1" in names, "relu1" in names) == ((False, False) if opts_in else (True, True))
+    if opts_in:
+        folded = fused.layer("conv1")
+        assert (folded.class_name, folded.config["activation"], folded.config["use_bias"]) == (
+            "PluginConv2D",
+            "relu",
+            True,
+        )
+    x = np.random.default_rng(3).uniform(-1, 1, (2, *graph.layer("img").config["batch_shape"][1:]))
+    x = x.astype(np.float32)
+    got = Runner(graph).run(x)
+    want = Runner(graph, fuse=False).run(x)
+    for key, value in want.items():
+        np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6)

@@ -32,6 +32,7 @@ from modelgraph.catalogue.spec import (
     Alias,
     ConfigSpec,
     FunctionSpec,
+    Fusion,
     Keras3Rules,
     Keras3Writing,
     LayerSpec,
@@ -46,6 +47,7 @@ from modelgraph.errors import CatalogueError, ShapeError, Unknown
 __all__ = [
     "CONCERNS",
     "FunctionSpec",
+    "Fusion",
     "Keras3Rules",
     "Keras3Writing",
     "LayerSpec",
@@ -245,11 +247,16 @@ def _check(spec: LayerSpec) -> None:
         raise bad("fast_kernels", "a tuple of callables", spec.fast_kernels)
     if spec.keras3 is not None and not isinstance(spec.keras3, Keras3Writing):
         raise bad("keras3", "a Keras3Writing", spec.keras3)
-    for name, kind in (("recurrence", Recurrence), ("keras3_rules", Keras3Rules), ("legacy_h5", LegacyH5Rules)):
+    for name, kind in (
+        ("recurrence", Recurrence),
+        ("keras3_rules", Keras3Rules),
+        ("legacy_h5", LegacyH5Rules),
+        ("fusion", Fusion),
+    ):
         value = getattr(spec, name)
         if value is not None and not isinstance(value, kind):
             raise bad(name, f"a {kind.__name__}", value)
-    for name in ("quantized_weight_shapes", "legacy_weight_path", "keras1_class", "keras1_kernel"):
+    for name in ("quantized_weight_shapes", "legacy_weight_path", "keras1_class", "keras1_kernel", "padded_kernel"):
         value = getattr(spec, name)
         if value is not None and not callable(value):
             raise bad(name, "a callable", value)
@@ -257,9 +264,30 @@ def _check(spec: LayerSpec) -> None:
         value = getattr(spec, name)
         if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
             raise bad(name, "a tuple of strings", value)
+    if spec.fusion is not None:
+        _check_fusion(spec.fusion, bad)
+    axis = spec.input_quantizer_axis
+    if axis is not None and (not isinstance(axis, int) or isinstance(axis, bool)):
+        raise bad("input_quantizer_axis", "an integer axis or None", axis)
     rank = spec.leading_batch_rank
     if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 1):
         raise bad("leading_batch_rank", "a positive integer", rank)
+
+
+def _check_fusion(fusion: Fusion, bad: Callable[[str, str, Any], CatalogueError]) -> None:
+    """Refuse a :class:`Fusion` whose fields have the wrong types, naming the field."""
+    axis = fusion.channel_axis
+    if axis is not None and (not isinstance(axis, int) or isinstance(axis, bool) or axis < 1):
+        raise bad("fusion.channel_axis", "a positive axis (counted with the batch axis) or None", axis)
+    if fusion.bottleneck not in (None, "pointwise", "depthwise"):
+        raise bad("fusion.bottleneck", "'pointwise', 'depthwise' or None", fusion.bottleneck)
+    for name in ("depthwise", "batchnorm", "residual", "sums"):
+        if not isinstance(getattr(fusion, name), bool):
+            raise bad(f"fusion.{name}", "True or False", getattr(fusion, name))
+    for name in ("activation", "zero_padding", "takes_zero_padding"):
+        value = getattr(fusion, name)
+        if value is not None and not callable(value):
+            raise bad(f"fusion.{name}", "a callable or None", value)
 
 
 def _register(module: ModuleType) -> None:

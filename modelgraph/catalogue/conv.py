@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from modelgraph import weight_names as wn
 from modelgraph.catalogue import upgrades, writing
-from modelgraph.catalogue.spec import NO_KERNEL, Alias, ConfigSpec, Keras3Rules, layer, layers
+from modelgraph.catalogue.spec import NO_KERNEL, Alias, ConfigSpec, Fusion, Keras3Rules, layer, layers
 
 
 def check_groups(groups: Any, in_channels: int | None, filters: int | None) -> int:
@@ -55,6 +56,31 @@ TRANSPOSED_CONVOLUTIONS = (
 DEPTHWISE_CONVOLUTIONS = ("DepthwiseConv1D", "DepthwiseConv2D")
 SEPARABLE_CONVOLUTIONS = ("SeparableConv1D", "SeparableConv2D")
 
+
+def one_group(config: Mapping[str, Any], _pads: Any = None) -> bool:
+    """An ungrouped convolution (``groups`` 1 or unset): what the fused Conv2D kernels compute."""
+    return (config.get("groups") or 1) == 1
+
+
+def any_padding(_config: Mapping[str, Any], _pads: Any) -> bool:
+    """A window op that reads any explicit zero padding itself (DepthwiseConv2D)."""
+    return True
+
+
+# What the runner's fusion passes may merge each convolution with (see spec.Fusion): every one
+# absorbs a BatchNormalization on its channels; Conv2D and DepthwiseConv2D are also the stages of an
+# inverted bottleneck, read zero padding themselves, and a Conv2D takes a residual sum.
+CONV_FUSION = {
+    1: Fusion(channel_axis=2),
+    2: Fusion(channel_axis=3, bottleneck="pointwise", residual=True, takes_zero_padding=one_group),
+    3: Fusion(channel_axis=4),
+}
+DEPTHWISE_FUSION = {
+    1: Fusion(channel_axis=2, depthwise=True),
+    2: Fusion(channel_axis=3, depthwise=True, bottleneck="depthwise", takes_zero_padding=any_padding),
+}
+
+
 def _keras1_kernel(rank: int) -> Any:
     def convert(array: Any, config: Any, theano: bool) -> Any:
         return keras1_kernel(rank, array, config.get("data_format") == "channels_first", theano)
@@ -75,6 +101,7 @@ SPECS = (
             keras1_kernel=_keras1_kernel(n),
             # Keras 3 builds a Conv1D for rank-3 inputs only (tf.keras took more, see above).
             keras3_rules=Keras3Rules(exact_input_rank=3) if n == 1 else None,
+            fusion=CONV_FUSION[n],
         )
         for n in (1, 2, 3)
     ),
@@ -105,6 +132,7 @@ SPECS = (
             legacy_weight_names={"depthwise_kernel": "kernel"},  # tf.keras's name for it
             linear_weights=("depthwise_kernel", "bias"),
             keras3_rules=Keras3Rules(writing.no_groups, exact_input_rank=3 if n == 1 else None),
+            fusion=DEPTHWISE_FUSION[n],
         )
         for n in (1, 2)
     ),
@@ -116,6 +144,7 @@ SPECS = (
             weight_names=wn.separable,
             linear_weights=("pointwise_kernel", "bias"),
             keras3_rules=Keras3Rules(writing.separable, exact_input_rank=3 if n == 1 else None),
+            fusion=Fusion(channel_axis=n + 1),
         )
         for n in (1, 2)
     ),

@@ -1,5 +1,8 @@
 """Core layers: Dense, EinsumDense, Embedding, activations, dropout and noise, Lambda, the model input."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from modelgraph import weight_names as wn
 from modelgraph.catalogue import upgrades, writing
 from modelgraph.catalogue.spec import (
@@ -11,6 +14,7 @@ from modelgraph.catalogue.spec import (
     PROPAGATES_MASK,
     WEIGHTLESS,
     ConfigSpec,
+    Fusion,
     Keras3Rules,
     LegacyH5Rules,
     MaskBehaviour,
@@ -28,12 +32,30 @@ KERNEL_QUANTIZED = {
     "int4_grouped": ("kernel_zero", "g_idx"),
 }
 
+
+def activation_of(config: Mapping[str, Any]) -> Any:
+    """An ``Activation`` layer is the activation its config names."""
+    return config.get("activation")
+
+
+def relu_activation(config: Mapping[str, Any]) -> str | None:
+    """A ``ReLU`` without slope or threshold is ``relu``, capped at a plain 6 ``relu6``; None for
+    any other settings (another cap, a malformed value: its kernel runs or refuses them)."""
+    slope = config.get("negative_slope", config.get("alpha", 0.0)) or 0.0
+    threshold = config.get("threshold", 0.0) or 0.0
+    if slope != 0.0 or threshold != 0.0:
+        return None
+    cap = config.get("max_value")
+    if cap is None:
+        return "relu"
+    plain = isinstance(cap, int | float) and not isinstance(cap, bool)
+    return "relu6" if plain and float(cap) == 6.0 else None
+
+
 SPECS = (
-    *layers(
-        ("Activation", "ActivityRegularization", "ELU", "LeakyReLU", "ReLU"),
-        **WEIGHTLESS,
-        masks=PROPAGATES_MASK,
-    ),
+    *layers(("ActivityRegularization", "ELU", "LeakyReLU"), **WEIGHTLESS, masks=PROPAGATES_MASK),
+    layer("Activation", **WEIGHTLESS, masks=PROPAGATES_MASK, fusion=Fusion(activation=activation_of)),
+    layer("ReLU", **WEIGHTLESS, masks=PROPAGATES_MASK, fusion=Fusion(activation=relu_activation)),
     # Keras 3 dropped it: written as the ReLU that computes the same.
     layer(
         "ThresholdedReLU",
@@ -69,6 +91,8 @@ SPECS = (
         weight_names=wn.kernel_bias,
         quantized_weight_names=KERNEL_QUANTIZED,
         masks=PROPAGATES_MASK,
+        fusion=Fusion(channel_axis=1),
+        input_quantizer_axis=-1,
     ),
     layer("EinsumDense", weight_names=wn.einsum_dense, quantized_weight_names=KERNEL_QUANTIZED),
     layer(

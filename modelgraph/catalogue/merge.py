@@ -4,7 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from modelgraph import weight_names as wn
-from modelgraph.catalogue.spec import NO_KERNEL, WEIGHTLESS, MaskBehaviour, layer, layers, masks
+from modelgraph.catalogue.spec import NO_KERNEL, WEIGHTLESS, Fusion, MaskBehaviour, layer, layers, masks
 
 #: Keras 1's ``Merge`` (the layer behind its ``merge()`` function) by ``mode``: the Keras 2 layer each
 #: mode became (``cos`` and callable modes have none).
@@ -35,13 +35,13 @@ def keras1_merge(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     return target, out
 
 
+# tf.keras ANDs the masks present, Keras 3 ORs them and has none if one input has none.
+_AND_OR = masks(MaskBehaviour(None, "and"), MaskBehaviour(None, "or"))
+
 SPECS = (
-    # tf.keras ANDs the masks present, Keras 3 ORs them and has none if one input has none.
-    *layers(
-        ("Add", "Average", "Subtract"),
-        **WEIGHTLESS,
-        masks=masks(MaskBehaviour(None, "and"), MaskBehaviour(None, "or")),
-    ),
+    # The fusion passes run a sum in the epilogue of the step making one of its terms.
+    layer("Add", **WEIGHTLESS, masks=_AND_OR, fusion=Fusion(sums=True)),
+    *layers(("Average", "Subtract"), **WEIGHTLESS, masks=_AND_OR),
     # Keras 3's Multiply, Maximum and Minimum also read their inputs' masks in call(): a masked
     # position counts as 1 / takes the other operand's value (kernels/merge.py).
     *layers(

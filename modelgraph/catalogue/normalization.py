@@ -17,6 +17,7 @@ from modelgraph.catalogue.spec import (
     PROPAGATES_MASK,
     WEIGHTLESS,
     ConfigSpec,
+    Fusion,
     Keras3Rules,
     MaskBehaviour,
     layer,
@@ -114,6 +115,7 @@ SPECS = (
         frozen_is_inference=True,
         non_trainable_weights=("moving_mean", "moving_variance"),
         input_axis=True,
+        fusion=Fusion(batchnorm=True),
         weight_names=wn.batch_normalization,
         masks=masks(
             PASS_MASK,

@@ -1,7 +1,20 @@
 """Pooling layers: for each rank 1-3, max and average pooling and their global forms."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from modelgraph.catalogue import upgrades
-from modelgraph.catalogue.spec import DROPS_MASK, WEIGHTLESS, Alias, ConfigSpec, MaskBehaviour, layer, masks
+from modelgraph.catalogue.spec import (
+    DROPS_MASK,
+    WEIGHTLESS,
+    Alias,
+    ConfigSpec,
+    Fusion,
+    MaskBehaviour,
+    layer,
+    masks,
+)
+from modelgraph.layer_params import plain_ints
 
 # (class prefix, Keras 2/3 export alias prefix)
 _POOLINGS = (
@@ -17,6 +30,20 @@ _MASKED = {
     )
 }
 
+
+def max_pool_takes_zero_padding(config: Mapping[str, Any], pads: list[list[int]]) -> bool:
+    """A valid 2-D max pooling reads explicit zero pads narrower than its pool itself: no window is
+    then all padding, and a window that reaches into it takes the max with 0."""
+    pool = plain_ints(config.get("pool_size", 2))
+    if pool is None or config.get("padding", "valid") != "valid":
+        return False
+    pool = pool * 2 if len(pool) == 1 else pool
+    return len(pool) == 2 and all(max(p) < k for p, k in zip(pads, pool, strict=True))
+
+
+#: What the fusion passes may merge a pooling layer with (the others: nothing).
+_FUSION = {"MaxPooling2D": Fusion(takes_zero_padding=max_pool_takes_zero_padding)}
+
 SPECS = tuple(
     layer(
         f"{name}{n}D",
@@ -24,6 +51,7 @@ SPECS = tuple(
         **WEIGHTLESS,
         config=ConfigSpec(upgrade=upgrades.dim_ordering if name.startswith("Global") else upgrades.pooling),
         masks=_MASKED.get(f"{name}{n}D", DROPS_MASK),
+        fusion=_FUSION.get(f"{name}{n}D"),
     )
     for name, alias in _POOLINGS
     for n in (1, 2, 3)

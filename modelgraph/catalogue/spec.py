@@ -182,6 +182,47 @@ class LegacyH5Rules:
     rescaling: Callable[[float, bool], tuple[float, float]] | None = None
 
 
+Pads2D = list[list[int]]
+"""Explicit 2-D zero padding: ``[[top, bottom], [left, right]]``."""
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """What the runner's fusion passes (:mod:`modelgraph.runner.passes`) may merge a class's layer
+    with. Each pass still checks the layer's config, weights and call (channels-last float32, one
+    plain call, the link read by nothing else); these say which role the class can play at all. A
+    class that opts in promises that its kernel computes what the built-in class of that role does
+    with the same config keys and weights (a fused step runs the built-in fast kernels on them).
+
+    ``channel_axis``: the layer is linear in its ``kernel`` (a separable conv's ``pointwise_kernel``)
+    and ``bias``, with output channels on this axis (counted with the batch axis: Dense 1, Conv2D 3),
+    so a following BatchNormalization on that axis folds into those weights and a ReLU / relu6 / swish
+    after it into its ``activation`` (its kernel must read ``use_bias`` and ``activation``); None: it
+    does not absorb them. ``depthwise``: its kernel's last two axes are (input channels, depth
+    multiplier), an output channel per pair. ``batchnorm``: an inference BatchNormalization
+    (``gamma``, ``beta``, ``moving_mean``, ``moving_variance``, ``epsilon``, ``axis``) that may be
+    folded into the layer before it. ``bottleneck``: a stage of an inverted bottleneck (``"pointwise"``:
+    a Conv2D-like layer, the 1x1 expansion or projection; ``"depthwise"``: a DepthwiseConv2D-like
+    layer). ``residual``: a Conv2D-like layer whose epilogue may add a residual sum. ``sums``: it
+    sums its inputs element-wise (Add), so the sum may run in an epilogue. ``activation(config)``: the
+    activation config value the layer amounts to (an ``Activation``'s ``activation``; ``"relu"`` or
+    ``"relu6"`` for a plain ``ReLU``), None when it is not exactly one. ``zero_padding(config)``: the
+    explicit zeros it pads a channels-last 2-D input with (None: malformed), for the window op after
+    it to read. ``takes_zero_padding(config, pads)``: whether its window reads those pads itself (its
+    ``padded_kernel``; Conv2D with one group, DepthwiseConv2D, a valid MaxPooling2D whose pool is wider
+    than the pads)."""
+
+    channel_axis: int | None = None
+    depthwise: bool = False
+    batchnorm: bool = False
+    bottleneck: Literal["pointwise", "depthwise"] | None = None
+    residual: bool = False
+    sums: bool = False
+    activation: Callable[[Mapping[str, Any]], Any] | None = None
+    zero_padding: Callable[[Mapping[str, Any]], Pads2D | None] | None = None
+    takes_zero_padding: Callable[[Mapping[str, Any], Pads2D], bool] | None = None
+
+
 @dataclass(frozen=True)
 class FunctionSpec:
     """A function a config names by its registered name: an activation (``kind="activation"``, with a
@@ -291,6 +332,16 @@ class LayerSpec:
     through with its dtype; ``float32_variables``: variables kept in float32 under mixed precision."""
     kernel: Callable[..., Any] | str | None = None
     fast_kernels: tuple[Callable[..., Any], ...] = ()
+    fusion: Fusion | None = None
+    """The roles the runner's fusion passes may give its layers (None: never merged; see :class:`Fusion`)."""
+    padded_kernel: Callable[..., Any] | None = None
+    """``(spec, pads) -> kernel``: its kernel reading explicit zero padding ``pads`` itself, so the
+    padded copy of its input is never made (attached by :mod:`modelgraph.runner.fast.fused`; used when
+    its ``fusion.takes_zero_padding`` accepts the pads)."""
+    input_quantizer_axis: int | None = None
+    """The axis Keras's quantized call always quantizes its input over (Dense: -1): a
+    ``quantization_config`` whose activation quantizer names another is refused (None: the config's
+    axes are the ones its computation contracts, EinsumDense)."""
     onnx: Callable[..., Any] | str | None = None
     """The ONNX mapping (:mod:`modelgraph.saving.onnx.mappings`, attached like the kernels; building a
     model with it needs the optional ``onnx`` package, attaching it does not)."""

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph.errors import UnsupportedConfigError, WeightsError
 from modelgraph.runner.activations import get_activation
 from modelgraph.runner.kernels.core import embedding_ids
@@ -71,7 +72,9 @@ def activation_quantizer(
     cfg = act_q.get("config") or {}
     value_range = tuple(cfg.get("value_range", _ABS_MAX_DEFAULT[0]))
     epsilon = float(cfg.get("epsilon", _ABS_MAX_DEFAULT[1]))
-    if spec.class_name == "Dense" and cfg.get("axis", -1) not in (-1, None, [-1], (-1,)):
+    entry = catalogue.spec_for(spec.class_name)
+    fixed = entry.input_quantizer_axis if entry is not None else None
+    if fixed is not None and cfg.get("axis", fixed) not in (fixed, None, [fixed], (fixed,)):
         raise spec.unsupported("activation_quantizer.axis", cfg.get("axis"))
     return value_range, epsilon  # type: ignore[return-value]
 

@@ -137,3 +137,25 @@ def test_nasnet_folds_batchnorm_into_its_separable_convs(rebuilt_apps) -> None:
     fused_out, plain_out = Runner(graph).run(x), Runner(graph, fuse=False).run(x)
     for key, value in plain_out.items():
         np.testing.assert_allclose(fused_out[key], value, rtol=1e-5, atol=1e-5)
+
+
+def test_keras1_convolution_folds_batchnorm_but_not_a_sample_wise_mode() -> None:
+    """A Keras 1 ``Convolution2D`` is the Conv2D entry (an alias): BatchNormalization and ReLU fold
+    into it as into Conv2D, and the fused run equals the plain one; a BatchNormalization in one of
+    Keras 1's sample-wise modes (kept in its config, refused by its kernel) is never folded away."""
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    graph = load(SAMPLES / "k1" / "k1_seq_cnn.h5")
+    assert graph.layer("conv1").class_name == "Convolution2D"
+    names = {lyr.name for lyr in fuse(graph).layers}
+    assert "bn1" not in names and "relu1" not in names
+    shape = graph.layer("conv1_input").config["batch_shape"][1:]
+    x = np.random.default_rng(1).uniform(-1, 1, (2, *shape)).astype(np.float32)
+    fused, plain = Runner(graph).run(x), Runner(graph, fuse=False).run(x)
+    for key, value in plain.items():
+        np.testing.assert_allclose(fused[key], value, rtol=1e-5, atol=1e-6)
+    bn = graph.layer("bn1")
+    moded = replace(bn, config=MappingProxyType({**bn.config, "mode": 2}))
+    graph = replace(graph, layers=tuple(moded if lyr.name == "bn1" else lyr for lyr in graph.layers))
+    assert "bn1" in {lyr.name for lyr in fuse(graph).layers}

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph.layer_params import depthwise_weight_name, int_tuple, padding_mode
 from modelgraph.runner.activations import Activation, get_activation
 from modelgraph.runner.fast.blocks import row_blocks, scratch, slab, spread_parts, window_rows
@@ -303,11 +304,10 @@ def conv_residual(spec: KernelSpec) -> Kernel:
 # --- explicit zero padding merged into the window op that reads it ---------------------------------
 
 ZERO_PADDED = FUSED_PREFIX + "ZeroPadded"
-_PADDED_KERNELS = {
-    "Conv2D": padded_conv2d,
-    "DepthwiseConv2D": padded_depthwise_conv2d,
-    "MaxPooling2D": padded_max_pool2d,
-}
+# The window ops that read explicit zero padding themselves (their entries' ``padded_kernel``).
+catalogue.provides("padded_kernel", "Conv2D")(padded_conv2d)
+catalogue.provides("padded_kernel", "DepthwiseConv2D")(padded_depthwise_conv2d)
+catalogue.provides("padded_kernel", "MaxPooling2D")(padded_max_pool2d)
 
 
 @register(ZERO_PADDED)
@@ -315,9 +315,12 @@ def zero_padded(spec: KernelSpec) -> Kernel:
     """ZeroPadding2D -> Conv2D / DepthwiseConv2D / MaxPooling2D as one step: the window op pads its
     row slabs itself (or, for max pooling, skips the padding and floors the border windows at 0), so
     the padded copy of the whole tensor is never made. Config: ``pads``, the inner ``class_name`` and
-    its ``layer`` config; weights: the inner layer's, prefixed ``layer/``."""
+    its ``layer`` config; weights: the inner layer's, prefixed ``layer/``. The inner class's catalogue
+    entry gives the kernel (``padded_kernel``)."""
     class_name = spec.get("class_name")
-    if class_name not in _PADDED_KERNELS:
+    entry = catalogue.spec_for(class_name) if isinstance(class_name, str) else None
+    padded = entry.padded_kernel if entry is not None else None
+    if not callable(padded):
         raise spec.unsupported("class_name", class_name)
     pads = spec.get("pads")
     if not (
@@ -340,4 +343,4 @@ def zero_padded(spec: KernelSpec) -> Kernel:
         keras_version=spec.keras_version,
         compute_dtype=spec.compute_dtype,
     )
-    return _PADDED_KERNELS[class_name](inner, [(int(a), int(b)) for a, b in pads])
+    return padded(inner, [(int(a), int(b)) for a, b in pads])

@@ -19,6 +19,7 @@ tensor was float64 is brought back to float32, like Keras's ``floatx``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ import numpy as np
 from modelgraph.errors import UnsupportedConfigError
 from modelgraph.layer_params import NO_DEFAULT, axis_value, config_params, decode_key, dtype_value
 from modelgraph.runner import activations as act
-from modelgraph.runner.registry import Kernel, KernelSpec, register
+from modelgraph.runner.registry import Kernel, KernelFactory, KernelSpec, register
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -111,64 +112,48 @@ def _logsumexp(x: np.ndarray, axis: Any = None, keepdims: bool = False) -> np.nd
     return out if keepdims else np.squeeze(out, axis=axis)
 
 
-_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "negative": np.negative,
-    "abs": np.abs,
-    "square": np.square,
-    "sqrt": np.sqrt,
-    "rsqrt": _rsqrt,
-    "exp": np.exp,
-    "log": np.log,
-    "log1p": np.log1p,
-    "expm1": np.expm1,
-    "tanh": np.tanh,
-    "sin": np.sin,
-    "cos": np.cos,
-    "floor": np.floor,
-    "ceil": np.ceil,
-    "sign": np.sign,
-    "reciprocal": np.reciprocal,
-    "logical_not": np.logical_not,
-    "erf": _erf,
-    "relu": act.relu,
-    "relu6": lambda x: np.clip(x, 0, 6).astype(x.dtype, copy=False),
-    "sigmoid": act.sigmoid,
-    "silu": lambda x: x * act.sigmoid(x),
-    "softplus": act.softplus,
-    "softsign": lambda x: x / (1 + np.abs(x)),
-    "selu": lambda x: 1.0507009873554805 * act.elu(x, 1.6732632423543772),
-    "log_sigmoid": lambda x: -act.softplus(-x),
-    "hard_sigmoid3": _hard_sigmoid3,
-    "hard_silu": lambda x: x * _hard_sigmoid3(x),
-    "tanh_shrink": lambda x: x - np.tanh(x),
-    "hard_tanh": lambda x: np.clip(x, -1, 1).astype(x.dtype, copy=False),
-    "sparse_plus": lambda x: np.where(x <= -1, 0, np.where(x >= 1, x, (x + 1) ** 2 / 4)).astype(x.dtype),
-    "sparse_sigmoid": lambda x: np.where(x <= -1, 0, np.where(x >= 1, 1, 0.5 * (x + 1))).astype(x.dtype),
-}
+def _relu6(x: np.ndarray) -> np.ndarray:
+    return np.clip(x, 0, 6).astype(x.dtype, copy=False)
 
-_BINARY: dict[str, Callable[[Any, Any], Any]] = {
-    "add": np.add,
-    "subtract": np.subtract,
-    "multiply": np.multiply,
-    "divide": np.true_divide,
-    "power": np.power,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
-    "floor_divide": np.floor_divide,
-    "mod": np.mod,
-    "equal": np.equal,
-    "not_equal": np.not_equal,
-    "greater": np.greater,
-    "greater_equal": np.greater_equal,
-    "less": np.less,
-    "less_equal": np.less_equal,
-    "logical_and": np.logical_and,
-    "logical_or": np.logical_or,
-    "logical_xor": np.logical_xor,
-    "matmul": np.matmul,
-    "dot": np.dot,
-    "squared_difference": lambda a, b: np.square(np.subtract(a, b)),
-}
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    return x * act.sigmoid(x)
+
+
+def _softsign(x: np.ndarray) -> np.ndarray:
+    return x / (1 + np.abs(x))
+
+
+def _selu(x: np.ndarray) -> np.ndarray:
+    return 1.0507009873554805 * act.elu(x, 1.6732632423543772)
+
+
+def _log_sigmoid(x: np.ndarray) -> np.ndarray:
+    return -act.softplus(-x)
+
+
+def _hard_silu(x: np.ndarray) -> np.ndarray:
+    return x * _hard_sigmoid3(x)
+
+
+def _tanh_shrink(x: np.ndarray) -> np.ndarray:
+    return x - np.tanh(x)
+
+
+def _hard_tanh(x: np.ndarray) -> np.ndarray:
+    return np.clip(x, -1, 1).astype(x.dtype, copy=False)
+
+
+def _sparse_plus(x: np.ndarray) -> np.ndarray:
+    return np.where(x <= -1, 0, np.where(x >= 1, x, (x + 1) ** 2 / 4)).astype(x.dtype)
+
+
+def _sparse_sigmoid(x: np.ndarray) -> np.ndarray:
+    return np.where(x <= -1, 0, np.where(x >= 1, 1, 0.5 * (x + 1))).astype(x.dtype)
+
+
+def _squared_difference(a: Any, b: Any) -> Any:
+    return np.square(np.subtract(a, b))
 
 
 def _apply_unary(fn: Callable[[np.ndarray], np.ndarray], x: Any) -> np.ndarray:
@@ -194,7 +179,9 @@ def _divide_no_nan(a: Any, b: Any) -> Any:
 # Keras 3 operations ("op:<ClassName>")
 
 
-def _op_simple(class_names: Sequence[str], fn: Callable[[np.ndarray], np.ndarray]) -> None:
+def _unary(fn: Callable[[np.ndarray], np.ndarray]) -> KernelFactory:
+    """An op computing ``fn`` element-wise (no config options)."""
+
     def factory(spec: KernelSpec) -> Kernel:
         config_params(spec, spec.config, {}, "")
 
@@ -203,47 +190,46 @@ def _op_simple(class_names: Sequence[str], fn: Callable[[np.ndarray], np.ndarray
 
         return kernel
 
-    register(*(f"op:{c}" for c in class_names))(factory)
+    return factory
 
 
-for _names, _key in [
-    (("Negative",), "negative"),
-    (("Absolute", "Abs"), "abs"),
-    (("Square",), "square"),
-    (("Sqrt",), "sqrt"),
-    (("Rsqrt",), "rsqrt"),
-    (("Exp",), "exp"),
-    (("Log",), "log"),
-    (("Log1p",), "log1p"),
-    (("Expm1",), "expm1"),
-    (("Tanh",), "tanh"),
-    (("Sin",), "sin"),
-    (("Cos",), "cos"),
-    (("Floor",), "floor"),
-    (("Ceil",), "ceil"),
-    (("Sign",), "sign"),
-    (("Reciprocal",), "reciprocal"),
-    (("LogicalNot",), "logical_not"),
-    (("Erf",), "erf"),
-    (("Relu",), "relu"),
-    (("Relu6",), "relu6"),
-    (("Sigmoid",), "sigmoid"),
-    (("Silu",), "silu"),
-    (("Softplus",), "softplus"),
-    (("Softsign",), "softsign"),
-    (("Selu",), "selu"),
-    (("LogSigmoid",), "log_sigmoid"),
-    (("HardSigmoid",), "hard_sigmoid3"),
-    (("HardSilu",), "hard_silu"),
-    (("TanhShrink",), "tanh_shrink"),
-    (("HardTanh",), "hard_tanh"),
-    (("SparsePlus",), "sparse_plus"),
-    (("SparseSigmoid",), "sparse_sigmoid"),
-]:
-    _op_simple(_names, _UNARY[_key])
+register("op:Negative")(_unary(np.negative))
+register("op:Absolute", "op:Abs")(_unary(np.abs))
+register("op:Square")(_unary(np.square))
+register("op:Sqrt")(_unary(np.sqrt))
+register("op:Rsqrt")(_unary(_rsqrt))
+register("op:Exp")(_unary(np.exp))
+register("op:Log")(_unary(np.log))
+register("op:Log1p")(_unary(np.log1p))
+register("op:Expm1")(_unary(np.expm1))
+register("op:Tanh")(_unary(np.tanh))
+register("op:Sin")(_unary(np.sin))
+register("op:Cos")(_unary(np.cos))
+register("op:Floor")(_unary(np.floor))
+register("op:Ceil")(_unary(np.ceil))
+register("op:Sign")(_unary(np.sign))
+register("op:Reciprocal")(_unary(np.reciprocal))
+register("op:LogicalNot")(_unary(np.logical_not))
+register("op:Erf")(_unary(_erf))
+register("op:Relu")(_unary(act.relu))
+register("op:Relu6")(_unary(_relu6))
+register("op:Sigmoid")(_unary(act.sigmoid))
+register("op:Silu")(_unary(_silu))
+register("op:Softplus")(_unary(act.softplus))
+register("op:Softsign")(_unary(_softsign))
+register("op:Selu")(_unary(_selu))
+register("op:LogSigmoid")(_unary(_log_sigmoid))
+register("op:HardSigmoid")(_unary(_hard_sigmoid3))
+register("op:HardSilu")(_unary(_hard_silu))
+register("op:TanhShrink")(_unary(_tanh_shrink))
+register("op:HardTanh")(_unary(_hard_tanh))
+register("op:SparsePlus")(_unary(_sparse_plus))
+register("op:SparseSigmoid")(_unary(_sparse_sigmoid))
 
 
-def _op_binary(class_names: Sequence[str], fn: Callable[[Any, Any], Any]) -> None:
+def _binary(fn: Callable[[Any, Any], Any]) -> KernelFactory:
+    """An op computing ``fn(x1, x2)`` element-wise (no config options)."""
+
     def factory(spec: KernelSpec) -> Kernel:
         config_params(spec, spec.config, {}, "")
 
@@ -252,32 +238,40 @@ def _op_binary(class_names: Sequence[str], fn: Callable[[Any, Any], Any]) -> Non
 
         return kernel
 
-    register(*(f"op:{c}" for c in class_names))(factory)
+    return factory
 
 
-for _names, _key in [
-    (("Add",), "add"),
-    (("Subtract",), "subtract"),
-    (("Multiply",), "multiply"),
-    (("Divide", "TrueDivide"), "divide"),
-    (("Power",), "power"),
-    (("Maximum",), "maximum"),
-    (("Minimum",), "minimum"),
-    (("FloorDivide",), "floor_divide"),
-    (("Mod",), "mod"),
-    (("Equal",), "equal"),
-    (("NotEqual",), "not_equal"),
-    (("Greater",), "greater"),
-    (("GreaterEqual",), "greater_equal"),
-    (("Less",), "less"),
-    (("LessEqual",), "less_equal"),
-    (("LogicalAnd",), "logical_and"),
-    (("LogicalOr",), "logical_or"),
-    (("LogicalXor",), "logical_xor"),
-    (("Matmul",), "matmul"),
-    (("Dot",), "dot"),
-]:
-    _op_binary(_names, _BINARY[_key])
+register("op:Add")(_binary(np.add))
+register("op:Subtract")(_binary(np.subtract))
+register("op:Multiply")(_binary(np.multiply))
+register("op:Divide", "op:TrueDivide")(_binary(np.true_divide))
+register("op:Power")(_binary(np.power))
+register("op:Maximum")(_binary(np.maximum))
+register("op:Minimum")(_binary(np.minimum))
+register("op:FloorDivide")(_binary(np.floor_divide))
+register("op:Mod")(_binary(np.mod))
+register("op:Equal")(_binary(np.equal))
+register("op:NotEqual")(_binary(np.not_equal))
+register("op:Greater")(_binary(np.greater))
+register("op:GreaterEqual")(_binary(np.greater_equal))
+register("op:Less")(_binary(np.less))
+register("op:LessEqual")(_binary(np.less_equal))
+register("op:LogicalAnd")(_binary(np.logical_and))
+register("op:LogicalOr")(_binary(np.logical_or))
+register("op:LogicalXor")(_binary(np.logical_xor))
+register("op:Matmul")(_binary(np.matmul))
+register("op:Dot")(_binary(np.dot))
+
+
+def _configured(
+    known: Mapping[str, Any], impl: Callable[[KernelSpec, dict[str, Any]], Kernel]
+) -> KernelFactory:
+    """A factory calling ``impl(spec, params)`` with the op's config read through ``known``."""
+
+    def factory(spec: KernelSpec) -> Kernel:
+        return impl(spec, config_params(spec, spec.config, known, ""))
+
+    return factory
 
 
 def _op_with_config(
@@ -286,36 +280,19 @@ def _op_with_config(
     """Register ``impl(spec, params) -> kernel`` with the config read through ``known``."""
 
     def decorate(impl: Callable[..., Any]) -> Callable[..., Any]:
-        def factory(spec: KernelSpec) -> Kernel:
-            return impl(spec, config_params(spec, spec.config, known, ""))
-
-        register(*(f"op:{c}" for c in class_names))(factory)
+        register(*(f"op:{c}" for c in class_names))(_configured(known, impl))
         return impl
 
     return decorate
 
 
-_REDUCTIONS: dict[str, Callable[..., Any]] = {
-    "Mean": np.mean,
-    "Sum": np.sum,
-    "Prod": np.prod,
-    "Max": np.max,
-    "Min": np.min,
-    "Std": np.std,
-    "Var": np.var,
-    "Any": np.any,
-    "All": np.all,
-}
+def _reduction(
+    fn: Callable[..., Any], options: Mapping[str, Any] | None = None, *, ints_as_float: bool = False
+) -> KernelFactory:
+    """A reduction op: ``fn(x, axis=, keepdims=)`` with the op's further ``options`` (Max/Min
+    ``initial``, Prod ``dtype``) passed on when set; ``ints_as_float``: an integer input is reduced
+    as float32 (Mean, Std, Var)."""
 
-
-def _op_reduction(class_name: str, fn: Callable[..., Any]) -> None:
-    known: dict[str, Any] = {"axis": None, "keepdims": False}
-    if class_name in ("Max", "Min"):
-        known["initial"] = None
-    if class_name == "Prod":
-        known["dtype"] = None
-
-    @_op_with_config([class_name], known)
     def impl(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
         axis = axis_value(p["axis"])
         extra: dict[str, Any] = {}
@@ -326,15 +303,24 @@ def _op_reduction(class_name: str, fn: Callable[..., Any]) -> None:
 
         def kernel(x: Any) -> np.ndarray:
             x = _as_array(x)
-            if class_name in ("Mean", "Std", "Var") and x.dtype.kind in "biu":
+            if ints_as_float and x.dtype.kind in "biu":
                 x = x.astype(np.float32)
             return np.asarray(fn(x, axis=axis, keepdims=bool(p["keepdims"]), **extra))
 
         return kernel
 
+    return _configured({"axis": None, "keepdims": False, **(options or {})}, impl)
 
-for _cls, _fn in _REDUCTIONS.items():
-    _op_reduction(_cls, _fn)
+
+register("op:Mean")(_reduction(np.mean, ints_as_float=True))
+register("op:Sum")(_reduction(np.sum))
+register("op:Prod")(_reduction(np.prod, {"dtype": None}))
+register("op:Max")(_reduction(np.max, {"initial": None}))
+register("op:Min")(_reduction(np.min, {"initial": None}))
+register("op:Std")(_reduction(np.std, ints_as_float=True))
+register("op:Var")(_reduction(np.var, ints_as_float=True))
+register("op:Any")(_reduction(np.any))
+register("op:All")(_reduction(np.all))
 
 
 @_op_with_config(["Logsumexp"], {"axis": None, "keepdims": False})
@@ -342,8 +328,9 @@ def _op_logsumexp(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return lambda x: _logsumexp(_as_array(x), p["axis"], bool(p["keepdims"]))
 
 
-def _op_arg(class_name: str, fn: Callable[..., Any]) -> None:
-    @_op_with_config([class_name], {"axis": None, "keepdims": False})
+def _arg(fn: Callable[..., Any]) -> KernelFactory:
+    """Argmax / Argmin: int32 indices along ``axis`` (of the flattened input when None)."""
+
     def impl(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
         def kernel(x: Any) -> np.ndarray:
             x = _as_array(x)
@@ -356,9 +343,11 @@ def _op_arg(class_name: str, fn: Callable[..., Any]) -> None:
 
         return kernel
 
+    return _configured({"axis": None, "keepdims": False}, impl)
 
-_op_arg("Argmax", np.argmax)
-_op_arg("Argmin", np.argmin)
+
+register("op:Argmax")(_arg(np.argmax))
+register("op:Argmin")(_arg(np.argmin))
 
 
 @_op_with_config(["Softmax"], {"axis": -1})
@@ -378,25 +367,17 @@ def _op_gelu(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return lambda x: _gelu(_as_array(x), approximate)
 
 
-def _op_activation(
-    class_names: Sequence[str], option: str, default: float, fn: Callable[[np.ndarray, Any], np.ndarray]
-) -> None:
-    """Register an op that is the activation ``fn`` with one option (its second argument)."""
-
-    @_op_with_config(class_names, {option: default})
-    def impl(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-        return lambda x: fn(_as_array(x), p[option])
+def _activation_op(option: str, default: float, fn: Callable[[np.ndarray, Any], np.ndarray]) -> KernelFactory:
+    """An op that is the activation ``fn`` with one option (its second argument)."""
+    return _configured({option: default}, lambda spec, p: lambda x: fn(_as_array(x), p[option]))
 
 
-for _names, _option, _default, _activation in [
-    (["LeakyRelu"], "negative_slope", 0.2, act.leaky_relu),
-    (["Elu"], "alpha", 1.0, act.elu),
-    (["Celu"], "alpha", 1.0, act.celu),
-    (["SoftShrink"], "threshold", 0.5, act.soft_shrink),
-    (["HardShrink"], "threshold", 0.5, act.hard_shrink),
-    (["Squareplus"], "b", 4, act.squareplus),
-]:
-    _op_activation(_names, _option, _default, _activation)
+register("op:LeakyRelu")(_activation_op("negative_slope", 0.2, act.leaky_relu))
+register("op:Elu")(_activation_op("alpha", 1.0, act.elu))
+register("op:Celu")(_activation_op("alpha", 1.0, act.celu))
+register("op:SoftShrink")(_activation_op("threshold", 0.5, act.soft_shrink))
+register("op:HardShrink")(_activation_op("threshold", 0.5, act.hard_shrink))
+register("op:Squareplus")(_activation_op("b", 4, act.squareplus))
 
 
 @_op_with_config(["Glu"], {"axis": -1})
@@ -432,12 +413,16 @@ def _op_clip(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return kernel
 
 
-@_op_with_config(["Cast", "ConvertToTensor", "SaturateCast"], {"dtype": None, "sparse": None, "ragged": None})
-def _op_cast(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+def _cast(saturate: bool) -> KernelFactory:
+    """Cast / ConvertToTensor (``dtype``: None keeps the input's) and SaturateCast (``saturate``:
+    integers clipped to the target type's range first)."""
+    return _configured({"dtype": None, "sparse": None, "ragged": None}, partial(_cast_kernel, saturate))
+
+
+def _cast_kernel(saturate: bool, spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     if p["sparse"] or p["ragged"]:
         raise UnsupportedConfigError(spec.class_name, "sparse", p["sparse"], spec.name)
     dtype = None if p["dtype"] is None else dtype_value(spec, "dtype", p["dtype"])
-    saturate = spec.class_name == "SaturateCast"
 
     def kernel(x: Any) -> np.ndarray:
         x = _as_array(x)
@@ -449,6 +434,10 @@ def _op_cast(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
         return x.astype(dtype)
 
     return kernel
+
+
+register("op:Cast", "op:ConvertToTensor")(_cast(saturate=False))
+register("op:SaturateCast")(_cast(saturate=True))
 
 
 @_op_with_config(["Reshape"], {"newshape": NO_DEFAULT})
@@ -595,11 +584,18 @@ def _op_swapaxes(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return lambda x: np.swapaxes(_as_array(x), p["axis1"], p["axis2"])
 
 
-@_op_with_config(["Cumsum", "Cumprod"], {"axis": None, "dtype": None})
-def _op_cumulative(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    fn = np.cumsum if spec.class_name == "Cumsum" else np.cumprod
-    dtype = None if p["dtype"] is None else dtype_value(spec, "dtype", p["dtype"])
-    return lambda x: fn(_as_array(x), axis=p["axis"], dtype=dtype)
+def _cumulative(fn: Callable[..., Any]) -> KernelFactory:
+    """Cumsum / Cumprod: ``fn`` along ``axis`` (flattened when None), in ``dtype`` when given."""
+
+    def impl(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+        dtype = None if p["dtype"] is None else dtype_value(spec, "dtype", p["dtype"])
+        return lambda x: fn(_as_array(x), axis=p["axis"], dtype=dtype)
+
+    return _configured({"axis": None, "dtype": None}, impl)
+
+
+register("op:Cumsum")(_cumulative(np.cumsum))
+register("op:Cumprod")(_cumulative(np.cumprod))
 
 
 @_op_with_config(["Round"], {"decimals": 0})
@@ -607,17 +603,27 @@ def _op_round(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
     return lambda x: np.round(_as_array(x), p["decimals"])
 
 
-@_op_with_config(["Triu", "Tril"], {"k": 0})
-def _op_tri(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    fn = np.triu if spec.class_name == "Triu" else np.tril
-    return lambda x: fn(_as_array(x), p["k"])
+def _triangle(fn: Callable[..., Any]) -> KernelFactory:
+    """Triu / Tril: ``fn`` keeping the triangle above or below diagonal ``k``."""
+    return _configured({"k": 0}, lambda spec, p: lambda x: fn(_as_array(x), p["k"]))
 
 
-@_op_with_config(["ZerosLike", "OnesLike"], {"dtype": None})
-def _op_fill_like(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
-    fn = np.zeros_like if spec.class_name == "ZerosLike" else np.ones_like
-    dtype = None if p["dtype"] is None else dtype_value(spec, "dtype", p["dtype"])
-    return lambda x: fn(_as_array(x), dtype=dtype)
+register("op:Triu")(_triangle(np.triu))
+register("op:Tril")(_triangle(np.tril))
+
+
+def _filled_like(fn: Callable[..., Any]) -> KernelFactory:
+    """ZerosLike / OnesLike: ``fn`` of the input's shape, in ``dtype`` when given."""
+
+    def impl(spec: KernelSpec, p: dict[str, Any]) -> Kernel:
+        dtype = None if p["dtype"] is None else dtype_value(spec, "dtype", p["dtype"])
+        return lambda x: fn(_as_array(x), dtype=dtype)
+
+    return _configured({"dtype": None}, impl)
+
+
+register("op:ZerosLike")(_filled_like(np.zeros_like))
+register("op:OnesLike")(_filled_like(np.ones_like))
 
 
 @_op_with_config(["StopGradient", "Copy"], {})
@@ -637,7 +643,9 @@ def _tf_kwargs(spec: KernelSpec, kwargs: Mapping[str, Any], known: Mapping[str, 
     return config_params(spec, kwargs, known, "call argument ")
 
 
-def _tf_unary(functions: Sequence[str], fn: Callable[[np.ndarray], np.ndarray]) -> None:
+def _tf_unary(fn: Callable[[np.ndarray], np.ndarray]) -> KernelFactory:
+    """A TF function computing ``fn`` element-wise (no keyword but ``name``)."""
+
     def factory(spec: KernelSpec) -> Kernel:
         def kernel(x: Any, **kwargs: Any) -> np.ndarray:
             _tf_kwargs(spec, kwargs, {})
@@ -645,40 +653,39 @@ def _tf_unary(functions: Sequence[str], fn: Callable[[np.ndarray], np.ndarray]) 
 
         return kernel
 
-    _tf(*functions)(factory)
+    return factory
 
 
-for _functions, _key in [
-    (("math.negative",), "negative"),
-    (("math.abs",), "abs"),
-    (("math.square",), "square"),
-    (("math.sqrt",), "sqrt"),
-    (("math.rsqrt",), "rsqrt"),
-    (("math.exp",), "exp"),
-    (("math.log",), "log"),
-    (("math.log1p",), "log1p"),
-    (("math.expm1",), "expm1"),
-    (("math.tanh",), "tanh"),
-    (("math.sin",), "sin"),
-    (("math.cos",), "cos"),
-    (("math.floor",), "floor"),
-    (("math.ceil",), "ceil"),
-    (("math.sign",), "sign"),
-    (("math.reciprocal",), "reciprocal"),
-    (("math.logical_not",), "logical_not"),
-    (("math.erf",), "erf"),
-    (("nn.relu",), "relu"),
-    (("nn.relu6",), "relu6"),
-    (("math.sigmoid", "nn.sigmoid"), "sigmoid"),
-    (("math.softplus", "nn.softplus"), "softplus"),
-    (("math.softsign", "nn.softsign"), "softsign"),
-    (("nn.selu",), "selu"),
-    (("math.log_sigmoid",), "log_sigmoid"),
-]:
-    _tf_unary(_functions, _UNARY[_key])
+_tf("math.negative")(_tf_unary(np.negative))
+_tf("math.abs")(_tf_unary(np.abs))
+_tf("math.square")(_tf_unary(np.square))
+_tf("math.sqrt")(_tf_unary(np.sqrt))
+_tf("math.rsqrt")(_tf_unary(_rsqrt))
+_tf("math.exp")(_tf_unary(np.exp))
+_tf("math.log")(_tf_unary(np.log))
+_tf("math.log1p")(_tf_unary(np.log1p))
+_tf("math.expm1")(_tf_unary(np.expm1))
+_tf("math.tanh")(_tf_unary(np.tanh))
+_tf("math.sin")(_tf_unary(np.sin))
+_tf("math.cos")(_tf_unary(np.cos))
+_tf("math.floor")(_tf_unary(np.floor))
+_tf("math.ceil")(_tf_unary(np.ceil))
+_tf("math.sign")(_tf_unary(np.sign))
+_tf("math.reciprocal")(_tf_unary(np.reciprocal))
+_tf("math.logical_not")(_tf_unary(np.logical_not))
+_tf("math.erf")(_tf_unary(_erf))
+_tf("nn.relu")(_tf_unary(act.relu))
+_tf("nn.relu6")(_tf_unary(_relu6))
+_tf("math.sigmoid", "nn.sigmoid")(_tf_unary(act.sigmoid))
+_tf("math.softplus", "nn.softplus")(_tf_unary(act.softplus))
+_tf("math.softsign", "nn.softsign")(_tf_unary(_softsign))
+_tf("nn.selu")(_tf_unary(_selu))
+_tf("math.log_sigmoid")(_tf_unary(_log_sigmoid))
 
 
-def _tf_binary(functions: Sequence[str], fn: Callable[[Any, Any], Any]) -> None:
+def _tf_binary(fn: Callable[[Any, Any], Any]) -> KernelFactory:
+    """A TF function computing ``fn(x, y)`` element-wise, ``y`` a tensor or a constant."""
+
     def factory(spec: KernelSpec) -> Kernel:
         def kernel(x: Any, **kwargs: Any) -> Any:
             p = _tf_kwargs(spec, kwargs, {"y": NO_DEFAULT})
@@ -686,31 +693,28 @@ def _tf_binary(functions: Sequence[str], fn: Callable[[Any, Any], Any]) -> None:
 
         return kernel
 
-    _tf(*functions)(factory)
+    return factory
 
 
-for _functions, _key in [
-    (("__operators__.add", "math.add"), "add"),
-    (("math.subtract",), "subtract"),
-    (("math.multiply",), "multiply"),
-    (("math.truediv", "math.divide"), "divide"),
-    (("math.pow",), "power"),
-    (("math.maximum",), "maximum"),
-    (("math.minimum",), "minimum"),
-    (("math.floordiv", "compat.v1.floor_div"), "floor_divide"),
-    (("math.floormod", "math.mod"), "mod"),
-    (("math.equal", "__operators__.eq"), "equal"),
-    (("math.not_equal", "__operators__.ne"), "not_equal"),
-    (("math.greater",), "greater"),
-    (("math.greater_equal",), "greater_equal"),
-    (("math.less",), "less"),
-    (("math.less_equal",), "less_equal"),
-    (("math.logical_and",), "logical_and"),
-    (("math.logical_or",), "logical_or"),
-    (("math.logical_xor",), "logical_xor"),
-    (("math.squared_difference",), "squared_difference"),
-]:
-    _tf_binary(_functions, _BINARY[_key])
+_tf("__operators__.add", "math.add")(_tf_binary(np.add))
+_tf("math.subtract")(_tf_binary(np.subtract))
+_tf("math.multiply")(_tf_binary(np.multiply))
+_tf("math.truediv", "math.divide")(_tf_binary(np.true_divide))
+_tf("math.pow")(_tf_binary(np.power))
+_tf("math.maximum")(_tf_binary(np.maximum))
+_tf("math.minimum")(_tf_binary(np.minimum))
+_tf("math.floordiv", "compat.v1.floor_div")(_tf_binary(np.floor_divide))
+_tf("math.floormod", "math.mod")(_tf_binary(np.mod))
+_tf("math.equal", "__operators__.eq")(_tf_binary(np.equal))
+_tf("math.not_equal", "__operators__.ne")(_tf_binary(np.not_equal))
+_tf("math.greater")(_tf_binary(np.greater))
+_tf("math.greater_equal")(_tf_binary(np.greater_equal))
+_tf("math.less")(_tf_binary(np.less))
+_tf("math.less_equal")(_tf_binary(np.less_equal))
+_tf("math.logical_and")(_tf_binary(np.logical_and))
+_tf("math.logical_or")(_tf_binary(np.logical_or))
+_tf("math.logical_xor")(_tf_binary(np.logical_xor))
+_tf("math.squared_difference")(_tf_binary(_squared_difference))
 
 
 @_tf("math.divide_no_nan")
@@ -798,21 +802,9 @@ def _tf_log_softmax(spec: KernelSpec) -> Kernel:
     return kernel
 
 
-_TF_REDUCTIONS: dict[str, Callable[..., Any]] = {
-    "math.reduce_mean": np.mean,
-    "math.reduce_sum": np.sum,
-    "math.reduce_max": np.max,
-    "math.reduce_min": np.min,
-    "math.reduce_prod": np.prod,
-    "math.reduce_std": np.std,
-    "math.reduce_variance": np.var,
-    "math.reduce_any": np.any,
-    "math.reduce_all": np.all,
-    "math.reduce_logsumexp": _logsumexp,
-}
+def _tf_reduction(fn: Callable[..., Any]) -> KernelFactory:
+    """A ``math.reduce_*`` function: ``fn(x, axis=, keepdims=)`` in the input's dtype."""
 
-
-def _tf_reduction(function: str, fn: Callable[..., Any]) -> None:
     def factory(spec: KernelSpec) -> Kernel:
         def kernel(x: Any, **kwargs: Any) -> np.ndarray:
             p = _tf_kwargs(spec, kwargs, {"axis": None, "keepdims": False})
@@ -822,14 +814,24 @@ def _tf_reduction(function: str, fn: Callable[..., Any]) -> None:
 
         return kernel
 
-    _tf(function)(factory)
+    return factory
 
 
-for _function, _fn in _TF_REDUCTIONS.items():
-    _tf_reduction(_function, _fn)
+_tf("math.reduce_mean")(_tf_reduction(np.mean))
+_tf("math.reduce_sum")(_tf_reduction(np.sum))
+_tf("math.reduce_max")(_tf_reduction(np.max))
+_tf("math.reduce_min")(_tf_reduction(np.min))
+_tf("math.reduce_prod")(_tf_reduction(np.prod))
+_tf("math.reduce_std")(_tf_reduction(np.std))
+_tf("math.reduce_variance")(_tf_reduction(np.var))
+_tf("math.reduce_any")(_tf_reduction(np.any))
+_tf("math.reduce_all")(_tf_reduction(np.all))
+_tf("math.reduce_logsumexp")(_tf_reduction(_logsumexp))
 
 
-def _tf_arg(functions: Sequence[str], fn: Callable[..., Any]) -> None:
+def _tf_arg(fn: Callable[..., Any]) -> KernelFactory:
+    """``math.argmax``/``argmin``: the index along ``axis`` (0 when None) as ``output_type``."""
+
     def factory(spec: KernelSpec) -> Kernel:
         def kernel(x: Any, **kwargs: Any) -> np.ndarray:
             p = _tf_kwargs(spec, kwargs, {"axis": None, "output_type": "int64"})
@@ -838,11 +840,11 @@ def _tf_arg(functions: Sequence[str], fn: Callable[..., Any]) -> None:
 
         return kernel
 
-    _tf(*functions)(factory)
+    return factory
 
 
-_tf_arg(("math.argmax",), np.argmax)
-_tf_arg(("math.argmin",), np.argmin)
+_tf("math.argmax")(_tf_arg(np.argmax))
+_tf("math.argmin")(_tf_arg(np.argmin))
 
 
 @_tf("concat")
@@ -998,7 +1000,9 @@ def _tf_gather(spec: KernelSpec) -> Kernel:
 @_tf("cast")
 def _tf_cast(spec: KernelSpec) -> Kernel:
     def kernel(x: Any, **kwargs: Any) -> np.ndarray:
-        dtype = dtype_value(spec, "call argument dtype", _tf_kwargs(spec, kwargs, {"dtype": NO_DEFAULT})["dtype"])
+        dtype = dtype_value(
+            spec, "call argument dtype", _tf_kwargs(spec, kwargs, {"dtype": NO_DEFAULT})["dtype"]
+        )
         x = _as_array(x)
         if x.dtype.kind == "f" and dtype.kind in "iu":
             x = np.trunc(x)

@@ -6,28 +6,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from modelgraph import catalogue
+from modelgraph.catalogue import Fusion
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, map_refs
+from modelgraph.layer_params import plain_ints
 from modelgraph.runner.activations import activation_name
 from modelgraph.runner.fast.fused import CONV_RESIDUAL, INVERTED_BOTTLENECK, ZERO_PADDED
 
-PRODUCERS = frozenset(
-    {
-        "Conv1D",
-        "Conv2D",
-        "Conv3D",
-        "DepthwiseConv1D",
-        "DepthwiseConv2D",
-        "SeparableConv1D",
-        "SeparableConv2D",
-        "Dense",
-    }
-)
-
-
-DEPTHWISE = frozenset({"DepthwiseConv1D", "DepthwiseConv2D"})
-
-
 FUSABLE_ACTIVATIONS = frozenset({"relu", "relu6"})
+
+_NO_FUSION = Fusion()
+
+
+def fusion(layer: Layer) -> Fusion:
+    """What the fusion passes may merge ``layer`` with: its catalogue entry's ``fusion`` (nothing for
+    a class the catalogue does not know, a Keras 3 op, a nested model or a merged step)."""
+    spec = catalogue.spec_for(layer.key)
+    return spec.fusion if spec is not None and spec.fusion is not None else _NO_FUSION
+
+
+def producer_axis(layer: Layer) -> int | None:
+    """The channel axis of a layer linear in its kernel and bias that can absorb a following
+    BatchNormalization and activation (counted with the batch axis), else None."""
+    return fusion(layer).channel_axis
 
 
 def drop(
@@ -130,64 +131,39 @@ def number(value: object) -> float | None:
 
 
 def relu_name(layer: Layer, activations: frozenset[str] = FUSABLE_ACTIVATIONS) -> str | None:
-    """``relu`` or ``relu6`` when the layer is exactly that activation (and float32), else None; an
-    ``Activation`` layer's name is accepted when it is in ``activations``."""
+    """The activation in ``activations`` (``relu`` or ``relu6`` by default) that the layer is exactly
+    (float32, called once; its entry's ``fusion.activation``: an ``Activation`` layer, a plain
+    ``ReLU``), else None."""
     if not is_float32(layer) or layer.node_count != 1:
         return None
-    if layer.class_name == "Activation":
-        name = activation_name(layer.config.get("activation"))
-        return name if name in activations else None
-    if layer.class_name == "ReLU":
-        slope = layer.config.get("negative_slope", layer.config.get("alpha", 0.0)) or 0.0
-        threshold = layer.config.get("threshold", 0.0) or 0.0
-        max_value = layer.config.get("max_value")
-        if slope != 0.0 or threshold != 0.0:
-            return None
-        if max_value is None:
-            return "relu"
-        # Only a plain 6 fuses; anything else (another number, a malformed value) is left to the
-        # ReLU kernel, which runs or refuses it.
-        return "relu6" if number(max_value) == 6.0 else None
-    return None
+    amounts_to = fusion(layer).activation
+    value = amounts_to(layer.config) if amounts_to is not None else None
+    name = activation_name(value) if value is not None else None
+    return name if name in activations else None
 
 
-def ints(value: object) -> tuple[int, ...] | None:
-    """An int or a list of ints as a tuple (None for anything else)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return (value,)
-    if isinstance(value, list | tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return tuple(value)
-    return None
+#: An int or a list of ints as a tuple (None for anything else): how the passes read sizes.
+ints = plain_ints
 
 
-def pads_2d(value: object) -> list[list[int]] | None:
-    """ZeroPadding2D's ``padding`` as ``[[top, bottom], [left, right]]`` (None if malformed)."""
-    flat = ints(value)
-    if flat is not None and len(flat) == 1 and flat[0] >= 0:
-        return [[flat[0]] * 2, [flat[0]] * 2]
-    if flat is not None and len(flat) == 2 and min(flat) >= 0:
-        return [[flat[0]] * 2, [flat[1]] * 2]
-    if isinstance(value, list | tuple) and len(value) == 2:
-        pairs = [ints(v) for v in value]
-        if all(p is not None and len(p) == 2 and min(p) >= 0 for p in pairs):
-            return [list(p) for p in pairs]  # type: ignore[arg-type]
-    return None
-
-
-def zero_padding_2d_pads(layer: Layer) -> list[list[int]] | None:
-    """The pads of a channels-last float32 ``ZeroPadding2D`` called once (see ``pads_2d``), else None."""
+def zero_pads(layer: Layer) -> list[list[int]] | None:
+    """The explicit pads ``[[top, bottom], [left, right]]`` of a channels-last float32 layer called
+    once whose entry's ``fusion.zero_padding`` reads them (ZeroPadding2D), else None."""
+    pads_of = fusion(layer).zero_padding
     if not (
-        layer.class_name == "ZeroPadding2D"
+        pads_of is not None
         and single_call_float32(layer)
         and layer.config.get("data_format", "channels_last") in (None, "channels_last")
     ):
         return None
-    return pads_2d(layer.config.get("padding", 1))
+    return pads_of(layer.config)
 
 
 def plain_add(layer: Layer, node: Node) -> bool:
+    """A float32 layer summing two or more tensors (its entry's ``fusion.sums``: Add), called once
+    with one list of tensors and nothing else."""
     return (
-        layer.class_name == "Add"
+        fusion(layer).sums
         and single_call_float32(layer)
         and len(node.args) == 1
         and isinstance(node.args[0], list | tuple)
@@ -197,6 +173,12 @@ def plain_add(layer: Layer, node: Node) -> bool:
     )
 
 
-# Kernels that always return a new array (never a view of an input): their output may be overwritten
-# by its only reader.
-FRESH_OUTPUTS = PRODUCERS | {INVERTED_BOTTLENECK, CONV_RESIDUAL, ZERO_PADDED}
+# Merged steps whose kernels always return a new array (never a view of an input).
+_FRESH_STEPS = frozenset({INVERTED_BOTTLENECK, CONV_RESIDUAL, ZERO_PADDED})
+
+
+def fresh_output(layer: Layer) -> bool:
+    """Whether the layer's kernel always returns a new array (never a view of an input), so its
+    output may be overwritten by its only reader: a producer (``fusion.channel_axis``) or a merged
+    conv step."""
+    return producer_axis(layer) is not None or layer.class_name in _FRESH_STEPS

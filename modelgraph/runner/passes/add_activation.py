@@ -15,9 +15,9 @@ from types import MappingProxyType
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
 from modelgraph.runner.fast.fused import ADD_ACTIVATION
 from modelgraph.runner.passes._graph import (
-    FRESH_OUTPUTS,
     Readers,
     drop,
+    fresh_output,
     is_float32,
     plain_add,
     plain_call,
@@ -58,7 +58,7 @@ def _dying_fresh_input(readers: Readers, node: Node, layers: Mapping[str, Layer]
     refs = list(node.args[0])
     for i, ref in enumerate(refs):
         producer = layers.get(ref.layer)
-        if producer is None or producer.class_name not in FRESH_OUTPUTS or producer.node_count != 1:
+        if producer is None or not fresh_output(producer) or producer.node_count != 1:
             continue
         if sum(r == ref for r in refs) != 1 or not readers.only(node, ref):
             continue

@@ -1,7 +1,8 @@
 """Fusion pass: merge inverted bottlenecks into one step.
 
 Matches ``[1x1 Conv2D expand ->] [ZeroPadding2D ->] DepthwiseConv2D (depth multiplier 1, no dilation)
--> 1x1 Conv2D project``, channels-last float32, each link read by nothing else. Produces one
+-> 1x1 Conv2D project``, channels-last float32, each link read by nothing else (the stages' classes by
+their catalogue entries' ``fusion.bottleneck`` and ``fusion.zero_padding``). Produces one
 ``modelgraph/InvertedBottleneck`` layer (``fast/fused.py``) named after the projection, reading the
 chain's input, with the stages' weights as ``expand/...``, ``depthwise/...``, ``project/...``: it runs
 band by band in cache.
@@ -18,10 +19,11 @@ from modelgraph.runner.fast.fused import INVERTED_BOTTLENECK
 from modelgraph.runner.passes._graph import (
     Readers,
     drop,
+    fusion,
     ints,
     plain_call,
     single_call_float32,
-    zero_padding_2d_pads,
+    zero_pads,
 )
 
 
@@ -51,7 +53,7 @@ def merge_bottlenecks(graph: ModelGraph) -> ModelGraph:
             current = follower(node)
         elif not plain_call(node):
             return None
-        if current is not None and zero_padding_2d_pads(layers[current.layer]) is not None:
+        if current is not None and zero_pads(layers[current.layer]) is not None:
             stages["pad"] = layers[current.layer]
             chain.append(current)
             current = follower(current)
@@ -78,7 +80,7 @@ def merge_bottlenecks(graph: ModelGraph) -> ModelGraph:
             expand is not None and expand.weight("kernel").shape[-1] != width
         ):
             continue
-        pads = [[0, 0], [0, 0]] if pad is None else zero_padding_2d_pads(pad)
+        pads = [[0, 0], [0, 0]] if pad is None else zero_pads(pad)
         if pads is None:
             continue
         weights = tuple(
@@ -112,10 +114,11 @@ def _conv_basics(layer: Layer) -> bool:
 
 
 def _pointwise(layer: Layer, node: Node) -> bool:
-    """A plain 1x1, stride-1, ungrouped Conv2D."""
+    """A plain 1x1, stride-1, ungrouped Conv2D (a class whose entry's ``fusion.bottleneck`` is
+    ``"pointwise"``)."""
     names = {w.name for w in layer.weights}
     return (
-        layer.class_name == "Conv2D"
+        fusion(layer).bottleneck == "pointwise"
         and _conv_basics(layer)
         and plain_call(node)
         and ints(layer.config.get("kernel_size")) in ((1,), (1, 1))
@@ -128,10 +131,11 @@ def _pointwise(layer: Layer, node: Node) -> bool:
 
 
 def _depthwise_3x3(layer: Layer) -> bool:
-    """A DepthwiseConv2D with depth multiplier 1, no dilation, valid or same padding."""
+    """A DepthwiseConv2D (``fusion.bottleneck`` ``"depthwise"``) with depth multiplier 1, no
+    dilation, valid or same padding."""
     names = {w.name for w in layer.weights}
     return (
-        layer.class_name == "DepthwiseConv2D"
+        fusion(layer).bottleneck == "depthwise"
         and _conv_basics(layer)
         and layer.config.get("depth_multiplier", 1) == 1
         and layer.config.get("padding", "valid") in ("valid", "same")

@@ -1,7 +1,7 @@
 """Fusion pass: fold BatchNormalization and ReLU (or swish) into the conv or Dense before them.
 
-Matches ``Conv1D/2D/3D | DepthwiseConv1D/2D | SeparableConv1D/2D | Dense`` (linear, channels-last,
-float32, one plain call) ``-> BatchNormalization`` (inference, on the channel axis) ``-> ReLU /
+Matches ``Conv1D/2D/3D | DepthwiseConv1D/2D | SeparableConv1D/2D | Dense`` (any class whose catalogue
+entry sets ``fusion.channel_axis``; linear, channels-last, float32, one plain call) ``-> BatchNormalization`` (inference, on the channel axis) ``-> ReLU /
 Activation(relu|relu6|swish|silu)``, each link read by nothing else. Produces the producer layer with
 weights ``kernel * s`` (a separable conv's ``pointwise_kernel * s``) and ``(bias - mean) * s + beta`` (``s = gamma / sqrt(moving_variance + epsilon)``, computed in float64, rounded once
 to float32) and the activation as its fused activation; the BatchNormalization and activation layers
@@ -20,14 +20,14 @@ import numpy as np
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, Weight
 from modelgraph.runner.activations import activation_name
 from modelgraph.runner.passes._graph import (
-    DEPTHWISE,
     FUSABLE_ACTIVATIONS,
-    PRODUCERS,
     Readers,
     drop,
+    fusion,
     is_float32,
     number,
     plain_call,
+    producer_axis,
     relu_name,
     single_call_float32,
 )
@@ -50,7 +50,7 @@ def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
         current = producer
         tail = node.key
         follower = readers.single(tail)
-        if follower is not None and layers[follower.layer].class_name == "BatchNormalization":
+        if follower is not None and fusion(layers[follower.layer]).batchnorm:
             bn = layers[follower.layer]
             folded = _fold_batchnorm(current, bn, _rank(current))
             if folded is not None and plain_call(follower):
@@ -74,7 +74,7 @@ def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
 
 def _can_produce(layer: Layer, node: Node) -> bool:
     return (
-        layer.class_name in PRODUCERS
+        producer_axis(layer) is not None
         and single_call_float32(layer)
         and layer.config.get("data_format", "channels_last") == "channels_last"
         and activation_name(layer.config.get("activation")) == "linear"
@@ -98,12 +98,14 @@ def _fold_batchnorm(producer: Layer, bn: Layer, kernel_rank: int | None) -> Laye
     """The producer with the BatchNormalization folded into its weights, or None when it cannot be."""
     if bn.node_count != 1 or not is_float32(bn) or kernel_rank is None:
         return None
+    if bn.config.get("mode") is not None:
+        return None  # Keras 1's sample-wise modes (mode 0 is read as today's layer): its kernel refuses them
     axis = bn.config.get("axis", -1)
     if isinstance(axis, list | tuple):
         if len(axis) != 1:
             return None
         axis = axis[0]
-    if not isinstance(axis, int) or axis not in (-1, _output_rank(producer)):
+    if not isinstance(axis, int) or axis not in (-1, producer_axis(producer)):
         return None
     names = {w.name for w in bn.weights}
     if not {"moving_mean", "moving_variance"} <= names:
@@ -116,7 +118,8 @@ def _fold_batchnorm(producer: Layer, bn: Layer, kernel_rank: int | None) -> Laye
     kernel_w = weights[scaled]
     if not str(kernel_w.dtype).startswith(("float", "bfloat")):
         return None  # a quantized kernel: its own kernel refuses it, folding must not hide that
-    out_channels = _out_channels(producer, kernel_w.shape)
+    depthwise = fusion(producer).depthwise
+    out_channels = int(kernel_w.shape[-2] * kernel_w.shape[-1]) if depthwise else int(kernel_w.shape[-1])
     if bn.weight("moving_mean").shape != (out_channels,):
         return None
 
@@ -128,9 +131,7 @@ def _fold_batchnorm(producer: Layer, bn: Layer, kernel_rank: int | None) -> Laye
         scale = gamma / np.sqrt(var + eps)
         kernel = kernel_w.read().astype(np.float64)
         # In place: the same products without a second float64 copy of the kernel.
-        kernel *= (
-            scale.reshape(kernel.shape[-2], kernel.shape[-1]) if producer.class_name in DEPTHWISE else scale
-        )
+        kernel *= scale.reshape(kernel.shape[-2], kernel.shape[-1]) if depthwise else scale
         bias = weights["bias"].read().astype(np.float64) if "bias" in weights else np.zeros_like(mean)
         return kernel.astype(np.float32), ((bias - mean) * scale + beta).astype(np.float32)
 
@@ -150,18 +151,4 @@ def _fold_batchnorm(producer: Layer, bn: Layer, kernel_rank: int | None) -> Laye
     )
     config = dict(producer.config)
     config["use_bias"] = True
-    if producer.class_name == "Dense":
-        config.setdefault("units", out_channels)
     return replace(producer, config=MappingProxyType(config), weights=new_weights)
-
-
-def _output_rank(producer: Layer) -> int:
-    if producer.class_name == "Dense":
-        return 1
-    return {"1D": 2, "2D": 3, "3D": 4}[producer.class_name[-2:]]
-
-
-def _out_channels(producer: Layer, kernel_shape: tuple[int, ...]) -> int:
-    if producer.class_name in DEPTHWISE:
-        return int(kernel_shape[-2] * kernel_shape[-1])
-    return int(kernel_shape[-1])

@@ -17,6 +17,7 @@ from modelgraph.runner.fast.fused import CONV_RESIDUAL, INVERTED_BOTTLENECK
 from modelgraph.runner.passes._graph import (
     Readers,
     drop,
+    fusion,
     plain_add,
     plain_call,
     relu_name,
@@ -66,14 +67,15 @@ def merge_residual_sums(graph: ModelGraph) -> ModelGraph:
 
 
 def _residual_producer(layer: Layer, node: Node) -> bool:
-    """A step whose epilogue can take a residual sum: a linear channels-last float32 Conv2D (groups
-    1) or an inverted bottleneck without one yet, called once, plainly."""
+    """A step whose epilogue can take a residual sum: a linear channels-last float32 Conv2D (its
+    entry's ``fusion.residual``; groups 1) or an inverted bottleneck without one yet, called once,
+    plainly."""
     if not (single_call_float32(layer) and plain_call(node)):
         return False
     if layer.class_name == INVERTED_BOTTLENECK:
         return layer.config.get("residual") is None
     return (
-        layer.class_name == "Conv2D"
+        fusion(layer).residual
         and layer.config.get("data_format", "channels_last") in (None, "channels_last")
         and activation_name(layer.config.get("activation")) == "linear"
         and (layer.config.get("groups") or 1) == 1

@@ -1,7 +1,8 @@
 """Fusion pass: read zero padding as part of the op that follows it.
 
 Matches ``ZeroPadding2D -> Conv2D (groups 1) | DepthwiseConv2D | MaxPooling2D (valid, pads narrower
-than the pool)``, channels-last float32, the padded tensor read by nothing else. Produces
+than the pool)``, channels-last float32, the padded tensor read by nothing else. The catalogue entries
+decide: ``fusion.zero_padding`` (the pad), ``fusion.takes_zero_padding`` and ``padded_kernel`` (the op). Produces
 ``modelgraph/ZeroPadded`` under the op's name, reading the padding's input: the padded copy of the
 tensor is never made.
 """
@@ -11,15 +12,15 @@ from __future__ import annotations
 from dataclasses import replace
 from types import MappingProxyType
 
+from modelgraph import catalogue
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
 from modelgraph.runner.fast.fused import ZERO_PADDED
 from modelgraph.runner.passes._graph import (
     Readers,
     drop,
-    ints,
     plain_call,
     single_call_float32,
-    zero_padding_2d_pads,
+    zero_pads,
 )
 
 
@@ -33,7 +34,7 @@ def fold_zero_paddings(graph: ModelGraph) -> ModelGraph:
     calls: dict[str, Node] = {}
     for node in graph.nodes:
         pad = layers[node.layer]
-        pads = zero_padding_2d_pads(pad)
+        pads = zero_pads(pad)
         if pads is None or not plain_call(node):
             continue
         reader = readers.single(node.key)
@@ -55,17 +56,11 @@ def fold_zero_paddings(graph: ModelGraph) -> ModelGraph:
 
 
 def _pads_into(layer: Layer, pads: list[list[int]]) -> bool:
-    """Whether ``layer`` can take explicit zero padding ``pads`` into its own reading of the input."""
+    """Whether ``layer`` can take explicit zero padding ``pads`` into its own reading of the input:
+    channels-last, and its entry both accepts them (``fusion.takes_zero_padding``) and has a kernel
+    that reads them (``padded_kernel``)."""
     if layer.config.get("data_format", "channels_last") not in (None, "channels_last"):
         return False
-    if layer.class_name == "Conv2D":
-        return (layer.config.get("groups") or 1) == 1
-    if layer.class_name == "DepthwiseConv2D":
-        return True
-    if layer.class_name == "MaxPooling2D":
-        pool = ints(layer.config.get("pool_size", 2))
-        if pool is None or layer.config.get("padding", "valid") != "valid":
-            return False
-        pool = pool * 2 if len(pool) == 1 else pool
-        return len(pool) == 2 and all(max(p) < k for p, k in zip(pads, pool, strict=True))
-    return False
+    spec = catalogue.spec_for(layer.key)
+    takes = spec.fusion.takes_zero_padding if spec is not None and spec.fusion is not None else None
+    return takes is not None and callable(spec.padded_kernel) and bool(takes(layer.config, pads))
