@@ -45,6 +45,7 @@ from modelgraph.runner.fast.epilogue import (
     with_residual,
 )
 from modelgraph.runner.fast.pooling import padded_max_pool2d
+from modelgraph.runner.fast.scaled import scaled_pointwise_conv2d
 from modelgraph.runner.kernels.conv_utils import fused_activation, out_sizes, window_pads
 from modelgraph.runner.kernels.merge import merge_inputs, same_rank, sum_inputs
 from modelgraph.runner.parallel import for_each, thread_count, threads_for
@@ -341,3 +342,16 @@ def zero_padded(spec: KernelSpec) -> Kernel:
         compute_dtype=spec.compute_dtype,
     )
     return _PADDED_KERNELS[class_name](inner, [(int(a), int(b)) for a, b in pads])
+
+
+# --- a squeeze-and-excitation scale merged into the 1x1 conv that reads the product ----------------
+
+SCALED_CONV = FUSED_PREFIX + "ScaledConv"
+
+
+@register(SCALED_CONV)
+def scaled_conv(spec: KernelSpec) -> Kernel:
+    """``Multiply([a, s]) -> Conv2D 1x1`` as ``run(a, s)``: with ``s`` of one value per image and
+    channel, the scale goes into the conv's kernel rows and the product is never made (see
+    :mod:`modelgraph.runner.fast.scaled`)."""
+    return scaled_pointwise_conv2d(_stage_spec(spec, "conv"))
