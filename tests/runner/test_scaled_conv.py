@@ -31,6 +31,7 @@ def _kernel(rng, cin, cout, bias, act):
         ((1, 7, 9, 16), (1, 1, 1, 16), 8, True, "linear", False),  # EfficientNet's batch 1
         ((3, 5, 4, 12), (3, 1, 1, 12), 20, True, "relu", True),  # per image, scale given first
         ((2, 6, 6, 8), (2, 1, 1, 8), 5, False, "linear", False),
+        ((2, 2, 3, 8), (2, 1, 1, 8), 7, True, "linear", False),  # fewer pixels than filters
         ((2, 6, 6, 8), (1, 1, 1, 8), 5, True, "linear", False),  # one scale for the batch: fallback
         ((2, 3, 4, 6), (2, 3, 4, 6), 4, True, "relu", False),  # a full product: fallback
         ((2, 3, 4, 6), (2, 1, 4, 6), 4, True, "linear", True),  # broadcast over rows only: fallback

@@ -4,6 +4,7 @@ squeeze-and-excitation step (``passes/squeeze_excite.py``).
 ``conv(a * s)[b] = a[b] @ (s[b] * K) + bias``: the scale goes into a per-image copy of the ``(C, F)``
 kernel (``C * F`` products per image, against ``H * W * C`` for scaling the tensor), and one batched
 GEMM reads ``a`` directly, so the product tensor (as large as ``a``) is neither written nor read back.
+Images with fewer pixels than filters are scaled instead (the cheaper of the two).
 Products are rounded in another order than Keras's (``a * (s * K)`` against ``(a * s) * K``), within
 float32 rounding. Inputs of any other shapes are multiplied first, broadcasting as ``Multiply``
 does, and convolved by the layer's own fast kernel.
@@ -57,6 +58,10 @@ def scaled_pointwise_conv2d(spec: KernelSpec) -> Kernel:
             first, second = same_rank([np.asarray(a), np.asarray(b)])
             return plain(first * second)
         batch, height, width, _ = x.shape
+        if height * width < kernel.shape[1]:
+            # Fewer pixels than filters (EfficientNet's last blocks: 7x7 against 320): scaling the
+            # image costs less than scaling the kernel.
+            return plain(x * s)
         scaled = s.reshape(batch, -1, 1) * kernel  # (B, C, F)
         out = np.empty((batch, height, width, kernel.shape[1]), dtype=np.float32)
         np.matmul(x.reshape(batch, height * width, -1), scaled, out=out.reshape(batch, height * width, -1))
