@@ -35,7 +35,12 @@ import numpy as np
 from modelgraph.layer_params import depthwise_weight_name, int_tuple, padding_mode
 from modelgraph.runner.activations import Activation, get_activation
 from modelgraph.runner.fast.blocks import row_blocks, scratch, slab, spread_parts, window_rows
-from modelgraph.runner.fast.conv import conv2d_with_residual, padded_conv2d, padded_depthwise_conv2d
+from modelgraph.runner.fast.conv import (
+    conv2d_with_residual,
+    padded_conv2d,
+    padded_depthwise_conv2d,
+    prepared_separable_conv2d,
+)
 from modelgraph.runner.fast.depthwise import DEPTHWISE_WORK, depthwise_slab, depthwise_tiled
 from modelgraph.runner.fast.epilogue import (
     CopyingEpilogue,
@@ -311,6 +316,20 @@ _PADDED_KERNELS = {
 }
 
 
+def _valid_pads(pads: Any) -> bool:
+    """Whether ``pads`` is ``[[top, bottom], [left, right]]`` of non-negative ints."""
+    return (
+        isinstance(pads, (list, tuple))
+        and len(pads) == 2
+        and all(
+            isinstance(p, (list, tuple))
+            and len(p) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in p)
+            for p in pads
+        )
+    )
+
+
 @register(ZERO_PADDED)
 def zero_padded(spec: KernelSpec) -> Kernel:
     """ZeroPadding2D -> Conv2D / DepthwiseConv2D / MaxPooling2D as one step: the window op pads its
@@ -321,16 +340,7 @@ def zero_padded(spec: KernelSpec) -> Kernel:
     if class_name not in _PADDED_KERNELS:
         raise spec.unsupported("class_name", class_name)
     pads = spec.get("pads")
-    if not (
-        isinstance(pads, (list, tuple))
-        and len(pads) == 2
-        and all(
-            isinstance(p, (list, tuple))
-            and len(p) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in p)
-            for p in pads
-        )
-    ):
+    if not _valid_pads(pads):
         raise spec.unsupported("pads", pads)
     inner = _stage_spec(spec, "layer")
     inner = KernelSpec(
@@ -355,3 +365,26 @@ def scaled_conv(spec: KernelSpec) -> Kernel:
     channel, the scale goes into the conv's kernel rows and the product is never made (see
     :mod:`modelgraph.runner.fast.scaled`)."""
     return scaled_pointwise_conv2d(_stage_spec(spec, "conv"))
+
+
+# --- a ReLU and zero padding merged into the SeparableConv2D reading them ---------------------------
+
+PREPARED_SEPARABLE = FUSED_PREFIX + "PreparedSeparable"
+
+
+@register(PREPARED_SEPARABLE)
+def prepared_separable(spec: KernelSpec) -> Kernel:
+    """``[ReLU ->] [ZeroPadding2D ->] SeparableConv2D`` (NASNet's branches) as one step: the
+    activation and the padding are applied to the depthwise conv's row slabs (see
+    :func:`conv.prepared_separable_conv2d`). Config: ``activation`` (``relu``, ``relu6`` or None),
+    ``pads`` (None: none) and the conv's ``layer`` config; weights: the conv's, prefixed ``layer/``."""
+    activation = spec.get("activation")
+    if activation not in (None, "relu", "relu6"):
+        raise spec.unsupported("activation", activation)
+    pads = spec.get("pads")
+    if pads is not None and not _valid_pads(pads):
+        raise spec.unsupported("pads", pads)
+    inner = _stage_spec(spec, "layer")
+    return prepared_separable_conv2d(
+        inner, None if pads is None else [(int(a), int(b)) for a, b in pads], activation
+    )
