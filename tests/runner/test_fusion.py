@@ -8,8 +8,8 @@ import numpy as np
 
 from modelgraph.loading import load
 from modelgraph.runner.fusion import fuse
-from modelgraph.runner.passes.fold_batchnorm import fold_batchnorms
 from modelgraph.runner.interpreter import Runner
+from modelgraph.runner.passes.fold_batchnorm import fold_batchnorms
 
 SAMPLES = Path(__file__).resolve().parent.parent.parent / "samples"
 
