@@ -8,11 +8,15 @@ what it matches and what it produces:
    into the producer's weights and activation.
 2. ``bottleneck``: ``[1x1 expand ->] [pad ->] depthwise -> 1x1 project`` as one inverted-bottleneck step
    run band by band in cache.
-3. ``residual``: ``Add(a, b) [-> ReLU]`` merged into the linear Conv2D or inverted bottleneck producing
+3. ``squeeze_excite``: ``Multiply([a, s]) -> Conv2D 1x1`` as one step that scales the kernel's rows per
+   image instead of the tensor.
+4. ``separable_input``: ``[ReLU ->] [ZeroPadding2D ->] SeparableConv2D`` as one step that activates and
+   pads the depthwise conv's row slabs.
+5. ``residual``: ``Add(a, b) [-> ReLU]`` merged into the linear Conv2D or inverted bottleneck producing
    ``a`` (the sum and activation run in its epilogue).
-4. ``zero_padding``: ``ZeroPadding2D -> Conv2D / DepthwiseConv2D / MaxPooling2D`` as one step that pads
+6. ``zero_padding``: ``ZeroPadding2D -> Conv2D / DepthwiseConv2D / MaxPooling2D`` as one step that pads
    as it reads.
-5. ``add_activation``: any other ``Add -> ReLU`` as one chunked step.
+7. ``add_activation``: any other ``Add -> ReLU`` as one chunked step.
 
 A link is fused only when nothing else can observe the intermediate tensor: the producer and the
 consumer each have one call, the intermediate feeds exactly that one consumer and is no model
@@ -31,11 +35,15 @@ from modelgraph.runner.passes.add_activation import merge_add_activations
 from modelgraph.runner.passes.bottleneck import merge_bottlenecks
 from modelgraph.runner.passes.fold_batchnorm import fold_batchnorms
 from modelgraph.runner.passes.residual import merge_residual_sums
+from modelgraph.runner.passes.separable_input import merge_separable_inputs
+from modelgraph.runner.passes.squeeze_excite import merge_scaled_convs
 from modelgraph.runner.passes.zero_padding import fold_zero_paddings
 
 PASSES: tuple[Callable[[ModelGraph], ModelGraph], ...] = (
     fold_batchnorms,
     merge_bottlenecks,
+    merge_scaled_convs,
+    merge_separable_inputs,
     merge_residual_sums,
     fold_zero_paddings,
     merge_add_activations,

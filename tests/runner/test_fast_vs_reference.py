@@ -156,11 +156,13 @@ def _check(spec: KernelSpec, x: np.ndarray) -> None:
 
 def test_every_fast_kernel_is_covered():
     """The property tests draw every class that has a fast kernel: the conv cases every Conv,
-    DepthwiseConv and SeparableConv rank with one, the pool cases Max/AveragePooling 1D to 3D."""
+    DepthwiseConv and SeparableConv rank with one, the pool cases Max/AveragePooling 1D to 3D, the
+    global cases GlobalAveragePooling 1D to 3D."""
     names = {factory.__name__ for factory in fast.FAST_KERNELS}
     conv = {"conv1d", "conv2d", "conv3d", "depthwise_conv1d", "depthwise_conv2d"}
     conv |= {"separable_conv1d", "separable_conv2d"}
     pooling = {f"{kind}_pooling{rank}d" for kind in ("max", "avg") for rank in (1, 2, 3)}
+    pooling |= {f"global_avg_pooling{rank}d" for rank in (1, 2, 3)}
     assert names == conv | pooling
 
 
@@ -225,7 +227,24 @@ def pool_cases(draw, ranks=(1, 2, 3), kinds=("Max", "Average"), paddings=("valid
     return KernelSpec("pool", f"{kind}Pooling{rank}D", config, compute_dtype=dtype), x
 
 
-@pytest.mark.parametrize("cases", [conv_cases(), pool_cases()], ids=["conv", "pooling"])
+@st.composite
+def global_cases(draw):
+    """A GlobalAveragePoolingND layer (keepdims or not) and an input for it, float16/32/64."""
+    rank = draw(st.sampled_from((1, 2, 3)))
+    fmt = draw(st.sampled_from(FORMATS))
+    dtype = draw(st.sampled_from(["float32", "float16", "float64"]))
+    spatial = tuple(draw(st.integers(1, 9)) for _ in range(rank))
+    channels, batch = draw(st.integers(1, 40)), draw(st.integers(1, 3))
+    config = {"data_format": fmt, "keepdims": draw(st.booleans())}
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    shape = (batch, channels, *spatial) if fmt == "channels_first" else (batch, *spatial, channels)
+    x = (rng.normal(size=shape) + 0.5).astype(dtype)
+    return KernelSpec("gap", f"GlobalAveragePooling{rank}D", config, compute_dtype=dtype), x
+
+
+@pytest.mark.parametrize(
+    "cases", [conv_cases(), pool_cases(), global_cases()], ids=["conv", "pooling", "global pooling"]
+)
 @SETTINGS
 @given(data=st.data())
 def test_fast_kernels_match_reference(cases, data):

@@ -39,6 +39,10 @@ FAST_KERNELS: dict[KernelFactory, FastFactory] = {
     reference_conv.separable_conv1d: fast_conv.separable_conv1d,
     reference_conv.separable_conv2d: fast_conv.separable_conv2d,
     **{reference_pooling.POOLING[key]: fast_pooling.POOLING[key] for key in reference_pooling.POOLING},
+    **{
+        reference_pooling.GLOBAL_POOLING["avg", rank]: fast_pooling.GLOBAL_AVG[rank]
+        for rank in fast_pooling.GLOBAL_AVG
+    },
 }
 
 

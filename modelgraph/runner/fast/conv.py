@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from modelgraph.runner import rowwise
 from modelgraph.runner.activations import Activation
 from modelgraph.runner.fast import blocks
 from modelgraph.runner.fast.blocks import row_blocks, slab, spread_parts, tap_reduce, window2d, window_rows
@@ -90,6 +91,7 @@ def _depthwise_2d(
     dilation: tuple[int, ...],
     pads: Pads,
     epilogue: Epilogue,
+    pre: Callable[[np.ndarray], None] | None = None,
 ) -> np.ndarray:
     """Depthwise conv of an unpadded rank-1/2 channels-last array, kernel ``(k..., C, M)``, one block of
     output rows at a time (padded rows in a scratch slab, ``epilogue`` while the block is in cache).
@@ -98,7 +100,15 @@ def _depthwise_2d(
     runs over whole output rows. With it, wide layers: one ``einsum`` over a strided (pixels, taps,
     channels) view of the slab; narrow ones (where einsum's channel inner loop is too short): one
     multiply and one add per tap.
+
+    ``pre`` (in place on an array), when given, is applied to the input first (a merged ReLU before
+    the conv): on each block's padded slab while it is in cache where the blocks take slabs, else on
+    a copy of the input. Zero padding is left as it is (ReLU keeps 0).
     """
+    if pre is not None and dilation[-1] != 1:
+        x = np.array(x, dtype=x.dtype, order="C")
+        pre(x)
+        pre = None
     x2, pads2, ks, st, dil = _as_2d(x, pads, kernel.shape[:-2], strides, dilation)
     channels, mult = kernel.shape[-2:]
     width = channels * mult
@@ -108,7 +118,7 @@ def _depthwise_2d(
         # column phase when strided): the kernel tiled along the row lets one einsum cover it.
         padded = [n + b + a for n, (b, a) in zip(x2.shape[1:3], pads2, strict=True)]
         tiled = depthwise_tiled(flat, out_sizes(padded, ks, st, dil)[1])
-        out = _depthwise_blocks(x2, flat, tiled, st, dil, pads2, epilogue, mult)
+        out = _depthwise_blocks(x2, flat, tiled, st, dil, pads2, epilogue, mult, pre)
     elif width < EINSUM_MIN_CHANNELS:
         by_tap = kernel.reshape(-1, width)
 
@@ -137,9 +147,11 @@ def _depthwise_blocks(
     pads: Pads,
     epilogue: Epilogue,
     mult: int,
+    pre: Callable[[np.ndarray], None] | None = None,
 ) -> np.ndarray:
-    """Depthwise conv a block of output rows at a time: padded input rows to a scratch slab, then
-    :func:`depthwise_slab`, then ``epilogue`` while the block is in cache."""
+    """Depthwise conv a block of output rows at a time: padded input rows to a scratch slab (``pre``
+    applied to it in place), then :func:`depthwise_slab`, then ``epilogue`` while the block is in
+    cache."""
     batch, width = x.shape[0], kernel.shape[-1]
     kh = kernel.shape[0]
     padded = [n + b + a for n, (b, a) in zip(x.shape[1:3], pads, strict=True)]
@@ -153,6 +165,13 @@ def _depthwise_blocks(
         src = slab(x, n0, n1, r0, r1, pads, 0.0, 0)
         if mult > 1:
             src = np.repeat(src, mult, axis=-1)
+        if pre is not None:
+            if np.may_share_memory(src, x):
+                # No padding: the slab is a view of the input, which must not change.
+                copy = blocks.scratch(0, src.shape, src.dtype)
+                copy[...] = src
+                src = copy
+            pre(src)
         dst = out[n0:n1, h0:h1]
         depthwise_slab(src, kernel, tiled, strides, dilation, dst)
         epilogue(dst, (slice(n0, n1), slice(h0, h1)))
@@ -326,6 +345,13 @@ def padded_depthwise_conv2d(spec: KernelSpec, pads: Pads) -> Kernel:
     return _make_depthwise(spec, 2, pre_pads=pads)
 
 
+def prepared_separable_conv2d(spec: KernelSpec, pads: Pads | None, activation: str | None) -> Kernel:
+    """A channels-last SeparableConv2D whose input first goes through ``activation`` (``relu`` /
+    ``relu6``; None: none) and zero padding ``pads`` (None: none), both applied to the depthwise
+    conv's row slabs: neither the activated nor the padded tensor is made."""
+    return _make_separable(spec, 2, pre_pads=pads, pre_activation=activation)
+
+
 def conv2d_with_residual(spec: KernelSpec, activation: Any, act: Activation | None) -> Kernel:
     """``run(x, residual) = act(conv2d(x) + residual)`` for a linear channels-last Conv2D, ``act``
     the function of the activation named ``activation`` (None: linear), see :func:`with_residual`."""
@@ -356,7 +382,12 @@ def _make_depthwise(spec: KernelSpec, rank: int, pre_pads: Pads | None = None) -
     return then_activate(run, after)
 
 
-def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
+def _make_separable(
+    spec: KernelSpec, rank: int, pre_pads: Pads | None = None, pre_activation: str | None = None
+) -> Kernel:
+    """A separable conv kernel; with ``pre_pads`` (rank 2), the input zero-padded by them first; with
+    ``pre_activation`` (``relu`` / ``relu6``, rank 1/2), that activation applied to the input first
+    (on the depthwise conv's row slabs, in cache)."""
     p = separable_params(spec, rank)
     dtype, fmt, kernel_size, strides, dilation = p.dtype, p.fmt, p.kernel_size, p.strides, p.dilation
     mode, mult, channels, filters, bias = p.mode, p.mult, p.channels, p.filters, p.bias
@@ -364,12 +395,19 @@ def _make_separable(spec: KernelSpec, rank: int) -> Kernel:
     pointwise = np.ascontiguousarray(p.pointwise)
     act_value, act, after = layout_activation(spec, fmt)
     epilogue = in_place_epilogue(bias, act_value, act)
+    if (pre_pads is not None or pre_activation is not None) and (rank > 2 or fmt != "channels_last"):
+        raise spec.unsupported("data_format", fmt)
+    pre = None
+    if pre_activation is not None:
+        if pre_activation not in ("relu", "relu6"):
+            raise spec.unsupported("activation", pre_activation)
+        pre = rowwise.relu_ if pre_activation == "relu" else rowwise.relu6_
 
     def run(inputs: Any) -> np.ndarray:
         x = channels_last_input(inputs, dtype, fmt, rank, channels)
-        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
+        pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
         if rank <= 2:
-            mid = _depthwise_2d(x, depthwise, strides, dilation, pads, _no_epilogue)
+            mid = _depthwise_2d(x, depthwise, strides, dilation, pads, _no_epilogue, pre)
             mid2 = mid[:, None] if rank == 1 else mid
             out = conv2d_gemm(mid2, pointwise, (1, 1), (1, 1), (1, 1), [(0, 0), (0, 0)], epilogue)
             return from_last(out[:, 0] if rank == 1 else out, fmt)

@@ -11,6 +11,7 @@ import numpy as np
 
 from modelgraph.runner import rowwise
 from modelgraph.runner.activations import Activation, activation_name
+from modelgraph.runner.fast import sigmoid
 from modelgraph.runner.kernels.conv_utils import AXIS_ACTIVATIONS, fused_activation
 from modelgraph.runner.registry import KernelSpec
 
@@ -43,12 +44,18 @@ def _element_work(name: str | None) -> float:
 
 
 def _activate(name: str, act: Activation, src: np.ndarray, dst: np.ndarray) -> None:
-    """``dst = act(src)`` (``dst`` may be ``src``): relu / relu6 as one ``clip`` without temporaries,
-    swish / silu of float32 chunk by chunk without a tensor-sized temporary."""
+    """``dst = act(src)`` (``dst`` may be ``src``; ``src`` may be overwritten): relu / relu6 as one
+    ``clip`` without temporaries; float32 sigmoid and swish / silu with the compiled loop when the
+    ``jit`` extra is there (:mod:`modelgraph.runner.fast.sigmoid`), else swish chunk by chunk without
+    a tensor-sized temporary."""
     if name == "relu":
         rowwise.relu_(src, out=dst)
     elif name == "relu6":
         rowwise.relu6_(src, out=dst)
+    elif name in sigmoid.NAMES and sigmoid.apply(name, src, dst):
+        return
+    elif name in sigmoid.NAMES and sigmoid.apply(name, src, src):
+        dst[...] = src  # a strided destination (a padded slab's interior): computed in place, moved
     elif name in ("swish", "silu") and src.dtype == np.float32 and dst.dtype == np.float32:
         rowwise.silu_(src, out=dst)
     else:

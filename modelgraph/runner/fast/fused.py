@@ -36,7 +36,12 @@ from modelgraph import catalogue
 from modelgraph.layer_params import depthwise_weight_name, int_tuple, padding_mode
 from modelgraph.runner.activations import Activation, get_activation
 from modelgraph.runner.fast.blocks import row_blocks, scratch, slab, spread_parts, window_rows
-from modelgraph.runner.fast.conv import conv2d_with_residual, padded_conv2d, padded_depthwise_conv2d
+from modelgraph.runner.fast.conv import (
+    conv2d_with_residual,
+    padded_conv2d,
+    padded_depthwise_conv2d,
+    prepared_separable_conv2d,
+)
 from modelgraph.runner.fast.depthwise import DEPTHWISE_WORK, depthwise_slab, depthwise_tiled
 from modelgraph.runner.fast.epilogue import (
     CopyingEpilogue,
@@ -46,6 +51,7 @@ from modelgraph.runner.fast.epilogue import (
     with_residual,
 )
 from modelgraph.runner.fast.pooling import padded_max_pool2d
+from modelgraph.runner.fast.scaled import scaled_pointwise_conv2d
 from modelgraph.runner.kernels.conv_utils import fused_activation, out_sizes, window_pads
 from modelgraph.runner.kernels.merge import merge_inputs, same_rank, sum_inputs
 from modelgraph.runner.parallel import for_each, thread_count, threads_for
@@ -310,6 +316,20 @@ catalogue.provides("padded_kernel", "DepthwiseConv2D")(padded_depthwise_conv2d)
 catalogue.provides("padded_kernel", "MaxPooling2D")(padded_max_pool2d)
 
 
+def _valid_pads(pads: Any) -> bool:
+    """Whether ``pads`` is ``[[top, bottom], [left, right]]`` of non-negative ints."""
+    return (
+        isinstance(pads, (list, tuple))
+        and len(pads) == 2
+        and all(
+            isinstance(p, (list, tuple))
+            and len(p) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in p)
+            for p in pads
+        )
+    )
+
+
 @register(ZERO_PADDED)
 def zero_padded(spec: KernelSpec) -> Kernel:
     """ZeroPadding2D -> Conv2D / DepthwiseConv2D / MaxPooling2D as one step: the window op pads its
@@ -323,16 +343,7 @@ def zero_padded(spec: KernelSpec) -> Kernel:
     if not callable(padded):
         raise spec.unsupported("class_name", class_name)
     pads = spec.get("pads")
-    if not (
-        isinstance(pads, (list, tuple))
-        and len(pads) == 2
-        and all(
-            isinstance(p, (list, tuple))
-            and len(p) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in p)
-            for p in pads
-        )
-    ):
+    if not _valid_pads(pads):
         raise spec.unsupported("pads", pads)
     inner = _stage_spec(spec, "layer")
     inner = KernelSpec(
@@ -344,3 +355,39 @@ def zero_padded(spec: KernelSpec) -> Kernel:
         compute_dtype=spec.compute_dtype,
     )
     return padded(inner, [(int(a), int(b)) for a, b in pads])
+
+
+# --- a squeeze-and-excitation scale merged into the 1x1 conv that reads the product ----------------
+
+SCALED_CONV = FUSED_PREFIX + "ScaledConv"
+
+
+@register(SCALED_CONV)
+def scaled_conv(spec: KernelSpec) -> Kernel:
+    """``Multiply([a, s]) -> Conv2D 1x1`` as ``run(a, s)``: with ``s`` of one value per image and
+    channel, the scale goes into the conv's kernel rows and the product is never made (see
+    :mod:`modelgraph.runner.fast.scaled`)."""
+    return scaled_pointwise_conv2d(_stage_spec(spec, "conv"))
+
+
+# --- a ReLU and zero padding merged into the SeparableConv2D reading them ---------------------------
+
+PREPARED_SEPARABLE = FUSED_PREFIX + "PreparedSeparable"
+
+
+@register(PREPARED_SEPARABLE)
+def prepared_separable(spec: KernelSpec) -> Kernel:
+    """``[ReLU ->] [ZeroPadding2D ->] SeparableConv2D`` (NASNet's branches) as one step: the
+    activation and the padding are applied to the depthwise conv's row slabs (see
+    :func:`conv.prepared_separable_conv2d`). Config: ``activation`` (``relu``, ``relu6`` or None),
+    ``pads`` (None: none) and the conv's ``layer`` config; weights: the conv's, prefixed ``layer/``."""
+    activation = spec.get("activation")
+    if activation not in (None, "relu", "relu6"):
+        raise spec.unsupported("activation", activation)
+    pads = spec.get("pads")
+    if pads is not None and not _valid_pads(pads):
+        raise spec.unsupported("pads", pads)
+    inner = _stage_spec(spec, "layer")
+    return prepared_separable_conv2d(
+        inner, None if pads is None else [(int(a), int(b)) for a, b in pads], activation
+    )

@@ -1,5 +1,6 @@
-"""Compiled depthwise convolution loops (Numba), used by :mod:`modelgraph.runner.fast.depthwise` when the
-optional ``jit`` extra is installed (``pip install modelgraph[jit]``).
+"""Compiled depthwise convolution and average pooling loops (Numba), used by
+:mod:`modelgraph.runner.fast.depthwise` and :mod:`modelgraph.runner.fast.pooling` when the optional
+``jit`` extra is installed (``pip install modelgraph[jit]``).
 
 A depthwise conv does 9-25 multiply-adds per output value and no reuse across channels: NumPy can only
 express it as whole-array passes (one ``einsum`` over strided views, about 7-8 GFLOP/s on one core of
@@ -79,3 +80,46 @@ def depthwise(
     """``dst`` (``(nb, hb, ow, width)``) = the depthwise conv of the padded slab ``src``, kernel
     ``(kh, kw, width)``, any strides and dilation."""
     _kernel()(src, kernel, dst, strides[0], strides[1], dilation[0], dilation[1])
+
+
+def _avg_pool_loops(x: Any, out: Any, ph: int, pw: int, sh: int, sw: int, top: int, left: int) -> None:
+    """2-D average pooling of a channels-last ``x`` into ``out``, padding ``top`` / ``left`` before the
+    first row / column: each window's unpadded cells summed row by row into a local accumulator,
+    divided by their count."""
+    nb, height, width, channels = x.shape
+    oh, ow = out.shape[1], out.shape[2]
+    acc = np.empty(channels, dtype=out.dtype)
+    for n in range(nb):
+        for oy in range(oh):
+            y0 = oy * sh - top
+            ya, yb = max(y0, 0), min(y0 + ph, height)
+            for ox in range(ow):
+                x0 = ox * sw - left
+                xa, xb = max(x0, 0), min(x0 + pw, width)
+                for c in range(channels):
+                    acc[c] = 0.0
+                for yy in range(ya, yb):
+                    for xx in range(xa, xb):
+                        pixel = x[n, yy, xx]
+                        for c in range(channels):
+                            acc[c] += pixel[c]
+                count = out.dtype.type(max(yb - ya, 0) * max(xb - xa, 0))
+                dst = out[n, oy, ox]
+                for c in range(channels):
+                    dst[c] = acc[c] / count
+
+
+@cache
+def _avg_pool_kernel() -> Callable[..., None]:
+    import numba
+
+    return numba.njit(nogil=True, cache=True, boundscheck=False, error_model="numpy")(_avg_pool_loops)
+
+
+def avg_pool2d(
+    x: np.ndarray, out: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], before: tuple[int, int]
+) -> None:
+    """``out`` (``(B, oh, ow, C)``) = the average pooling of ``x`` (``(B, H, W, C)``, float32) over
+    ``pool`` windows at ``strides``, ``before`` padded rows / columns in front, the divisor the count
+    of unpadded cells in each window (Keras's ``same`` average pooling)."""
+    _avg_pool_kernel()(x, out, pool[0], pool[1], strides[0], strides[1], before[0], before[1])

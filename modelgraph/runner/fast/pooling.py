@@ -18,11 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from modelgraph.runner.fast import blocks
+from modelgraph.runner.fast import blocks, jit
 from modelgraph.runner.fast.blocks import row_blocks, scratch, spread_parts, tap_reduce
+from modelgraph.runner.kernels import pooling as reference_pooling
 from modelgraph.runner.kernels.conv_utils import (
     Pads,
     WindowParams,
+    float_dtype,
     from_last,
     out_sizes,
     pad_spatial,
@@ -42,10 +44,31 @@ def _pool_2d(x: np.ndarray, p: WindowParams, kind: str, pads: Pads) -> np.ndarra
     pool2, strides2 = ((1, *p.kernel_size), (1, *p.strides)) if flat else (p.kernel_size, p.strides)
     if kind == "max":
         out = max_pool2d(x2, pool2, strides2, pads2)
+    elif jit.available() and x2.dtype == np.float32:
+        out = _compiled_avg_pool2d(x2, pool2, strides2, pads2)
     else:
         counts = valid_counts(x2.shape[1:3], pool2, strides2, pads2, x.dtype)
         out = avg_pool2d(x2, pool2, strides2, pads2, counts)
     return out[:, 0] if flat else out
+
+
+def _compiled_avg_pool2d(
+    x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], pads: Pads
+) -> np.ndarray:
+    """Average pooling of a C-ordered float32 ``(B, H, W, C)`` array with the compiled loops (the
+    ``jit`` extra): one pass, every window summed in cache (NASNetMobile's 3x3 pools of 7x7 to 28x28
+    inputs at batch 1: the separable NumPy passes cost 0.2-0.3 ms each, mostly per-call overhead),
+    images spread over threads when the call is big enough."""
+    batch, height, width, channels = x.shape
+    oh, ow = out_sizes([height + sum(pads[0]), width + sum(pads[1])], pool, strides, (1, 1))
+    out = np.empty((batch, oh, ow, channels), dtype=x.dtype)
+    before = (pads[0][0], pads[1][0])
+
+    def image(n: int) -> None:
+        jit.avg_pool2d(x[n : n + 1], out[n : n + 1], pool, strides, before)
+
+    for_each(image, range(batch), out.size * pool[0] * pool[1])
+    return out
 
 
 def _pool_3d(x: np.ndarray, p: WindowParams, kind: str, pads: Pads) -> np.ndarray:
@@ -225,4 +248,40 @@ POOLING = {
     (kind, rank): ranked_factory(_make_pool, rank, kind, name=f"{kind}_pooling{rank}d")
     for kind in ("max", "avg")
     for rank in RANKS
+}
+
+
+def _make_global_avg(spec: KernelSpec, rank: int) -> Kernel:
+    """Global average pooling of channels-last float32 inputs as one matrix-vector product per image
+    (``(1/N) * ones(N) @ x[b].reshape(N, C)``, N the spatial size): BLAS's vectorised dot products
+    instead of NumPy's reduction over the spatial axes, which runs row by row of C values
+    (EfficientNetB0's excitations at batch 1, one core: 2-9x faster; float32 error against float64
+    1.3e-8-5.7e-8, NumPy's mean 3.8e-8-1.8e-7). Anything else (channels_first, a mask, other
+    dtypes) runs the reference kernel."""
+    reference = reference_pooling.GLOBAL_POOLING["avg", rank](spec)
+    if (
+        spec.get("data_format", "channels_last") not in (None, "channels_last")
+        or float_dtype(spec) != np.float32
+    ):
+        return reference
+    keepdims = bool(spec.get("keepdims", False))
+
+    def run(inputs: Any, mask: Any = None) -> np.ndarray:
+        x = np.asarray(inputs)
+        if mask is not None or x.dtype != np.float32 or x.ndim != rank + 2 or x.size == 0:
+            return reference(inputs, mask)
+        batch, channels = x.shape[0], x.shape[-1]
+        pixels = x.size // (batch * channels)
+        weights = np.full(pixels, 1.0 / pixels, dtype=np.float32)
+        out = np.empty((batch, channels), dtype=np.float32)
+        for b in range(batch):
+            np.dot(weights, x[b].reshape(pixels, channels), out=out[b])
+        return out.reshape(batch, *(1,) * rank, channels) if keepdims else out
+
+    return run
+
+
+# rank -> the fast kernel replacing ``kernels.pooling.GLOBAL_POOLING["avg", rank]``.
+GLOBAL_AVG = {
+    rank: ranked_factory(_make_global_avg, rank, name=f"global_avg_pooling{rank}d") for rank in RANKS
 }

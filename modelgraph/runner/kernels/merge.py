@@ -143,7 +143,8 @@ def _average(xs: Sequence[np.ndarray]) -> np.ndarray:
 
 register("Add")(_elementwise(sum_inputs))
 register("Subtract")(_elementwise(lambda xs: xs[0] - xs[1], exactly=2))
-register("Multiply")(_elementwise(_prod, masked=_masked_prod))
+# Named: the squeeze-excite fusion pass recognises a Multiply by its kernel.
+multiply = register("Multiply")(_elementwise(_prod, masked=_masked_prod))
 register("Average")(_elementwise(_average))
 register("Maximum")(_elementwise(_maximum, masked=_masked_extremum(np.maximum)))
 register("Minimum")(_elementwise(_minimum, masked=_masked_extremum(np.minimum)))

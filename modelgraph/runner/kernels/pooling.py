@@ -123,14 +123,15 @@ def _make_global(spec: KernelSpec, rank: int, kind: str) -> Kernel:
     return run
 
 
-# (kind, rank) -> the registered factory; ``modelgraph/runner/fast/__init__.py`` keys the fast
-# pooling kernels by these.
+# (kind, rank) -> the registered factory of the window / global pooling layers;
+# ``modelgraph/runner/fast/__init__.py`` keys the fast pooling kernels by these.
 POOLING: dict[tuple[str, int], KernelFactory] = {}
+GLOBAL_POOLING: dict[tuple[str, int], KernelFactory] = {}
 for _rank in RANKS:
     for _kind, _name, _alias in (("max", "MaxPooling", "MaxPool"), ("avg", "AveragePooling", "AvgPool")):
         POOLING[_kind, _rank] = register(f"{_name}{_rank}D", f"{_alias}{_rank}D")(
             ranked_factory(_make_pool, _rank, _kind, name=f"{_kind}_pooling{_rank}d")
         )
-        register(f"Global{_name}{_rank}D", f"Global{_alias}{_rank}D")(
+        GLOBAL_POOLING[_kind, _rank] = register(f"Global{_name}{_rank}D", f"Global{_alias}{_rank}D")(
             ranked_factory(_make_global, _rank, _kind, name=f"global_{_kind}_pooling{_rank}d")
         )
