@@ -23,7 +23,7 @@ from modelgraph.runner.passes._graph import (
     plain_call,
     relu_name,
     single_call_float32,
-    zero_padding_2d_pads,
+    zero_pads,
 )
 from modelgraph.runner.registry import get_kernel
 
@@ -45,7 +45,7 @@ def merge_separable_inputs(graph: ModelGraph) -> ModelGraph:
         merged: list[str] = []
         before = _sole_producer(node, layers, producers, readers, removed)
         if before is not None:
-            pads = zero_padding_2d_pads(layers[before.layer])
+            pads = zero_pads(layers[before.layer])
             if pads is not None:
                 merged.append(before.layer)
                 source = before
