@@ -1,5 +1,8 @@
 """Core layers: Dense, EinsumDense, Embedding, activations, dropout and noise, Lambda, the model input."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from modelgraph import weight_names as wn
 from modelgraph.catalogue import upgrades, writing
 from modelgraph.catalogue.spec import (
@@ -27,6 +30,16 @@ KERNEL_QUANTIZED = {
     "int4": ("kernel_scale",),
     "int4_grouped": ("kernel_zero", "g_idx"),
 }
+
+
+def _embedding_ids(config: Mapping[str, Any]) -> int | None:
+    """An Embedding's ids are in ``[0, input_dim)`` (None when ``input_dim`` is unusable: its kernel
+    refuses it)."""
+    size = config.get("input_dim")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        return None
+    return size
+
 
 SPECS = (
     *layers(
@@ -78,6 +91,7 @@ SPECS = (
         macs=zero_macs,
         weight_names=wn.embeddings,
         keras1_weight_names={"kernel": "embeddings"},
+        id_range=_embedding_ids,
         quantized_weight_names={
             "int8": ("embeddings_scale",),
             "int4": ("embeddings_scale",),
@@ -89,7 +103,7 @@ SPECS = (
         ),
     ),
     # tf_keras's Identity never sets supports_masking (it drops the mask); Keras 3's keeps it.
-    layer("Identity", **WEIGHTLESS, dtype="follows_input", masks=masks(k3=PASS_MASK)),
+    layer("Identity", **WEIGHTLESS, dtype="follows_input", masks=masks(k3=PASS_MASK), keeps_values=True),
     layer(
         "InputLayer",
         config=ConfigSpec(upgrade=upgrades.keras1_input),
@@ -109,7 +123,10 @@ SPECS = (
         ),
     ),
     layer(
-        "Masking", **WEIGHTLESS, masks=masks(MaskBehaviour(None, "masking"), MaskBehaviour(None, "masking"))
+        "Masking",
+        **WEIGHTLESS,
+        masks=masks(MaskBehaviour(None, "masking"), MaskBehaviour(None, "masking")),
+        keeps_values=True,
     ),
     layer("PReLU", macs=zero_macs, weight_names=wn.alpha, masks=PROPAGATES_MASK),
     layer(

@@ -1,7 +1,7 @@
 """Reshaping layers: padding, cropping, upsampling, reshape, permute."""
 
 from modelgraph.catalogue import upgrades
-from modelgraph.catalogue.spec import WEIGHTLESS, ConfigSpec, layers
+from modelgraph.catalogue.spec import WEIGHTLESS, ConfigSpec, layer, layers
 
 SPECS = (
     *layers(
@@ -17,10 +17,17 @@ SPECS = (
         ),
         **WEIGHTLESS,
         dtype="follows_input",
+        keeps_values=True,
+    ),
+    layer(
+        "Cropping1D",
+        **WEIGHTLESS,
+        config=ConfigSpec(upgrade=upgrades.dim_ordering),
+        dtype="follows_input",
+        keeps_values=True,
     ),
     *layers(
         (
-            "Cropping1D",
             "Cropping2D",
             "Cropping3D",
             "UpSampling1D",
