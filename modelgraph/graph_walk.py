@@ -141,9 +141,10 @@ class Scope:
         return self._cleared
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Visit:
-    """One node being visited: its scope, layer and node."""
+    """One node being visited: its scope, layer and node (read-only by convention; not frozen, as a
+    frozen dataclass costs a slower construction for every node of every walk)."""
 
     scope: Scope
     layer: Layer

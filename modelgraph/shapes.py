@@ -315,13 +315,13 @@ class _GraphShapes:
         self.result.outputs[key] = shapes
         self.result.dtypes[key] = dtypes
 
-    def outputs(self, key: NodeKey) -> list[TensorSpec]:
-        """The symbolic tensors of one node's outputs (what the walk binds in its environment)."""
+    def bind(self, node: Node, env: dict[TensorRef, TensorSpec]) -> None:
+        """Put the symbolic tensors of one node's outputs in the walk's environment."""
+        key = node.key
         dtypes = self.result.dtypes.get(key) or []
-        return [
-            TensorSpec(s, dtypes[t] if t < len(dtypes) else None)
-            for t, s in enumerate(self.result.outputs.get(key, ()))
-        ]
+        count = len(dtypes)
+        for t, shape in enumerate(self.result.outputs.get(key, ())):
+            env[TensorRef(node.layer, node.index, t)] = TensorSpec(shape, dtypes[t] if t < count else None)
 
     def _resolve(self, consumer: NodeKey, ref: TensorRef) -> TensorSpec:
         outs = self.result.outputs.get(ref.node_key)
@@ -339,11 +339,19 @@ class _GraphShapes:
         dtype = dtypes[ref.tensor_index] if ref.tensor_index < len(dtypes) else None
         return TensorSpec(outs[ref.tensor_index], dtype)
 
-    def call_specs(self, node: Node) -> tuple[Any, Mapping[str, Any], list[TensorSpec]]:
+    def call_specs(
+        self, node: Node, env: Mapping[TensorRef, TensorSpec] | None = None
+    ) -> tuple[Any, Mapping[str, Any], list[TensorSpec]]:
         """The node's call with every tensor replaced by its :class:`TensorSpec` (recorded in
-        ``inputs`` and ``calls``): ``(args, kwargs, flattened inputs)``."""
+        ``inputs`` and ``calls``): ``(args, kwargs, flattened inputs)``. A tensor is looked up in the
+        walk's environment ``env``, else in this graph's result (which reports a reference past its
+        producer's outputs)."""
         key = node.key
-        resolve = lambda ref: self._resolve(key, ref)  # noqa: E731
+
+        def resolve(ref: TensorRef) -> TensorSpec:
+            spec = env.get(ref) if env is not None else None
+            return spec if spec is not None else self._resolve(key, ref)
+
         args = map_refs(node.args, resolve)
         kwargs = map_refs(dict(node.kwargs), resolve)
         inputs = [resolve(r) for r in node.inputs]
@@ -352,10 +360,10 @@ class _GraphShapes:
         return args, kwargs, inputs
 
     # --- one layer or op ------------------------------------------------------------------------
-    def infer_node(self, node: Node, layer: Layer) -> None:
+    def infer_node(self, node: Node, layer: Layer, env: Mapping[TensorRef, TensorSpec]) -> None:
         """Apply the node's shape rule (a layer or op that is not a nested model)."""
         key = node.key
-        args, kwargs, inputs = self.call_specs(node)
+        args, kwargs, inputs = self.call_specs(node, env)
         call = Call(
             name=layer.name,
             class_name=layer.class_name,
@@ -567,8 +575,9 @@ def _weight_inputs(layer: Layer, call: Call) -> list[Shape | None]:
 class _Inferrer(GraphWalker[TensorSpec]):
     """The graph walk's client for shape inference: the walk orders the nodes, inlines nested models
     and binds their inputs; each graph (the top, each nested call) keeps its own result. The walk's
-    environment holds each tensor's :class:`TensorSpec`; the rules read them through the graph's
-    result, which also knows each producer's output count (a reference past it is a problem)."""
+    environment holds each tensor's :class:`TensorSpec`; a tensor it lacks (a reference past its
+    producer's outputs, a producer of unknown arity) is looked up in the graph's result, which
+    reports it. A nested call's inputs are checked where it is entered, from the caller's result."""
 
     def __init__(self, graph: ModelGraph, overrides: Mapping[str, TensorSpec]) -> None:
         keras_major = graph.keras_major if graph.keras_version else (3 if graph.format == "keras_zip" else 2)
@@ -580,26 +589,21 @@ class _Inferrer(GraphWalker[TensorSpec]):
         self.walk(self.graph, {})
         return self.top.result
 
-    @staticmethod
-    def _bind(state: _GraphShapes, node: Node, env: dict[TensorRef, TensorSpec]) -> None:
-        for t, spec in enumerate(state.outputs(node.key)):
-            env[TensorRef(node.layer, node.index, t)] = spec
-
     def input_node(self, visit: Visit, env: dict[TensorRef, TensorSpec], masks: Any) -> None:
         state = self._stack[-1]
         try:
             state.infer_input(visit.node, visit.layer)
         except Exception as exc:  # never raise on a model; a crash here is our bug
             state.failed(visit.node.key, exc)
-        self._bind(state, visit.node, env)
+        state.bind(visit.node, env)
 
     def run_node(self, visit: Visit, env: dict[TensorRef, TensorSpec], masks: Any) -> None:
         state = self._stack[-1]
         try:
-            state.infer_node(visit.node, visit.layer)
+            state.infer_node(visit.node, visit.layer, env)
         except Exception as exc:  # never raise on a model; a crash here is our bug
             state.failed(visit.node.key, exc)
-        self._bind(state, visit.node, env)
+        state.bind(visit.node, env)
 
     def missing_inputs(self, visit: Visit, missing: Sequence[TensorRef]) -> bool:
         return True  # inferred with those inputs unknown (a reference past a producer's outputs is reported)

@@ -185,7 +185,7 @@ class _IdWalk(GraphWalker["str | None"]):
                 if name is not None:
                     self.limits[name] = min(self.limits.get(name, size), size)
         spec = catalogue.spec_for(layer.key)
-        keeps = size is None and held and spec is not None and spec.keeps_values
+        keeps = size is None and bool(held) and spec is not None and spec.keeps_values
         for t in visit.scope.referenced_outputs(node):
             env[TensorRef(layer.name, node.index, t)] = held[0] if keeps and t == 0 else None
 
