@@ -226,7 +226,12 @@ class GraphWalker(Generic[V]):
                 # Bound by the caller (an InputLayer no input names is never fed).
                 self.input_node(visit, env, masks)
                 continue
-            missing = [r for r in node.inputs if r not in env]
+            for r in node.inputs:
+                if r not in env:  # rare: no list is built for the usual node
+                    missing = [r for r in node.inputs if r not in env]
+                    break
+            else:
+                missing = None
             if missing and not self.missing_inputs(visit, missing):
                 continue
             if layer.subgraph is not None:

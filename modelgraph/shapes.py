@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modelgraph import catalogue
+from modelgraph._gc import gc_paused
+from modelgraph.catalogue.spec import LayerSpec
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, map_refs
 from modelgraph.graph_walk import GraphWalker, Scope, Visit
 from modelgraph.shape_rules import (
@@ -194,7 +196,8 @@ def infer_shapes(graph: ModelGraph, input_shapes: Mapping[str, Shape] | None = N
     overrides: dict[str, TensorSpec] = {}
     for name, shape in (input_shapes or {}).items():
         overrides[name] = TensorSpec(None if shape is None else tuple(shape), None)
-    return _Inferrer(graph, overrides).run()
+    with gc_paused():  # thousands of acyclic specs per graph: the collector's passes only cost
+        return _Inferrer(graph, overrides).run()
 
 
 def expected_weights(
@@ -390,7 +393,7 @@ class _GraphShapes:
             )
             self.set_outputs(key, [None], [None])
             self.unknown_arity.add(key)
-            self._expected(node, layer, call)
+            self._expected(node, layer, call, spec)
             return
         try:
             raw = rule(call)
@@ -407,7 +410,7 @@ class _GraphShapes:
         shapes = [self._check_dims(key, s) for s in shapes]
         self._check_size(key, shapes, [t.shape for t in inputs])
         self.set_outputs(key, shapes, self._dtypes(layer, rkey, call, len(shapes)))
-        self._expected(node, layer, call)
+        self._expected(node, layer, call, spec)
 
     # --- inputs ---------------------------------------------------------------------------------
     def infer_input(self, node: Node, layer: Layer) -> None:
@@ -524,11 +527,11 @@ class _GraphShapes:
         self.result.expected.setdefault(layer.name, {})
 
     # --- weights --------------------------------------------------------------------------------
-    def _expected(self, node: Node, layer: Layer, call: Call) -> None:
+    def _expected(self, node: Node, layer: Layer, call: Call, spec: LayerSpec | None) -> None:
         if layer.kind == "op" or _weightless_key(layer.key):
             self.result.expected.setdefault(layer.name, {})
             return
-        ins = _weight_inputs(layer, call)
+        ins = _weight_inputs(spec, call)
         sig = tuple(ins)
         if (layer.name, sig) in self._weights_checked:
             return
@@ -559,10 +562,9 @@ class _GraphShapes:
                 )
 
 
-def _weight_inputs(layer: Layer, call: Call) -> list[Shape | None]:
-    """The input shapes the layer's weights are built from: its entry's ``weight_inputs`` (the
+def _weight_inputs(spec: LayerSpec | None, call: Call) -> list[Shape | None]:
+    """The input shapes a layer's weights are built from: its entry's ``weight_inputs`` (the
     MultiHeadAttention's query, value and key), else its positional tensors in order."""
-    spec = catalogue.spec_for(layer.key)
     pick = spec.weight_inputs if spec is not None else None
     if callable(pick):
         try:
