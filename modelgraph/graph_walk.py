@@ -20,10 +20,12 @@ done here, once:
   called in training mode is refused, unless its catalogue entry says a frozen layer ignores it
   (Keras's BatchNormalization with ``trainable=False``).
 
-The runner's plan (taps and profiles are read off its steps) and the ONNX exporter are the clients.
-Shape inference (:mod:`modelgraph.shapes`) still drives its own loop: it keeps one result per nested
-model call (``ShapeResult.nested``, which the exporter reads through :meth:`GraphWalker.enter_model`)
-instead of inlining, and records problems for inputs nothing computes instead of skipping the node.
+The clients: shape inference (:mod:`modelgraph.shapes`, which keeps one result per nested model call
+through :meth:`GraphWalker.enter_model` and :meth:`GraphWalker.model_done`, gives input nodes their
+shapes through :meth:`GraphWalker.input_node` and visits a node whose inputs nothing computed with
+those inputs unknown), the runner's plan (taps, profiles and the view's statistics overlay come from
+runs of its steps), the ONNX exporter and the random ids of ``run --random``
+(:mod:`modelgraph.runner.feeds`).
 """
 
 from __future__ import annotations
@@ -115,6 +117,9 @@ class Scope:
     prefix: str = ""
     forced_training: bool = False
     depth: int = 0
+    bindings: tuple[tuple[TensorRef, TensorRef], ...] = ()
+    """A nested model's scope: (its input tensor, the caller's tensor bound to it) in binding order
+    (by key for a mapping, else the call's flattened tensors in order); empty at the top."""
     _referenced: dict[tuple[str, int], frozenset[int]] | None = field(default=None, repr=False)
     _cleared: tuple[dict[TensorRef, int], dict[Any, int]] | None = field(default=None, repr=False)
 
@@ -136,9 +141,10 @@ class Scope:
         return self._cleared
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Visit:
-    """One node being visited: its scope, layer and node."""
+    """One node being visited: its scope, layer and node (read-only by convention; not frozen, as a
+    frozen dataclass costs a slower construction for every node of every walk)."""
 
     scope: Scope
     layer: Layer
@@ -194,7 +200,10 @@ class GraphWalker(Generic[V]):
     same way and is bound across nested models like ``env``. The hooks:
 
     * :meth:`run_node` (required): one call of a layer or op that is not a nested model;
-    * :meth:`missing_inputs`: a node reading a tensor that nothing computed (skipped);
+    * :meth:`input_node`: an input layer's node (by default nothing: the caller bound the top
+      level's inputs in ``env``, and a nested call binds its model's);
+    * :meth:`missing_inputs`: a node reading a tensor that nothing computed (skipped, unless the hook
+      returns True: then it is visited with those tensors absent from ``env``);
     * :meth:`bad_call`: a nested model call that binds no tensor for one of its inputs (skipped);
     * :meth:`enter_model`: before a nested model's nodes are visited (``inner``: their scope);
     * :meth:`model_done`: after a nested model's outputs are bound (``outs``: its output index and
@@ -212,12 +221,18 @@ class GraphWalker(Generic[V]):
         scope = scope if scope is not None else Scope(graph)
         for node in graph.nodes:
             layer = graph.layer(node.layer)
-            if layer.kind == "input":
-                continue  # bound by the caller (an InputLayer no input names is never fed)
             visit = Visit(scope, layer, node)
-            missing = [r for r in node.inputs if r not in env]
-            if missing:
-                self.missing_inputs(visit, missing)
+            if layer.kind == "input":
+                # Bound by the caller (an InputLayer no input names is never fed).
+                self.input_node(visit, env, masks)
+                continue
+            for r in node.inputs:
+                if r not in env:  # rare: no list is built for the usual node
+                    missing = [r for r in node.inputs if r not in env]
+                    break
+            else:
+                missing = None
+            if missing and not self.missing_inputs(visit, missing):
                 continue
             if layer.subgraph is not None:
                 self._inline(visit, env, masks)
@@ -231,7 +246,7 @@ class GraphWalker(Generic[V]):
         try:
             pairs = bind_model_inputs(sub, node.args, TensorRef)
         except ValueError as exc:
-            self.bad_call(visit, f"node {node} {exc}")
+            self.bad_call(visit, str(exc))
             return
         seg = f"{layer.name}:{node.index}" if layer.node_count > 1 else layer.name
         inner = Scope(
@@ -239,10 +254,13 @@ class GraphWalker(Generic[V]):
             f"{outer.prefix}{seg}/",
             outer.forced_training or visit.training is True,
             outer.depth + 1,
+            bindings=tuple(pairs),
         )
         sub_env: dict[TensorRef, V] = {}
         sub_masks: dict[TensorRef, Any] | None = None if masks is None else {}
         for ref, given in pairs:
+            if given not in env:
+                continue  # nothing computed it: a client that visits such nodes sees it absent
             sub_env[ref] = env[given]
             if masks is not None and sub_masks is not None and given in masks:
                 sub_masks[ref] = masks[given]
@@ -264,11 +282,19 @@ class GraphWalker(Generic[V]):
         """Compute one node and store its outputs in ``env`` (and ``masks``)."""
         raise NotImplementedError
 
-    def missing_inputs(self, visit: Visit, missing: Sequence[TensorRef]) -> None:
-        """A node reads tensors nothing computed (by default: skipped silently)."""
+    def input_node(self, visit: Visit, env: dict[TensorRef, V], masks: dict[TensorRef, Any] | None) -> None:
+        """An input layer's node (by default nothing: its value is bound in ``env`` by the caller at
+        the top level, by the nested call inside a nested model)."""
 
-    def bad_call(self, visit: Visit, message: str) -> None:
-        """A nested model call that cannot be bound (by default: skipped silently)."""
+    def missing_inputs(self, visit: Visit, missing: Sequence[TensorRef]) -> bool:
+        """A node reads tensors nothing computed. Return True to visit it anyway (those tensors are
+        absent from ``env``); by default it is skipped silently, and so are the nodes that read its
+        outputs."""
+        return False
+
+    def bad_call(self, visit: Visit, reason: str) -> None:
+        """A nested model call that cannot be bound; ``reason`` is a sentence fragment that follows
+        the call (``passes 2 tensor(s) to a model with 1 input(s)``). By default: skipped silently."""
 
     def enter_model(self, visit: Visit, inner: Scope) -> None:
         """A nested model call is about to be walked in scope ``inner`` (by default: nothing)."""

@@ -6,7 +6,8 @@ each node's class (see :mod:`modelgraph.shape_rules`):
 * layers by class name (``@shape_rule("Dense")``), Keras 3 raw ops as ``"op:<Class>"`` (their names
   clash with layers: ``Add``, ``Reshape``...), tf.keras ``TFOpLambda``/``SlicingOpLambda`` as
   ``"tf:<function>"`` (``"tf:__operators__.add"``);
-* nested models are inferred recursively with the shapes of the call (``ShapeResult.nested``);
+* the nodes are visited by the one graph walk (:mod:`modelgraph.graph_walk`): each call of a nested
+  model is inferred with the shapes of that call and keeps its own result (``ShapeResult.nested``);
 * the shapes Keras 3 writes into ``__keras_tensor__`` references are not used.
 
 Shapes are tuples with ``None`` for unknown dims (the batch is ``None``); an unknown rank is
@@ -33,7 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modelgraph import catalogue
-from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, bind_model_inputs, map_refs
+from modelgraph._gc import gc_paused
+from modelgraph.catalogue.spec import LayerSpec
+from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, map_refs
+from modelgraph.graph_walk import GraphWalker, Scope, Visit
 from modelgraph.shape_rules import (
     Call,
     Shape,
@@ -49,7 +53,6 @@ from modelgraph.shape_rules import (
     shape_rule,
     weight_rule,
 )
-from modelgraph.shape_rules.attention import mha_inputs
 from modelgraph.shape_rules.core import input_layer_shape
 
 __all__ = [
@@ -193,7 +196,8 @@ def infer_shapes(graph: ModelGraph, input_shapes: Mapping[str, Shape] | None = N
     overrides: dict[str, TensorSpec] = {}
     for name, shape in (input_shapes or {}).items():
         overrides[name] = TensorSpec(None if shape is None else tuple(shape), None)
-    return _Inferrer(graph, overrides, ()).run()
+    with gc_paused():  # thousands of acyclic specs per graph: the collector's passes only cost
+        return _Inferrer(graph, overrides).run()
 
 
 def expected_weights(
@@ -265,52 +269,62 @@ def _build_config_shapes(layer: Layer) -> list[Shape | None] | None:
 
 
 # ------------------------------------------------------------------------------------------------
-# The driver
+# The driver: a client of the one graph walk (modelgraph.graph_walk)
 
 
-class _Inferrer:
-    def __init__(self, graph: ModelGraph, overrides: Mapping[str, TensorSpec], path: tuple[str, ...]) -> None:
+class _GraphShapes:
+    """Shape inference of one graph: the top level, or one call of a nested model (its own
+    :class:`ShapeResult`, problems copied to the enclosing calls' results as they are found)."""
+
+    def __init__(
+        self,
+        graph: ModelGraph,
+        overrides: Mapping[str, TensorSpec],
+        path: tuple[str, ...],
+        keras_major: int,
+        parent: _GraphShapes | None = None,
+    ) -> None:
         self.graph = graph
         self.overrides = overrides
         self.path = path
+        self.keras_major = keras_major
+        self.parent = parent
         self.result = ShapeResult()
         self.unknown_arity: set[NodeKey] = set()
         self._seen_problems: set[tuple[Any, ...]] = set()
         self._weights_checked: set[tuple[str, tuple[Any, ...]]] = set()
-        self.keras_major = (
-            graph.keras_major if graph.keras_version else (3 if graph.format == "keras_zip" else 2)
-        )
 
     # --- problems -------------------------------------------------------------------------------
-    def problem(
-        self,
-        node: NodeKey,
-        message: str,
-        kind: str,
-        severity: str = "error",
-        path: tuple[str, ...] | None = None,
-    ) -> None:
-        p = ShapeProblem(node[0], node[1], message, kind, severity, self.path if path is None else path)
+    def problem(self, node: NodeKey, message: str, kind: str, severity: str = "error") -> None:
+        self._add(ShapeProblem(node[0], node[1], message, kind, severity, self.path))
+
+    def _add(self, p: ShapeProblem) -> None:
         ident = (p.path, p.layer, p.node_index if not p.path else 0, p.message, p.kind)
         if ident in self._seen_problems:
             return
         self._seen_problems.add(ident)
         self.result.problems.append(p)
+        if self.parent is not None:
+            self.parent._add(p)
 
-    # --- main loop ------------------------------------------------------------------------------
-    def run(self) -> ShapeResult:
-        for node in self.graph.nodes:
-            try:
-                self._node(node)
-            except Exception as exc:  # never raise on a model; a crash here is our bug
-                self.problem(node.key, f"shape inference failed: {type(exc).__name__}: {exc}", "internal")
-                self._set(node.key, [None], [None])
-                self.unknown_arity.add(node.key)
-        return self.result
+    def failed(self, key: NodeKey, exc: Exception) -> None:
+        """A rule (or this driver) crashed on one node: our bug, reported rather than raised."""
+        self.problem(key, f"shape inference failed: {type(exc).__name__}: {exc}", "internal")
+        self.set_outputs(key, [None], [None])
+        self.unknown_arity.add(key)
 
-    def _set(self, key: NodeKey, shapes: list[Shape | None], dtypes: list[str | None]) -> None:
+    # --- values ---------------------------------------------------------------------------------
+    def set_outputs(self, key: NodeKey, shapes: list[Shape | None], dtypes: list[str | None]) -> None:
         self.result.outputs[key] = shapes
         self.result.dtypes[key] = dtypes
+
+    def bind(self, node: Node, env: dict[TensorRef, TensorSpec]) -> None:
+        """Put the symbolic tensors of one node's outputs in the walk's environment."""
+        key = node.key
+        dtypes = self.result.dtypes.get(key) or []
+        count = len(dtypes)
+        for t, shape in enumerate(self.result.outputs.get(key, ())):
+            env[TensorRef(node.layer, node.index, t)] = TensorSpec(shape, dtypes[t] if t < count else None)
 
     def _resolve(self, consumer: NodeKey, ref: TensorRef) -> TensorSpec:
         outs = self.result.outputs.get(ref.node_key)
@@ -328,21 +342,31 @@ class _Inferrer:
         dtype = dtypes[ref.tensor_index] if ref.tensor_index < len(dtypes) else None
         return TensorSpec(outs[ref.tensor_index], dtype)
 
-    def _node(self, node: Node) -> None:
+    def call_specs(
+        self, node: Node, env: Mapping[TensorRef, TensorSpec] | None = None
+    ) -> tuple[Any, Mapping[str, Any], list[TensorSpec]]:
+        """The node's call with every tensor replaced by its :class:`TensorSpec` (recorded in
+        ``inputs`` and ``calls``): ``(args, kwargs, flattened inputs)``. A tensor is looked up in the
+        walk's environment ``env``, else in this graph's result (which reports a reference past its
+        producer's outputs)."""
         key = node.key
-        layer = self.graph.layer(node.layer)
-        if layer.kind == "input":
-            self._input(node, layer)
-            return
-        resolve = lambda ref: self._resolve(key, ref)  # noqa: E731
+
+        def resolve(ref: TensorRef) -> TensorSpec:
+            spec = env.get(ref) if env is not None else None
+            return spec if spec is not None else self._resolve(key, ref)
+
         args = map_refs(node.args, resolve)
         kwargs = map_refs(dict(node.kwargs), resolve)
         inputs = [resolve(r) for r in node.inputs]
         self.result.inputs[key] = [t.shape for t in inputs]
         self.result.calls[key] = (args, kwargs)
-        if layer.kind == "model" and layer.subgraph is not None:
-            self._nested(node, layer, args)
-            return
+        return args, kwargs, inputs
+
+    # --- one layer or op ------------------------------------------------------------------------
+    def infer_node(self, node: Node, layer: Layer, env: Mapping[TensorRef, TensorSpec]) -> None:
+        """Apply the node's shape rule (a layer or op that is not a nested model)."""
+        key = node.key
+        args, kwargs, inputs = self.call_specs(node, env)
         call = Call(
             name=layer.name,
             class_name=layer.class_name,
@@ -367,9 +391,9 @@ class _Inferrer:
                 "unknown_class",
                 "info",
             )
-            self._set(key, [None], [None])
+            self.set_outputs(key, [None], [None])
             self.unknown_arity.add(key)
-            self._expected(node, layer, call)
+            self._expected(node, layer, call, spec)
             return
         try:
             raw = rule(call)
@@ -385,11 +409,12 @@ class _Inferrer:
             self.problem(key, message, kind, severity)
         shapes = [self._check_dims(key, s) for s in shapes]
         self._check_size(key, shapes, [t.shape for t in inputs])
-        self._set(key, shapes, self._dtypes(layer, rkey, call, len(shapes)))
-        self._expected(node, layer, call)
+        self.set_outputs(key, shapes, self._dtypes(layer, rkey, call, len(shapes)))
+        self._expected(node, layer, call, spec)
 
     # --- inputs ---------------------------------------------------------------------------------
-    def _input(self, node: Node, layer: Layer) -> None:
+    def infer_input(self, node: Node, layer: Layer) -> None:
+        """An input layer's shape: bound by a nested model's call, given by the caller, or declared."""
         key = node.key
         cfg = layer.config
         dtype = cfg.get("dtype", cfg.get("input_dtype"))
@@ -407,7 +432,7 @@ class _Inferrer:
         if shape is not None:
             shape = self._check_dims(key, shape)
             self._check_size(key, [shape], [])
-        self._set(key, [shape], [dtype])
+        self.set_outputs(key, [shape], [dtype])
 
     def _check_dims(self, key: NodeKey, shape: Shape | None) -> Shape | None:
         """``shape`` with its unusable dims (not an int, <= 0, or past int64, which no Keras tensor
@@ -461,18 +486,17 @@ class _Inferrer:
         return [compute_dtype(layer.config.get("dtype"))] * n
 
     # --- nested models --------------------------------------------------------------------------
-    def _nested(self, node: Node, layer: Layer, args: Any) -> None:
+    def nested_inputs(
+        self, node: Node, layer: Layer, bindings: Sequence[tuple[TensorRef, TensorRef]]
+    ) -> dict[str, TensorSpec]:
+        """The symbolic inputs one call binds to a nested model (by input layer name), each checked
+        against the nested model's declared input (a warning when they disagree)."""
         key = node.key
         sub = layer.subgraph
         assert sub is not None
-        try:
-            pairs = bind_model_inputs(sub, args, TensorSpec)
-        except ValueError as exc:
-            self.problem(key, f"nested model '{layer.name}' {exc}", "arity")
-            self._set(key, [None] * len(sub.outputs), [None] * len(sub.outputs))
-            return
         overrides: dict[str, TensorSpec] = {}
-        for ref, spec in pairs:
+        for ref, given in bindings:
+            spec = self._resolve(key, given)
             declared = input_layer_shape(sub.layer(ref.layer).config) if sub.has_layer(ref.layer) else None
             if (
                 spec.shape is not None
@@ -490,23 +514,24 @@ class _Inferrer:
                     "warning",
                 )
             overrides[ref.layer] = spec if spec.shape is not None else TensorSpec(declared, spec.dtype)
-        inner = _Inferrer(sub, overrides, (*self.path, layer.name))
-        inner.keras_major = self.keras_major
-        sub_result = inner.run()
-        self.result.nested[key] = sub_result
-        for p in sub_result.problems:
-            self.problem((p.layer, p.node_index), p.message, p.kind, p.severity, p.path)
-        shapes = [sub_result.shape(r) for r in sub.outputs]
-        dtypes = [sub_result.dtype(r) for r in sub.outputs]
-        self._set(key, shapes, dtypes)
+        return overrides
+
+    def nested_done(self, node: Node, layer: Layer, inner: _GraphShapes) -> None:
+        """A nested model's call was inferred: its result kept, its outputs the call's outputs."""
+        sub = layer.subgraph
+        assert sub is not None
+        self.result.nested[node.key] = inner.result
+        shapes = [inner.result.shape(r) for r in sub.outputs]
+        dtypes = [inner.result.dtype(r) for r in sub.outputs]
+        self.set_outputs(node.key, shapes, dtypes)
         self.result.expected.setdefault(layer.name, {})
 
     # --- weights --------------------------------------------------------------------------------
-    def _expected(self, node: Node, layer: Layer, call: Call) -> None:
+    def _expected(self, node: Node, layer: Layer, call: Call, spec: LayerSpec | None) -> None:
         if layer.kind == "op" or _weightless_key(layer.key):
             self.result.expected.setdefault(layer.name, {})
             return
-        ins = _weight_inputs(layer, call)
+        ins = _weight_inputs(spec, call)
         sig = tuple(ins)
         if (layer.name, sig) in self._weights_checked:
             return
@@ -537,11 +562,79 @@ class _Inferrer:
                 )
 
 
-def _weight_inputs(layer: Layer, call: Call) -> list[Shape | None]:
-    if layer.class_name == "MultiHeadAttention":
+def _weight_inputs(spec: LayerSpec | None, call: Call) -> list[Shape | None]:
+    """The input shapes a layer's weights are built from: its entry's ``weight_inputs`` (the
+    MultiHeadAttention's query, value and key), else its positional tensors in order."""
+    pick = spec.weight_inputs if spec is not None else None
+    if callable(pick):
         try:
-            q, v, k = mha_inputs(call)
+            return list(pick(call))
         except (Unknown, ShapeError):
             return [None]
-        return [q, v, k]
     return [t.shape for t in call.arg_tensors()]
+
+
+class _Inferrer(GraphWalker[TensorSpec]):
+    """The graph walk's client for shape inference: the walk orders the nodes, inlines nested models
+    and binds their inputs; each graph (the top, each nested call) keeps its own result. The walk's
+    environment holds each tensor's :class:`TensorSpec`; a tensor it lacks (a reference past its
+    producer's outputs, a producer of unknown arity) is looked up in the graph's result, which
+    reports it. A nested call's inputs are checked where it is entered, from the caller's result."""
+
+    def __init__(self, graph: ModelGraph, overrides: Mapping[str, TensorSpec]) -> None:
+        keras_major = graph.keras_major if graph.keras_version else (3 if graph.format == "keras_zip" else 2)
+        self.graph = graph
+        self.top = _GraphShapes(graph, overrides, (), keras_major)
+        self._stack: list[_GraphShapes] = [self.top]
+
+    def run(self) -> ShapeResult:
+        self.walk(self.graph, {})
+        return self.top.result
+
+    def input_node(self, visit: Visit, env: dict[TensorRef, TensorSpec], masks: Any) -> None:
+        state = self._stack[-1]
+        try:
+            state.infer_input(visit.node, visit.layer)
+        except Exception as exc:  # never raise on a model; a crash here is our bug
+            state.failed(visit.node.key, exc)
+        state.bind(visit.node, env)
+
+    def run_node(self, visit: Visit, env: dict[TensorRef, TensorSpec], masks: Any) -> None:
+        state = self._stack[-1]
+        try:
+            state.infer_node(visit.node, visit.layer, env)
+        except Exception as exc:  # never raise on a model; a crash here is our bug
+            state.failed(visit.node.key, exc)
+        state.bind(visit.node, env)
+
+    def missing_inputs(self, visit: Visit, missing: Sequence[TensorRef]) -> bool:
+        return True  # inferred with those inputs unknown (a reference past a producer's outputs is reported)
+
+    def bad_call(self, visit: Visit, reason: str) -> None:
+        state, node, layer = self._stack[-1], visit.node, visit.layer
+        try:
+            state.call_specs(node)
+            state.problem(node.key, f"nested model '{layer.name}' {reason}", "arity")
+            outputs = len(layer.subgraph.outputs) if layer.subgraph is not None else 1
+            state.set_outputs(node.key, [None] * outputs, [None] * outputs)
+        except Exception as exc:  # never raise on a model; a crash here is our bug
+            state.failed(node.key, exc)
+
+    def enter_model(self, visit: Visit, inner: Scope) -> None:
+        outer, node, layer = self._stack[-1], visit.node, visit.layer
+        overrides: dict[str, TensorSpec] = {}
+        try:
+            outer.call_specs(node)
+            overrides = outer.nested_inputs(node, layer, inner.bindings)
+        except Exception as exc:  # never raise on a model; a crash here is our bug
+            outer.failed(node.key, exc)
+        path = (*outer.path, layer.name)
+        self._stack.append(_GraphShapes(inner.graph, overrides, path, outer.keras_major, outer))
+
+    def model_done(self, visit: Visit, outs: Sequence[tuple[int, TensorSpec]]) -> None:
+        inner = self._stack.pop()
+        outer = self._stack[-1]
+        try:
+            outer.nested_done(visit.node, visit.layer, inner)
+        except Exception as exc:  # never raise on a model; a crash here is our bug
+            outer.failed(visit.node.key, exc)

@@ -4,6 +4,9 @@ and the built-in entries carry what the old tables said."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,6 +14,8 @@ from modelgraph import catalogue
 from modelgraph.catalogue.keras3 import keras3_only
 from modelgraph.catalogue.spec import Fusion, Keras3Rules, LayerSpec, LegacyH5Rules, Recurrence
 from modelgraph.catalogue.writing import NotConvertible
+from modelgraph.graph import TensorRef
+from modelgraph.loading import load
 from modelgraph.saving.hard_sigmoid import weight_scales
 from modelgraph.saving.legacy_h5_ops import op_as_layer
 from modelgraph.saving.tf_ops import convert_tf_op
@@ -271,3 +276,73 @@ def test_a_plugin_conv_opts_into_batchnorm_folding(scratch, opts_in: bool) -> No
     want = Runner(graph, fuse=False).run(x)
     for key, value in want.items():
         np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6)
+
+
+# --- fields read by shape inference, run --random and the Keras 3 mask rules -----------------------
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+
+def _replaced(key: str, **fields: object) -> None:
+    """Register ``key``'s entry again with ``fields`` changed (inside ``catalogue.scratch()``)."""
+    catalogue.register(dataclasses.replace(catalogue.spec_for(key, "shape", "kernel"), **fields), replace=True)
+
+
+def test_weight_inputs_give_the_shapes_weights_are_built_from(scratch) -> None:
+    """MultiHeadAttention's weights are built from query, value and key (its entry's weight_inputs);
+    a class whose entry picks other shapes gets its stored weights checked against those."""
+    from modelgraph import plugins
+    from modelgraph.shapes import infer_shapes
+
+    implicit = load(SAMPLES / "k3/mask_implicit.keras")  # mha(query (None, 5, 6), value (None, 7, 6))
+    stored = {w.name: tuple(w.shape) for w in implicit.layer("mha").weights}
+    assert infer_shapes(implicit).expected["mha"] == stored  # as Keras built them
+    with plugins.scratch():
+        plugins.load_plugin(str(SAMPLES.parent / "examples/plugins/attention_pooling.py"))
+        graph = load(SAMPLES / "plugins/custom_text.keras")
+        assert not [p for p in infer_shapes(graph).problems if p.kind == "weight_shape"]
+        _replaced("AttentionWeightedAverage", weight_inputs=lambda call: [(None, 12, 99)])
+        problems = [str(p) for p in infer_shapes(graph).problems if p.kind == "weight_shape"]
+    assert len(problems) == 1 and "weight 'W'" in problems[0] and "(99, 1)" in problems[0]
+
+
+RANDOM_IDS = ["k2/random_ids.h5", "k3/random_ids.keras"]
+
+
+@pytest.mark.parametrize("name", RANDOM_IDS)
+def test_id_range_and_keeps_values_decide_the_random_ids(scratch, name: str) -> None:
+    """run --random draws ids for inputs that reach an Embedding (its entry's id_range), also through
+    TimeDistributed (wrapped_keys), a nested model and a Reshape (keeps_values)."""
+    from modelgraph.runner.feeds import _embedding_limits
+
+    graph = load(SAMPLES / name)
+    assert _embedding_limits(graph) == {"ids": 50, "grid": 30, "flat_ids": 7}
+    _replaced("Reshape", keeps_values=False)  # flat_ids reaches its Embedding through a Reshape
+    assert _embedding_limits(graph) == {"ids": 50, "grid": 30}
+    _replaced("Embedding", id_range=lambda config: 3)
+    assert _embedding_limits(graph) == {"ids": 3, "grid": 3}
+
+
+def test_clears_names_the_arguments_whose_masks_a_keras3_call_clears(scratch) -> None:
+    from modelgraph.catalogue.spec import K2, K3, masks
+    from modelgraph.runner.masks import cleared_masks
+
+    graph = load(SAMPLES / "k3/mask_implicit.keras")
+    cleared, position = cleared_masks(graph)
+    assert cleared == {TensorRef("emb_q", 0, 0): position[("mha", 0)], TensorRef("emb_v", 0, 0): position[("mha", 0)]}
+    spec = catalogue.spec_for("MultiHeadAttention")
+    k3 = dataclasses.replace(spec.masks[K3], clears=("value",))
+    _replaced("MultiHeadAttention", masks=masks(spec.masks[K2], k3))
+    assert cleared_masks(graph)[0] == {TensorRef("emb_v", 0, 0): position[("mha", 0)]}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("weight_inputs", "query"), ("id_range", 50), ("keeps_values", "yes")]
+)
+def test_the_new_fields_refuse_nonsense(scratch, field: str, value: object) -> None:
+    with pytest.raises(catalogue.CatalogueError, match=f"entry 'Zed': {field} must be"):
+        catalogue.register(LayerSpec("Zed", **{field: value}))
+    from modelgraph.catalogue.spec import MaskBehaviour, masks
+
+    with pytest.raises(catalogue.CatalogueError, match="clears is a tuple"):
+        catalogue.register(LayerSpec("Zed", masks=masks(k3=MaskBehaviour("call", "pass", clears="query"))))

@@ -109,6 +109,76 @@ def test_a_call_binding_no_tensor_is_reported_and_skipped() -> None:
     assert calls[0] == "mid misses ['x[0][0]']"
 
 
+@pytest.mark.parametrize("name", FILES)
+def test_input_nodes_and_bindings_are_given_to_the_client(name: str) -> None:
+    """Every input node (the top level's and each nested call's) goes to ``input_node`` in Keras's
+    order, after the call has bound it; each nested scope says which caller tensor each input got."""
+    graph = load(SAMPLES / name)
+    inputs: list[tuple[str, str]] = []
+    bindings: dict[str, list[tuple[str, str]]] = {}
+
+    class Inputs(Recorder):
+        def input_node(self, visit: Visit, env: dict[TensorRef, str], masks: Any) -> None:
+            inputs.append((visit.path, env.get(TensorRef(visit.layer.name, visit.node.index, 0), "unbound")))
+
+        def enter_model(self, visit: Visit, inner: Scope) -> None:
+            bindings[inner.prefix] = [(str(a), str(b)) for a, b in inner.bindings]
+
+    Inputs().walk(graph, {ref: f"input {ref.layer}" for ref in graph.inputs})
+    assert inputs == [
+        ("x", "input x"),
+        ("mid/m_in", "input x"),
+        ("mid/shared_inner/s_in", "input x"),
+        ("shared_inner:0/s_in", "input x"),
+        ("shared_inner:1/s_in", "mid/m_d"),
+    ]
+    assert bindings["mid/"] == [("m_in[0][0]", "x[0][0]")]
+    assert bindings["shared_inner:1/"] == [("s_in[0][0]", "mid[0][0]")]
+
+
+def test_a_client_may_visit_nodes_whose_inputs_nothing_computed() -> None:
+    """``missing_inputs`` returning True visits the node anyway (shape inference does: its inputs are
+    unknown); a nested call then binds what was computed and nothing else."""
+    graph = load(SAMPLES / "k3/shared_two_levels.keras")
+
+    class Anyway(Recorder):
+        def missing_inputs(self, visit: Visit, missing: Sequence[TensorRef]) -> bool:
+            self.seen.append(f"missing {visit.path}")
+            return True
+
+        def run_node(self, visit: Visit, env: dict[TensorRef, str], masks: Any) -> None:
+            self.reads[visit.path] = [env.get(r, "?") for r in visit.node.inputs]
+            self.seen.append(visit.path)
+            if visit.path != "mid/m_d":  # m_d computes nothing
+                env[TensorRef(visit.layer.name, visit.node.index, 0)] = visit.path
+
+    rec = Anyway()
+    rec.walk(graph, {})  # no input bound
+    assert rec.seen[:3] == ["missing mid", "missing mid/shared_inner", "missing mid/shared_inner/s_d1"]
+    assert rec.reads["mid/shared_inner/s_d1"] == ["?"]
+    assert rec.reads["mid/m_cat"] == ["mid/shared_inner/s_d2", "?"]
+    assert rec.reads["shared_inner:1/s_d1"] == ["?"]  # bound to mid's output, which m_d did not compute
+    assert rec.reads["cat"] == ["?", "shared_inner:0/s_d2", "shared_inner:1/s_d2"]
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_shape_inference_keeps_one_result_per_nested_call(name: str) -> None:
+    """Shape inference is a client of the walk: each call of a nested model (one inside another, one
+    called twice) has its own result, inferred with that call's input shapes."""
+    from modelgraph.shapes import infer_shapes
+
+    graph = load(SAMPLES / name)
+    result = infer_shapes(graph)
+    assert set(result.nested) == {("mid", 0), ("shared_inner", 0), ("shared_inner", 1)}
+    first, second = result.nested[("shared_inner", 0)], result.nested[("shared_inner", 1)]
+    assert first is not second
+    assert first.inputs[("s_d1", 0)] == [result.shape(TensorRef("x", 0, 0))] == [(None, 6)]
+    assert second.inputs[("s_d1", 0)] == [result.shape(TensorRef("mid", 0, 0))]
+    assert result.find(["mid", "shared_inner", "s_d2"]) == first.outputs[("s_d2", 0)]
+    assert result.find(["shared_inner", "s_d2"], calls=[1]) == second.outputs[("s_d2", 0)]
+    assert [p for p in result.problems if p.severity == "error"] == []
+
+
 def test_output_keys_name_every_output_once() -> None:
     refs = [TensorRef("a", 0, 0), TensorRef("b", 0, 0), TensorRef("b", 1, 0), TensorRef("a", 0, 0)]
     assert output_keys(refs) == ["a:0:0", "b:0:0", "b:1:0", "a:0:0#2"]

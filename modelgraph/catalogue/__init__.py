@@ -241,6 +241,11 @@ def _check(spec: LayerSpec) -> None:
         raise bad("keras_versions", "a tuple of strings ('2', '3')", spec.keras_versions)
     if not isinstance(spec.masks, Mapping) or not all(isinstance(b, MaskBehaviour) for b in spec.masks.values()):
         raise bad("masks", "a mapping of Keras version to MaskBehaviour (spec.masks(...))", spec.masks)
+    for behaviour in spec.masks.values():
+        if not isinstance(behaviour.clears, tuple) or not all(isinstance(v, str) for v in behaviour.clears):
+            raise bad("masks", "MaskBehaviours whose clears is a tuple of argument names", spec.masks)
+    if not isinstance(spec.keeps_values, bool):
+        raise bad("keeps_values", "True or False", spec.keeps_values)
     if spec.dtype not in _DTYPES:
         raise bad("dtype", " or ".join(_DTYPES), spec.dtype)
     if not all(callable(k) for k in spec.fast_kernels):
@@ -256,7 +261,15 @@ def _check(spec: LayerSpec) -> None:
         value = getattr(spec, name)
         if value is not None and not isinstance(value, kind):
             raise bad(name, f"a {kind.__name__}", value)
-    for name in ("quantized_weight_shapes", "legacy_weight_path", "keras1_class", "keras1_kernel", "padded_kernel"):
+    for name in (
+        "quantized_weight_shapes",
+        "legacy_weight_path",
+        "keras1_class",
+        "keras1_kernel",
+        "weight_inputs",
+        "id_range",
+        "padded_kernel",
+    ):
         value = getattr(spec, name)
         if value is not None and not callable(value):
             raise bad(name, "a callable", value)

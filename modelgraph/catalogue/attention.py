@@ -78,8 +78,8 @@ SPECS = (
                 "call",
                 "attention_scores",
                 MHA_CALL,
-                note="call() also clears the masks of its input tensors; returned scores keep the mask "
-                "its softmax applied (attention_mask argument included)",
+                note="returned scores keep the mask its softmax applied (attention_mask argument included)",
+                clears=("query", "value", "key"),
             ),
         ),
     ),

@@ -52,6 +52,15 @@ def relu_activation(config: Mapping[str, Any]) -> str | None:
     return "relu6" if plain and float(cap) == 6.0 else None
 
 
+def _embedding_ids(config: Mapping[str, Any]) -> int | None:
+    """An Embedding's ids are in ``[0, input_dim)`` (None when ``input_dim`` is unusable: its kernel
+    refuses it)."""
+    size = config.get("input_dim")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        return None
+    return size
+
+
 SPECS = (
     *layers(("ActivityRegularization", "ELU", "LeakyReLU"), **WEIGHTLESS, masks=PROPAGATES_MASK),
     layer("Activation", **WEIGHTLESS, masks=PROPAGATES_MASK, fusion=Fusion(activation=activation_of)),
@@ -102,6 +111,7 @@ SPECS = (
         macs=zero_macs,
         weight_names=wn.embeddings,
         keras1_weight_names={"kernel": "embeddings"},
+        id_range=_embedding_ids,
         quantized_weight_names={
             "int8": ("embeddings_scale",),
             "int4": ("embeddings_scale",),
@@ -113,7 +123,7 @@ SPECS = (
         ),
     ),
     # tf_keras's Identity never sets supports_masking (it drops the mask); Keras 3's keeps it.
-    layer("Identity", **WEIGHTLESS, dtype="follows_input", masks=masks(k3=PASS_MASK)),
+    layer("Identity", **WEIGHTLESS, dtype="follows_input", masks=masks(k3=PASS_MASK), keeps_values=True),
     layer(
         "InputLayer",
         config=ConfigSpec(upgrade=upgrades.keras1_input),
@@ -133,7 +143,10 @@ SPECS = (
         ),
     ),
     layer(
-        "Masking", **WEIGHTLESS, masks=masks(MaskBehaviour(None, "masking"), MaskBehaviour(None, "masking"))
+        "Masking",
+        **WEIGHTLESS,
+        masks=masks(MaskBehaviour(None, "masking"), MaskBehaviour(None, "masking")),
+        keeps_values=True,
     ),
     layer("PReLU", macs=zero_macs, weight_names=wn.alpha, masks=PROPAGATES_MASK),
     layer(

@@ -57,9 +57,20 @@ LEGACY_H5 = {
 #: Ops whose config carries a ``dtype`` (how Keras 3's legacy .h5, without ``module``, tells them apart).
 CONFIG_DTYPE = frozenset({"Cast", "ConvertToTensor", "SaturateCast", "Cumsum", "Cumprod", "ZerosLike", "OnesLike"})
 
+#: Ops whose output holds their input's values, moved or cast (ids stay ids through them).
+KEEPS_VALUES = frozenset(
+    {"Cast", "ConvertToTensor", "ExpandDims", "GetItem", "Reshape", "Squeeze", "Transpose"}
+)
+
 SPECS = (
     *(
-        op(name, macs=zero_macs, legacy_h5=LEGACY_H5.get(name), config_dtype=name in CONFIG_DTYPE)
+        op(
+            name,
+            macs=zero_macs,
+            legacy_h5=LEGACY_H5.get(name),
+            config_dtype=name in CONFIG_DTYPE,
+            keeps_values=name in KEEPS_VALUES,
+        )
         for name in RUN
     ),
     op(

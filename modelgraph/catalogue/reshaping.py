@@ -27,10 +27,17 @@ SPECS = (
         ),
         **WEIGHTLESS,
         dtype="follows_input",
+        keeps_values=True,
+    ),
+    layer(
+        "Cropping1D",
+        **WEIGHTLESS,
+        config=ConfigSpec(upgrade=upgrades.dim_ordering),
+        dtype="follows_input",
+        keeps_values=True,
     ),
     *layers(
         (
-            "Cropping1D",
             "Cropping2D",
             "Cropping3D",
             "UpSampling1D",

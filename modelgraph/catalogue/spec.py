@@ -72,6 +72,9 @@ class MaskBehaviour:
     produce: str
     call: tuple[str, ...] = ()
     note: str = ""
+    clears: tuple[str, ...] = ()
+    """Keras 3: the arguments (names in ``call``) whose tensors' masks its ``call()`` clears
+    (MultiHeadAttention's ``query``, ``value``, ``key``): layers run after it read them unmasked."""
 
 
 def masks(k2: MaskBehaviour | None = None, k3: MaskBehaviour | None = None) -> Mapping[int, MaskBehaviour]:
@@ -319,6 +322,17 @@ class LayerSpec:
     weight_dtypes: Mapping[str, str] = field(default_factory=dict)
     """Variables whose dtype is fixed whatever the layer's dtype policy: ``{canonical name: dtype}``
     (Normalization's ``count`` is an int64)."""
+    weight_inputs: Callable[..., Any] | None = None
+    """``(call) -> input shapes`` its weights are built from when they are not the shapes of its
+    positional tensors in order (MultiHeadAttention: query, value, key; a key left out is the value);
+    may raise ``Unknown``/``ShapeError`` (attached by :mod:`modelgraph.shape_rules`)."""
+    keeps_values: bool = False
+    """Its first output holds values of its first input only, moved or cast (Reshape, Flatten, a
+    cast, Masking): ids stay ids through it (``run --random`` draws ids for an Embedding after it)."""
+    id_range: Callable[[Mapping[str, Any]], int | None] | None = None
+    """``(config) -> n``: its input holds ids in ``[0, n)`` (Embedding: ``input_dim``; None when the
+    config gives no usable size); ``run --random`` draws such ids for a model input that reaches it
+    (also through the layer a wrapper's ``wrapped_keys`` holds)."""
     input_axis: bool = False
     """Its ``axis`` config counts dimensions of its input: with the input rank known, ``-1`` and
     ``rank - 1`` are the same axis (Keras 3 writes ``axis: -1``, tf.keras ``[3]``; ``diff``)."""

@@ -7,6 +7,7 @@ from modelgraph.catalogue.spec import (
     NO_KERNEL,
     NO_SHAPE_RULE,
     layers,
+    tf_op,
     tf_ops,
     zero_macs,
 )
@@ -58,6 +59,9 @@ COUNTED = (
     "linalg.matmul",
 )  # fmt: skip
 
+#: Functions whose output holds their input's values, moved or cast (ids stay ids through them).
+KEEPS_VALUES = frozenset({"__operators__.getitem", "cast", "reshape"})
+
 SPECS = (
     # The layer classes themselves: a TFOpLambda layer's key is its function's.
     *layers(
@@ -68,7 +72,7 @@ SPECS = (
         kernel=BY_FUNCTION,
         macs=BY_FUNCTION,
     ),
-    *tf_ops(RUN, macs=zero_macs),
+    *(tf_op(name, macs=zero_macs, keeps_values=name in KEEPS_VALUES) for name in RUN),
     *tf_ops(SHAPES_ONLY, kernel=NO_KERNEL, macs=zero_macs),
     *tf_ops(RUN_WITHOUT_SHAPES, shape=NO_SHAPE_RULE, macs=NEEDS_SHAPES),
     *tf_ops(SHAPES_AND_MACS, kernel=NO_KERNEL),

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import math
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from modelgraph import catalogue
 from modelgraph.errors import FormatError, UsageError
 from modelgraph.graph import ModelGraph, TensorRef
+from modelgraph.graph_walk import GraphWalker, Visit
 from modelgraph.runner.interpreter import InputSpec
 from modelgraph.safe_io import check_allocation
 
@@ -142,78 +144,63 @@ def parse_input_options(
     return feeds
 
 
-# Layers and ops whose output holds their input's values (ids stay ids through them).
-_ID_KEEPING = frozenset(
-    {
-        "Reshape",
-        "Flatten",
-        "Permute",
-        "RepeatVector",
-        "Cropping1D",
-        "Masking",
-        "Identity",
-        "op:Cast",
-        "op:Reshape",
-        "op:ExpandDims",
-        "op:Squeeze",
-        "op:Transpose",
-        "op:GetItem",
-        "op:ConvertToTensor",
-        "tf:cast",
-        "tf:reshape",
-        "tf:__operators__.getitem",
-    }
-)
+def _id_size(key: str, config: Mapping[str, Any]) -> int | None:
+    """The ids a layer's input takes are in ``[0, n)``: n from its entry's ``id_range`` (an
+    Embedding's ``input_dim``), or from the layer a wrapper holds (TimeDistributed(Embedding)); None
+    for any other layer. Wrappers are followed without recursion: a config may nest them deeply."""
+    sizes: list[int] = []
+    todo: list[tuple[str, Mapping[str, Any]]] = [(key, config)]
+    while todo:
+        name, cfg = todo.pop()
+        spec = catalogue.spec_for(name)
+        if spec is None:
+            continue
+        if spec.id_range is not None:
+            size = spec.id_range(cfg)
+            if size is not None:
+                sizes.append(size)
+            continue
+        for wrapped in spec.wrapped_keys:
+            inner = cfg.get(wrapped)
+            if isinstance(inner, Mapping) and isinstance(inner.get("config"), Mapping):
+                todo.append((str(inner.get("class_name")), inner["config"]))
+    return min(sizes) if sizes else None
 
 
-def _embedding_size(layer_class: str, config: Mapping[str, Any]) -> int | None:
-    """``input_dim`` of an Embedding, also wrapped in TimeDistributed (None for anything else)."""
-    if layer_class == "TimeDistributed":
-        inner = config.get("layer")
-        if not isinstance(inner, Mapping) or not isinstance(inner.get("config"), Mapping):
-            return None
-        return _embedding_size(str(inner.get("class_name")), inner["config"])
-    if layer_class != "Embedding":
-        return None
-    size = config.get("input_dim")
-    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-        return None  # unusable: the Embedding's kernel refuses it, not the draw
-    return size
+class _IdWalk(GraphWalker["str | None"]):
+    """The graph walk's client that follows each model input's values: a tensor's value is the name
+    of the model input whose values it holds unchanged (through layers whose entry ``keeps_values``:
+    reshapes, casts, Masking; into and out of nested models), else None. An Embedding reached by
+    one gives that input its ``input_dim`` as a limit."""
+
+    def __init__(self) -> None:
+        self.limits: dict[str, int] = {}
+
+    def run_node(self, visit: Visit, env: dict[TensorRef, str | None], masks: Any) -> None:
+        layer, node = visit.layer, visit.node
+        held = [env.get(r) for r in node.inputs]
+        size = _id_size(layer.key, layer.config) if layer.kind == "layer" else None
+        if size is not None:
+            for name in held:
+                if name is not None:
+                    self.limits[name] = min(self.limits.get(name, size), size)
+        spec = catalogue.spec_for(layer.key)
+        keeps = size is None and bool(held) and spec is not None and spec.keeps_values
+        for t in visit.scope.referenced_outputs(node):
+            env[TensorRef(layer.name, node.index, t)] = held[0] if keeps and t == 0 else None
+
+    def missing_inputs(self, visit: Visit, missing: Sequence[TensorRef]) -> bool:
+        return True  # what nothing computes holds no model input's values
 
 
 def _embedding_limits(graph: ModelGraph) -> dict[str, int]:
     """For each model input whose values reach an Embedding as ids: the smallest ``input_dim``.
 
-    The ids are followed through nested models (into their inputs), TimeDistributed(Embedding),
-    and layers that keep values (reshapes, Masking, casts), so random ids stay in range."""
-    limits: dict[str, int] = {}
-    for start in graph.inputs:
-        stack: list[tuple[ModelGraph, Any]] = [(graph, start)]
-        seen: set[tuple[int, Any]] = set()
-        while stack:
-            g, ref = stack.pop()
-            if (id(g), ref) in seen:
-                continue
-            seen.add((id(g), ref))
-            for node in g.nodes:
-                if ref not in node.inputs:
-                    continue
-                layer = g.layer(node.layer)
-                size = _embedding_size(layer.class_name, layer.config)
-                if size is not None:
-                    limits[start.layer] = min(limits.get(start.layer, size), size)
-                elif layer.subgraph is not None:
-                    flat = list(node.inputs)
-                    sub = layer.subgraph
-                    if len(flat) == len(sub.inputs):
-                        stack.extend(
-                            (sub, inner)
-                            for inner, outer in zip(sub.inputs, flat, strict=True)
-                            if outer == ref
-                        )
-                elif layer.key in _ID_KEEPING and node.inputs and node.inputs[0] == ref:
-                    stack.append((g, TensorRef(node.layer, node.index, 0)))
-    return limits
+    The ids are followed through nested models, TimeDistributed(Embedding), and layers that keep
+    values (reshapes, Masking, casts), so random ids stay in range."""
+    walk = _IdWalk()
+    walk.walk(graph, {ref: ref.layer for ref in graph.inputs})
+    return walk.limits
 
 
 def parse_shape_options(values: Iterable[str], input_names: list[str]) -> dict[str, tuple[int, ...]]:

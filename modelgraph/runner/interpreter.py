@@ -270,8 +270,8 @@ class _PlanWalk(GraphWalker[int]):
             RunError(f"node {visit.node} reads {[str(r) for r in missing]}, which nothing computes"),
         )
 
-    def bad_call(self, visit: Visit, message: str) -> None:
-        self.runner._problem(visit.path, visit.layer.class_name, RunError(message))
+    def bad_call(self, visit: Visit, reason: str) -> None:
+        self.runner._problem(visit.path, visit.layer.class_name, RunError(f"node {visit.node} {reason}"))
 
     def model_done(self, visit: Visit, outs: Sequence[tuple[int, int]]) -> None:
         runner = self.runner

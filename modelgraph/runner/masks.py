@@ -543,20 +543,24 @@ def keras_run_order(graph: Any) -> dict[Any, int]:
 
 
 def cleared_masks(graph: Any) -> tuple[dict[TensorRef, int], dict[Any, int]]:
-    """Keras 3 MultiHeadAttention.call() clears the masks of its query, value and key tensors
-    (``set_keras_mask(x, None)`` on the very tensors it was given, when no dtype cast copied them), so
-    a layer that Keras runs after it reads them unmasked. Returns (tensor -> run position of the
-    first MultiHeadAttention that clears it, node key -> run position)."""
+    """A Keras 3 layer whose entry's mask behaviour ``clears`` arguments (MultiHeadAttention: query,
+    value, key) runs ``set_keras_mask(x, None)`` on the very tensors it was given, when no dtype cast
+    copied them, so a layer that Keras runs after it reads them unmasked. Returns (tensor -> run
+    position of the first layer that clears it, node key -> run position)."""
     position = keras_run_order(graph)
     cleared: dict[TensorRef, int] = {}
     for node in graph.nodes:
         layer = graph.layer(node.layer)
-        if layer.kind != "layer" or layer.class_name != "MultiHeadAttention" or node.key not in position:
+        if layer.kind != "layer" or node.key not in position:
+            continue
+        spec = catalogue.spec_for(layer.key)
+        behaviour = spec.masks.get(K3) if spec is not None else None
+        if behaviour is None or not behaviour.clears:
             continue
         if _is_half_policy(layer.config.get("dtype")):
             continue  # its inputs were cast: the copies lose their masks, the originals keep them
-        bound = dict(zip(("query", "value", "key"), node.args, strict=False))
-        for name in ("query", "value", "key"):
+        bound = dict(zip(behaviour.call, node.args, strict=False))
+        for name in behaviour.clears:
             ref = bound.get(name, node.kwargs.get(name))
             if isinstance(ref, TensorRef):
                 here = position[node.key]

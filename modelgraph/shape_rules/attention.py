@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from modelgraph import catalogue
 from modelgraph.shape_rules._base import (
     Call,
     Shape,
@@ -20,8 +21,10 @@ from modelgraph.shape_rules._base import (
 )
 
 
+@catalogue.provides("weight_inputs", "MultiHeadAttention")
 def mha_inputs(call: Call) -> tuple[Shape, Shape, Shape]:
-    """(query, value, key) shapes of a MultiHeadAttention call (key defaults to value)."""
+    """(query, value, key) shapes of a MultiHeadAttention call (key defaults to value): also the
+    shapes its weights are built from (its entry's ``weight_inputs``)."""
     q = call.param(0, "query")
     v = call.param(1, "value")
     k = call.param(2, "key")

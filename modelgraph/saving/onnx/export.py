@@ -206,8 +206,8 @@ class _Walk(GraphWalker[Value]):
         elif not self._node(visit, env, masks):
             self._refuse_outputs(visit, env)
 
-    def bad_call(self, visit: Visit, message: str) -> None:
-        self.problem(visit.path, visit.layer.class_name, message)
+    def bad_call(self, visit: Visit, reason: str) -> None:
+        self.problem(visit.path, visit.layer.class_name, f"node {visit.node} {reason}")
 
     def enter_model(self, visit: Visit, inner: Scope) -> None:
         # A nested model's call: its shapes are the nested result inferred for that call.
