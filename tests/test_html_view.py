@@ -10,7 +10,6 @@ with the same functions as the mouse and keyboard: ``#search=TEXT`` (type in the
 from __future__ import annotations
 
 import html
-import importlib.util
 import json
 import re
 import shutil
@@ -104,15 +103,10 @@ def body_attr(dom: str, name: str) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def nasnet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def nasnet(tmp_path_factory: pytest.TempPathFactory, rebuilt_app) -> tuple[Path, Path]:
     """NASNetMobile (771 layers) rebuilt from its weight manifest, and its HTML view."""
-    spec = importlib.util.spec_from_file_location("samples_rebuild_html", SAMPLES / "rebuild.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    folder = tmp_path_factory.mktemp("nasnet")
-    model = Path(module.rebuild(str(SAMPLES / "apps" / "k3_nasnetmobile"), folder))
-    out = folder / "view" / "nasnet.html"  # the folder does not exist yet: render creates it
+    model = rebuilt_app("k3_nasnetmobile")
+    out = tmp_path_factory.mktemp("nasnet") / "view" / "nasnet.html"  # the folder does not exist yet: render creates it
     _render(["render", str(model), "-o", str(out)])
     return model, out
 

@@ -109,14 +109,8 @@ def test_unknown_column_lists_the_valid_ones() -> None:
 
 
 @pytest.fixture(scope="module")
-def nasnet(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("samples_rebuild_inspect", SAMPLES / "rebuild.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return Path(module.rebuild(str(SAMPLES / "apps" / "k3_nasnetmobile"), tmp_path_factory.mktemp("nas")))
+def nasnet(rebuilt_app) -> Path:
+    return rebuilt_app("k3_nasnetmobile")
 
 
 def _column(lines: list[str], index: int) -> list[str]:

@@ -34,28 +34,11 @@ def _cases():
                 yield pytest.param(golden_path.stem, label, path, id=f"{golden_path.stem}-{label}")
 
 
-def _rebuild_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("samples_rebuild", SAMPLES / "rebuild.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="session")
-def rebuilt(tmp_path_factory):
-    """Large keras.applications samples rebuilt from their weights manifests (sha256-checked)."""
-    cache: dict[str, Path] = {}
-
-    def get(manifest: Path) -> Path:
-        if manifest not in cache:
-            cache[manifest] = Path(
-                _rebuild_module().rebuild(manifest.parent, tmp_path_factory.mktemp("apps"))
-            )
-        return cache[manifest]
-
-    return get
+def rebuilt(rebuilt_app):
+    """Large keras.applications samples rebuilt from their weights manifests (sha256-checked), by
+    manifest path: the session's shared rebuild (tests/conftest.py)."""
+    return lambda manifest: rebuilt_app(Path(manifest).parent.name)
 
 
 def _load(kind: str, entry, golden: dict, rebuilt=None) -> ModelGraph:

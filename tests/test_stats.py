@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -48,17 +47,9 @@ def test_param_counts_match_keras(golden: str, rel: str) -> None:
         assert totals.total_params == graph.param_count
 
 
-def _rebuild_module() -> Any:
-    spec = importlib.util.spec_from_file_location("samples_rebuild_stats", SAMPLES / "rebuild.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.skipif(not (SAMPLES / "apps" / "k2_mobilenetv3small").is_dir(), reason="app manifest missing")
-def test_tf_keras_app_params(tmp_path: Path) -> None:
-    path = _rebuild_module().rebuild(str(SAMPLES / "apps" / "k2_mobilenetv3small"), tmp_path)
+def test_tf_keras_app_params(rebuilt_app) -> None:
+    path = rebuilt_app("k2_mobilenetv3small")
     want = json.loads((SAMPLES / "goldens" / "k2_app_mobilenetv3small.json").read_text())["params"]
     totals = model_totals(load(path))
     assert (totals.total_params, totals.trainable_params, totals.non_trainable_params) == (

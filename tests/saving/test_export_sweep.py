@@ -19,7 +19,6 @@ refusal (exit 4 with one line naming every layer), never a crash.
 from __future__ import annotations
 
 import functools
-import importlib.util
 from dataclasses import replace
 from pathlib import Path
 
@@ -87,14 +86,10 @@ TARGETS = _targets()
 
 
 @pytest.fixture(scope="module")
-def rebuild(tmp_path_factory: pytest.TempPathFactory):
-    """``rebuild(name)``: the application model ``samples/apps/<name>`` written from its manifest."""
-    spec = importlib.util.spec_from_file_location("samples_rebuild_sweep", SAMPLES / "rebuild.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    root = tmp_path_factory.mktemp("apps")
-    return lambda name: str(module.rebuild(str(SAMPLES / "apps" / name), root / name))
+def rebuild(rebuilt_app):
+    """``rebuild(name)``: the application model ``samples/apps/<name>`` written from its manifest (the
+    session's shared rebuild, tests/conftest.py)."""
+    return lambda name: str(rebuilt_app(name))
 
 
 def _one_per_model() -> list[tuple[str, str | None]]:

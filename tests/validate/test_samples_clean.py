@@ -8,7 +8,6 @@ store, whose members pickle Keras/TensorFlow variable objects. Reading them need
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from pathlib import Path
 
@@ -37,18 +36,10 @@ def test_sample_folders_have_no_errors(folder: str) -> None:
     assert _errors(results) == []
 
 
-def _rebuild(name: str, out: Path) -> Path:
-    spec = importlib.util.spec_from_file_location("rebuild", SAMPLES / "rebuild.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return Path(mod.rebuild(str(SAMPLES / "apps" / name), str(out)))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["k3_nasnetmobile", "k3_mobilenetv3small"])
-def test_rebuilt_applications_have_no_errors(name: str, tmp_path: Path) -> None:
-    path = _rebuild(name, tmp_path)
+def test_rebuilt_applications_have_no_errors(name: str, rebuilt_app) -> None:
+    path = rebuilt_app(name)
     t = time.perf_counter()
     results = validate([path])
     elapsed = time.perf_counter() - t
