@@ -24,6 +24,7 @@ For each case directory (``fuzz.py``) it
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -41,6 +42,10 @@ import keras  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from keras3_graph import feed, functional_of, intermediates  # noqa: E402
+
+# Each case starts with clear_session(), a full garbage collection: Keras's and JAX's own objects are
+# moved out of its reach once imported (as in fuzz.py), so only what the cases make is walked.
+gc.freeze()
 
 
 def err(e: BaseException) -> str:
