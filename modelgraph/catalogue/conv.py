@@ -130,7 +130,7 @@ SPECS = (
             config=ConfigSpec(upgrade=upgrades.depthwise),
             weight_names=wn.kernel_bias,
             legacy_weight_names={"depthwise_kernel": "kernel"},  # tf.keras's name for it
-            linear_weights=("depthwise_kernel", "bias"),
+            linear_weights=("kernel", "bias"),  # canonical names: the kernel is "kernel"
             keras3_rules=Keras3Rules(writing.no_groups, exact_input_rank=3 if n == 1 else None),
             fusion=DEPTHWISE_FUSION[n],
         )
