@@ -30,3 +30,11 @@ def rebuilt_app(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Pat
         return built[name]
 
     return get
+
+
+@pytest.fixture(autouse=True)
+def _terminal_width_from_the_code_not_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text output written to a pipe takes its width from ``COLUMNS`` when set; pytest-xdist's
+    workers (and a user's shell) may set it, so every test starts without it and sees the width
+    the CLI uses by default. A test that wants a width sets it itself."""
+    monkeypatch.delenv("COLUMNS", raising=False)
