@@ -42,8 +42,8 @@ def test_every_declared_package_exists() -> None:
 def test_ci_runs_exactly_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```bash\n(.*?)\n```", readme, flags=re.S)
-    test_commands = [b.strip() for b in blocks if b.strip().endswith("pytest")]
-    assert len(test_commands) == 1, "the README must show exactly one test command ending in pytest"
+    test_commands = [b.strip() for b in blocks if re.search(r"&& \.venv/bin/pytest( [^\n]*)?$", b.strip())]
+    assert len(test_commands) == 1, "the README must show exactly one set-up-and-test command"
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert test_commands[0] in ci_lines
 
