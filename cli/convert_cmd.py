@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from modelgraph.cli.weights_param import WEIGHTS
+from modelgraph.cli.weights_param import MODEL, WEIGHTS
 
 
 @click.command("convert")
-@click.argument("model", type=click.Path(exists=True, path_type=Path))
+@click.argument("model", type=MODEL)
 @click.option(
     "--weights", type=WEIGHTS, help="Weights file for a config-only model."
 )

@@ -8,13 +8,14 @@ from typing import Any
 import click
 
 from modelgraph.cli.output import echo_json, fmt_shape, for_display, stdout_console
+from modelgraph.cli.weights_param import MODEL
 
 _STYLES = {"+": "green", "-": "red", "~": "yellow", "!": "magenta", "~!": "yellow"}
 
 
 @click.command("diff")
-@click.argument("model_a", type=click.Path(exists=True, path_type=Path))
-@click.argument("model_b", type=click.Path(exists=True, path_type=Path))
+@click.argument("model_a", type=MODEL)
+@click.argument("model_b", type=MODEL)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--no-weights", is_flag=True, help="Compare structure and config only, not weights.")
 @click.option("--atol", type=float, default=None, help="Absolute tolerance for weights and outputs [1e-6].")

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from modelgraph._version import __version__
-from modelgraph.cli.weights_param import WEIGHTS
+from modelgraph.cli.weights_param import MODEL, WEIGHTS
 from modelgraph.schemas.export_report import ExportReport
 
 
@@ -25,7 +25,7 @@ def _batch(value: str) -> int | str:
 
 
 @click.command()
-@click.argument("model", type=click.Path(exists=True, path_type=Path))
+@click.argument("model", type=MODEL)
 @click.option(
     "-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
     help="The ONNX file to write (missing parent directories are created).",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from modelgraph.cli.weights_param import WEIGHTS
+from modelgraph.cli.weights_param import MODEL, WEIGHTS
 
 
 def _names(value: str | None) -> list[str]:
@@ -14,7 +14,7 @@ def _names(value: str | None) -> list[str]:
 
 
 @click.command("extract")
-@click.argument("model", type=click.Path(exists=True, path_type=Path))
+@click.argument("model", type=MODEL)
 @click.option("--outputs", required=True, help="Comma-separated tensors: LAYER or LAYER[node][tensor].")
 @click.option(
     "--inputs", default=None, help="Comma-separated tensors where the graph is cut (new InputLayers)."

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from modelgraph.cli.output import echo_json, fmt_bytes, fmt_count, fmt_shape, for_display, stdout_console
-from modelgraph.cli.weights_param import WEIGHTS
+from modelgraph.cli.weights_param import MODEL, WEIGHTS
 
 COLUMNS: dict[str, tuple[str, str]] = {
     "layer": ("Layer (type)", "left"),
@@ -44,7 +44,7 @@ def parse_columns(value: str | None) -> list[str]:
 
 
 @click.command("inspect")
-@click.argument("model", type=click.Path(exists=True, path_type=Path))
+@click.argument("model", type=MODEL)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--expand-nested", is_flag=True, help="Show the layers of nested models as an indented tree.")
 @click.option(

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import click
 
-from modelgraph.cli.weights_param import WEIGHTS
+from modelgraph.cli.weights_param import MODEL, WEIGHTS
 
 PROGRESS_NODES = 200
 """Above this many drawn nodes, progress lines go to stderr."""
 
 
 @click.command("render")
-@click.argument("model", type=click.Path(exists=True, path_type=Path))
+@click.argument("model", type=MODEL)
 @click.option(
     "-o",
     "--output",

@@ -16,7 +16,7 @@ import click
 
 from modelgraph.cli.output import for_display
 from modelgraph.cli.progress import progress_bar
-from modelgraph.cli.weights_param import WEIGHTS
+from modelgraph.cli.weights_param import MODEL, WEIGHTS
 from modelgraph.errors import printable
 from modelgraph.schemas.run_report import RunReport
 
@@ -179,7 +179,7 @@ def _tolerance_option(
 
 
 @click.command("run")
-@click.argument("model", type=click.Path(exists=True, dir_okay=True, path_type=Path))
+@click.argument("model", type=MODEL)
 @click.option(
     "--input",
     "-i",

@@ -47,3 +47,34 @@ def test_export_refuses_an_output_that_is_not_onnx(tmp_path: Path, name: str) ->
     assert result.exit_code == 2, result.output
     assert "must end in .onnx" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+CKPT = Path(__file__).resolve().parents[1] / "samples" / "savedmodel" / "ckpt" / "seq_mlp"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["inspect", str(CKPT)],
+        ["run", str(CKPT), "--random"],
+        ["render", str(CKPT), "-o", "x.svg"],
+        ["export", str(CKPT), "-o", "x.onnx"],
+        ["convert", str(CKPT), "-o", "x.keras"],
+        ["diff", str(CKPT), str(CKPT)],
+    ],
+    ids=lambda a: a[0],
+)
+def test_a_checkpoint_prefix_given_as_the_model_is_named_as_weights_only(args, tmp_path, monkeypatch):
+    """tf.keras names a checkpoint by its prefix (``ckpt/seq_mlp`` for ``ckpt/seq_mlp.index``): given
+    where a model goes, the usage error says it is weights only and how to attach it."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert f"'{CKPT}' is a TensorFlow checkpoint prefix" in result.output
+    assert f"--weights {CKPT}" in result.output
+    assert not (tmp_path / "x.svg").exists() and not (tmp_path / "x.onnx").exists()
+
+
+def test_a_missing_model_that_is_no_checkpoint_still_says_it_does_not_exist(tmp_path):
+    result = CliRunner().invoke(cli, ["inspect", str(tmp_path / "nothing.keras")])
+    assert result.exit_code == 2 and "does not exist" in result.output
