@@ -237,11 +237,12 @@ def _folder_targets(files: list[Path], skipped: Callable[[str], None] | None) ->
             shards |= {Path(s) for s in index_shards(f)}
     configs = [f for f, kind in kinds.items() if kind == "json"]
     hdf5 = [f for f, kind in kinds.items() if kind == "hdf5" and f not in shards]
-    pairs = _pairs(configs, hdf5) if configs and hdf5 else {}
+    # A full model (``model_config``) is never taken as a config's weights.
+    pairs = _pairs(configs, hdf5, _HDF5_WEIGHTS_NAMES, _weights_only) if configs and hdf5 else {}
     checkpoints = [f for f, kind in kinds.items() if kind == "checkpoint"]
     unpaired = [c for c in configs if c not in pairs]
     if unpaired and checkpoints:
-        pairs.update(_checkpoint_pairs(unpaired, checkpoints))
+        pairs.update(_pairs(unpaired, checkpoints, _CHECKPOINT_NAMES, lambda _: True))
     attached = set(pairs.values())
     for f, kind in kinds.items():
         if f in shards or f in attached or kind == "checkpoint_data":
@@ -250,51 +251,33 @@ def _folder_targets(files: list[Path], skipped: Callable[[str], None] | None) ->
         yield Target(str(f), None if w is None else str(w))
 
 
-def _pairs(configs: list[Path], hdf5: list[Path]) -> dict[Path, Path]:
-    """config -> weights-only HDF5 file of the same folder: by name (``m.json`` with ``m.h5``,
-    ``m_weights.h5``, ``m.weights.h5``), else the folder's only config with its only weights file.
-    A full model (``model_config``) is never taken as weights."""
-    by_name = {w.name: w for w in hdf5}
+# Names a config ``m.json``'s weights go by, after its stem: weights-only HDF5 files, and the
+# ``.index`` of a TensorFlow checkpoint (tf.keras's ``save_weights`` in the TensorFlow format).
+_HDF5_WEIGHTS_NAMES = (".weights.h5", "_weights.h5", "_weights.hdf5", ".h5", ".hdf5")
+_CHECKPOINT_NAMES = (".index", ".ckpt.index", "_weights.index", ".weights.index")
+
+
+def _pairs(
+    configs: list[Path], candidates: list[Path], endings: tuple[str, ...], is_weights: Callable[[Path], bool]
+) -> dict[Path, Path]:
+    """config -> the weights of the same folder that go with it: by name (the config's stem followed
+    by one of ``endings``, in order), else the folder's only unpaired config with its only remaining
+    candidate that ``is_weights`` (looked at only when there are at most :data:`_MAX_UNNAMED`)."""
+    by_name = {w.name: w for w in candidates}
     out: dict[Path, Path] = {}
     for c in configs:
         stem = c.name[: -len(c.suffix)] if c.suffix else c.name
-        for name in (
-            f"{stem}.weights.h5",
-            f"{stem}_weights.h5",
-            f"{stem}_weights.hdf5",
-            f"{stem}.h5",
-            f"{stem}.hdf5",
-        ):
-            w = by_name.get(name)
-            if w is not None and w not in out.values() and _weights_only(w):
+        for ending in endings:
+            w = by_name.get(stem + ending)
+            if w is not None and w not in out.values() and is_weights(w):
                 out[c] = w
                 break
     rest = [c for c in configs if c not in out]
-    free = [w for w in hdf5 if w not in out.values()]
+    free = [w for w in candidates if w not in out.values()]
     if len(rest) == 1 and 0 < len(free) <= _MAX_UNNAMED:
-        weights = [w for w in free if _weights_only(w)]
+        weights = [w for w in free if is_weights(w)]
         if len(weights) == 1:
             out[rest[0]] = weights[0]
-    return out
-
-
-def _checkpoint_pairs(configs: list[Path], indexes: list[Path]) -> dict[Path, Path]:
-    """config -> the ``.index`` of a TensorFlow checkpoint of the same folder: by name (``m.json`` with
-    ``m.index``, ``m.ckpt.index``, ``m_weights.index``, ``m.weights.index``), else the folder's only
-    config with its only checkpoint."""
-    by_name = {i.name: i for i in indexes}
-    out: dict[Path, Path] = {}
-    for c in configs:
-        stem = c.name[: -len(c.suffix)] if c.suffix else c.name
-        for name in (f"{stem}.index", f"{stem}.ckpt.index", f"{stem}_weights.index", f"{stem}.weights.index"):
-            i = by_name.get(name)
-            if i is not None and i not in out.values():
-                out[c] = i
-                break
-    rest = [c for c in configs if c not in out]
-    free = [i for i in indexes if i not in out.values()]
-    if len(rest) == 1 and len(free) == 1:
-        out[rest[0]] = free[0]
     return out
 
 
