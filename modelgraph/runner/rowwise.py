@@ -6,13 +6,13 @@ The obvious spellings miss NumPy's fast loops:
   ``x``, so the inner loop is called once per row of ``C`` elements (float32, 512 KiB to 24 MiB:
   1.3-1.7x slower than adding a contiguous operand, 2.5-4x for ``C`` = 16). Here the row is repeated
   into a contiguous run of at least :data:`RUN` elements and a C-ordered ``x`` is viewed as rows of
-  that length: one inner-loop call per run, both operands contiguous. The run is built when used and
-  each thread keeps only its latest :data:`RUNS_KEPT` (the blocks of one layer, or the three stages
-  of one fused bottleneck band, reuse theirs), so a plan holds rows, not a 64 KiB run per layer
-  (ResNet50: 2.4 MB).
+  that length: one inner-loop call per run, both operands contiguous. The run is built on first use
+  and kept with its row (at most 64 KiB per layer: ResNet50 2.4 MB, NASNetMobile about 12 MB).
 * ``np.maximum(x, 0)``: NumPy's SIMD loop for maximum covers two contiguous operands, not a scalar
   one, which runs about 3.4x slower (10 GB/s). ``np.clip`` with scalar bounds has a SIMD loop of its
-  own, so relu is ``clip(x, 0, inf)`` (one pass, and relu6 ``clip(x, 0, 6)``).
+  own, so relu is ``clip(x, 0, inf)`` (one pass, and relu6 ``clip(x, 0, 6)``), called as the ufunc
+  itself: ``np.clip``'s Python wrapper cost 5 of the 16 us of a relu on a 34 K-element tensor (a
+  NASNetMobile cell's at batch 1, 190 of them per run).
 
 * ``swish``/``silu`` (``x / (1 + exp(-x))``, four passes): on a tensor larger than the cache every
   pass streams it through memory, and NumPy's float32 ``exp`` runs 3x slower per element there than
@@ -25,43 +25,36 @@ NaN stays NaN), except that relu keeps the sign of a zero (``-0.0`` stays ``-0.0
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass
-
 import numpy as np
+
+try:  # the clip ufunc np.clip ends in, without its argument checks
+    from numpy._core.umath import clip as _clip
+except ImportError:  # pragma: no cover - another NumPy layout
+    _clip = np.clip
 
 # Elements per contiguous run: past NumPy's ufunc buffer (8192 elements), the length from which the
 # passes above reached their contiguous speed (runs of 256-4096 were still 1.6x slower).
 RUN = 16384
-# Runs each thread keeps: an inverted bottleneck band uses three rows in turn (the expansion's,
-# the depthwise conv's and the projection's bias); keeping one rebuilt all three in every band
-# (MobileNetV2 batch 8: 470 builds per run, about 3% of its time).
-RUNS_KEPT = 3
-
-
-_LOCAL = threading.local()
-
-
-@dataclass(frozen=True, eq=False)
 class Run:
-    """A row of ``C`` values, repeated when used into a contiguous run of at least :data:`RUN`
-    elements (a whole number of rows)."""
+    """A row of ``C`` values, repeated when first used into a contiguous run of at least
+    :data:`RUN` elements (a whole number of rows), or of the first tensor's size when that is
+    smaller (a longer one is built when a larger tensor needs it)."""
 
-    row: np.ndarray
+    __slots__ = ("row", "_run")
 
-    def tiled(self) -> np.ndarray:
-        """The repeated row: this thread's cached copy when it is among the last
-        :data:`RUNS_KEPT` built here."""
-        kept: list[tuple[Run, np.ndarray]] | None = getattr(_LOCAL, "kept", None)
-        if kept is None:
-            kept = _LOCAL.kept = []
-        for owner, run in kept:
-            if owner is self:
-                return run
-        run = np.tile(self.row, max(1, -(-RUN // max(1, self.row.size))))
-        kept.append((self, run))
-        if len(kept) > RUNS_KEPT:
-            del kept[0]
+    def __init__(self, row: np.ndarray) -> None:
+        self.row = row
+        self._run: np.ndarray | None = None
+
+    def tiled(self, size: int = RUN) -> np.ndarray:
+        """The repeated row, at least ``min(size, RUN)`` elements long, built once and kept (at most
+        64 KiB of float32 per row: the per-thread cache of the last three runs this replaced rebuilt
+        nearly every layer's run in a plan of many layers, 4% of NASNetMobile's time at batch 1)."""
+        run = self._run
+        want = min(max(size, 1), RUN)
+        if run is None or run.size < want:
+            rows = max(1, -(-want // max(1, self.row.size)))
+            run = self._run = np.tile(self.row, rows)
         return run
 
 
@@ -91,7 +84,7 @@ def apply(ufunc: np.ufunc, x: np.ndarray, operand: Run, out: np.ndarray | None =
             apply(ufunc, x[i], operand, out[i])
         return out
     src, dst = x.reshape(-1), out.reshape(-1)
-    run = operand.tiled()
+    run = operand.tiled(src.size)
     length = run.size
     whole = src.size // length * length
     if whole:
@@ -107,12 +100,12 @@ def relu_(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     out = x if out is None else out
     if x.dtype.kind != "f":
         return np.maximum(x, x.dtype.type(0), out=out)
-    return np.clip(x, x.dtype.type(0), x.dtype.type(np.inf), out=out)
+    return _clip(x, x.dtype.type(0), x.dtype.type(np.inf), out=out)
 
 
 def relu6_(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``min(max(x, 0), 6)`` into ``out`` (default: in place, ``x`` must be writable)."""
-    return np.clip(x, x.dtype.type(0), x.dtype.type(6), out=x if out is None else out)
+    return _clip(x, x.dtype.type(0), x.dtype.type(6), out=x if out is None else out)
 
 
 # Elements per chunk of :func:`silu_`: 32-256 Ki elements ran alike (4.5-5.1 ms on a 112x112x96

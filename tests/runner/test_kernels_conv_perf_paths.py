@@ -185,6 +185,12 @@ DW_CASES = [
     ((2, 9, 10, 160), (3, 3), 1, (2, 2), (1, 1), "same", "relu6"),  # wide, strided: over channels
     ((2, 11, 10, 4), (3, 3), 2, (2, 3), (1, 1), "valid", None),  # phases, stride 3 columns
     ((2, 9, 12, 6), (3, 3), 1, (1, 1), (1, 2), "same", "relu"),  # column dilation, narrow: per tap
+    # Compiled row loops: a kernel row's taps three at a time and the rest one by one (7 = 1 + 3 + 3,
+    # 4 = 1 + 3, 5 = 1 + 3 + 1); an output row longer than one stretch (30 x 24 values, the last
+    # stretch partial); a narrow strided 7x7 on a phase-split slab.
+    ((1, 9, 30, 24), (7, 7), 1, (1, 1), (1, 1), "same", "relu"),
+    ((2, 10, 11, 5), (3, 4), 1, (1, 1), (2, 1), "valid", None),
+    ((2, 15, 16, 11), (7, 7), 1, (2, 2), (1, 1), "same", None),
 ]
 
 

@@ -60,20 +60,19 @@ def test_non_contiguous_blocks_split_along_the_first_axis() -> None:
 
 
 def test_alternating_rows_each_get_their_own_run() -> None:
-    """Each thread keeps only its latest few repeated rows: switching among more rows than it keeps
-    must rebuild them, on every thread, and never hand out another row's run."""
+    """Rows used in any order on several threads, on tensors smaller than a run and larger (a run
+    built for a small tensor grows when a larger one needs it), never get another row's run."""
     import threading
 
     rng = np.random.default_rng(4)
     widths = (64, 64, 48, 64, 32)
     rows = [rowwise.repeat_row(rng.standard_normal(c).astype(np.float32)) for c in widths]
-    assert len(rows) > rowwise.RUNS_KEPT
     failures: list[str] = []
 
     def work(seed: int) -> None:
         local = np.random.default_rng(seed)
-        for k in (0, 1, 0, 2, 2, 1, 3, 4, 0, 3, 1, 4, 4, 2):
-            x = local.standard_normal((3, 500, rows[k].row.size)).astype(np.float32)
+        for i, k in enumerate((0, 1, 0, 2, 2, 1, 3, 4, 0, 3, 1, 4, 4, 2)):
+            x = local.standard_normal((3, (5, 500)[i % 2], rows[k].row.size)).astype(np.float32)
             expected = x + rows[k].row
             if not np.array_equal(rowwise.apply(np.add, x, rows[k]), expected):
                 failures.append(f"thread {seed}, row {k}")
@@ -127,12 +126,19 @@ def test_activation_table_uses_the_fast_forms() -> None:
     np.testing.assert_array_equal(x, before)  # the activation functions never write their input
 
 
-def test_a_bottleneck_bands_rows_are_built_once() -> None:
-    """Three rows used in turn (a fused bottleneck band's three biases) keep their runs."""
-    rows = [rowwise.repeat_row(np.full(c, c, np.float32)) for c in (96, 96, 24)]
+def test_rows_are_built_once() -> None:
+    """Rows used in turn (a fused bottleneck band's three biases, a plan's many layers) keep their
+    runs; a run built for a small tensor is rebuilt once, longer, for a larger one."""
+    rows = [rowwise.repeat_row(np.full(c, c, np.float32)) for c in (96, 96, 24, *range(1, 40))]
     first = [r.tiled() for r in rows]
+    assert all(run.size >= rowwise.RUN and run.size % r.row.size == 0 for r, run in zip(rows, first, strict=True))
     for _ in range(3):
         assert all(r.tiled() is run for r, run in zip(rows, first, strict=True))
+    small = rowwise.repeat_row(np.arange(10, dtype=np.float32))
+    short = small.tiled(100)
+    assert short.size == 100 and small.tiled(50) is short
+    long = small.tiled(1000)
+    assert long.size == 1000 and small.tiled(100) is long
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

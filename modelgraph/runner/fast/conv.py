@@ -92,9 +92,12 @@ def _depthwise_2d(
     pads: Pads,
     epilogue: Epilogue,
     pre: Callable[[np.ndarray], None] | None = None,
+    tiles: dict[int, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Depthwise conv of an unpadded rank-1/2 channels-last array, kernel ``(k..., C, M)``, one block of
     output rows at a time (padded rows in a scratch slab, ``epilogue`` while the block is in cache).
+    ``tiles`` (the calling kernel's own dict) keeps the kernel tiled along an output row by output
+    width, so it is built once per layer and input size, not on every call.
 
     Without column dilation: one einsum per block (per column phase when strided) whose inner loop
     runs over whole output rows. With it, wide layers: one ``einsum`` over a strided (pixels, taps,
@@ -117,7 +120,12 @@ def _depthwise_2d(
         # Each tap's window of one output row is a contiguous run of out_width * width values (of one
         # column phase when strided): the kernel tiled along the row lets one einsum cover it.
         padded = [n + b + a for n, (b, a) in zip(x2.shape[1:3], pads2, strict=True)]
-        tiled = depthwise_tiled(flat, out_sizes(padded, ks, st, dil)[1])
+        ow = out_sizes(padded, ks, st, dil)[1]
+        tiled = None if tiles is None else tiles.get(ow)
+        if tiled is None:
+            tiled = depthwise_tiled(flat, ow)
+            if tiles is not None:
+                tiles[ow] = tiled
         out = _depthwise_blocks(x2, flat, tiled, st, dil, pads2, epilogue, mult, pre)
     elif width < EINSUM_MIN_CHANNELS:
         by_tap = kernel.reshape(-1, width)
@@ -243,11 +251,12 @@ def _make_conv(
         depthwise = np.ascontiguousarray(kernel.reshape(*kernel_size, groups, filters // groups))
         if rank <= 2:
             epilogue = in_place_epilogue(bias, act_value, act)
+            tiles: dict[int, np.ndarray] = {}
 
             def run_dw(inputs: Any) -> np.ndarray:
                 x = channels_last_input(inputs, dtype, fmt, rank, cin)
                 pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
-                return from_last(_depthwise_2d(x, depthwise, strides, dilation, pads, epilogue), fmt)
+                return from_last(_depthwise_2d(x, depthwise, strides, dilation, pads, epilogue, None, tiles), fmt)
 
             return then_activate(run_dw, after)
 
@@ -371,12 +380,13 @@ def _make_depthwise(spec: KernelSpec, rank: int, pre_pads: Pads | None = None) -
         raise spec.unsupported("pads", pre_pads)
     act_value, act, after = layout_activation(spec, fmt)
     epilogue = in_place_epilogue(bias, act_value, act)
+    tiles: dict[int, np.ndarray] = {}
 
     def run(inputs: Any) -> np.ndarray:
         x = channels_last_input(inputs, dtype, fmt, rank, channels)
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
         if rank <= 2:
-            return from_last(_depthwise_2d(x, kernel, strides, dilation, pads, epilogue), fmt)
+            return from_last(_depthwise_2d(x, kernel, strides, dilation, pads, epilogue, None, tiles), fmt)
         return _finish(_depthwise_core(pad_spatial(x, pads), kernel, strides, dilation), bias, act, fmt)
 
     return then_activate(run, after)
@@ -402,12 +412,13 @@ def _make_separable(
         if pre_activation not in ("relu", "relu6"):
             raise spec.unsupported("activation", pre_activation)
         pre = rowwise.relu_ if pre_activation == "relu" else rowwise.relu6_
+    tiles: dict[int, np.ndarray] = {}
 
     def run(inputs: Any) -> np.ndarray:
         x = channels_last_input(inputs, dtype, fmt, rank, channels)
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
         if rank <= 2:
-            mid = _depthwise_2d(x, depthwise, strides, dilation, pads, _no_epilogue, pre)
+            mid = _depthwise_2d(x, depthwise, strides, dilation, pads, _no_epilogue, pre, tiles)
             mid2 = mid[:, None] if rank == 1 else mid
             out = conv2d_gemm(mid2, pointwise, (1, 1), (1, 1), (1, 1), [(0, 0), (0, 0)], epilogue)
             return from_last(out[:, 0] if rank == 1 else out, fmt)

@@ -56,7 +56,7 @@ def depthwise_slab(
     kh, kw = kernel.shape[:2]
     sh, sw = strides
     if jit.available() and src.dtype == dst.dtype == kernel.dtype == np.float32:
-        jit.depthwise(src, kernel, dst, (sh, sw), (dilation[0], dilation[1]))
+        jit.depthwise(src, kernel, dst, (sh, sw), (dilation[0], dilation[1]), tiled)
         return
     if tiled is None or dilation[1] != 1 or (sw > 1 and width >= PHASES_BELOW_CHANNELS):
         s_n, s_h, s_w, s_c = effective_strides(src)
