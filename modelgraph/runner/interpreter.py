@@ -60,10 +60,15 @@ from modelgraph.runner.fusion import fuse as fuse_graph
 from modelgraph.runner.heap import keep_freed_memory
 from modelgraph.runner.quantized import quantized_kernel
 from modelgraph.runner.registry import KernelSpec, get_entry
+from modelgraph.runner.schedule import SideBySide, StepGraph, run_side_by_side, side_by_side_plan
+from modelgraph.runner.threads import blas_threads_now, run_threads, thread_count
 from modelgraph.runner.threads import positive_threads as _positive_threads
-from modelgraph.runner.threads import run_threads
 from modelgraph.runner.weights import LazyWeights
 from modelgraph.shape_rules import is_size_list
+
+# Serial runs of an input shape timed (after one warm-up run) before the plan decides whether to run
+# its independent steps side by side.
+TIMED_RUNS = 2
 
 # --- the plan ----------------------------------------------------------------------------------------
 
@@ -354,6 +359,13 @@ class Runner:
         self._kernels: dict[tuple[int, str], tuple[Callable[..., Any], dt.Policy] | None] = {}
         self._weight_bytes = 0
         self._mask_slots: set[int] = set()
+        # Per input shapes: the schedule that runs the plan's independent steps side by side (None:
+        # serially), decided from each step's fastest time in TIMED_RUNS serial runs with several
+        # threads after a first one (see runner/schedule.py); the serial runs and times so far.
+        self._side_by_side: dict[tuple[tuple[int, ...], ...], SideBySide | None] = {}
+        self._serial_runs: dict[tuple[tuple[int, ...], ...], int] = {}
+        self._step_seconds: dict[tuple[tuple[int, ...], ...], list[float]] = {}
+        self._steps_graph: StepGraph | None = None
         # RNN layers (or wrappers of one) saved with stateful=True, by path.
         self.stateful_layers: list[str] = []
         for path, layer in model.walk():
@@ -785,6 +797,67 @@ class Runner:
                 f"input '{self.inputs[i].name}' cannot be cast to {self._input_dtypes[i]}: {exc}"
             ) from exc
 
+    def _step_graph(self) -> StepGraph:
+        if self._steps_graph is None:
+            self._steps_graph = StepGraph.of(
+                [step.in_slots for step in self.steps],
+                [[s for _, s in step.out_slots] for step in self.steps],
+            )
+        return self._steps_graph
+
+    def _run_side_by_side(self, plan: SideBySide, values: list[Any]) -> None:
+        """Run the plan's independent steps side by side (:mod:`modelgraph.runner.schedule`), filling
+        ``values``; for a plan without masks, taps or profile."""
+        keep = set(self.output_slots)
+
+        def run_step(i: int) -> None:
+            step = self.steps[i]
+            if step.kind == "model":
+                return
+            outs = self._call(step, values)
+            for t, s in step.out_slots:
+                values[s] = outs[t]
+
+        def release(slot: int) -> None:
+            if slot not in keep:
+                values[slot] = None
+
+        workers = thread_count()
+        run_side_by_side(self._step_graph(), plan, workers, blas_threads_now() or workers, run_step, release)
+
+    def _call(
+        self, step: Step, values: list[Any], mask_kwargs: dict[str, Any] | None = None
+    ) -> tuple[Any, ...]:
+        """One kernel step's outputs for the tensors in ``values``, ``mask_kwargs`` (the masks it
+        consumes) added to its call."""
+        if step.simple is not None:
+            args: Any = [values[s] for s in step.simple]
+            kwargs: dict[str, Any] = {}
+        else:
+            args = _fill(step.args, values)
+            kwargs = _fill(step.kwargs, values)
+        if step.compute_dtype is not None:
+            args = _cast_tree(list(args), step.compute_dtype)
+            kwargs = _cast_tree(kwargs, step.compute_dtype)
+        if mask_kwargs:
+            kwargs = {**kwargs, **mask_kwargs}
+        try:
+            result = step.fn(*args, **kwargs)  # type: ignore[misc]
+        except ModelGraphError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - name the node, keep the cause
+            raise KernelError(
+                step.label, step.class_name, _shapes(list(args) + ([kwargs] if kwargs else [])), exc
+            ) from exc
+        outs = result if isinstance(result, (tuple, list)) else (result,)
+        if step.round_outputs is not None:
+            outs = tuple(dt.to_compute(np.asarray(o), step.round_outputs) for o in outs)
+        for t, _ in step.out_slots:
+            if t >= len(outs):
+                err = IndexError(f"the kernel returned {len(outs)} outputs; tensor {t} is referenced")
+                raise KernelError(step.label, step.class_name, _shapes(list(args)), err) from err
+        return tuple(outs)
+
     def _execute(
         self, arrays: list[np.ndarray], tapped: set[int] | None, profile: Profile | None
     ) -> dict[str, np.ndarray]:
@@ -812,6 +885,21 @@ class Runner:
             prof_steps = profile.steps
             live = sum(_nbytes(a) for a in arrays)
             t_start = time.perf_counter()
+        side_key = tuple(a.shape for a in arrays)
+        plain = masks is None and tapped is None and profile is None and thread_count() > 1
+        side = self._side_by_side.get(side_key)
+        if side is not None and plain:
+            self._run_side_by_side(side, values)
+            return {
+                key: np.asarray(values[slot])
+                for key, slot in zip(self.output_keys, self.output_slots, strict=True)
+            }
+        # The first run of a shape warms up (scratch buffers, compiled loops); the next ones are timed.
+        timing: list[float] | None = None
+        if plain and side_key not in self._side_by_side:
+            runs = self._serial_runs[side_key] = self._serial_runs.get(side_key, 0) + 1
+            if runs > 1:
+                timing = [0.0] * len(self.steps)
         for step in self.steps:
             if step.kind == "model":
                 if tapped is not None and step.index in tapped:
@@ -819,46 +907,27 @@ class Runner:
                     for t, s in step.out_slots:
                         taps[_tap_key(step.path, step.node_index, t, step.shared, n_out)] = values[s]
                 continue
-            if profile is not None:
+            if profile is not None or timing is not None:
                 t0 = time.perf_counter()
-            if step.simple is not None:
-                args: Any = [values[s] for s in step.simple]
-                kwargs: dict[str, Any] = {}
-            else:
-                args = _fill(step.args, values)
-                kwargs = _fill(step.kwargs, values)
-            if step.compute_dtype is not None:
-                args = _cast_tree(list(args), step.compute_dtype)
-                kwargs = _cast_tree(kwargs, step.compute_dtype)
             in_masks = None
+            mask_kwargs = None
             if masks is not None and (step.mask_consume is not None or step.mask_produce is not None):
                 in_masks = [
                     masks[s] if s >= 0 and i not in step.mask_hidden else None
                     for i, s in enumerate(step.mask_inputs)
                 ]
                 if step.mask_consume is not None:
-                    kwargs = {**kwargs, **step.mask_consume(in_masks)}
-            try:
-                result = step.fn(*args, **kwargs)  # type: ignore[misc]
-            except ModelGraphError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - name the node, keep the cause
-                raise KernelError(
-                    step.label, step.class_name, _shapes(list(args) + ([kwargs] if kwargs else [])), exc
-                ) from exc
-            outs = result if isinstance(result, (tuple, list)) else (result,)
-            if step.round_outputs is not None:
-                outs = tuple(dt.to_compute(np.asarray(o), step.round_outputs) for o in outs)
+                    mask_kwargs = step.mask_consume(in_masks)
+            outs = self._call(step, values, mask_kwargs)
             for t, s in step.out_slots:
-                if t >= len(outs):
-                    err = IndexError(f"the kernel returned {len(outs)} outputs; tensor {t} is referenced")
-                    raise KernelError(step.label, step.class_name, _shapes(list(args)), err) from err
                 values[s] = outs[t]
             if in_masks is not None and step.mask_produce is not None and masks is not None:
                 flat_inputs = [values[s] if s >= 0 else None for s in step.mask_inputs]
                 produced = step.mask_produce(in_masks, flat_inputs, list(outs))
                 for t, s in step.out_slots:
                     masks[s] = produced[t] if t < len(produced) else None
+            if timing is not None:
+                timing[step.index] = time.perf_counter() - t0
             if tapped is not None and step.index in tapped:
                 n_out = len(outs)
                 for t, o in enumerate(outs):
@@ -879,6 +948,14 @@ class Runner:
                 values[s] = None
                 if masks is not None:
                     masks[s] = None
+        if timing is not None:
+            # Each step's fastest of the timed runs (a run slowed by another process says little).
+            fastest = self._step_seconds.get(side_key)
+            fastest = timing if fastest is None else [min(a, b) for a, b in zip(fastest, timing, strict=True)]
+            self._step_seconds[side_key] = fastest
+            if self._serial_runs[side_key] > TIMED_RUNS:
+                self._side_by_side[side_key] = side_by_side_plan(self._step_graph(), fastest, thread_count())
+                del self._step_seconds[side_key]
         result_map: dict[str, np.ndarray] = {}
         for key, slot in zip(self.output_keys, self.output_slots, strict=True):
             result_map[key] = np.asarray(values[slot])

@@ -226,6 +226,22 @@ def for_each(fn: Callable[[T], None], items: Sequence[T], work: float | None = N
 
 
 @contextmanager
+def serial_kernels(serial: bool = True) -> Iterator[None]:
+    """Within the block (when ``serial``), :func:`for_each` runs its items serially on this thread:
+    for a kernel that runs beside another on the other cores
+    (:mod:`modelgraph.runner.schedule`), so parallel regions never nest."""
+    if not serial:
+        yield
+        return
+    before = getattr(_IN_SHARE, "active", False)
+    _IN_SHARE.active = True
+    try:
+        yield
+    finally:
+        _IN_SHARE.active = before
+
+
+@contextmanager
 def blas_threads(count: int) -> Iterator[None]:
     """Run the block with NumPy's OpenBLAS set to ``count`` threads (process-wide), restoring the
     previous count after it; does nothing when the count cannot be set."""

@@ -1,0 +1,213 @@
+"""Run a plan's independent steps side by side: the cells of NASNet-like models have five branches
+that do not read each other, and at batch 8 most of their steps are too small to spread their own
+blocks over the cores (:mod:`modelgraph.runner.parallel`), so one core idled while the other worked.
+
+One parallel region at a time, never nested: an *exclusive* step runs alone, as in a serial run
+(its blocks spread over the cores, BLAS on all the run's threads); every other step runs beside
+others with its blocks serial and BLAS on one thread. BLAS's process-wide thread count is therefore
+only changed while no other step runs. Which steps are exclusive is fixed when the schedule is made
+(those a simulated run starts with nothing else running or ready), not by the timing of each run,
+so every run computes every step the same way and gives the same numbers.
+
+Whether a plan is run this way is decided per input shape from each step's fastest time in a few
+serial runs (:func:`side_by_side_plan`): only when its steps are long enough for the work to
+outweigh the GIL (at batch 1 NASNetMobile's median step takes 0.24 ms, mostly Python and small NumPy
+calls, and side by side ran 1.1-1.2x slower; at batch 4, 0.5 ms) and the simulated run predicts a real gain (NASNetMobile at batch 8,
+two threads: 434 -> 299 ms). A step beside others may round differently from the same step spread
+over the cores in a serial run (its GEMMs split otherwise): within float32 rounding.
+"""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from modelgraph.runner import parallel
+
+# A plan runs side by side only when its median step takes at least this long in a serial run ...
+MIN_MEDIAN_STEP_SECONDS = 4e-4
+# ... and a simulated run on the threads finishes in at most this fraction of the serial time.
+MAX_PREDICTED_FRACTION = 0.85
+
+_LOCK = threading.Lock()
+_POOL: ThreadPoolExecutor | None = None
+
+
+@dataclass(frozen=True)
+class StepGraph:
+    """Which steps wait for which: ``waits[i]`` producers step ``i`` reads from, ``consumers[i]`` the
+    steps reading step ``i``'s outputs, ``readers[s]`` the steps reading slot ``s``; ``inputs[i]`` and
+    ``outputs[i]`` step ``i``'s slots."""
+
+    waits: tuple[int, ...]
+    consumers: tuple[tuple[int, ...], ...]
+    readers: dict[int, int]
+    inputs: tuple[tuple[int, ...], ...]
+    outputs: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def of(cls, inputs: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]]) -> StepGraph:
+        """From each step's input slots and output slots (in plan order)."""
+        producer: dict[int, int] = {}
+        for i, slots in enumerate(outputs):
+            for s in slots:
+                producer[s] = i
+        consumers: list[set[int]] = [set() for _ in inputs]
+        waits = []
+        readers: dict[int, int] = {}
+        for i, slots in enumerate(inputs):
+            before = {producer[s] for s in slots if s in producer and producer[s] != i}
+            for p in before:
+                consumers[p].add(i)
+            waits.append(len(before))
+            for s in set(slots):
+                readers[s] = readers.get(s, 0) + 1
+        return cls(
+            tuple(waits),
+            tuple(tuple(sorted(c)) for c in consumers),
+            readers,
+            tuple(tuple(set(slots)) for slots in inputs),
+            tuple(tuple(slots) for slots in outputs),
+        )
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """A plan's side-by-side schedule: the steps that run alone (``exclusive``: their blocks spread
+    over the cores, BLAS on all threads), every other step beside others (serially, BLAS on one)."""
+
+    exclusive: frozenset[int]
+    predicted_seconds: float
+    serial_seconds: float
+
+
+def simulate(graph: StepGraph, seconds: Sequence[float], workers: int) -> SideBySide:
+    """A run whose steps take ``seconds`` on ``workers`` threads, each free thread taking the ready
+    step earliest in plan order: its finishing time, and the steps that started with no other step
+    running or ready (they run alone in :func:`run_side_by_side`)."""
+    waits = list(graph.waits)
+    ready = [i for i, w in enumerate(waits) if w == 0]
+    heapq.heapify(ready)
+    running: list[tuple[float, int]] = []
+    exclusive: set[int] = set()
+    now = 0.0
+    while ready or running:
+        while ready and len(running) < workers:
+            i = heapq.heappop(ready)
+            if not running and not ready:
+                exclusive.add(i)
+            heapq.heappush(running, (now + seconds[i], i))
+        now, done = heapq.heappop(running)
+        for j in graph.consumers[done]:
+            waits[j] -= 1
+            if waits[j] == 0:
+                heapq.heappush(ready, j)
+    return SideBySide(frozenset(exclusive), now, float(sum(seconds)))
+
+
+def side_by_side_plan(graph: StepGraph, seconds: Sequence[float], workers: int) -> SideBySide | None:
+    """The schedule a plan whose steps took ``seconds`` in a serial run should run with on
+    ``workers`` threads, or None when it should run serially (see the module docstring)."""
+    total = sum(seconds)
+    if workers < 2 or not seconds or statistics.median(seconds) < MIN_MEDIAN_STEP_SECONDS:
+        return None
+    plan = simulate(graph, seconds, workers)
+    return plan if plan.predicted_seconds <= MAX_PREDICTED_FRACTION * total else None
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """Threads of their own (a step's blocks use :mod:`parallel`'s pool: sharing it could leave a
+    step waiting for a thread that waits for the step)."""
+    global _POOL
+    with _LOCK:
+        if _POOL is None or _POOL._max_workers < workers:  # noqa: SLF001 - grow once when asked for more
+            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="modelgraph-steps")
+        return _POOL
+
+
+def run_side_by_side(
+    graph: StepGraph,
+    plan: SideBySide,
+    workers: int,
+    blas_threads: int,
+    run_step: Callable[[int], None],
+    release: Callable[[int], None],
+) -> None:
+    """Run every step (``run_step(i)``) once its producers are done, on ``workers`` threads (the
+    caller's and pool threads), ``release(s)`` once every reader of slot ``s`` is done (an output
+    nothing reads: once it is written). The plan's exclusive steps start only when no other step
+    runs, and none starts while one runs; they get BLAS's ``blas_threads`` and may spread their
+    blocks; every other step runs its blocks serially with BLAS on one thread. So each step computes
+    the same way in every run (the same numbers run after run), whatever the timing. The first
+    exception is re-raised once the running steps are done; no step starts after it."""
+    set_blas = parallel.blas_thread_setter()
+    waits = list(graph.waits)
+    readers = dict(graph.readers)
+    ready = [i for i, w in enumerate(waits) if w == 0]
+    heapq.heapify(ready)
+    total = len(waits)
+    cv = threading.Condition()
+    state = {"running": 0, "done": 0, "blas": blas_threads, "alone": False}
+    errors: list[BaseException] = []
+
+    def startable() -> bool:
+        if not ready or state["alone"]:
+            return False
+        return ready[0] not in plan.exclusive or state["running"] == 0
+
+    def work() -> None:
+        while True:
+            with cv:
+                while not startable() and state["done"] < total and not errors:
+                    cv.wait()
+                if errors or state["done"] >= total:
+                    return
+                i = heapq.heappop(ready)
+                alone = i in plan.exclusive
+                state["running"] += 1
+                state["alone"] = alone
+                want = blas_threads if alone else 1
+                if set_blas is not None and state["blas"] != want:
+                    set_blas(want)
+                    state["blas"] = want
+            try:
+                with parallel.serial_kernels(not alone):
+                    run_step(i)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread
+                with cv:
+                    errors.append(exc)
+                    state["running"] -= 1
+                    state["alone"] = False
+                    cv.notify_all()
+                return
+            with cv:
+                state["running"] -= 1
+                state["alone"] = False
+                state["done"] += 1
+                for s in graph.inputs[i]:
+                    readers[s] -= 1
+                    if readers[s] == 0:
+                        release(s)
+                for s in graph.outputs[i]:
+                    if s not in readers:
+                        release(s)
+                for j in graph.consumers[i]:
+                    waits[j] -= 1
+                    if waits[j] == 0:
+                        heapq.heappush(ready, j)
+                cv.notify_all()
+
+    futures: list[Future[None]] = [_pool(workers - 1).submit(work) for _ in range(workers - 1)]
+    try:
+        work()
+    finally:
+        for future in futures:
+            future.result()
+        if set_blas is not None and state["blas"] != blas_threads:
+            set_blas(blas_threads)
+    if errors:
+        raise errors[0]
