@@ -77,6 +77,7 @@ class Rewrite:
         self._producers = {node.layer: node for node in graph.nodes}
         self._removed: dict[str, TensorRef | None] = {}
         self._calls: dict[str, Node] = {}
+        self._edited = False
 
     @classmethod
     def of(cls, graph: ModelGraph) -> Rewrite:
@@ -96,8 +97,9 @@ class Rewrite:
         return name in self._removed
 
     def reader(self, node: Node) -> Node | None:
-        """The one node reading ``node``'s output, when it is read once, plainly (:func:`plain_call`),
-        by a layer called once, and is no model output: the link a merge may take away."""
+        """The one node reading ``node``'s output, as its only input and plainly (:func:`plain_call`),
+        when nothing else reads it, its layer is called once and it is no model output: the link a
+        merge may take away."""
         follower = self.readers.single(node.key)
         return follower if follower is not None and plain_call(follower) else None
 
@@ -105,6 +107,7 @@ class Rewrite:
         """Put ``layer`` in place of the layer of its name; ``call``: the node whose call (args,
         kwargs, inputs) its node takes from now on (a merged step reads its chain's input)."""
         self._layers[layer.name] = layer
+        self._edited = True
         if call is not None:
             self._calls[layer.name] = call
 
@@ -112,10 +115,11 @@ class Rewrite:
         """Drop layer ``name`` and its node; every reference to its output then reads ``stands_for``
         (None: nothing outside the merged step reads it)."""
         self._removed[name] = stands_for
+        self._edited = True
 
     def result(self) -> ModelGraph:
-        """The graph with the edits applied (``graph`` itself when no layer was removed)."""
-        if not self._removed:
+        """The graph with the edits applied (``graph`` itself when there were none)."""
+        if not self._edited:
             return self.graph
         return _drop(self.graph, self._layers, self._removed, self._calls)
 
