@@ -198,6 +198,8 @@ def test_builtin_fusion_roles() -> None:
     }
     assert {k for k, f in roles.items() if f.residual} == {"Conv2D"}
     assert {k for k, f in roles.items() if f.sums} == {"Add"}
+    assert {k for k, f in roles.items() if f.multiplies} == {"Multiply"}
+    assert {k for k, f in roles.items() if f.separable} == {"SeparableConv2D"}
     assert {k for k, f in roles.items() if f.activation} == {"Activation", "ReLU"}
     assert {k for k, f in roles.items() if f.zero_padding} == {"ZeroPadding2D"}
     padded = {k for k, f in roles.items() if f.takes_zero_padding}
@@ -235,7 +237,9 @@ def test_fusion_pads_and_pools() -> None:
 @pytest.mark.parametrize(
     ("value", "field"),
     [(Fusion(channel_axis=0), "fusion.channel_axis"), (Fusion(bottleneck="1x1"), "fusion.bottleneck"),  # type: ignore[arg-type]
-     (Fusion(sums=1), "fusion.sums"), (Fusion(activation="relu"), "fusion.activation"), (3, "fusion")],  # type: ignore[arg-type]
+     (Fusion(sums=1), "fusion.sums"), (Fusion(multiplies=None), "fusion.multiplies"),  # type: ignore[arg-type]
+     (Fusion(separable="yes"), "fusion.separable"), (Fusion(activation="relu"), "fusion.activation"),  # type: ignore[arg-type]
+     (3, "fusion")],
 )  # fmt: skip
 def test_a_bad_fusion_is_refused_naming_it(scratch, value: object, field: str) -> None:
     with pytest.raises(catalogue.CatalogueError, match=f"entry 'Zed': {field} must be"):
@@ -293,6 +297,54 @@ def test_a_plugin_conv_opts_into_batchnorm_folding(scratch, opts_in: bool) -> No
     want = Runner(graph, fuse=False).run(x)
     for key, value in want.items():
         np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("opts_in", [True, False])
+@pytest.mark.parametrize(
+    ("builtin", "role", "sample", "merged_into"),
+    [
+        # MobileNetV3's squeeze-and-excitation products, each read by a block's 1x1 projection.
+        ("Multiply", Fusion(multiplies=True), "k3/app_mobilenetv3small.keras", "modelgraph/ScaledConv"),
+        # ZeroPadding2D -> SeparableConv2D -> BatchNormalization.
+        ("SeparableConv2D", Fusion(channel_axis=3, separable=True), "savedmodel/separable_up.h5",
+         "modelgraph/PreparedSeparable"),
+    ],
+)  # fmt: skip
+def test_a_plugin_class_opts_into_a_merged_step(scratch, builtin, role, sample, merged_into, opts_in) -> None:
+    """A plugin's class computing what ``builtin`` does (its reference kernel) becomes part of the
+    merged step the built-in class would when its entry gives it that fusion role, and only then;
+    the fused plan equals the unfused one on a Keras-made model."""
+    from modelgraph.runner.fusion import fuse
+    from modelgraph.runner.interpreter import Runner
+
+    own = catalogue.spec_for(builtin, *catalogue.PROVIDERS)
+    plugin_role = role if opts_in else dataclasses.replace(role, multiplies=False, separable=False)
+    with catalogue.plugin_scope("fusing"):
+        catalogue.register(
+            LayerSpec(
+                f"Plugin{builtin}",
+                shape=own.shape,
+                weight_names=own.weight_names,
+                weight_shapes=own.weight_shapes,
+                kernel=own.kernel,
+                fusion=plugin_role,
+            )
+        )
+    graph = load(SAMPLES / sample)
+    fused_builtin = fuse(graph)
+    for lyr in graph.layers:
+        if lyr.class_name == builtin and lyr.kind == "layer":  # not Keras 3's multiply op
+            graph = _with_class(graph, lyr.name, f"Plugin{builtin}")
+    fused = fuse(graph)
+    merged = sorted(lyr.name for lyr in fused.layers if lyr.class_name == merged_into)
+    expected = sorted(lyr.name for lyr in fused_builtin.layers if lyr.class_name == merged_into)
+    assert expected and merged == (expected if opts_in else [])
+    image = graph.layer(graph.inputs[0].layer).config
+    shape = (image.get("batch_shape") or image["batch_input_shape"])[1:]  # Keras 3 / tf.keras
+    x = np.random.default_rng(5).uniform(-1, 1, (2, *shape)).astype(np.float32)
+    got, want = Runner(graph).run(x), Runner(graph, fuse=False).run(x)
+    for key, value in want.items():
+        np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-5)
 
 
 # --- fields read by shape inference, run --random and the Keras 3 mask rules -----------------------

@@ -79,6 +79,8 @@ DEPTHWISE_FUSION = {
     1: Fusion(channel_axis=2, depthwise=True),
     2: Fusion(channel_axis=3, depthwise=True, bottleneck="depthwise", takes_zero_padding=any_padding),
 }
+# A 2-D separable conv also applies the ReLU and zero padding before it to its depthwise row slabs.
+SEPARABLE_FUSION = {1: Fusion(channel_axis=2), 2: Fusion(channel_axis=3, separable=True)}
 
 
 def _keras1_kernel(rank: int) -> Any:
@@ -144,7 +146,7 @@ SPECS = (
             weight_names=wn.separable,
             linear_weights=("pointwise_kernel", "bias"),
             keras3_rules=Keras3Rules(writing.separable, exact_input_rank=3 if n == 1 else None),
-            fusion=Fusion(channel_axis=n + 1),
+            fusion=SEPARABLE_FUSION[n],
         )
         for n in (1, 2)
     ),

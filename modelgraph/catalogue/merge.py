@@ -37,20 +37,19 @@ def keras1_merge(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 
 # tf.keras ANDs the masks present, Keras 3 ORs them and has none if one input has none.
 _AND_OR = masks(MaskBehaviour(None, "and"), MaskBehaviour(None, "or"))
+# Keras 3's Multiply, Maximum and Minimum also read their inputs' masks in call(): a masked
+# position counts as 1 / takes the other operand's value (kernels/merge.py).
+_READ_IN_CALL = masks(
+    MaskBehaviour(None, "and"), MaskBehaviour("merge", "or", note="call() reads the inputs' masks")
+)
 
 SPECS = (
     # The fusion passes run a sum in the epilogue of the step making one of its terms.
     layer("Add", **WEIGHTLESS, masks=_AND_OR, fusion=Fusion(sums=True)),
     *layers(("Average", "Subtract"), **WEIGHTLESS, masks=_AND_OR),
-    # Keras 3's Multiply, Maximum and Minimum also read their inputs' masks in call(): a masked
-    # position counts as 1 / takes the other operand's value (kernels/merge.py).
-    *layers(
-        ("Maximum", "Minimum", "Multiply"),
-        **WEIGHTLESS,
-        masks=masks(
-            MaskBehaviour(None, "and"), MaskBehaviour("merge", "or", note="call() reads the inputs' masks")
-        ),
-    ),
+    *layers(("Maximum", "Minimum"), **WEIGHTLESS, masks=_READ_IN_CALL),
+    # The fusion passes scale the kernel rows of the 1x1 conv reading a product instead of the tensor.
+    layer("Multiply", **WEIGHTLESS, masks=_READ_IN_CALL, fusion=Fusion(multiplies=True)),
     layer(
         "Concatenate",
         **WEIGHTLESS,

@@ -204,10 +204,16 @@ class Fusion:
     does not absorb them. ``depthwise``: its kernel's last two axes are (input channels, depth
     multiplier), an output channel per pair. ``batchnorm``: an inference BatchNormalization
     (``gamma``, ``beta``, ``moving_mean``, ``moving_variance``, ``epsilon``, ``axis``) that may be
-    folded into the layer before it. ``bottleneck``: a stage of an inverted bottleneck (``"pointwise"``:
-    a Conv2D-like layer, the 1x1 expansion or projection; ``"depthwise"``: a DepthwiseConv2D-like
-    layer). ``residual``: a Conv2D-like layer whose epilogue may add a residual sum. ``sums``: it
-    sums its inputs element-wise (Add), so the sum may run in an epilogue. ``activation(config)``: the
+    folded into the layer before it. ``bottleneck``: a stage of a merged step's convolutions (``"pointwise"``:
+    a Conv2D-like layer that, when its kernel is 1x1, may run as an inverted bottleneck's expansion or
+    projection or as the conv reading a squeeze-and-excitation product; ``"depthwise"``: a
+    DepthwiseConv2D-like layer, an inverted bottleneck's middle stage). ``residual``: a Conv2D-like
+    layer whose epilogue may add a residual sum. ``sums``: it sums its inputs element-wise (Add), so
+    the sum may run in an epilogue. ``multiplies``: it multiplies its inputs element-wise (Multiply),
+    so a product of two read by a 1x1 conv may scale that conv's kernel rows instead of the tensor.
+    ``separable``: a SeparableConv2D-like layer (``depthwise_kernel``, ``pointwise_kernel``, ``bias``
+    on 2-D input) whose depthwise stage may apply the ReLU / relu6 and zero padding before it to its
+    row slabs as it reads them. ``activation(config)``: the
     activation config value the layer amounts to (an ``Activation``'s ``activation``; ``"relu"`` or
     ``"relu6"`` for a plain ``ReLU``), None when it is not exactly one. ``zero_padding(config)``: the
     explicit zeros it pads a channels-last 2-D input with (None: malformed), for the window op after
@@ -221,6 +227,8 @@ class Fusion:
     bottleneck: Literal["pointwise", "depthwise"] | None = None
     residual: bool = False
     sums: bool = False
+    multiplies: bool = False
+    separable: bool = False
     activation: Callable[[Mapping[str, Any]], Any] | None = None
     zero_padding: Callable[[Mapping[str, Any]], Pads2D | None] | None = None
     takes_zero_padding: Callable[[Mapping[str, Any], Pads2D], bool] | None = None

@@ -1,4 +1,4 @@
-"""Graph helpers the fusion passes share: who reads a tensor, which calls are plain, dropping merged layers."""
+"""Graph helpers the fusion passes share: who reads a tensor, which calls are plain, one pass's edits."""
 
 from __future__ import annotations
 
@@ -29,42 +29,6 @@ def producer_axis(layer: Layer) -> int | None:
     """The channel axis of a layer linear in its kernel and bias that can absorb a following
     BatchNormalization and activation (counted with the batch axis), else None."""
     return fusion(layer).channel_axis
-
-
-def drop(
-    graph: ModelGraph,
-    layers: Mapping[str, Layer],
-    removed: Mapping[str, TensorRef | None],
-    calls: Mapping[str, Node] | None = None,
-) -> ModelGraph:
-    """``graph`` with ``layers`` (by name) in place of its own, without the ``removed`` layers and their
-    nodes, every reference to a removed layer's output replaced by the tensor that stands for it (None:
-    nothing outside the merged step reads it). A layer named in ``calls`` takes that node's call
-    (args, kwargs, inputs): a merged step reads its chain's input."""
-
-    def rewire(ref: TensorRef) -> TensorRef:
-        if ref.node_index != 0 or ref.tensor_index != 0:
-            return ref
-        return removed.get(ref.layer) or ref
-
-    nodes = []
-    for node in graph.nodes:
-        if node.layer in removed:
-            continue
-        source = (calls or {}).get(node.layer, node)
-        args = map_refs(source.args, rewire)
-        kwargs = map_refs(dict(source.kwargs), rewire)
-        inputs = tuple(rewire(r) for r in source.inputs)
-        nodes.append(replace(node, args=tuple(args), kwargs=MappingProxyType(kwargs), inputs=inputs))
-    return replace(
-        graph,
-        layers=tuple(layers[lyr.name] for lyr in graph.layers if lyr.name not in removed),
-        nodes=tuple(nodes),
-        inputs=tuple(rewire(r) for r in graph.inputs),
-        outputs=tuple(rewire(r) for r in graph.outputs),
-        input_structure=map_refs(graph.input_structure, rewire),
-        output_structure=map_refs(graph.output_structure, rewire),
-    )
 
 
 @dataclass(frozen=True)
@@ -99,6 +63,100 @@ class Readers:
         """Whether ``node`` is the only node reading ``ref``'s node and no model output is it."""
         readers = [n.key for n in self.of_node.get(ref.node_key, [])]
         return ref.node_key not in self.outputs and readers == [node.key]
+
+
+class Rewrite:
+    """One pass's edits to a graph: the layers it replaces (a merged step under one of its layers'
+    names), the layers it removes and the tensor standing for each removed output; ``result()``
+    applies them. What every pass shares, so a pass says only what it matches and what it merges."""
+
+    def __init__(self, graph: ModelGraph) -> None:
+        self.graph = graph
+        self.readers = Readers.of(graph)
+        self._layers = {lyr.name: lyr for lyr in graph.layers}
+        self._producers = {node.layer: node for node in graph.nodes}
+        self._removed: dict[str, TensorRef | None] = {}
+        self._calls: dict[str, Node] = {}
+        self._edited = False
+
+    @classmethod
+    def of(cls, graph: ModelGraph) -> Rewrite:
+        """A rewrite of ``graph`` with no edits yet."""
+        return cls(graph)
+
+    def layer(self, name: str) -> Layer:
+        """The layer named ``name`` as the rewrite has it so far (a merged step once replaced)."""
+        return self._layers[name]
+
+    def producer(self, name: str) -> Node | None:
+        """The node calling layer ``name`` (its last call when there are several), None for none."""
+        return self._producers.get(name)
+
+    def removed(self, name: str) -> bool:
+        """Whether an earlier merge of this pass removed layer ``name``."""
+        return name in self._removed
+
+    def reader(self, node: Node) -> Node | None:
+        """The one node reading ``node``'s output, as its only input and plainly (:func:`plain_call`),
+        when nothing else reads it, its layer is called once and it is no model output: the link a
+        merge may take away."""
+        follower = self.readers.single(node.key)
+        return follower if follower is not None and plain_call(follower) else None
+
+    def replace_layer(self, layer: Layer, call: Node | None = None) -> None:
+        """Put ``layer`` in place of the layer of its name; ``call``: the node whose call (args,
+        kwargs, inputs) its node takes from now on (a merged step reads its chain's input)."""
+        self._layers[layer.name] = layer
+        self._edited = True
+        if call is not None:
+            self._calls[layer.name] = call
+
+    def remove(self, name: str, stands_for: TensorRef | None = None) -> None:
+        """Drop layer ``name`` and its node; every reference to its output then reads ``stands_for``
+        (None: nothing outside the merged step reads it)."""
+        self._removed[name] = stands_for
+        self._edited = True
+
+    def result(self) -> ModelGraph:
+        """The graph with the edits applied (``graph`` itself when there were none)."""
+        if not self._edited:
+            return self.graph
+        return _drop(self.graph, self._layers, self._removed, self._calls)
+
+
+def _drop(
+    graph: ModelGraph,
+    layers: Mapping[str, Layer],
+    removed: Mapping[str, TensorRef | None],
+    calls: Mapping[str, Node],
+) -> ModelGraph:
+    """``graph`` with ``layers`` (by name) in place of its own, without the ``removed`` layers and their
+    nodes, every reference to a removed layer's output replaced by the tensor that stands for it. A
+    layer named in ``calls`` takes that node's call (args, kwargs, inputs)."""
+
+    def rewire(ref: TensorRef) -> TensorRef:
+        if ref.node_index != 0 or ref.tensor_index != 0:
+            return ref
+        return removed.get(ref.layer) or ref
+
+    nodes = []
+    for node in graph.nodes:
+        if node.layer in removed:
+            continue
+        source = calls.get(node.layer, node)
+        args = map_refs(source.args, rewire)
+        kwargs = map_refs(dict(source.kwargs), rewire)
+        inputs = tuple(rewire(r) for r in source.inputs)
+        nodes.append(replace(node, args=tuple(args), kwargs=MappingProxyType(kwargs), inputs=inputs))
+    return replace(
+        graph,
+        layers=tuple(layers[lyr.name] for lyr in graph.layers if lyr.name not in removed),
+        nodes=tuple(nodes),
+        inputs=tuple(rewire(r) for r in graph.inputs),
+        outputs=tuple(rewire(r) for r in graph.outputs),
+        input_structure=map_refs(graph.input_structure, rewire),
+        output_structure=map_refs(graph.output_structure, rewire),
+    )
 
 
 def is_float32(layer: Layer) -> bool:

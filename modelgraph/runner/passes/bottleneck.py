@@ -17,8 +17,7 @@ from modelgraph.graph import Layer, ModelGraph, Node, Weight
 from modelgraph.layer_params import depthwise_weight_name
 from modelgraph.runner.fast.fused import INVERTED_BOTTLENECK
 from modelgraph.runner.passes._graph import (
-    Readers,
-    drop,
+    Rewrite,
     fusion,
     ints,
     plain_call,
@@ -33,41 +32,38 @@ def merge_bottlenecks(graph: ModelGraph) -> ModelGraph:
     The fused layer takes the projection's name, so every reference to the chain's output stays
     valid; its node reads the chain's input. See :mod:`modelgraph.runner.fast.fused`.
     """
-    readers = Readers.of(graph)
-    layers = {lyr.name: lyr for lyr in graph.layers}
-    removed: set[str] = set()
-    new_inputs: dict[str, Node] = {}  # project layer -> the chain's first node, whose input it now reads
+    rewrite = Rewrite.of(graph)
 
     def follower(node: Node) -> Node | None:
-        nxt = readers.single(node.key)
-        return nxt if nxt is not None and plain_call(nxt) and nxt.layer not in removed else None
+        nxt = rewrite.reader(node)
+        return nxt if nxt is not None and not rewrite.removed(nxt.layer) else None
 
     def chain_from(node: Node) -> tuple[dict[str, Layer | None], list[Node], Layer] | None:
         """The stages of a chain starting at ``node``, its nodes up to the depthwise, the projection."""
         stages: dict[str, Layer | None] = {"expand": None, "pad": None, "depthwise": None}
         chain: list[Node] = []
         current: Node | None = node
-        if _pointwise(layers[node.layer], node):
-            stages["expand"] = layers[node.layer]
+        if _pointwise(rewrite.layer(node.layer), node):
+            stages["expand"] = rewrite.layer(node.layer)
             chain.append(node)
             current = follower(node)
         elif not plain_call(node):
             return None
-        if current is not None and zero_pads(layers[current.layer]) is not None:
-            stages["pad"] = layers[current.layer]
+        if current is not None and zero_pads(rewrite.layer(current.layer)) is not None:
+            stages["pad"] = rewrite.layer(current.layer)
             chain.append(current)
             current = follower(current)
-        if current is None or not _depthwise_3x3(layers[current.layer]):
+        if current is None or not _depthwise_3x3(rewrite.layer(current.layer)):
             return None
-        stages["depthwise"] = layers[current.layer]
+        stages["depthwise"] = rewrite.layer(current.layer)
         chain.append(current)
         project = follower(current)
-        if project is None or not _pointwise(layers[project.layer], project):
+        if project is None or not _pointwise(rewrite.layer(project.layer), project):
             return None
-        return stages, chain, layers[project.layer]
+        return stages, chain, rewrite.layer(project.layer)
 
     for node in graph.nodes:
-        if node.layer in removed:
+        if rewrite.removed(node.layer):
             continue
         found = chain_from(node)
         if found is None:
@@ -95,14 +91,13 @@ def merge_bottlenecks(graph: ModelGraph) -> ModelGraph:
             "depthwise": depthwise.config,
             "project": project.config,
         }
-        layers[project.name] = replace(
+        merged = replace(
             project, class_name=INVERTED_BOTTLENECK, config=MappingProxyType(config), weights=weights
         )
-        removed.update(n.layer for n in chain)
-        new_inputs[project.name] = node
-    if not removed:
-        return graph
-    return drop(graph, layers, dict.fromkeys(removed), new_inputs)
+        rewrite.replace_layer(merged, call=node)
+        for stage in chain:
+            rewrite.remove(stage.layer)
+    return rewrite.result()
 
 
 def _conv_basics(layer: Layer) -> bool:

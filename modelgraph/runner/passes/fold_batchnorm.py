@@ -21,8 +21,7 @@ from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, Weight
 from modelgraph.runner.activations import activation_name
 from modelgraph.runner.passes._graph import (
     FUSABLE_ACTIVATIONS,
-    Readers,
-    drop,
+    Rewrite,
     fusion,
     is_float32,
     number,
@@ -39,37 +38,28 @@ FOLDED_ACTIVATIONS = FUSABLE_ACTIVATIONS | {"swish", "silu"}
 
 def fold_batchnorms(graph: ModelGraph) -> ModelGraph:
     """``graph`` with every fusable Conv/Dense -> BatchNormalization -> ReLU chain folded (this level)."""
-    layers = {lyr.name: lyr for lyr in graph.layers}
-    readers = Readers.of(graph)
-    removed: dict[str, TensorRef] = {}  # fused-away layer -> the tensor that now stands for its output
-
+    rewrite = Rewrite.of(graph)
     for node in graph.nodes:
-        producer = layers.get(node.layer)
-        if producer is None or not _can_produce(producer, node):
+        producer = rewrite.layer(node.layer)
+        if not _can_produce(producer, node):
             continue
         current = producer
-        tail = node.key
-        follower = readers.single(tail)
-        if follower is not None and fusion(layers[follower.layer]).batchnorm:
-            bn = layers[follower.layer]
-            folded = _fold_batchnorm(current, bn, _rank(current))
-            if folded is not None and plain_call(follower):
+        output = TensorRef(producer.name, node.index, 0)  # stands for every layer folded away
+        follower = rewrite.reader(node)
+        if follower is not None and fusion(rewrite.layer(follower.layer)).batchnorm:
+            folded = _fold_batchnorm(current, rewrite.layer(follower.layer), _rank(current))
+            if folded is not None:
                 current = folded
-                removed[bn.name] = TensorRef(producer.name, node.index, 0)
-                tail = follower.key
-                follower = readers.single(tail)
+                rewrite.remove(follower.layer, output)
+                follower = rewrite.reader(follower)
         if follower is not None:
-            name = relu_name(layers[follower.layer], FOLDED_ACTIVATIONS) if plain_call(follower) else None
+            name = relu_name(rewrite.layer(follower.layer), FOLDED_ACTIVATIONS)
             if name is not None and activation_name(current.config.get("activation")) == "linear":
-                config = dict(current.config)
-                config["activation"] = name
-                current = replace(current, config=MappingProxyType(config))
-                removed[follower.layer] = TensorRef(producer.name, node.index, 0)
+                current = replace(current, config=MappingProxyType({**current.config, "activation": name}))
+                rewrite.remove(follower.layer, output)
         if current is not producer:
-            layers[producer.name] = current
-    if not removed:
-        return replace(graph, layers=tuple(layers[lyr.name] for lyr in graph.layers))
-    return drop(graph, layers, removed)
+            rewrite.replace_layer(current)
+    return rewrite.result()
 
 
 def _can_produce(layer: Layer, node: Node) -> bool:

@@ -15,8 +15,7 @@ from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
 from modelgraph.runner.activations import activation_name
 from modelgraph.runner.fast.fused import CONV_RESIDUAL, INVERTED_BOTTLENECK
 from modelgraph.runner.passes._graph import (
-    Readers,
-    drop,
+    Rewrite,
     fusion,
     plain_add,
     plain_call,
@@ -32,38 +31,32 @@ def merge_residual_sums(graph: ModelGraph) -> ModelGraph:
 
     The merged step takes the Add's name and place in the graph (after both of its inputs, whatever
     the node order), reads the producer's input and ``b``, and carries the producer's weights."""
-    readers = Readers.of(graph)
-    layers = {lyr.name: lyr for lyr in graph.layers}
-    producers = {node.layer: node for node in graph.nodes}
-    removed: dict[str, TensorRef | None] = {}
-    calls: dict[str, Node] = {}
+    rewrite = Rewrite.of(graph)
     for node in graph.nodes:
-        add = layers[node.layer]
+        add = rewrite.layer(node.layer)
         if not plain_add(add, node) or len(node.args[0]) != 2:
             continue
         refs = list(node.args[0])
         for i, ref in enumerate(refs):
-            producer, source = layers.get(ref.layer), producers.get(ref.layer)
-            other = refs[1 - i]
-            if producer is None or source is None or other == ref or ref.layer in removed:
+            source, other = rewrite.producer(ref.layer), refs[1 - i]
+            if source is None or other == ref or rewrite.removed(ref.layer):
                 continue
-            if not _residual_producer(producer, source) or not readers.only(node, ref):
+            producer = rewrite.layer(ref.layer)
+            if not _residual_producer(producer, source) or not rewrite.readers.only(node, ref):
                 continue
-            follower = readers.single(node.key)
-            relu = relu_name(layers[follower.layer]) if follower and plain_call(follower) else None
+            follower = rewrite.reader(node)
+            relu = relu_name(rewrite.layer(follower.layer)) if follower is not None else None
             merged = _merged_residual(producer, relu or "linear")
             inputs = (source.args[0], other)
-            layers[add.name] = replace(
-                add, class_name=merged.class_name, config=merged.config, weights=merged.weights
+            rewrite.replace_layer(
+                replace(add, class_name=merged.class_name, config=merged.config, weights=merged.weights),
+                call=replace(node, args=inputs, kwargs=MappingProxyType({}), inputs=inputs),
             )
-            calls[add.name] = replace(node, args=inputs, kwargs=MappingProxyType({}), inputs=inputs)
-            removed[producer.name] = None
+            rewrite.remove(producer.name)
             if relu is not None and follower is not None:
-                removed[follower.layer] = TensorRef(add.name, node.index, 0)
+                rewrite.remove(follower.layer, TensorRef(add.name, node.index, 0))
             break
-    if not removed:
-        return graph
-    return drop(graph, layers, removed, calls)
+    return rewrite.result()
 
 
 def _residual_producer(layer: Layer, node: Node) -> bool:

@@ -1,7 +1,8 @@
 """Fusion pass: fold a squeeze-and-excitation scale into the 1x1 conv that reads the scaled tensor.
 
 Matches ``Multiply([a, s]) -> Conv2D 1x1`` (stride 1, no dilation, groups 1, channels-last, float32,
-plain calls, the product read by nothing else): EfficientNet's and MobileNetV3's excitation followed
+plain calls, the product read by nothing else; the classes by their catalogue entries'
+``fusion.multiplies`` and ``fusion.bottleneck == "pointwise"``): EfficientNet's and MobileNetV3's excitation followed
 by the block's projection. Produces ``modelgraph/ScaledConv`` under the conv's name and at its place,
 reading ``a`` and ``s``. When one input holds one value per image and channel (``(B, 1, 1, C)``), the
 conv of the product is the conv of the other input with the kernel's rows scaled per image
@@ -14,64 +15,42 @@ from __future__ import annotations
 from dataclasses import replace
 from types import MappingProxyType
 
-from modelgraph.errors import UnsupportedLayerError
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
 from modelgraph.runner.fast.fused import SCALED_CONV
-from modelgraph.runner.kernels import conv as reference_conv
-from modelgraph.runner.kernels import merge as reference_merge
 from modelgraph.runner.passes._graph import (
-    Readers,
-    drop,
+    Rewrite,
+    fusion,
     inert_kwargs,
     ints,
-    plain_call,
     single_call_float32,
 )
-from modelgraph.runner.registry import KernelFactory, get_kernel
 
 
 def merge_scaled_convs(graph: ModelGraph) -> ModelGraph:
     """Merge a two-input ``Multiply`` into the one 1x1 Conv2D reading it (see the module docstring)."""
-    readers = Readers.of(graph)
-    layers = {lyr.name: lyr for lyr in graph.layers}
-    removed: dict[str, TensorRef | None] = {}
-    calls: dict[str, Node] = {}
+    rewrite = Rewrite.of(graph)
     for node in graph.nodes:
-        multiply = layers[node.layer]
-        refs = _two_factors(multiply, node)
-        if refs is None:
+        refs = _two_factors(rewrite.layer(node.layer), node)
+        reader = rewrite.reader(node) if refs is not None else None
+        if refs is None or reader is None:
             continue
-        reader = readers.single(node.key)
-        if reader is None or not plain_call(reader):
-            continue
-        conv = layers[reader.layer]
+        conv = rewrite.layer(reader.layer)
         if not _pointwise_conv(conv):
             continue
-        config = {"conv": conv.config}
         weights = tuple(replace(w, name=f"conv/{w.name}") for w in conv.weights)
-        layers[conv.name] = replace(
-            conv, class_name=SCALED_CONV, config=MappingProxyType(config), weights=weights
+        config = MappingProxyType({"conv": conv.config})
+        rewrite.replace_layer(
+            replace(conv, class_name=SCALED_CONV, config=config, weights=weights),
+            call=replace(reader, args=refs, kwargs=MappingProxyType({}), inputs=refs),
         )
-        calls[conv.name] = replace(reader, args=refs, kwargs=MappingProxyType({}), inputs=refs)
-        removed[multiply.name] = None
-    if not removed:
-        return graph
-    return drop(graph, layers, removed, calls)
-
-
-def _computed_by(layer: Layer, factory: KernelFactory) -> bool:
-    """Whether the runner computes ``layer`` with the kernel ``factory`` (under any of its class names)."""
-    try:
-        return get_kernel(layer.class_name, layer.name) is factory
-    except UnsupportedLayerError:
-        return False
+        rewrite.remove(node.layer)
+    return rewrite.result()
 
 
 def _two_factors(layer: Layer, node: Node) -> tuple[TensorRef, TensorRef] | None:
-    """The two tensors a plain float32 ``Multiply`` called once multiplies, else None."""
-    if not (
-        _computed_by(layer, reference_merge.multiply) and single_call_float32(layer) and inert_kwargs(node)
-    ):
+    """The two tensors a plain float32 layer multiplying its inputs (its entry's
+    ``fusion.multiplies``: Multiply) multiplies when called once, else None."""
+    if not (fusion(layer).multiplies and single_call_float32(layer) and inert_kwargs(node)):
         return None
     if len(node.args) != 1 or not isinstance(node.args[0], list | tuple) or len(node.args[0]) != 2:
         return None
@@ -82,10 +61,11 @@ def _two_factors(layer: Layer, node: Node) -> tuple[TensorRef, TensorRef] | None
 
 
 def _pointwise_conv(layer: Layer) -> bool:
-    """A channels-last float32 Conv2D with a 1x1 kernel, stride 1, no dilation and groups 1, called once."""
+    """A channels-last float32 Conv2D-like layer (its entry's ``fusion.bottleneck`` is
+    ``"pointwise"``) with a 1x1 kernel, stride 1, no dilation and groups 1, called once."""
     config = layer.config
     return (
-        _computed_by(layer, reference_conv.conv2d)
+        fusion(layer).bottleneck == "pointwise"
         and single_call_float32(layer)
         and config.get("data_format", "channels_last") in (None, "channels_last")
         and (config.get("groups") or 1) == 1

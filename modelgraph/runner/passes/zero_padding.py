@@ -13,11 +13,10 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from modelgraph import catalogue
-from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
+from modelgraph.graph import Layer, ModelGraph
 from modelgraph.runner.fast.fused import ZERO_PADDED
 from modelgraph.runner.passes._graph import (
-    Readers,
-    drop,
+    Rewrite,
     plain_call,
     single_call_float32,
     zero_pads,
@@ -28,31 +27,21 @@ def fold_zero_paddings(graph: ModelGraph) -> ModelGraph:
     """Merge ``ZeroPadding2D`` into the one Conv2D (groups 1), DepthwiseConv2D or valid MaxPooling2D
     (pads narrower than its pool) reading it: that op pads as it reads (``fused.zero_padded``), and
     the padded copy of the tensor is never made. The merged step keeps the op's name and place."""
-    readers = Readers.of(graph)
-    layers = {lyr.name: lyr for lyr in graph.layers}
-    removed: dict[str, TensorRef | None] = {}
-    calls: dict[str, Node] = {}
+    rewrite = Rewrite.of(graph)
     for node in graph.nodes:
-        pad = layers[node.layer]
-        pads = zero_pads(pad)
-        if pads is None or not plain_call(node):
+        pads = zero_pads(rewrite.layer(node.layer))
+        reader = rewrite.reader(node) if pads is not None and plain_call(node) else None
+        if pads is None or reader is None:
             continue
-        reader = readers.single(node.key)
-        if reader is None or not plain_call(reader):
-            continue
-        op = layers[reader.layer]
+        op = rewrite.layer(reader.layer)
         if not (single_call_float32(op) and _pads_into(op, pads)):
             continue
         config = {"pads": pads, "class_name": op.class_name, "layer": op.config}
         weights = tuple(replace(w, name=f"layer/{w.name}") for w in op.weights)
-        layers[op.name] = replace(
-            op, class_name=ZERO_PADDED, config=MappingProxyType(config), weights=weights
-        )
-        calls[op.name] = replace(reader, args=node.args, inputs=node.inputs)
-        removed[pad.name] = None
-    if not removed:
-        return graph
-    return drop(graph, layers, removed, calls)
+        merged = replace(op, class_name=ZERO_PADDED, config=MappingProxyType(config), weights=weights)
+        rewrite.replace_layer(merged, call=replace(reader, args=node.args, inputs=node.inputs))
+        rewrite.remove(node.layer)
+    return rewrite.result()
 
 
 def _pads_into(layer: Layer, pads: list[list[int]]) -> bool:
