@@ -35,6 +35,8 @@ except ImportError:  # pragma: no cover - another NumPy layout
 # Elements per contiguous run: past NumPy's ufunc buffer (8192 elements), the length from which the
 # passes above reached their contiguous speed (runs of 256-4096 were still 1.6x slower).
 RUN = 16384
+
+
 class Run:
     """A row of ``C`` values, repeated when first used into a contiguous run of at least
     :data:`RUN` elements (a whole number of rows), or of the first tensor's size when that is

@@ -131,7 +131,9 @@ def test_rows_are_built_once() -> None:
     runs; a run built for a small tensor is rebuilt once, longer, for a larger one."""
     rows = [rowwise.repeat_row(np.full(c, c, np.float32)) for c in (96, 96, 24, *range(1, 40))]
     first = [r.tiled() for r in rows]
-    assert all(run.size >= rowwise.RUN and run.size % r.row.size == 0 for r, run in zip(rows, first, strict=True))
+    assert all(
+        run.size >= rowwise.RUN and run.size % r.row.size == 0 for r, run in zip(rows, first, strict=True)
+    )
     for _ in range(3):
         assert all(r.tiled() is run for r, run in zip(rows, first, strict=True))
     small = rowwise.repeat_row(np.arange(10, dtype=np.float32))

@@ -256,7 +256,9 @@ def _make_conv(
             def run_dw(inputs: Any) -> np.ndarray:
                 x = channels_last_input(inputs, dtype, fmt, rank, cin)
                 pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
-                return from_last(_depthwise_2d(x, depthwise, strides, dilation, pads, epilogue, None, tiles), fmt)
+                return from_last(
+                    _depthwise_2d(x, depthwise, strides, dilation, pads, epilogue, None, tiles), fmt
+                )
 
             return then_activate(run_dw, after)
 

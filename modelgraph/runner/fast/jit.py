@@ -26,6 +26,7 @@ Taps are added row by row, then column by column, each product rounded to float3
 float32 sum in that order (no fast-math reassociation): both loops give identical results, which
 differ from the einsum path's only by its summation order, within float32 rounding.
 """
+
 from __future__ import annotations
 
 import importlib.util
