@@ -797,6 +797,13 @@ class Runner:
                 f"input '{self.inputs[i].name}' cannot be cast to {self._input_dtypes[i]}: {exc}"
             ) from exc
 
+    def _outputs(self, values: list[Any]) -> dict[str, np.ndarray]:
+        """The model's outputs by name, from a run's ``values``."""
+        return {
+            key: np.asarray(values[slot])
+            for key, slot in zip(self.output_keys, self.output_slots, strict=True)
+        }
+
     def _step_graph(self) -> StepGraph:
         if self._steps_graph is None:
             self._steps_graph = StepGraph.of(
@@ -890,10 +897,7 @@ class Runner:
         side = self._side_by_side.get(side_key)
         if side is not None and plain:
             self._run_side_by_side(side, values)
-            return {
-                key: np.asarray(values[slot])
-                for key, slot in zip(self.output_keys, self.output_slots, strict=True)
-            }
+            return self._outputs(values)
         # The first run of a shape warms up (scratch buffers, compiled loops); the next ones are timed.
         timing: list[float] | None = None
         if plain and side_key not in self._side_by_side:
@@ -956,10 +960,7 @@ class Runner:
             if self._serial_runs[side_key] > TIMED_RUNS:
                 self._side_by_side[side_key] = side_by_side_plan(self._step_graph(), fastest, thread_count())
                 del self._step_seconds[side_key]
-        result_map: dict[str, np.ndarray] = {}
-        for key, slot in zip(self.output_keys, self.output_slots, strict=True):
-            result_map[key] = np.asarray(values[slot])
-        result_map.update(taps)
+        result_map = {**self._outputs(values), **taps}
         if profile is not None:
             profile.total_seconds += time.perf_counter() - t_start
         return result_map

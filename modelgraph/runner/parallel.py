@@ -156,16 +156,13 @@ class _Queue:
 
 
 def _run_share(fn: Callable[[T], None], items: Sequence[T], queue: _Queue) -> None:
-    _IN_SHARE.active = True
-    try:
+    with serial_kernels():
         while (index := queue.take()) is not None:
             try:
                 fn(items[index])
             except BaseException:
                 queue.failed = True
                 raise
-    finally:
-        _IN_SHARE.active = False
 
 
 # Multiply-adds (or comparable units of work) a call needs before its items are spread over threads.

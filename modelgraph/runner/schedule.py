@@ -56,21 +56,22 @@ class StepGraph:
         for i, slots in enumerate(outputs):
             for s in slots:
                 producer[s] = i
-        consumers: list[set[int]] = [set() for _ in inputs]
+        reads = tuple(tuple(set(slots)) for slots in inputs)
+        consumers: list[set[int]] = [set() for _ in reads]
         waits = []
         readers: dict[int, int] = {}
-        for i, slots in enumerate(inputs):
+        for i, slots in enumerate(reads):
             before = {producer[s] for s in slots if s in producer and producer[s] != i}
             for p in before:
                 consumers[p].add(i)
             waits.append(len(before))
-            for s in set(slots):
+            for s in slots:
                 readers[s] = readers.get(s, 0) + 1
         return cls(
             tuple(waits),
             tuple(tuple(sorted(c)) for c in consumers),
             readers,
-            tuple(tuple(set(slots)) for slots in inputs),
+            reads,
             tuple(tuple(slots) for slots in outputs),
         )
 

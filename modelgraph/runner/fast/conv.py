@@ -22,7 +22,7 @@ from modelgraph.runner import rowwise
 from modelgraph.runner.activations import Activation
 from modelgraph.runner.fast import blocks
 from modelgraph.runner.fast.blocks import row_blocks, slab, spread_parts, tap_reduce, window2d, window_rows
-from modelgraph.runner.fast.depthwise import DEPTHWISE_WORK, depthwise_slab, depthwise_tiled
+from modelgraph.runner.fast.depthwise import DEPTHWISE_WORK, depthwise_slab, tiled_for
 from modelgraph.runner.fast.epilogue import (
     Epilogue,
     Region,
@@ -91,13 +91,13 @@ def _depthwise_2d(
     dilation: tuple[int, ...],
     pads: Pads,
     epilogue: Epilogue,
+    tiles: dict[int, np.ndarray],
     pre: Callable[[np.ndarray], None] | None = None,
-    tiles: dict[int, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Depthwise conv of an unpadded rank-1/2 channels-last array, kernel ``(k..., C, M)``, one block of
     output rows at a time (padded rows in a scratch slab, ``epilogue`` while the block is in cache).
     ``tiles`` (the calling kernel's own dict) keeps the kernel tiled along an output row by output
-    width, so it is built once per layer and input size, not on every call.
+    width (:func:`tiled_for`), so it is built once per layer and input size, not on every call.
 
     Without column dilation: one einsum per block (per column phase when strided) whose inner loop
     runs over whole output rows. With it, wide layers: one ``einsum`` over a strided (pixels, taps,
@@ -120,12 +120,7 @@ def _depthwise_2d(
         # Each tap's window of one output row is a contiguous run of out_width * width values (of one
         # column phase when strided): the kernel tiled along the row lets one einsum cover it.
         padded = [n + b + a for n, (b, a) in zip(x2.shape[1:3], pads2, strict=True)]
-        ow = out_sizes(padded, ks, st, dil)[1]
-        tiled = None if tiles is None else tiles.get(ow)
-        if tiled is None:
-            tiled = depthwise_tiled(flat, ow)
-            if tiles is not None:
-                tiles[ow] = tiled
+        tiled = tiled_for(tiles, flat, out_sizes(padded, ks, st, dil)[1])
         out = _depthwise_blocks(x2, flat, tiled, st, dil, pads2, epilogue, mult, pre)
     elif width < EINSUM_MIN_CHANNELS:
         by_tap = kernel.reshape(-1, width)
@@ -256,9 +251,7 @@ def _make_conv(
             def run_dw(inputs: Any) -> np.ndarray:
                 x = channels_last_input(inputs, dtype, fmt, rank, cin)
                 pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation)
-                return from_last(
-                    _depthwise_2d(x, depthwise, strides, dilation, pads, epilogue, None, tiles), fmt
-                )
+                return from_last(_depthwise_2d(x, depthwise, strides, dilation, pads, epilogue, tiles), fmt)
 
             return then_activate(run_dw, after)
 
@@ -388,7 +381,7 @@ def _make_depthwise(spec: KernelSpec, rank: int, pre_pads: Pads | None = None) -
         x = channels_last_input(inputs, dtype, fmt, rank, channels)
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
         if rank <= 2:
-            return from_last(_depthwise_2d(x, kernel, strides, dilation, pads, epilogue, None, tiles), fmt)
+            return from_last(_depthwise_2d(x, kernel, strides, dilation, pads, epilogue, tiles), fmt)
         return _finish(_depthwise_core(pad_spatial(x, pads), kernel, strides, dilation), bias, act, fmt)
 
     return then_activate(run, after)
@@ -420,7 +413,7 @@ def _make_separable(
         x = channels_last_input(inputs, dtype, fmt, rank, channels)
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
         if rank <= 2:
-            mid = _depthwise_2d(x, depthwise, strides, dilation, pads, _no_epilogue, pre, tiles)
+            mid = _depthwise_2d(x, depthwise, strides, dilation, pads, _no_epilogue, tiles, pre)
             mid2 = mid[:, None] if rank == 1 else mid
             out = conv2d_gemm(mid2, pointwise, (1, 1), (1, 1), (1, 1), [(0, 0), (0, 0)], epilogue)
             return from_last(out[:, 0] if rank == 1 else out, fmt)

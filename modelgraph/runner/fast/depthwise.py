@@ -32,6 +32,15 @@ def depthwise_tiled(kernel: np.ndarray, out_width: int) -> np.ndarray:
     return np.ascontiguousarray(tiled).reshape(kh, kw, out_width * width)
 
 
+def tiled_for(cache: dict[int, np.ndarray], kernel: np.ndarray, out_width: int) -> np.ndarray:
+    """:func:`depthwise_tiled` of ``kernel`` for ``out_width``, built once per width and kept in
+    ``cache`` (the calling layer's own: its kernel never changes)."""
+    tiled = cache.get(out_width)
+    if tiled is None:
+        tiled = cache[out_width] = depthwise_tiled(kernel, out_width)
+    return tiled
+
+
 def depthwise_slab(
     src: np.ndarray,
     kernel: np.ndarray,

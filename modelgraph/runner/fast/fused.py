@@ -42,7 +42,7 @@ from modelgraph.runner.fast.conv import (
     padded_depthwise_conv2d,
     prepared_separable_conv2d,
 )
-from modelgraph.runner.fast.depthwise import DEPTHWISE_WORK, depthwise_slab, depthwise_tiled
+from modelgraph.runner.fast.depthwise import DEPTHWISE_WORK, depthwise_slab, tiled_for
 from modelgraph.runner.fast.epilogue import (
     CopyingEpilogue,
     Epilogue,
@@ -160,8 +160,7 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
             strides,
             (1, 1),
         )
-        if ow not in tiled_cache:
-            tiled_cache[ow] = depthwise_tiled(dw_kernel, ow)
+        tiled = tiled_for(tiled_cache, dw_kernel, ow)
 
         def compute(project_epilogue: Epilogue) -> np.ndarray:
             return _bottleneck(
@@ -170,7 +169,7 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
                 pads,
                 (oh, ow),
                 dw_kernel,
-                tiled_cache[ow],
+                tiled,
                 strides,
                 dw_epilogue,
                 project_kernel,
