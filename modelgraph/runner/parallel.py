@@ -43,7 +43,6 @@ from modelgraph.runner import threads
 T = TypeVar("T")
 
 _LOCK = threading.Lock()
-_POOL: ThreadPoolExecutor | None = None
 _IN_SHARE = threading.local()
 
 
@@ -133,12 +132,25 @@ def blas_thread_count() -> int | None:
     return None
 
 
-def _pool(workers: int) -> ThreadPoolExecutor:
-    global _POOL
-    with _LOCK:
-        if _POOL is None or _POOL._max_workers < workers:  # noqa: SLF001 - grow once when asked for more
-            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="modelgraph")
-        return _POOL
+class ThreadPool:
+    """A pool of named threads, made when first needed and replaced by a larger one when a caller
+    asks for more workers than it has."""
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def get(self, workers: int) -> ThreadPoolExecutor:
+        """The pool, with at least ``workers`` threads."""
+        with self._lock:
+            if self._pool is None or self._pool._max_workers < workers:  # noqa: SLF001 - grow once
+                self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=self._prefix)
+            return self._pool
+
+
+# The threads for_each hands a kernel's block shares to.
+_BLOCKS = ThreadPool("modelgraph")
 
 
 class _Queue:
@@ -208,7 +220,7 @@ def for_each(fn: Callable[[T], None], items: Sequence[T], work: float | None = N
     error: BaseException | None = None
     with blas_threads(1):
         futures: list[Future[None]] = [
-            _pool(threads - 1).submit(_run_share, fn, items, queue) for _ in range(threads - 1)
+            _BLOCKS.get(threads - 1).submit(_run_share, fn, items, queue) for _ in range(threads - 1)
         ]
         try:
             _run_share(fn, items, queue)

@@ -23,7 +23,7 @@ import heapq
 import statistics
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from modelgraph.runner import parallel
@@ -33,8 +33,9 @@ MIN_MEDIAN_STEP_SECONDS = 4e-4
 # ... and a simulated run on the threads finishes in at most this fraction of the serial time.
 MAX_PREDICTED_FRACTION = 0.85
 
-_LOCK = threading.Lock()
-_POOL: ThreadPoolExecutor | None = None
+# Threads of their own: a step's blocks use parallel.py's pool, and sharing it could leave a step
+# waiting for a thread that waits for the step.
+_STEPS = parallel.ThreadPool("modelgraph-steps")
 
 
 @dataclass(frozen=True)
@@ -120,16 +121,6 @@ def side_by_side_plan(graph: StepGraph, seconds: Sequence[float], workers: int) 
     return plan if plan.predicted_seconds <= MAX_PREDICTED_FRACTION * total else None
 
 
-def _pool(workers: int) -> ThreadPoolExecutor:
-    """Threads of their own (a step's blocks use :mod:`parallel`'s pool: sharing it could leave a
-    step waiting for a thread that waits for the step)."""
-    global _POOL
-    with _LOCK:
-        if _POOL is None or _POOL._max_workers < workers:  # noqa: SLF001 - grow once when asked for more
-            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="modelgraph-steps")
-        return _POOL
-
-
 def run_side_by_side(
     graph: StepGraph,
     plan: SideBySide,
@@ -202,7 +193,7 @@ def run_side_by_side(
                         heapq.heappush(ready, j)
                 cv.notify_all()
 
-    futures: list[Future[None]] = [_pool(workers - 1).submit(work) for _ in range(workers - 1)]
+    futures: list[Future[None]] = [_STEPS.get(workers - 1).submit(work) for _ in range(workers - 1)]
     try:
         work()
     finally:
