@@ -14,14 +14,23 @@ back (``layout_activation``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from modelgraph.runner import rowwise
 from modelgraph.runner.activations import Activation
-from modelgraph.runner.fast import blocks
-from modelgraph.runner.fast.blocks import row_blocks, slab, spread_parts, tap_reduce, window2d, window_rows
+from modelgraph.runner.fast import bias_act, blocks, jit
+from modelgraph.runner.fast.blocks import (
+    row_blocks,
+    scratch,
+    slab,
+    spread_parts,
+    tap_reduce,
+    window2d,
+    window_rows,
+)
 from modelgraph.runner.fast.depthwise import DEPTHWISE_WORK, depthwise_slab, tiled_for
 from modelgraph.runner.fast.epilogue import (
     Epilogue,
@@ -408,9 +417,21 @@ def _make_separable(
             raise spec.unsupported("activation", pre_activation)
         pre = rowwise.relu_ if pre_activation == "relu" else rowwise.relu6_
     tiles: dict[int, np.ndarray] = {}
+    clamp = bias_act.bounds(pre_activation)
+    flat_depthwise = depthwise.reshape(*depthwise.shape[:-2], -1)
+    slabs: dict[tuple[int, ...], _OneSlab | None] = {}
 
     def run(inputs: Any) -> np.ndarray:
         x = channels_last_input(inputs, dtype, fmt, rank, channels)
+        if rank == 2 and mult == 1 and clamp is not None and x.dtype == np.float32 and jit.available():
+            if x.shape not in slabs:
+                pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
+                slabs[x.shape] = _one_slab(x.shape, pads, flat_depthwise, strides, dilation, tiles)
+            one = slabs[x.shape]
+            if one is not None and spread_parts(one.work) == 1:
+                out = _separable_in_one_slab(x, one, flat_depthwise, pointwise, strides, dilation, clamp)
+                epilogue(out.reshape(-1, filters), None)
+                return from_last(out, fmt)
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
         if rank <= 2:
             mid = _depthwise_2d(x, depthwise, strides, dilation, pads, _no_epilogue, tiles, pre)
@@ -422,6 +443,66 @@ def _make_separable(
         return _finish(out, bias, act, fmt)
 
     return then_activate(run, after)
+
+
+@dataclass(frozen=True)
+class _OneSlab:
+    """A 2-D depthwise conv small enough for one padded slab, i.e. one block of
+    :func:`_depthwise_blocks`: its geometry for one input shape, worked out once."""
+
+    padded: tuple[int, int, int, int]  # (B, Hp, Wp, C)
+    top: int
+    left: int
+    out: tuple[int, int, int, int]  # (B, oh, ow, C)
+    tiled: np.ndarray
+    work: float  # for spread_parts: a kernel this big is spread over threads, blocked
+
+
+def _one_slab(
+    shape: tuple[int, ...],
+    pads: Pads,
+    kernel: np.ndarray,
+    strides: tuple[int, ...],
+    dilation: tuple[int, ...],
+    tiles: dict[int, np.ndarray],
+) -> _OneSlab | None:
+    """The :class:`_OneSlab` of a depthwise conv of a ``(B, H, W, C)`` input padded by ``pads``, kernel
+    ``(kh, kw, C)``, or None when the blocked path makes more than one block of it (or dilates
+    columns)."""
+    batch, height, width, channels = shape
+    (top, bottom), (left, right) = pads
+    hp, wp = height + top + bottom, width + left + right
+    oh, ow = out_sizes((hp, wp), kernel.shape[:2], strides, dilation)
+    if dilation[1] != 1 or oh < 1 or ow < 1:
+        return None
+    if batch * oh * ow >= max(1, blocks.DW_BLOCK_BYTES // (channels * np.dtype(np.float32).itemsize)):
+        return None
+    work = batch * oh * ow * channels * kernel.shape[0] * kernel.shape[1] * DEPTHWISE_WORK
+    return _OneSlab(
+        (batch, hp, wp, channels), top, left, (batch, oh, ow, channels), tiled_for(tiles, kernel, ow), work
+    )
+
+
+def _separable_in_one_slab(
+    x: np.ndarray,
+    one: _OneSlab,
+    kernel: np.ndarray,
+    pointwise: np.ndarray,
+    strides: tuple[int, ...],
+    dilation: tuple[int, ...],
+    clamp: tuple[float, float],
+) -> np.ndarray:
+    """A float32 separable conv (no bias, no activation) of ``x`` in one slab: the padded, clamped
+    input (a merged ReLU) in one compiled pass, the depthwise conv's row loops, one GEMM. What the
+    blocked path computes for one block, without its per-call bookkeeping (at batch 1, NASNetMobile's
+    160 separable convs spent more time in it than in their loops and GEMMs)."""
+    padded = scratch(0, one.padded, np.float32)
+    jit.pad_clamp(np.ascontiguousarray(x), padded, one.top, one.left, clamp)
+    mid = scratch(2, one.out, np.float32)
+    jit.depthwise(padded, kernel, mid, (strides[0], strides[1]), (dilation[0], dilation[1]), one.tiled)
+    out = np.empty((*one.out[:3], pointwise.shape[1]), dtype=np.float32)
+    np.matmul(mid.reshape(-1, one.out[3]), pointwise, out=out.reshape(-1, pointwise.shape[1]))
+    return out
 
 
 # --- the fast factories (``modelgraph/runner/fast/__init__.py`` lists what each replaces) ------------

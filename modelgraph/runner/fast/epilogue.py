@@ -11,7 +11,7 @@ import numpy as np
 
 from modelgraph.runner import rowwise
 from modelgraph.runner.activations import Activation, activation_name
-from modelgraph.runner.fast import sigmoid
+from modelgraph.runner.fast import bias_act, sigmoid
 from modelgraph.runner.kernels.conv_utils import AXIS_ACTIVATIONS, fused_activation
 from modelgraph.runner.registry import KernelSpec
 
@@ -71,8 +71,20 @@ def in_place_epilogue(
     the output block (relu / relu6 without temporaries)."""
     name = activation_name(act_value)
     bias_run = None if bias is None else rowwise.repeat_row(bias)
+    # One compiled pass for bias, residual and a relu-like clamp (bias_act.py), when they are all
+    # there is: a float32 bias (another activation, or none, keeps the NumPy passes).
+    clamp = bias_act.bounds(name if act is not None else None)
+    row = None if bias is None or clamp is None else np.ascontiguousarray(bias).reshape(-1)
 
     def epilogue(block: np.ndarray, region: Region | None) -> None:
+        if row is not None and clamp is not None:
+            part = None
+            if residual is not None:
+                if region is None:
+                    raise ValueError("a residual epilogue needs the block's region")
+                part = residual[region]
+            if bias_act.apply(block, row, part, clamp):
+                return
         if bias_run is not None:
             rowwise.apply(np.add, block, bias_run)
         if residual is not None:

@@ -207,6 +207,51 @@ def depthwise(
     rows_loops(phased, tiled, dst, sh, sw, dilation[0], dilation[1])
 
 
+def _pad_clamp_loops(x: Any, buf: Any, top: int, left: int, lo: Any, hi: Any) -> None:
+    """``buf`` (``(B, Hp, Wp, C)``) = ``x`` (``(B, H, W, C)``) with ``top`` zero rows and ``left`` zero
+    columns in front and zeros after, each value of ``x`` clamped to ``[lo, hi]`` on the way (a ReLU
+    merged before a conv: padding after it gives the same zeros)."""
+    nb, height, width, channels = x.shape
+    rows, columns = buf.shape[1], buf.shape[2]
+    for n in range(nb):
+        for r in range(rows):
+            line = buf[n, r]
+            y = r - top
+            if y < 0 or y >= height:
+                for p in range(columns):
+                    cell = line[p]
+                    for c in range(channels):
+                        cell[c] = 0.0
+                continue
+            src = x[n, y]
+            for p in range(columns):
+                cell = line[p]
+                q = p - left
+                if q < 0 or q >= width:
+                    for c in range(channels):
+                        cell[c] = 0.0
+                    continue
+                got = src[q]
+                for c in range(channels):
+                    v = got[c]
+                    v = lo if v < lo else v
+                    cell[c] = hi if v > hi else v
+
+
+@cache
+def _pad_kernel() -> Callable[..., None]:
+    import numba
+
+    return numba.njit(nogil=True, cache=True, boundscheck=False)(_pad_clamp_loops)
+
+
+def pad_clamp(x: np.ndarray, buf: np.ndarray, top: int, left: int, clamp: tuple[float, float]) -> None:
+    """``buf`` = the C-ordered float32 ``x`` zero-padded by ``top`` rows and ``left`` columns in front
+    (and whatever ``buf``'s size leaves after), every value of ``x`` clamped to ``clamp`` (one pass:
+    NumPy's takes a fill per border, a copy and the clamp's pass)."""
+    _pad_kernel()(x, buf, top, left, np.float32(clamp[0]), np.float32(clamp[1]))
+
+
 def _avg_pool_loops(x: Any, out: Any, ph: int, pw: int, sh: int, sw: int, top: int, left: int) -> None:
     """2-D average pooling of a channels-last ``x`` into ``out``, padding ``top`` / ``left`` before the
     first row / column: each window's unpadded cells summed row by row into a local accumulator,
