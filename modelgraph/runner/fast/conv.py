@@ -385,9 +385,16 @@ def _make_depthwise(spec: KernelSpec, rank: int, pre_pads: Pads | None = None) -
     act_value, act, after = layout_activation(spec, fmt)
     epilogue = in_place_epilogue(bias, act_value, act)
     tiles: dict[int, np.ndarray] = {}
+    slabs = _OneSlabs(kernel, strides, dilation, mode, pre_pads, None, tiles) if rank == 2 else None
 
     def run(inputs: Any) -> np.ndarray:
         x = channels_last_input(inputs, dtype, fmt, rank, channels)
+        one = None if slabs is None else slabs.find(x)
+        if one is not None:
+            out = np.empty(one.out, dtype=np.float32)
+            slabs.run(x, one, out)
+            epilogue(out, None)
+            return from_last(out, fmt)
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
         if rank <= 2:
             return from_last(_depthwise_2d(x, kernel, strides, dilation, pads, epilogue, tiles), fmt)
@@ -417,21 +424,22 @@ def _make_separable(
             raise spec.unsupported("activation", pre_activation)
         pre = rowwise.relu_ if pre_activation == "relu" else rowwise.relu6_
     tiles: dict[int, np.ndarray] = {}
-    clamp = bias_act.bounds(pre_activation)
-    flat_depthwise = depthwise.reshape(*depthwise.shape[:-2], -1)
-    slabs: dict[tuple[int, ...], _OneSlab | None] = {}
+    slabs = (
+        _OneSlabs(depthwise, strides, dilation, mode, pre_pads, pre_activation, tiles) if rank == 2 else None
+    )
 
     def run(inputs: Any) -> np.ndarray:
         x = channels_last_input(inputs, dtype, fmt, rank, channels)
-        if rank == 2 and mult == 1 and clamp is not None and x.dtype == np.float32 and jit.available():
-            if x.shape not in slabs:
-                pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
-                slabs[x.shape] = _one_slab(x.shape, pads, flat_depthwise, strides, dilation, tiles)
-            one = slabs[x.shape]
-            if one is not None and spread_parts(one.work) == 1:
-                out = _separable_in_one_slab(x, one, flat_depthwise, pointwise, strides, dilation, clamp)
-                epilogue(out.reshape(-1, filters), None)
-                return from_last(out, fmt)
+        one = None if slabs is None else slabs.find(x)
+        if one is not None:
+            # The depthwise stage into scratch, then the pointwise GEMM and the epilogue.
+            mid = scratch(2, one.out, np.float32)
+            slabs.run(x, one, mid)
+            out = np.empty((*one.out[:3], filters), dtype=np.float32)
+            flat = out.reshape(-1, filters)
+            np.matmul(mid.reshape(-1, one.out[3]), pointwise, out=flat)
+            epilogue(flat, None)
+            return from_last(out, fmt)
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
         if rank <= 2:
             mid = _depthwise_2d(x, depthwise, strides, dilation, pads, _no_epilogue, tiles, pre)
@@ -447,62 +455,75 @@ def _make_separable(
 
 @dataclass(frozen=True)
 class _OneSlab:
-    """A 2-D depthwise conv small enough for one padded slab, i.e. one block of
-    :func:`_depthwise_blocks`: its geometry for one input shape, worked out once."""
+    """The geometry of a 2-D depthwise conv small enough for one padded slab (one block of
+    :func:`_depthwise_blocks`) for one input shape."""
 
     padded: tuple[int, int, int, int]  # (B, Hp, Wp, C)
     top: int
     left: int
     out: tuple[int, int, int, int]  # (B, oh, ow, C)
     tiled: np.ndarray
-    work: float  # for spread_parts: a kernel this big is spread over threads, blocked
+    work: float  # for spread_parts: a kernel this big is spread over threads, so blocked
 
 
-def _one_slab(
-    shape: tuple[int, ...],
-    pads: Pads,
-    kernel: np.ndarray,
-    strides: tuple[int, ...],
-    dilation: tuple[int, ...],
-    tiles: dict[int, np.ndarray],
-) -> _OneSlab | None:
-    """The :class:`_OneSlab` of a depthwise conv of a ``(B, H, W, C)`` input padded by ``pads``, kernel
-    ``(kh, kw, C)``, or None when the blocked path makes more than one block of it (or dilates
-    columns)."""
-    batch, height, width, channels = shape
-    (top, bottom), (left, right) = pads
-    hp, wp = height + top + bottom, width + left + right
-    oh, ow = out_sizes((hp, wp), kernel.shape[:2], strides, dilation)
-    if dilation[1] != 1 or oh < 1 or ow < 1:
-        return None
-    if batch * oh * ow >= max(1, blocks.DW_BLOCK_BYTES // (channels * np.dtype(np.float32).itemsize)):
-        return None
-    work = batch * oh * ow * channels * kernel.shape[0] * kernel.shape[1] * DEPTHWISE_WORK
-    return _OneSlab(
-        (batch, hp, wp, channels), top, left, (batch, oh, ow, channels), tiled_for(tiles, kernel, ow), work
-    )
+class _OneSlabs:
+    """A 2-D depthwise conv (alone or a separable conv's first stage) run in one padded slab when
+    its input is small enough: what the blocked path computes for one block, without its per-call
+    bookkeeping. The geometry is worked out once per input shape; the padded input (with a merged
+    ReLU clamped on the way) is written in one compiled pass, then the row loops run. At batch 1,
+    NASNetMobile's 160 separable convs spent more time in the bookkeeping than in their loops and
+    GEMMs. Needs the ``jit`` extra, float32, a depth multiplier of 1 and no column dilation."""
 
+    def __init__(
+        self,
+        kernel: np.ndarray,
+        strides: tuple[int, ...],
+        dilation: tuple[int, ...],
+        mode: str,
+        pre_pads: Pads | None,
+        pre_activation: str | None,
+        tiles: dict[int, np.ndarray],
+    ) -> None:
+        clamp = bias_act.bounds(pre_activation)
+        self.flat = kernel.reshape(*kernel.shape[:-2], -1)
+        self.usable = (
+            kernel.shape[-1] == 1 and dilation[1] == 1 and kernel.dtype == np.float32 and clamp is not None
+        )
+        self.strides, self.dilation, self.mode, self.pre_pads = strides, dilation, mode, pre_pads
+        self.clamp = clamp or (-np.inf, np.inf)
+        self.tiles = tiles
+        self.shapes: dict[tuple[int, ...], _OneSlab | None] = {}
 
-def _separable_in_one_slab(
-    x: np.ndarray,
-    one: _OneSlab,
-    kernel: np.ndarray,
-    pointwise: np.ndarray,
-    strides: tuple[int, ...],
-    dilation: tuple[int, ...],
-    clamp: tuple[float, float],
-) -> np.ndarray:
-    """A float32 separable conv (no bias, no activation) of ``x`` in one slab: the padded, clamped
-    input (a merged ReLU) in one compiled pass, the depthwise conv's row loops, one GEMM. What the
-    blocked path computes for one block, without its per-call bookkeeping (at batch 1, NASNetMobile's
-    160 separable convs spent more time in it than in their loops and GEMMs)."""
-    padded = scratch(0, one.padded, np.float32)
-    jit.pad_clamp(np.ascontiguousarray(x), padded, one.top, one.left, clamp)
-    mid = scratch(2, one.out, np.float32)
-    jit.depthwise(padded, kernel, mid, (strides[0], strides[1]), (dilation[0], dilation[1]), one.tiled)
-    out = np.empty((*one.out[:3], pointwise.shape[1]), dtype=np.float32)
-    np.matmul(mid.reshape(-1, one.out[3]), pointwise, out=out.reshape(-1, pointwise.shape[1]))
-    return out
+    def find(self, x: np.ndarray) -> _OneSlab | None:
+        """The one-slab geometry for ``x`` (channels-last), or None when the blocked path runs it: more
+        than one block, spread over threads, not float32, or no compiled loops."""
+        if not self.usable or x.dtype != np.float32 or not jit.available():
+            return None
+        if x.shape not in self.shapes:
+            self.shapes[x.shape] = self._geometry(x.shape)
+        one = self.shapes[x.shape]
+        return one if one is not None and spread_parts(one.work) == 1 else None
+
+    def _geometry(self, shape: tuple[int, ...]) -> _OneSlab | None:
+        batch, height, width, channels = shape
+        kh, kw = self.flat.shape[:2]
+        pads = window_pads(self.mode, shape[1:3], (kh, kw), self.strides, self.dilation, self.pre_pads)
+        (top, bottom), (left, right) = pads
+        hp, wp = height + top + bottom, width + left + right
+        oh, ow = out_sizes((hp, wp), (kh, kw), self.strides, self.dilation)
+        target = max(1, blocks.DW_BLOCK_BYTES // (channels * np.dtype(np.float32).itemsize))
+        if oh < 1 or ow < 1 or batch * oh * ow >= target:
+            return None
+        tiled = tiled_for(self.tiles, self.flat, ow)
+        work = batch * oh * ow * channels * kh * kw * DEPTHWISE_WORK
+        return _OneSlab((batch, hp, wp, channels), top, left, (batch, oh, ow, channels), tiled, work)
+
+    def run(self, x: np.ndarray, one: _OneSlab, out: np.ndarray) -> None:
+        """``out`` (C-ordered, ``one.out``) = the depthwise conv of ``x`` (no bias, no activation)."""
+        padded = scratch(0, one.padded, np.float32)
+        jit.pad_clamp(np.ascontiguousarray(x), padded, one.top, one.left, self.clamp)
+        strides, dilation = self.strides, self.dilation
+        jit.depthwise(padded, self.flat, out, (strides[0], strides[1]), (dilation[0], dilation[1]), one.tiled)
 
 
 # --- the fast factories (``modelgraph/runner/fast/__init__.py`` lists what each replaces) ------------
