@@ -71,8 +71,8 @@ def in_place_epilogue(
     the output block (relu / relu6 without temporaries)."""
     name = activation_name(act_value)
     bias_run = None if bias is None else rowwise.repeat_row(bias)
-    # One compiled pass for bias, residual and a relu-like clamp (bias_act.py), when they are all
-    # there is: a float32 bias (another activation, or none, keeps the NumPy passes).
+    # With a bias and no activation, relu or relu6: one compiled pass for the bias, residual and
+    # clamp (bias_act.py, float32 blocks); other activations, or no bias, keep the NumPy passes.
     clamp = bias_act.bounds(name if act is not None else None)
     row = None if bias is None or clamp is None else np.ascontiguousarray(bias).reshape(-1)
 
