@@ -28,7 +28,9 @@ def chain_config(n: int, width: int = 4) -> dict:
     for i in range(n):
         name = f"dense_{i}"
         config = {"units": width, "activation": "relu", "use_bias": True}
-        layers.append(layer("Dense", name, config, [previous], width, build_config={"input_shape": [None, width]}))
+        layers.append(
+            layer("Dense", name, config, [previous], width, build_config={"input_shape": [None, width]})
+        )
         previous = name
     return {
         "module": "keras.src.models.functional",
@@ -64,7 +66,9 @@ def wide_config(n: int, width: int = 4) -> dict:
             "class_name": "Concatenate",
             "name": "concat",
             "config": {"name": "concat", "trainable": True, "dtype": "float32", "axis": -1},
-            "inbound_nodes": [{"args": [[keras_tensor(f"branch_{i}", width) for i in range(n)]], "kwargs": {}}],
+            "inbound_nodes": [
+                {"args": [[keras_tensor(f"branch_{i}", width) for i in range(n)]], "kwargs": {}}
+            ],
         }
     )
     cfg["config"]["output_layers"] = [["concat", 0, 0]]

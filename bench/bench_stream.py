@@ -34,9 +34,7 @@ def write_input(path: Path, shape: tuple[int, ...], seed: int = 0) -> None:
     """A float32 ``.npy`` of ``shape`` written a block of samples at a time (bounded memory)."""
     rng = np.random.default_rng(seed)
     with path.open("wb") as fh:
-        np.lib.format.write_array_header_2_0(
-            fh, {"descr": "<f4", "fortran_order": False, "shape": shape}
-        )
+        np.lib.format.write_array_header_2_0(fh, {"descr": "<f4", "fortran_order": False, "shape": shape})
         for start in range(0, shape[0], BLOCK_SAMPLES):
             n = min(BLOCK_SAMPLES, shape[0] - start)
             fh.write(rng.uniform(-1, 1, (n, *shape[1:])).astype(np.float32).tobytes())
@@ -66,11 +64,25 @@ def main() -> None:
     t0 = time.perf_counter()
     if not big.exists() or np.load(big, mmap_mode="r").shape != shape:
         write_input(big, shape)
-    print(f"input {big}: {shape} float32, {big.stat().st_size / (1 << 30):.2f} GiB "
-          f"(written in {time.perf_counter() - t0:.0f} s)", flush=True)
+    print(
+        f"input {big}: {shape} float32, {big.stat().st_size / (1 << 30):.2f} GiB "
+        f"(written in {time.perf_counter() - t0:.0f} s)",
+        flush=True,
+    )
 
-    cmd = [sys.executable, "-m", "modelgraph", "run", str(args.model), "--input", str(big), "-o", str(out),
-           "--batch-size", str(args.batch_size)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "modelgraph",
+        "run",
+        str(args.model),
+        "--input",
+        str(big),
+        "-o",
+        str(out),
+        "--batch-size",
+        str(args.batch_size),
+    ]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     t0 = time.perf_counter()
@@ -83,8 +95,10 @@ def main() -> None:
     peak = usage.ru_maxrss * 1024
     size = big.stat().st_size
     print(stdout.strip())
-    print(f"peak RSS {peak / (1 << 20):.0f} MiB for a {size / (1 << 30):.2f} GiB input "
-          f"(peak/input {peak / size:.3f}); {count / wall:.1f} samples/s, {wall:.0f} s wall")
+    print(
+        f"peak RSS {peak / (1 << 20):.0f} MiB for a {size / (1 << 30):.2f} GiB input "
+        f"(peak/input {peak / size:.3f}); {count / wall:.1f} samples/s, {wall:.0f} s wall"
+    )
 
     outputs = {p.stem: np.load(p, mmap_mode="r") for p in out.glob("*.npy")}
     for lo in (0, count - args.batch_size):

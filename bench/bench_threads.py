@@ -54,7 +54,9 @@ def feeds_for(runner: modelgraph.Runner, batch: int) -> list[np.ndarray]:
     return arrays
 
 
-def time_setting(runner: modelgraph.Runner, feeds: list[np.ndarray], pin: int | None, repeat: int) -> list[float]:
+def time_setting(
+    runner: modelgraph.Runner, feeds: list[np.ndarray], pin: int | None, repeat: int
+) -> list[float]:
     """Seconds of ``repeat`` runs with ``pin`` threads (None: the policy's default)."""
     policy.set_threads(pin)
     times = []

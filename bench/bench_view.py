@@ -33,8 +33,12 @@ def residual_config(n: int, width: int = 8) -> dict:
     previous = "x"
     for b in range(n // 4):
         d, bn, act, add = f"dense_{b}", f"bn_{b}", f"relu_{b}", f"add_{b}"
-        layers.append(layer("Dense", d, {"units": width, "activation": "linear", "use_bias": True}, [previous], width))
-        layers.append(layer("BatchNormalization", bn, {"axis": -1, "momentum": 0.99, "epsilon": 0.001}, [d], width))
+        layers.append(
+            layer("Dense", d, {"units": width, "activation": "linear", "use_bias": True}, [previous], width)
+        )
+        layers.append(
+            layer("BatchNormalization", bn, {"axis": -1, "momentum": 0.99, "epsilon": 0.001}, [d], width)
+        )
         layers.append(layer("ReLU", act, {}, [bn], width))
         layers.append(layer("Add", add, {}, [act, previous], width))
         previous = add
@@ -55,7 +59,9 @@ def residual_config(n: int, width: int = 8) -> dict:
 
 def open_in_chromium(page: Path, profile: Path) -> tuple[float, float]:
     """(wall seconds for headless Chromium to load the page and dump it, the page's own ready ms)."""
-    chromium = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+    chromium = next(
+        (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
+    )
     if chromium is None:
         return float("nan"), float("nan")
     started = time.perf_counter()

@@ -91,7 +91,9 @@ def main() -> None:
         tf = [_last_json([args.k2_python, "-c", TF_LOAD, str(folder)]) for _ in range(args.repeat)]
     mg_s = statistics.median(r["seconds"] for r in mg)
     tf_s = statistics.median(r["seconds"] for r in tf)
-    print(f"MobileNetV2 SavedModel ({args.layout} layout): {size / 1e6:.1f} MB, {tf[0]['params']:,} params, {mg[0]['layers']} layers")
+    print(
+        f"MobileNetV2 SavedModel ({args.layout} layout): {size / 1e6:.1f} MB, {tf[0]['params']:,} params, {mg[0]['layers']} layers"
+    )
     print(f"modelgraph load+summary  median {mg_s * 1000:8.1f} ms  ({args.repeat} fresh processes)")
     print(f"tf_keras load_model      median {tf_s * 1000:8.1f} ms")
     print(f"ratio modelgraph / tf_keras = {mg_s / tf_s:.3f}  (goal <= 0.1)")

@@ -11,9 +11,7 @@ from modelgraph.cli.weights_param import MODEL, WEIGHTS
 
 @click.command("convert")
 @click.argument("model", type=MODEL)
-@click.option(
-    "--weights", type=WEIGHTS, help="Weights file for a config-only model."
-)
+@click.option("--weights", type=WEIGHTS, help="Weights file for a config-only model.")
 @click.option(
     "-o",
     "--output",

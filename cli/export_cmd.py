@@ -30,9 +30,7 @@ def _batch(value: str) -> int | str:
     "-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
     help="The ONNX file to write (missing parent directories are created).",
 )  # fmt: skip
-@click.option(
-    "--weights", type=WEIGHTS, help="Attach a weights file."
-)
+@click.option("--weights", type=WEIGHTS, help="Attach a weights file.")
 @click.option(
     "--opset", type=click.IntRange(17, 21), default=17, show_default=True, help="ONNX opset version."
 )

@@ -19,9 +19,7 @@ def _names(value: str | None) -> list[str]:
 @click.option(
     "--inputs", default=None, help="Comma-separated tensors where the graph is cut (new InputLayers)."
 )
-@click.option(
-    "--weights", type=WEIGHTS, help="Weights file for a config-only model."
-)
+@click.option("--weights", type=WEIGHTS, help="Weights file for a config-only model.")
 @click.option(
     "-o", "--output", "output", required=True, type=click.Path(path_type=Path), help="SUB.keras or SUB.h5."
 )

@@ -178,9 +178,7 @@ def _available(name: str) -> bool:
     help="The backend a Keras 1 file was made with (its file does not say): theano applied "
     "convolution kernels reversed.",
 )
-@click.option(
-    "--plugin", "plugins", multiple=True, metavar="FILE.py|MODULE|entry:NAME", help=PLUGIN_HELP
-)
+@click.option("--plugin", "plugins", multiple=True, metavar="FILE.py|MODULE|entry:NAME", help=PLUGIN_HELP)
 def cli(traceback: bool, keras1_backend: str, plugins: tuple[str, ...]) -> None:
     """Read, inspect, validate, render, diff and run saved Keras models without Keras.
 

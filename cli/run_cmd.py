@@ -255,9 +255,7 @@ def _tolerance_option(
     help="Run the inputs in slices of this many samples (read from the input files one slice at a "
     "time; 32 when streaming to -o FOLDER).",
 )
-@click.option(
-    "--weights", type=WEIGHTS, help="Attach a weights file."
-)
+@click.option("--weights", type=WEIGHTS, help="Attach a weights file.")
 @click.option(
     "--check",
     "check_only",

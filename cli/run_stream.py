@@ -64,9 +64,7 @@ def stream(
             sink = st.MemorySink()
         size = batch_size or DEFAULT_BATCH_SIZE
         with progress_bar(True) as progress:
-            result = st.stream_run(
-                runner, ordered, size, sink, model=str(model.resolve()), progress=progress
-            )
+            result = st.stream_run(runner, ordered, size, sink, model=str(model.resolve()), progress=progress)
     finally:
         for source in found.values():
             source.close()

@@ -33,7 +33,9 @@ MIN_HEIGHT = 21.6
 """A node's least size (Graphviz's defaults: 0.75 by 0.3 inch)."""
 EDGE_COLOR = "#555555"
 
-_INVISIBLE = re.compile(r"[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+_INVISIBLE = re.compile(
+    r"[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
+)
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def label_lines(label: str, size: float = NODE_FONT) -> list[list[Run]]:
 # Helvetica advance widths (per em), by character class: close enough to size boxes; the browser
 # draws the text centred in them.
 _NARROW = set("il.,:;'|!`")
-_THIN = set("fjtrI[]()/ -{}\"")
+_THIN = set('fjtrI[]()/ -{}"')
 _WIDE = set("mwMW%@")
 
 
@@ -198,7 +200,9 @@ def _arrow(points: list[tuple[float, float]], horizontal: bool) -> tuple[list[tu
         dx, dy = 0.0, (1.0 if y >= py else -1.0)
     length, half = 6.0, 3.0
     bx, by = x - dx * length, y - dy * length
-    head = f"{x:.1f},{y:.1f} {bx - dy * half:.1f},{by + dx * half:.1f} {bx + dy * half:.1f},{by - dx * half:.1f}"
+    head = (
+        f"{x:.1f},{y:.1f} {bx - dy * half:.1f},{by + dx * half:.1f} {bx + dy * half:.1f},{by - dx * half:.1f}"
+    )
     return [*points[:-1], (bx, by)], head
 
 
@@ -299,9 +303,7 @@ def _write(
         else:
             shape = f'<path {stroke} d="{_rounded(x0, y0, x1, y1, 5)}"/>'
         if style.double:
-            shape += (
-                f'<path fill="none" stroke="{style.border}" d="{_rounded(x0 - 3, y0 - 3, x1 + 3, y1 + 3, 7)}"/>'
-            )
+            shape += f'<path fill="none" stroke="{style.border}" d="{_rounded(x0 - 3, y0 - 3, x1 + 3, y1 + 3, 7)}"/>'
         lines = node_lines[ident]
         _, th_ = lines_size(lines)
         out.append(

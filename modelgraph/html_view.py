@@ -379,6 +379,7 @@ def model_views(
 
             def step(text: str, where: str = where) -> None:
                 progress(where + text)
+
         nodes = {}
         for ident, (prefix, name, call) in drawing.node_keys.items():
             nodes[ident] = (index.get((*(p[0] for p in prefix), name), -1), call)
@@ -608,7 +609,9 @@ def _change_summary(entry: Mapping[str, Any]) -> dict[str, Any]:
         parts.append(f"class {entry['old_class_name']} → {entry.get('class_name')}")
     if entry.get("config"):
         keys = [c["key"] for c in entry["config"]]
-        parts.append("config " + ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else ""))
+        parts.append(
+            "config " + ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+        )
     if entry.get("wiring"):
         parts.append("inputs rewired")
     for w in entry.get("weights") or ():

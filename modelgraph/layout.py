@@ -373,7 +373,12 @@ def _finish(
         r0, r1 = y[rank[v]] - across[v] / 2, y[rank[v]] + across[v] / 2
         for c in chains[v]:
             box = boxes.setdefault(c, [a0, r0, a1, r1])
-            box[0], box[1], box[2], box[3] = min(box[0], a0), min(box[1], r0), max(box[2], a1), max(box[3], r1)
+            box[0], box[1], box[2], box[3] = (
+                min(box[0], a0),
+                min(box[1], r0),
+                max(box[2], a1),
+                max(box[3], r1),
+            )
     for route in routes:  # dummies keep long edges inside the clusters they run through
         for d in route[2][1:-1]:
             for c in chains.get(d, ()):

@@ -29,7 +29,11 @@ def scratch():
 
 
 def _builtin(name: str) -> list[catalogue.FunctionSpec]:
-    return [f for f in catalogue.functions() if f.kind == "activation" and f.name == name and f.family == "builtin"]
+    return [
+        f
+        for f in catalogue.functions()
+        if f.kind == "activation" and f.name == name and f.family == "builtin"
+    ]
 
 
 def test_every_builtin_is_registered_with_a_kernel_and_a_lowering():
@@ -75,7 +79,12 @@ def test_a_plugin_may_register_a_name_for_some_versions_only(scratch):
 def test_a_function_from_the_users_module_is_not_taken_for_a_builtin():
     mine = {"module": "my_layers", "class_name": "function", "config": "relu", "registered_name": "function"}
     assert activation_name(mine) is None
-    keras = {"module": "keras.activations", "class_name": "function", "config": "relu", "registered_name": None}
+    keras = {
+        "module": "keras.activations",
+        "class_name": "function",
+        "config": "relu",
+        "registered_name": None,
+    }
     assert activation_name(keras) == "relu"
     assert catalogue.function_spec("activation", "mine>relu") is None  # a package prefix never names one
 

@@ -354,7 +354,9 @@ SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
 def _replaced(key: str, **fields: object) -> None:
     """Register ``key``'s entry again with ``fields`` changed (inside ``catalogue.scratch()``)."""
-    catalogue.register(dataclasses.replace(catalogue.spec_for(key, "shape", "kernel"), **fields), replace=True)
+    catalogue.register(
+        dataclasses.replace(catalogue.spec_for(key, "shape", "kernel"), **fields), replace=True
+    )
 
 
 def test_weight_inputs_give_the_shapes_weights_are_built_from(scratch) -> None:
@@ -398,7 +400,10 @@ def test_clears_names_the_arguments_whose_masks_a_keras3_call_clears(scratch) ->
 
     graph = load(SAMPLES / "k3/mask_implicit.keras")
     cleared, position = cleared_masks(graph)
-    assert cleared == {TensorRef("emb_q", 0, 0): position[("mha", 0)], TensorRef("emb_v", 0, 0): position[("mha", 0)]}
+    assert cleared == {
+        TensorRef("emb_q", 0, 0): position[("mha", 0)],
+        TensorRef("emb_v", 0, 0): position[("mha", 0)],
+    }
     spec = catalogue.spec_for("MultiHeadAttention")
     k3 = dataclasses.replace(spec.masks[K3], clears=("value",))
     _replaced("MultiHeadAttention", masks=masks(spec.masks[K2], k3))

@@ -89,7 +89,9 @@ class _Scanner(ast.NodeVisitor):
         for deco in node.decorator_list:
             self._skip_attaching(deco)
             # A decorator that files the function under class names builds a table of its own.
-            named = isinstance(deco, ast.Call) and any(s in self.names for a in deco.args for s in _strings(a))
+            named = isinstance(deco, ast.Call) and any(
+                s in self.names for a in deco.args for s in _strings(a)
+            )
             if named and not _attaching(deco):
                 self.found[(node.name, "table")] += 1
         self._scoped(node.name, node)

@@ -69,7 +69,8 @@ def test_export_and_convert_checks_see_a_wrong_output(unpacked: dict[str, Path])
         for root in unpacked.values()
         for c in sorted(root.iterdir())
         if (c / "case.json").is_file()
-        and (json.loads((c / "case.json").read_text(encoding="utf-8")).get("convert") or {}).get("keras3") == "pass"
+        and (json.loads((c / "case.json").read_text(encoding="utf-8")).get("convert") or {}).get("keras3")
+        == "pass"
     ]
     assert verified, "no committed case carries a convert verdict from Keras 3"
     case = verified[0]

@@ -106,7 +106,9 @@ def body_attr(dom: str, name: str) -> str | None:
 def nasnet(tmp_path_factory: pytest.TempPathFactory, rebuilt_app) -> tuple[Path, Path]:
     """NASNetMobile (771 layers) rebuilt from its weight manifest, and its HTML view."""
     model = rebuilt_app("k3_nasnetmobile")
-    out = tmp_path_factory.mktemp("nasnet") / "view" / "nasnet.html"  # the folder does not exist yet: render creates it
+    out = (
+        tmp_path_factory.mktemp("nasnet") / "view" / "nasnet.html"
+    )  # the folder does not exist yet: render creates it
     _render(["render", str(model), "-o", str(out)])
     return model, out
 

@@ -19,7 +19,9 @@ from modelgraph.loading import load
 from modelgraph.render import RenderOptions, to_dot
 from tests.test_html_view import CHROMIUM, SAMPLES, body_attr, browse, element_text, page_data
 
-needs_browser = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
+needs_browser = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)"
+)
 
 
 def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
@@ -97,7 +99,9 @@ def test_layout_survives_a_cycle_and_keeps_every_node() -> None:
 
 
 def test_labels_are_read_back_with_their_styles() -> None:
-    lines = label_lines("<B>a&lt;b\\\\</B> : Dense<BR/><FONT POINT-SIZE='9' COLOR='#c00000'><B>error: x</B></FONT>")
+    lines = label_lines(
+        "<B>a&lt;b\\\\</B> : Dense<BR/><FONT POINT-SIZE='9' COLOR='#c00000'><B>error: x</B></FONT>"
+    )
     assert [[r.text for r in line] for line in lines] == [["a<b\\", " : Dense"], ["error: x"]]
     assert lines[0][0].bold and not lines[0][1].bold
     assert lines[1][0].size == 9 and lines[1][0].color == "#c00000"
@@ -124,14 +128,20 @@ def test_render_html_needs_no_dot(no_dot: str, tmp_path: Path, monkeypatch: pyte
     assert element_text(dom, "panel-name").strip() == "inner_dense"
     # other formats still need dot and say so
     monkeypatch.setenv("PATH", no_dot)
-    result = CliRunner().invoke(cli, ["render", str(SAMPLES / "k3" / "nested.keras"), "-o", str(tmp_path / "x.svg")])
+    result = CliRunner().invoke(
+        cli, ["render", str(SAMPLES / "k3" / "nested.keras"), "-o", str(tmp_path / "x.svg")]
+    )
     assert result.exit_code == 4 and "dot" in result.output
 
 
 @needs_browser
 def test_diff_html_needs_no_dot(no_dot: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     page = tmp_path / "diff.html"
-    _cli(["diff", str(SAMPLES / "k3" / "cnn.keras"), str(SAMPLES / "k2" / "cnn.h5"), "-o", str(page)], no_dot, monkeypatch)
+    _cli(
+        ["diff", str(SAMPLES / "k3" / "cnn.keras"), str(SAMPLES / "k2" / "cnn.h5"), "-o", str(page)],
+        no_dot,
+        monkeypatch,
+    )
     monkeypatch.undo()
     dom = browse(page, "search=conv1", tmp_path)
     assert element_text(dom, "panel-status").strip() == "changed"

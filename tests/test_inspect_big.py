@@ -115,7 +115,9 @@ def nasnet(rebuilt_app) -> Path:
 
 def _column(lines: list[str], index: int) -> list[str]:
     """The non-empty cells of one column of a Rich table, top to bottom (wrapped cells as pieces)."""
-    return [c.strip() for line in lines if line.startswith("│") for c in [line.split("│")[index + 1]] if c.strip()]
+    return [
+        c.strip() for line in lines if line.startswith("│") for c in [line.split("│")[index + 1]] if c.strip()
+    ]
 
 
 @pytest.mark.parametrize("width", [80, 100, 120])

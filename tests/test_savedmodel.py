@@ -235,10 +235,22 @@ def test_onnxruntime_backend_export_extract_and_render(tmp_path):
     golden = np.load(SM / "goldens" / "cnn_bn.npz")
     np.savez(tmp_path / "in.npz", image=golden["input/image"])
     np.savez(tmp_path / "ref.npz", out=golden["output/0"])
-    args = ["--input", tmp_path / "in.npz", "--expect", tmp_path / "ref.npz", "--atol", "1e-4", "--rtol", "1e-3"]
+    args = [
+        "--input",
+        tmp_path / "in.npz",
+        "--expect",
+        tmp_path / "ref.npz",
+        "--atol",
+        "1e-4",
+        "--rtol",
+        "1e-3",
+    ]
     assert invoke("run", SM / "cnn_bn", "--backend", "onnxruntime", *args).exit_code == 0
     assert invoke("export", SM / "bidi_lstm", "-o", tmp_path / "m.onnx").exit_code == 0
-    assert invoke("extract", SM / "nested_shared", "--outputs", "inner", "-o", tmp_path / "s.keras").exit_code == 0
+    assert (
+        invoke("extract", SM / "nested_shared", "--outputs", "inner", "-o", tmp_path / "s.keras").exit_code
+        == 0
+    )
     assert invoke("render", SM / "mha", "-o", tmp_path / "m.dot").exit_code == 0
     assert "mha" in (tmp_path / "m.dot").read_text()
 

@@ -223,7 +223,9 @@ def _check(spec: LayerSpec) -> None:
     """Refuse an entry whose fields have the wrong types, naming the field."""
 
     def bad(field: str, want: str, value: Any) -> CatalogueError:
-        return CatalogueError(f"entry {spec.key!r}: {field} must be {want}, got {type(value).__name__} {value!r}")
+        return CatalogueError(
+            f"entry {spec.key!r}: {field} must be {want}, got {type(value).__name__} {value!r}"
+        )
 
     if not isinstance(spec.key, str) or not spec.key.strip() or spec.key != spec.key.strip():
         raise CatalogueError(f"an entry's key must be a non-empty class name, got {spec.key!r}")
@@ -232,14 +234,18 @@ def _check(spec: LayerSpec) -> None:
         if value is not None and not isinstance(value, str) and not callable(value):
             raise bad(slot, "a callable or a string saying why there is none", value)
     if not isinstance(spec.weight_names, str) and not callable(spec.weight_names):
-        raise bad("weight_names", "(config) -> names, a tuple of names, or a reason string", spec.weight_names)
+        raise bad(
+            "weight_names", "(config) -> names, a tuple of names, or a reason string", spec.weight_names
+        )
     if not isinstance(spec.config, ConfigSpec | str):
         raise bad("config", "a ConfigSpec or a reason string", spec.config)
     if not isinstance(spec.aliases, tuple) or not all(isinstance(a, Alias) for a in spec.aliases):
         raise bad("aliases", "a tuple of Alias", spec.aliases)
     if not isinstance(spec.keras_versions, tuple) or not all(isinstance(v, str) for v in spec.keras_versions):
         raise bad("keras_versions", "a tuple of strings ('2', '3')", spec.keras_versions)
-    if not isinstance(spec.masks, Mapping) or not all(isinstance(b, MaskBehaviour) for b in spec.masks.values()):
+    if not isinstance(spec.masks, Mapping) or not all(
+        isinstance(b, MaskBehaviour) for b in spec.masks.values()
+    ):
         raise bad("masks", "a mapping of Keras version to MaskBehaviour (spec.masks(...))", spec.masks)
     for behaviour in spec.masks.values():
         if not isinstance(behaviour.clears, tuple) or not all(isinstance(v, str) for v in behaviour.clears):
@@ -350,7 +356,9 @@ def _register_function(
         if owner.family == BUILTIN_FUNCTIONS:
             raise CatalogueError(f"{kind} {name!r} is built into modelgraph; pass replace=True to replace it")
         by = f"plugin '{owner.plugin}'" if owner.plugin else "modelgraph"
-        raise CatalogueError(f"{kind} {name!r} is already registered by {by}; pass replace=True to replace it")
+        raise CatalogueError(
+            f"{kind} {name!r} is already registered by {by}; pass replace=True to replace it"
+        )
     if any(f.family == BUILTIN_FUNCTIONS for f in clash):
         _load(tuple(PROVIDERS))  # the built-in implementations attach before their entry goes
     if family is None:

@@ -18,7 +18,6 @@ KERAS1_MERGE_MODES = {
 }
 
 
-
 def keras1_merge(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """Keras 1's ``Merge`` as the Keras 2 layer of its mode (left as ``Merge`` when it has none: a
     callable mode, ``cos``)."""

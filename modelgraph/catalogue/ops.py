@@ -55,7 +55,9 @@ LEGACY_H5 = {
 }
 
 #: Ops whose config carries a ``dtype`` (how Keras 3's legacy .h5, without ``module``, tells them apart).
-CONFIG_DTYPE = frozenset({"Cast", "ConvertToTensor", "SaturateCast", "Cumsum", "Cumprod", "ZerosLike", "OnesLike"})
+CONFIG_DTYPE = frozenset(
+    {"Cast", "ConvertToTensor", "SaturateCast", "Cumsum", "Cumprod", "ZerosLike", "OnesLike"}
+)
 
 #: Ops whose output holds their input's values, moved or cast (ids stay ids through them).
 KEEPS_VALUES = frozenset(

@@ -107,8 +107,22 @@ SPECS = (
             MaskBehaviour("first", "bidirectional"), MaskBehaviour("call", "bidirectional", _RNN_CALL)
         ),
     ),
-    layer("GRU", config=GRU_CONFIG, recurrence=GRU_STEP, keras3_rules=_RNN_WRITING, legacy_h5=_NO_H5_INITIAL_STATE, **_RECURRENT),
-    layer("LSTM", config=LSTM_CONFIG, recurrence=LSTM_STEP, keras3_rules=_RNN_WRITING, legacy_h5=_NO_H5_INITIAL_STATE, **_RECURRENT),
+    layer(
+        "GRU",
+        config=GRU_CONFIG,
+        recurrence=GRU_STEP,
+        keras3_rules=_RNN_WRITING,
+        legacy_h5=_NO_H5_INITIAL_STATE,
+        **_RECURRENT,
+    ),
+    layer(
+        "LSTM",
+        config=LSTM_CONFIG,
+        recurrence=LSTM_STEP,
+        keras3_rules=_RNN_WRITING,
+        legacy_h5=_NO_H5_INITIAL_STATE,
+        **_RECURRENT,
+    ),
     # The generic RNN(cell): kernel, shape, weight and MAC rules attach from the provider modules
     # (cells SimpleRNNCell, LSTMCell, GRUCell and StackedRNNCells of them); its variables sit in the
     # cell (per cell under cell/cells/<name> for StackedRNNCells).

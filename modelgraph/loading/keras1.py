@@ -105,7 +105,9 @@ def _layer_weights(layer: Layer, theano: bool) -> Layer:
     spec = catalogue.spec_for(layer.key)
     convert = spec.keras1_kernel if spec is not None else None
     if convert is not None:
-        weights = [_conv_kernel(w, convert, layer.config, theano) if w.name == "kernel" else w for w in layer.weights]
+        weights = [
+            _conv_kernel(w, convert, layer.config, theano) if w.name == "kernel" else w for w in layer.weights
+        ]
         return replace(layer, weights=tuple(weights))
     key = _wrapped_key(spec)
     inner = layer.config.get(key) if key is not None else None

@@ -212,10 +212,7 @@ def _layer_kind(record: LayerRecord, dialect: NodeDialect) -> LayerKind:
         and not record.module
         and isinstance(config, Mapping)
         and "trainable" not in config
-        and (
-            config.get("dtype") is None
-            or (_config_dtype(class_name) and isinstance(config["dtype"], str))
-        )
+        and (config.get("dtype") is None or (_config_dtype(class_name) and isinstance(config["dtype"], str)))
     ):
         # Keras 3's legacy .h5 writer drops `module`: ops are told apart by their bare configs (a
         # Keras 3 layer always saves `trainable` and its dtype policy; an op such as ConvertToTensor

@@ -254,7 +254,9 @@ def folder_source(path: Path) -> ShardSource:
     return ShardSource([npy_source(p) for p in shards], str(path))
 
 
-def input_sources(values: list[str], input_names: list[str], ignored: list[str] | None = None) -> dict[str, Source]:
+def input_sources(
+    values: list[str], input_names: list[str], ignored: list[str] | None = None
+) -> dict[str, Source]:
     """``--input FILE|FOLDER`` / ``--input NAME=FILE|FOLDER`` options as sources by input name,
     keyed as :func:`modelgraph.runner.feeds.parse_input_options` keys the arrays it loads: a ``.npy``
     or a folder of shards feeds a single-input model, an ``.npz`` its members by input name (or by the

@@ -72,7 +72,9 @@ def keras_bytes(
     """The bytes of a Keras 3 ``.keras`` archive for ``graph`` (refusing it whole when needed) and
     notes on its training state: the ``compile_config`` and optimizer variables are carried unless
     ``strip`` (:mod:`modelgraph.saving.training`)."""
-    writer = ConfigWriter(UpgradeContext(graph.keras_version, rescale_hard_sigmoid=True), keep_unknown=keep_unknown)
+    writer = ConfigWriter(
+        UpgradeContext(graph.keras_version, rescale_hard_sigmoid=True), keep_unknown=keep_unknown
+    )
     config = writer.model(graph, infer_shapes(graph))
     refusals = list(writer.refusals)
     try:

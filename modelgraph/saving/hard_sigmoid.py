@@ -25,6 +25,7 @@ from modelgraph.catalogue.recurrent import RECURRENT_ACTIVATION_GATES
 SCALE = 1.2  # 0.2 / (1 / 6)
 Transform = Callable[[np.ndarray], np.ndarray]
 
+
 def uses_hard_sigmoid(config: Mapping[str, Any]) -> bool:
     """Whether any activation of this layer config is ``hard_sigmoid``."""
     return any(k.endswith("activation") and v == "hard_sigmoid" for k, v in config.items())

@@ -58,7 +58,9 @@ def legacy_h5_bytes(graph: ModelGraph, target: str = "the model", keep_unknown: 
     """The bytes of a legacy ``.h5`` for ``graph``, or :class:`NotConvertibleError` naming every layer."""
     import h5py
 
-    writer = ConfigWriter(UpgradeContext(graph.keras_version), explicit_masks=False, keep_unknown=keep_unknown)
+    writer = ConfigWriter(
+        UpgradeContext(graph.keras_version), explicit_masks=False, keep_unknown=keep_unknown
+    )
     modern = writer.model(graph, infer_shapes(graph))
     refusals = list(writer.refusals)
     config = _legacy_model(modern, graph, refusals, ())

@@ -31,7 +31,6 @@ class OpCall:
 Converter = Callable[[tuple[Any, ...], dict[str, Any]], OpCall]
 
 
-
 def convert_tf_op(function: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> OpCall:
     """The Keras 3 op node computing ``tf.<function>(*args, **kwargs)``, or :class:`NotConvertible`."""
     spec = catalogue.spec_for(f"tf:{function}")

@@ -319,7 +319,11 @@ class ResumeIndex:
         self._done: dict[str, tuple[str, str, bool]] = {}
         if path is not None and os.path.exists(path):
             for _, rec in iter_records(path):
-                self._done[rec["path"]] = (rec["sha256"], rec.get("ruleset_version", ""), rec["verdict"] == "ok")
+                self._done[rec["path"]] = (
+                    rec["sha256"],
+                    rec.get("ruleset_version", ""),
+                    rec["verdict"] == "ok",
+                )
 
     def __len__(self) -> int:
         return len(self._done)

@@ -132,9 +132,10 @@ def test_nasnet_folds_batchnorm_into_its_separable_convs(rebuilt_apps) -> None:
     # The folded weights, before a later pass wraps the conv (separable_input: its ReLU and padding).
     conv = fuse(graph, (fold_batchnorms,)).layer(sorted(folded)[0])
     assert {w.name for w in conv.weights} == {"depthwise_kernel", "pointwise_kernel", "bias"}
-    assert conv.weight("depthwise_kernel").read().tolist() == graph.layer(conv.name).weight(
-        "depthwise_kernel"
-    ).read().tolist()
+    assert (
+        conv.weight("depthwise_kernel").read().tolist()
+        == graph.layer(conv.name).weight("depthwise_kernel").read().tolist()
+    )
     x = np.random.default_rng(0).uniform(-1, 1, (2, 64, 64, 3)).astype(np.float32)
     fused_out, plain_out = Runner(graph).run(x), Runner(graph, fuse=False).run(x)
     for key, value in plain_out.items():

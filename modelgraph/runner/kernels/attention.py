@@ -101,8 +101,6 @@ def mha_layout(rank: int, axes_config: Any) -> MhaLayout:
     )
 
 
-
-
 @register("MultiHeadAttention")
 def multi_head_attention(spec: KernelSpec):
     num_heads = positive_int(spec, "num_heads", spec.get("num_heads"))
@@ -210,7 +208,6 @@ def multi_head_attention(spec: KernelSpec):
 
 
 # --- Attention / AdditiveAttention ------------------------------------------------------------
-
 
 
 def _dense_attention(spec: KernelSpec, score_fn):

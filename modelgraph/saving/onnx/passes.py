@@ -65,9 +65,7 @@ def cancel_transposes(nodes: list[Any], outputs: set[str]) -> list[Any]:
                 rename[n.output[0]] = first.input[0]
             else:
                 keep.append(
-                    helper.make_node(
-                        TRANSPOSE, [first.input[0]], list(n.output), name=n.name, perm=composed
-                    )
+                    helper.make_node(TRANSPOSE, [first.input[0]], list(n.output), name=n.name, perm=composed)
                 )
             changed = True
         if rename:

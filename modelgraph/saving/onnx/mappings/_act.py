@@ -64,7 +64,11 @@ def _silu(e: Emitter, x: str, name: str) -> str:
 def _gelu(e: Emitter, x: str, name: str) -> str:
     op = e.op
     half_x = op("Mul", [x, _f(e, 0.5)], name)
-    return op("Mul", [half_x, op("Add", [_f(e, 1.0), op("Erf", [op("Div", [x, _f(e, 2**0.5)], name)], name)], name)], name)
+    return op(
+        "Mul",
+        [half_x, op("Add", [_f(e, 1.0), op("Erf", [op("Div", [x, _f(e, 2**0.5)], name)], name)], name)],
+        name,
+    )
 
 
 def _mish(e: Emitter, x: str, name: str) -> str:
@@ -141,9 +145,7 @@ def _halves(e: Emitter, x: str) -> list[str]:
 
 
 def _glu(e: Emitter, x: str, name: str) -> str:
-    a, b = (
-        e.op("Split", [x], name, outputs=2, axis=-1, num_outputs=2) if e.opset >= 18 else _halves(e, x)
-    )
+    a, b = e.op("Split", [x], name, outputs=2, axis=-1, num_outputs=2) if e.opset >= 18 else _halves(e, x)
     return e.op("Mul", [a, e.op("Sigmoid", [b])], name)
 
 
@@ -154,7 +156,9 @@ def _sparsemax(e: Emitter, x: str, name: str) -> str:
     size = e.op("Slice", [e.op("Shape", [x]), e.ints([-1], "s"), e.ints([2**62], "e")])  # (1,) int64
     z = e.op("TopK", [x, size], name, outputs=2, axis=-1, largest=1, sorted=1)[0]
     cumsum = e.op("CumSum", [z, e.ints(-1, "axis")])
-    ones = e.op("ConstantOfShape", [e.op("Shape", [z])], value=numpy_helper.from_array(np.ones(1, np.float32)))
+    ones = e.op(
+        "ConstantOfShape", [e.op("Shape", [z])], value=numpy_helper.from_array(np.ones(1, np.float32))
+    )
     r = e.op("CumSum", [ones, e.ints(-1, "axis")], "r")  # 1, 2, ..., size along the last axis
     support = e.op(
         "Greater", [e.op("Sub", [z, e.op("Div", [e.op("Sub", [cumsum, _f(e, 1.0)]), r])]), _f(e, 0.0)]

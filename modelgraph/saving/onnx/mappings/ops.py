@@ -146,8 +146,15 @@ def binary(ctx: MapContext, name: str, a: Any, b: Any) -> Value:
 
 # --- reductions and shapes --------------------------------------------------------------------------
 
+
 def reduce(
-    ctx: MapContext, x: Value, axis: Any, keepdims: bool, op_type: str, hint: str = "", float_ints: bool = False
+    ctx: MapContext,
+    x: Value,
+    axis: Any,
+    keepdims: bool,
+    op_type: str,
+    hint: str = "",
+    float_ints: bool = False,
 ) -> Value:
     """One ONNX ``Reduce*`` over ``axis`` (None: every axis); ``float_ints``: an integer input is
     reduced as float32 (a mean)."""
@@ -163,7 +170,9 @@ def reduce_bool(ctx: MapContext, x: Value, axis: Any, keepdims: bool, any_true: 
     """``any`` (``any_true``) or ``all`` over ``axis``: the maximum or minimum of the values as 0/1."""
     e = ctx.e
     f = e.cast(e.logical(x), "float32")
-    red = e.reduce("ReduceMax" if any_true else "ReduceMin", f, _reduced_axes(ctx, x, axis), 1 if keepdims else 0)
+    red = e.reduce(
+        "ReduceMax" if any_true else "ReduceMin", f, _reduced_axes(ctx, x, axis), 1 if keepdims else 0
+    )
     return _out(e.cast(red, "bool"), ctx, "bool")
 
 
