@@ -92,10 +92,14 @@ class KernelEntry:
 # catalogue and are kept here.
 _FUSED: dict[str, KernelFactory] = {}
 _FUSED_PREFIX = "modelgraph/"
+# Fused steps whose kernels always return a new array, never a view of an input (``fresh_output``).
+_FRESH: set[str] = set()
 
 
-def register(*class_names: str) -> Callable[[KernelFactory], KernelFactory]:
-    """Attach a kernel factory to the catalogue entries of these keys (see the module docstring)."""
+def register(*class_names: str, fresh_output: bool = False) -> Callable[[KernelFactory], KernelFactory]:
+    """Attach a kernel factory to the catalogue entries of these keys (see the module docstring).
+    ``fresh_output`` (fused steps only): its kernels always return a new array, so a pass may let
+    the output's only reader overwrite it (:func:`returns_fresh_array`)."""
 
     def decorate(factory: KernelFactory) -> KernelFactory:
         for class_name in class_names:
@@ -103,6 +107,12 @@ def register(*class_names: str) -> Callable[[KernelFactory], KernelFactory]:
                 if class_name in _FUSED:
                     raise RuntimeError(f"kernel for {class_name!r} registered twice")
                 _FUSED[class_name] = factory
+                if fresh_output:
+                    _FRESH.add(class_name)
+            elif fresh_output:
+                raise ValueError(
+                    f"fresh_output is for fused steps; {class_name!r} says it in its catalogue entry"
+                )
             else:
                 catalogue.attach(class_name, "kernel", factory)
         return factory
@@ -110,10 +120,17 @@ def register(*class_names: str) -> Callable[[KernelFactory], KernelFactory]:
     return decorate
 
 
+def returns_fresh_array(key: str) -> bool:
+    """Whether the fused step ``key`` was registered with ``fresh_output`` (False for any other key)."""
+    if key.startswith(_FUSED_PREFIX):
+        import modelgraph.runner.fast.fused  # noqa: F401  (the fused steps register there)
+    return key in _FRESH
+
+
 def get_entry(key: str, layer: str | None = None) -> KernelEntry:
     """The kernel of a catalogue key (with its training sensitivity), or :class:`UnsupportedLayerError`."""
     if key.startswith(_FUSED_PREFIX):
-        import modelgraph.runner.kernels  # noqa: F401  (fused steps register with the kernels)
+        import modelgraph.runner.fast.fused  # noqa: F401  (the fused steps register there)
 
         if key in _FUSED:
             return KernelEntry(_FUSED[key], False)

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from modelgraph.graph import TensorRef
 from modelgraph.loading import load
@@ -55,3 +56,19 @@ def test_removed_layers_are_rewired_and_replaced_layers_take_their_call() -> Non
     assert rewritten.outputs == (TensorRef("cat2", 0, 0),)
     assert rewritten.output_structure == TensorRef("cat2", 0, 0)
     assert not rewritten.has_layer("probs") and not rewritten.has_layer("drop")
+
+
+def test_merged_steps_say_themselves_whether_they_return_fresh_arrays() -> None:
+    """``fresh_output`` (which lets an Add write into its input) reads what each merged step's kernel
+    registered, not a list kept by the passes: the bottleneck, conv-with-residual and zero-padded
+    steps always return a new array, the others (and catalogue classes) do not say so."""
+    from modelgraph.runner import registry
+    from modelgraph.runner.fast import fused
+
+    fresh = {fused.INVERTED_BOTTLENECK, fused.CONV_RESIDUAL, fused.ZERO_PADDED}
+    for name in fresh:
+        assert registry.returns_fresh_array(name), name
+    for name in (fused.PREPARED_SEPARABLE, fused.SCALED_CONV, fused.ADD_ACTIVATION, "Conv2D", "Add"):
+        assert not registry.returns_fresh_array(name), name
+    with pytest.raises(ValueError, match="fused steps"):
+        registry.register("Conv2D", fresh_output=True)(lambda spec: spec)

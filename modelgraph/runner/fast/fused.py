@@ -111,7 +111,7 @@ def _residual_activation(spec: KernelSpec, key: str) -> tuple[Any, Activation | 
     return name, None if name == "linear" else get_activation(name)
 
 
-@register(INVERTED_BOTTLENECK)
+@register(INVERTED_BOTTLENECK, fresh_output=True)
 def inverted_bottleneck(spec: KernelSpec) -> Kernel:
     """Expand 1x1 -> optional zero padding -> depthwise -> project 1x1, one band of rows at a time."""
     expand: tuple[np.ndarray, CopyingEpilogue] | None = None
@@ -298,7 +298,7 @@ def add_activation(spec: KernelSpec) -> Kernel:
 CONV_RESIDUAL = FUSED_PREFIX + "ConvResidual"
 
 
-@register(CONV_RESIDUAL)
+@register(CONV_RESIDUAL, fresh_output=True)
 def conv_residual(spec: KernelSpec) -> Kernel:
     """Conv2D (linear) -> Add with a residual -> [relu / relu6], as ``run(x, residual)``: the sum and
     the activation run in the conv's epilogue on each output block while it is in cache, instead of
@@ -329,7 +329,7 @@ def _valid_pads(pads: Any) -> bool:
     )
 
 
-@register(ZERO_PADDED)
+@register(ZERO_PADDED, fresh_output=True)
 def zero_padded(spec: KernelSpec) -> Kernel:
     """ZeroPadding2D -> Conv2D / DepthwiseConv2D / MaxPooling2D as one step: the window op pads its
     row slabs itself (or, for max pooling, skips the padding and floors the border windows at 0), so

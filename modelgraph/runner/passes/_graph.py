@@ -11,7 +11,7 @@ from modelgraph.catalogue import Fusion
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, map_refs
 from modelgraph.layer_params import plain_ints
 from modelgraph.runner.activations import activation_name
-from modelgraph.runner.fast.fused import CONV_RESIDUAL, INVERTED_BOTTLENECK, ZERO_PADDED
+from modelgraph.runner.registry import returns_fresh_array
 
 FUSABLE_ACTIVATIONS = frozenset({"relu", "relu6"})
 
@@ -231,12 +231,8 @@ def plain_add(layer: Layer, node: Node) -> bool:
     )
 
 
-# Merged steps whose kernels always return a new array (never a view of an input).
-_FRESH_STEPS = frozenset({INVERTED_BOTTLENECK, CONV_RESIDUAL, ZERO_PADDED})
-
-
 def fresh_output(layer: Layer) -> bool:
     """Whether the layer's kernel always returns a new array (never a view of an input), so its
     output may be overwritten by its only reader: a producer (``fusion.channel_axis``) or a merged
     conv step."""
-    return producer_axis(layer) is not None or layer.class_name in _FRESH_STEPS
+    return producer_axis(layer) is not None or returns_fresh_array(layer.class_name)
