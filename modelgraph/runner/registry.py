@@ -121,16 +121,15 @@ def register(*class_names: str, fresh_output: bool = False) -> Callable[[KernelF
 
 
 def returns_fresh_array(key: str) -> bool:
-    """Whether the fused step ``key`` was registered with ``fresh_output`` (False for any other key)."""
-    if key.startswith(_FUSED_PREFIX):
-        import modelgraph.runner.fast.fused  # noqa: F401  (the fused steps register there)
+    """Whether the fused step ``key`` was registered with ``fresh_output`` (False for any other key,
+    and for a step whose module is not imported yet: the passes that ask import the fused steps)."""
     return key in _FRESH
 
 
 def get_entry(key: str, layer: str | None = None) -> KernelEntry:
     """The kernel of a catalogue key (with its training sensitivity), or :class:`UnsupportedLayerError`."""
     if key.startswith(_FUSED_PREFIX):
-        import modelgraph.runner.fast.fused  # noqa: F401  (the fused steps register there)
+        import modelgraph.runner.kernels  # noqa: F401  (fused steps register with the kernels)
 
         if key in _FUSED:
             return KernelEntry(_FUSED[key], False)

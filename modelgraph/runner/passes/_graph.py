@@ -11,6 +11,7 @@ from modelgraph.catalogue import Fusion
 from modelgraph.graph import Layer, ModelGraph, Node, TensorRef, map_refs
 from modelgraph.layer_params import plain_ints
 from modelgraph.runner.activations import activation_name
+from modelgraph.runner.fast import fused  # noqa: F401 - registers the merged steps fresh_output asks about
 from modelgraph.runner.registry import returns_fresh_array
 
 FUSABLE_ACTIVATIONS = frozenset({"relu", "relu6"})
