@@ -150,6 +150,17 @@ def _depthwise_2d(
     return out[:, 0] if x.ndim == 3 else out
 
 
+def _depthwise_block_units(width: int, itemsize: int) -> int:
+    """Output pixels per block of :func:`_depthwise_blocks` for ``width`` channels."""
+    return max(1, blocks.DW_BLOCK_BYTES // (width * itemsize))
+
+
+def _depthwise_work(pixels: int, width: int, kernel_hw: tuple[int, int], epilogue: Epilogue) -> float:
+    """What a depthwise conv of ``pixels`` output pixels of ``width`` channels and its ``epilogue``
+    count in :func:`spread_parts`'s work."""
+    return pixels * width * (kernel_hw[0] * kernel_hw[1] * DEPTHWISE_WORK + element_work(epilogue))
+
+
 def _depthwise_blocks(
     x: np.ndarray,
     kernel: np.ndarray,
@@ -169,7 +180,7 @@ def _depthwise_blocks(
     padded = [n + b + a for n, (b, a) in zip(x.shape[1:3], pads, strict=True)]
     oh, ow = out_sizes(padded, kernel.shape[:2], strides, dilation)
     out = np.empty((batch, oh, ow, width), dtype=x.dtype)
-    target = max(1, blocks.DW_BLOCK_BYTES // (width * x.itemsize))
+    target = _depthwise_block_units(width, x.itemsize)
 
     def block(rows: tuple[int, int, int, int]) -> None:
         n0, n1, h0, h1 = rows
@@ -189,8 +200,7 @@ def _depthwise_blocks(
         epilogue(dst, (slice(n0, n1), slice(h0, h1)))
 
     # Blocks write disjoint output rows (scratch slabs are per thread): spread them when big enough.
-    per_element = kernel.shape[0] * kernel.shape[1] * DEPTHWISE_WORK + element_work(epilogue)
-    work = batch * oh * ow * width * per_element
+    work = _depthwise_work(batch * oh * ow, width, kernel.shape[:2], epilogue)
     for_each(block, row_blocks(batch, oh, ow, target, spread_parts(work)), work)
     return out
 
@@ -385,7 +395,7 @@ def _make_depthwise(spec: KernelSpec, rank: int, pre_pads: Pads | None = None) -
     act_value, act, after = layout_activation(spec, fmt)
     epilogue = in_place_epilogue(bias, act_value, act)
     tiles: dict[int, np.ndarray] = {}
-    slabs = _OneSlabs(kernel, strides, dilation, mode, pre_pads, None, tiles) if rank == 2 else None
+    slabs = _OneSlabs(kernel, strides, dilation, mode, pre_pads, None, tiles, epilogue) if rank == 2 else None
 
     def run(inputs: Any) -> np.ndarray:
         x = channels_last_input(inputs, dtype, fmt, rank, channels)
@@ -425,7 +435,9 @@ def _make_separable(
         pre = rowwise.relu_ if pre_activation == "relu" else rowwise.relu6_
     tiles: dict[int, np.ndarray] = {}
     slabs = (
-        _OneSlabs(depthwise, strides, dilation, mode, pre_pads, pre_activation, tiles) if rank == 2 else None
+        _OneSlabs(depthwise, strides, dilation, mode, pre_pads, pre_activation, tiles, _no_epilogue)
+        if rank == 2
+        else None
     )
 
     def run(inputs: Any) -> np.ndarray:
@@ -483,6 +495,7 @@ class _OneSlabs:
         pre_pads: Pads | None,
         pre_activation: str | None,
         tiles: dict[int, np.ndarray],
+        epilogue: Epilogue,
     ) -> None:
         clamp = bias_act.bounds(pre_activation)
         self.flat = kernel.reshape(*kernel.shape[:-2], -1)
@@ -492,6 +505,7 @@ class _OneSlabs:
         self.strides, self.dilation, self.mode, self.pre_pads = strides, dilation, mode, pre_pads
         self.clamp = clamp or (-np.inf, np.inf)
         self.tiles = tiles
+        self.epilogue = epilogue  # what runs on the depthwise output (its cost counts as the blocked path's)
         self.shapes: dict[tuple[int, ...], _OneSlab | None] = {}
 
     def find(self, x: np.ndarray) -> _OneSlab | None:
@@ -511,11 +525,14 @@ class _OneSlabs:
         (top, bottom), (left, right) = pads
         hp, wp = height + top + bottom, width + left + right
         oh, ow = out_sizes((hp, wp), (kh, kw), self.strides, self.dilation)
-        target = max(1, blocks.DW_BLOCK_BYTES // (channels * np.dtype(np.float32).itemsize))
-        if oh < 1 or ow < 1 or batch * oh * ow >= target:
+        if (
+            oh < 1
+            or ow < 1
+            or batch * oh * ow >= _depthwise_block_units(channels, np.dtype(np.float32).itemsize)
+        ):
             return None
         tiled = tiled_for(self.tiles, self.flat, ow)
-        work = batch * oh * ow * channels * kh * kw * DEPTHWISE_WORK
+        work = _depthwise_work(batch * oh * ow, channels, (kh, kw), self.epilogue)
         return _OneSlab((batch, hp, wp, channels), top, left, (batch, oh, ow, channels), tiled, work)
 
     def run(self, x: np.ndarray, one: _OneSlab, out: np.ndarray) -> None:

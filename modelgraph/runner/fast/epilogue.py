@@ -74,7 +74,7 @@ def in_place_epilogue(
     # With a bias and no activation, relu or relu6: one compiled pass for the bias, residual and
     # clamp (bias_act.py, float32 blocks); other activations, or no bias, keep the NumPy passes.
     clamp = bias_act.bounds(name if act is not None else None)
-    row = None if bias is None or clamp is None else np.ascontiguousarray(bias).reshape(-1)
+    row = None if bias_run is None or clamp is None else bias_run.row
 
     def epilogue(block: np.ndarray, region: Region | None) -> None:
         if row is not None and clamp is not None:
