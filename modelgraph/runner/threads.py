@@ -13,10 +13,13 @@ The policy, applied by :func:`run_threads` at the start of every run:
   (``MODELGRAPH_NUM_THREADS``, its older name, too): that many threads, whatever the load.
 * **otherwise** the cores the process may use (:func:`usable_cores`: the CPU affinity mask and the
   cgroup CPU quota, v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``, of this cgroup and its ancestors),
-  less the threads of other processes that are runnable right now (:func:`other_runnable`, from
-  the most ``procs_running`` of :data:`PROBE_READS` reads of ``/proc/stat``, minus this process's own
-  running threads), at least 1. The probe costs tens to hundreds of microseconds and is repeated
-  at most every :data:`PROBE_SECONDS`.
+  less the cores other processes are busy on, at least 1. That is measured over the time since the
+  last probe (:func:`other_busy_cores`: the machine's busy CPU time from ``/proc/stat`` less this
+  process's own, per second, rounded), so a process busy through the window counts and a thread
+  that is runnable for a moment does not. The first probe, and one after more than
+  :data:`MAX_WINDOW_SECONDS`, has no such window and counts the threads of other processes runnable
+  right now instead (:func:`other_runnable`). A probe costs tens to hundreds of microseconds and is
+  repeated at most every :data:`PROBE_SECONDS`.
 
 BLAS gets the same count for the run (set through threadpoolctl, the ecosystem's library for BLAS and
 OpenMP pools, restored after the run), unless ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS`` cap it
@@ -34,6 +37,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -48,6 +52,7 @@ PROBE_SECONDS = 0.25
 _LOCK = threading.Lock()
 _pinned: int | None = None
 _auto: tuple[float, int] | None = None  # (monotonic time, threads) of the last probe
+_sample: CpuSample | None = None  # the CPU times read at the last probe
 _current: int | None = None  # the count of the run in progress
 
 
@@ -180,20 +185,95 @@ def own_running(task_dir: Path = Path("/proc/self/task")) -> int:
     return max(1, running)
 
 
-# Reads of procs_running per probe; the largest counts. A thread too many costs far more than one too
-# few: on 2 busy cores, MobileNetV2 at batch 1 took 4-10x longer with 2 threads than with 1 (every
-# join waits for a thread the scheduler has put behind another process), and at most 2x longer with
-# 1 thread than with 2 on an idle machine. A single read sees a moment; the busiest of a few is safer.
+# Reads of procs_running per probe; the fewest counts. A process that is busy is runnable in every
+# read; a thread runnable in only some of them (a kernel thread's moment of work, or one of this
+# process's own OpenBLAS workers finishing its spin after the last GEMM) is not competing for a core.
 PROBE_READS = 3
 
 
 def other_runnable(stat: Path = Path("/proc/stat"), task_dir: Path = Path("/proc/self/task")) -> int:
-    """Runnable threads of other processes (the most of :data:`PROBE_READS` reads; 0 when
-    ``stat`` cannot be read)."""
+    """Runnable threads of other processes right now: the fewest of :data:`PROBE_READS` reads of
+    ``procs_running`` less this process's running threads, counted *before* those reads (0 when
+    ``stat`` cannot be read).
+
+    The order matters: during the probe this process's threads can only stop running (its OpenBLAS
+    workers end their spin after the last GEMM; nothing starts a new one), so counting them first
+    can only under-count the others, never count one of our own workers as another process's. (Read
+    after the reads, as before, that worker made the policy halve the threads on an idle machine:
+    ResNet50 at batch 1 ran on one thread after 7-9 of 16 probes.)"""
+    own = own_running(task_dir)
     readings = [r for r in (procs_running(stat) for _ in range(PROBE_READS)) if r is not None]
     if not readings:
         return 0
-    return max(0, max(readings) - own_running(task_dir))
+    return max(0, min(readings) - own)
+
+
+# --- what other processes used over the last moments -------------------------------------------------
+
+# Busy fields of /proc/stat's "cpu" line: user, nice, system, irq, softirq (guest time is already in
+# user; idle, iowait and steal are not work of this machine's processes).
+_BUSY_FIELDS = (0, 1, 2, 5, 6)
+# A window shorter than this holds too few clock ticks (10 ms each at USER_HZ 100) to measure; one
+# longer than MAX_WINDOW_SECONDS says little about now. Outside them the instant probe decides.
+MIN_WINDOW_SECONDS = 0.1
+MAX_WINDOW_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """One reading of the CPU time spent: ``wall`` (``time.monotonic()``), ``machine`` (seconds all
+    processes of the machine were busy, from ``/proc/stat``; None when it cannot be read) and ``own``
+    (seconds this process's threads used, ``time.process_time()``)."""
+
+    wall: float
+    machine: float | None
+    own: float
+
+
+def machine_busy_seconds(stat: Path = Path("/proc/stat")) -> float | None:
+    """Seconds of CPU time all the machine's processes have spent busy since boot (the ``cpu`` line of
+    ``stat``), or None when it cannot be read."""
+    try:
+        with stat.open() as fh:
+            line = fh.readline()
+    except (OSError, UnicodeDecodeError):
+        return None
+    fields = line.split()
+    if len(fields) < 8 or fields[0] != "cpu" or not all(f.isdigit() for f in fields[1:8]):
+        return None
+    ticks = sum(int(fields[1 + i]) for i in _BUSY_FIELDS)
+    return ticks / _clock_ticks()
+
+
+@cache
+def _clock_ticks() -> int:
+    try:
+        return int(os.sysconf("SC_CLK_TCK")) or 100
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - not POSIX
+        return 100
+
+
+def cpu_sample(stat: Path = Path("/proc/stat")) -> CpuSample:
+    """The CPU time spent so far, by the machine and by this process."""
+    return CpuSample(time.monotonic(), machine_busy_seconds(stat), time.process_time())
+
+
+def other_busy_cores(before: CpuSample, after: CpuSample) -> float | None:
+    """Cores other processes kept busy on average between two samples (the machine's busy time less
+    this process's, per second), or None when the machine's time was not readable or the window is
+    outside ``[MIN_WINDOW_SECONDS, MAX_WINDOW_SECONDS]``.
+
+    Unlike a count of runnable threads at one moment, this sees what competed for the cores over the
+    window: a busy process counts as about one core, a kernel thread that wakes now and then as a few
+    hundredths, and this process's own threads (OpenBLAS's spinning workers too) not at all."""
+    span = after.wall - before.wall
+    if (
+        before.machine is None
+        or after.machine is None
+        or not MIN_WINDOW_SECONDS <= span <= MAX_WINDOW_SECONDS
+    ):
+        return None
+    return max(0.0, (after.machine - before.machine) - (after.own - before.own)) / span
 
 
 def auto_threads(cores: int, others: int, machine: int | None = None) -> int:
@@ -242,14 +322,18 @@ def pinned_threads() -> int | None:
 
 def decide_threads() -> int:
     """The thread count a run starting now gets (see the module docstring)."""
-    global _auto
+    global _auto, _sample
     pinned = pinned_threads()
     if pinned is not None:
         return pinned
     now = time.monotonic()
     with _LOCK:
         if _auto is None or now - _auto[0] > PROBE_SECONDS:
-            _auto = (now, auto_threads(usable_cores(), other_runnable(), os.cpu_count()))
+            sample = cpu_sample()
+            busy = None if _sample is None else other_busy_cores(_sample, sample)
+            others = other_runnable() if busy is None else int(busy + 0.5)
+            _sample = sample
+            _auto = (now, auto_threads(usable_cores(), others, os.cpu_count()))
         return _auto[1]
 
 

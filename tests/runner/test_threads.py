@@ -123,6 +123,106 @@ def test_procs_running_and_own_running_threads_read_proc_files(tmp_path):
     assert threads.other_runnable(tmp_path / "none", tasks) == 0
 
 
+def test_the_instant_probe_counts_own_threads_first_and_takes_the_fewest_runnable(tmp_path, monkeypatch):
+    # This process's OpenBLAS worker is still spinning when the probe starts (2 of ours running) and
+    # stops during it; a kernel thread is runnable in one read. Neither is another busy process.
+    order: list[str] = []
+    readings = iter([3, 2, 2])
+
+    def procs_running(stat=None):
+        order.append("machine")
+        return next(readings)
+
+    def own_running(task_dir=None):
+        order.append("own")
+        return 2
+
+    monkeypatch.setattr(threads, "procs_running", procs_running)
+    monkeypatch.setattr(threads, "own_running", own_running)
+    assert threads.other_runnable() == 0
+    assert order == ["own", "machine", "machine", "machine"]
+    readings = iter([4, 4, 4])  # another process busy through every read
+    assert threads.other_runnable() == 2
+
+
+def test_machine_busy_time_is_the_work_fields_of_the_cpu_line(tmp_path):
+    ticks = threads._clock_ticks()
+    # user nice system idle iowait irq softirq steal guest guest_nice: idle, iowait and steal are not work
+    stat = write(tmp_path / "stat", "cpu  100 20 30 4000 500 6 7 800 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 9\n")
+    assert threads.machine_busy_seconds(stat) == pytest.approx(163 / ticks)
+    assert threads.machine_busy_seconds(write(tmp_path / "bad", "intr 1 2 3\n")) is None
+    assert threads.machine_busy_seconds(write(tmp_path / "short", "cpu  1 2\n")) is None
+    assert threads.machine_busy_seconds(tmp_path / "none") is None
+
+
+def test_other_busy_cores_is_the_machine_time_less_our_own_per_second():
+    before = threads.CpuSample(wall=10.0, machine=100.0, own=5.0)
+    # Over 0.5 s the machine was busy 1.3 s, 0.8 s of it this process's (two threads and a spinning
+    # OpenBLAS worker): the others kept one core busy.
+    after = threads.CpuSample(wall=10.5, machine=101.3, own=5.8)
+    assert threads.other_busy_cores(before, after) == pytest.approx(1.0)
+    # Tick rounding can make our own time exceed the machine's: never below zero.
+    assert threads.other_busy_cores(before, threads.CpuSample(10.5, 100.5, 5.6)) == 0.0
+    # Too short a window (a few clock ticks), too long (old news) or an unreadable /proc/stat: no answer.
+    assert threads.other_busy_cores(before, threads.CpuSample(10.05, 100.1, 5.0)) is None
+    assert threads.other_busy_cores(before, threads.CpuSample(16.0, 106.0, 5.0)) is None
+    assert threads.other_busy_cores(threads.CpuSample(10.0, None, 5.0), after) is None
+
+
+def test_a_busy_process_shows_in_the_window_and_our_own_work_does_not():
+    import subprocess
+    import sys
+    import time
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)  # started and spinning
+        before = threads.cpu_sample()
+        time.sleep(0.5)
+        after = threads.cpu_sample()
+    finally:
+        spinner.kill()
+        spinner.wait()
+    busy = threads.other_busy_cores(before, after)
+    assert busy is not None and busy >= 0.5
+    # This process spinning one core for the same time: process_time() sees it, and /proc/stat's busy
+    # time includes it (within tick rounding), so subtracting the one from the other removes it.
+    before = threads.cpu_sample()
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:
+        pass
+    after = threads.cpu_sample()
+    own = after.own - before.own
+    assert own >= 0.4
+    assert after.machine - before.machine >= own - 0.05
+
+
+def test_decisions_after_the_first_use_the_window_since_the_last_probe(monkeypatch):
+    samples = iter(
+        [
+            threads.CpuSample(wall=1.0, machine=50.0, own=1.0),
+            threads.CpuSample(wall=1.5, machine=50.95, own=1.9),  # others: 0.1 core (a kernel thread)
+            threads.CpuSample(wall=2.0, machine=51.9, own=2.3),  # others: 1 core (a busy process)
+        ]
+    )
+    instant: list[int] = []
+
+    def other_runnable():
+        instant.append(1)
+        return 1
+
+    monkeypatch.setattr(threads, "cpu_sample", lambda: next(samples))
+    monkeypatch.setattr(threads, "other_runnable", other_runnable)
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(threads, "PROBE_SECONDS", -1.0)  # probe at every decision
+    monkeypatch.setattr(threads, "_auto", None)
+    monkeypatch.setattr(threads, "_sample", None)
+    assert threads.decide_threads() == 1 and instant == [1]  # no window yet: the instant probe
+    assert threads.decide_threads() == 2 and instant == [1]  # 0.1 busy core is not a competitor
+    assert threads.decide_threads() == 1 and instant == [1]
+
+
 @pytest.mark.parametrize(
     "cores, others, machine, expected",
     [
