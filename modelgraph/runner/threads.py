@@ -185,10 +185,14 @@ def own_running(task_dir: Path = Path("/proc/self/task")) -> int:
     return max(1, running)
 
 
-# Reads of procs_running per probe; the fewest counts. A process that is busy is runnable in every
-# read; a thread runnable in only some of them (a kernel thread's moment of work, or one of this
-# process's own OpenBLAS workers finishing its spin after the last GEMM) is not competing for a core.
+# Reads of procs_running per probe, PROBE_GAP_SECONDS apart; the fewest counts. A process that is busy
+# is runnable in every read; a thread runnable in only some of them (a kernel thread's moment of work,
+# or one of this process's own OpenBLAS workers finishing its spin after the last GEMM) is not
+# competing for a core. Back to back (0.1 ms for all three) the reads still caught this machine's
+# memory-monitoring kernel thread (about 7% of a core, in short bursts) in 2 of 3 first probes after a
+# pause; half a millisecond apart, in none of 6.
 PROBE_READS = 3
+PROBE_GAP_SECONDS = 0.0005
 
 
 def other_runnable(stat: Path = Path("/proc/stat"), task_dir: Path = Path("/proc/self/task")) -> int:
@@ -202,7 +206,13 @@ def other_runnable(stat: Path = Path("/proc/stat"), task_dir: Path = Path("/proc
     after the reads, as before, that worker made the policy halve the threads on an idle machine:
     ResNet50 at batch 1 ran on one thread after 7-9 of 16 probes.)"""
     own = own_running(task_dir)
-    readings = [r for r in (procs_running(stat) for _ in range(PROBE_READS)) if r is not None]
+    readings = []
+    for read in range(PROBE_READS):
+        if read:
+            time.sleep(PROBE_GAP_SECONDS)
+        value = procs_running(stat)
+        if value is not None:
+            readings.append(value)
     if not readings:
         return 0
     return max(0, min(readings) - own)
@@ -213,10 +223,13 @@ def other_runnable(stat: Path = Path("/proc/stat"), task_dir: Path = Path("/proc
 # Busy fields of /proc/stat's "cpu" line: user, nice, system, irq, softirq (guest time is already in
 # user; idle, iowait and steal are not work of this machine's processes).
 _BUSY_FIELDS = (0, 1, 2, 5, 6)
-# A window shorter than this holds too few clock ticks (10 ms each at USER_HZ 100) to measure; one
-# longer than MAX_WINDOW_SECONDS says little about now. Outside them the instant probe decides.
+# A window shorter than this holds too few clock ticks (10 ms each at USER_HZ 100) to measure. One
+# longer than MAX_WINDOW_SECONDS mostly describes the past: a run after a pause would be decided by
+# whatever ran during the pause (bench/bench_runner.py's workers take turns: with 5 s, modelgraph's
+# first runs of each round went to one thread because Keras had kept both cores busy 1-4 s before).
+# Outside them the instant probe decides.
 MIN_WINDOW_SECONDS = 0.1
-MAX_WINDOW_SECONDS = 5.0
+MAX_WINDOW_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
