@@ -253,30 +253,69 @@ def pad_clamp(x: np.ndarray, buf: np.ndarray, top: int, left: int, clamp: tuple[
 
 
 def _avg_pool_loops(x: Any, out: Any, ph: int, pw: int, sh: int, sw: int, top: int, left: int) -> None:
-    """2-D average pooling of a channels-last ``x`` into ``out``, padding ``top`` / ``left`` before the
-    first row / column: each window's unpadded cells summed row by row into a local accumulator,
-    divided by their count."""
+    """2-D average pooling of a C-ordered channels-last ``x`` into ``out``, padding ``top`` / ``left``
+    before the first row / column, each window's sum divided by its count of unpadded cells.
+
+    Row by row: the window's input rows are summed into one row ``v`` (``W * C`` values, unit-stride
+    loops), then each output pixel sums its ``pw`` columns of ``v``. With unit column stride the
+    pixels whose window lies inside the row are done as one stretch: the output row is ``v`` shifted
+    by each tap, added tap by tap over the whole stretch, then divided. The edges, and strided
+    columns, sum per pixel over the channels. (Per pixel over all ``ph * pw`` taps, the channel loops
+    were too short to pay: NASNetMobile's 3x3 pools of 11-176 channels ran at 5 GFLOP/s.)"""
     nb, height, width, channels = x.shape
     oh, ow = out.shape[1], out.shape[2]
-    acc = np.empty(channels, dtype=out.dtype)
+    v = np.empty(width * channels, dtype=out.dtype)
+    # Columns whose window lies inside the row (unit stride): ox - left >= 0, ox - left + pw <= width.
+    inner0 = min(max(left, 0), ow)
+    inner1 = max(inner0, min(ow, width - pw + left + 1))
     for n in range(nb):
         for oy in range(oh):
             y0 = oy * sh - top
             ya, yb = max(y0, 0), min(y0 + ph, height)
+            rows = yb - ya
+            if rows > 0:
+                first = x[n, ya].reshape(width * channels)
+                for t in range(width * channels):
+                    v[t] = first[t]
+                for yy in range(ya + 1, yb):
+                    line = x[n, yy].reshape(width * channels)
+                    for t in range(width * channels):
+                        v[t] += line[t]
+            dst = out[n, oy].reshape(ow * channels)
             for ox in range(ow):
+                if sw == 1 and inner0 <= ox < inner1:
+                    continue
                 x0 = ox * sw - left
                 xa, xb = max(x0, 0), min(x0 + pw, width)
+                count = out.dtype.type(max(rows, 0) * max(xb - xa, 0))
+                cell = dst[ox * channels : (ox + 1) * channels]
                 for c in range(channels):
-                    acc[c] = 0.0
-                for yy in range(ya, yb):
+                    cell[c] = 0.0
+                if rows > 0:
                     for xx in range(xa, xb):
-                        pixel = x[n, yy, xx]
+                        col = v[xx * channels : (xx + 1) * channels]
                         for c in range(channels):
-                            acc[c] += pixel[c]
-                count = out.dtype.type(max(yb - ya, 0) * max(xb - xa, 0))
-                dst = out[n, oy, ox]
+                            cell[c] += col[c]
                 for c in range(channels):
-                    dst[c] = acc[c] / count
+                    cell[c] = cell[c] / count
+            if sw == 1 and inner1 > inner0:
+                span = dst[inner0 * channels : inner1 * channels]
+                m = (inner1 - inner0) * channels
+                base = (inner0 - left) * channels
+                count = out.dtype.type(max(rows, 0) * pw)
+                if rows <= 0:
+                    for t in range(m):
+                        span[t] = 0.0
+                else:
+                    src = v[base : base + m]
+                    for t in range(m):
+                        span[t] = src[t]
+                    for j in range(1, pw):
+                        src = v[base + j * channels : base + j * channels + m]
+                        for t in range(m):
+                            span[t] += src[t]
+                for t in range(m):
+                    span[t] = span[t] / count
 
 
 @cache
