@@ -31,40 +31,80 @@ def _import_onnxruntime() -> Any:
     return onnxruntime
 
 
+# Sessions an OnnxRuntimeSession keeps, by intra-op thread count. onnxruntime fixes a session's pool
+# when it is built, while a run's count follows the machine's load (modelgraph.runner.threads): a
+# session built while the machine was busy would otherwise run on one thread for the rest of the
+# process, and one built idle on all cores beside busy processes. (NASNetMobile at batch 1 takes 1.32x
+# as long on one thread as on two; bench/bench_runner.py's modelgraph-ort worker, its session built
+# while the other workers were loading, once ran it at 1.41x onnxruntime's time, 0.96-1.09x in other
+# runs.) Two kept: the first and the latest other, so a load that comes and goes on a 2-core machine
+# builds each once.
+MAX_SESSIONS = 2
+
+
 class OnnxRuntimeSession:
-    """A graph exported to ONNX in memory and loaded into an onnxruntime session."""
+    """A graph exported to ONNX in memory and run by onnxruntime, on as many intra-op threads as the
+    run in progress has (pinned, or the policy's count at that run)."""
 
     name = "onnxruntime"
 
     def __init__(self, graph: ModelGraph, *, threads: int | None = None) -> None:
-        ort = _import_onnxruntime()
-        from modelgraph.saving.onnx import to_onnx
-
-        start = time.perf_counter()
-        result = to_onnx(graph, check=False)
-        data = result.model.SerializeToString()
-        self.export_seconds = time.perf_counter() - start
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 4  # fatal only: failures become one line of ours
-        # Pinned, or the policy's count now (modelgraph.runner.threads): a session keeps its pool.
+        self._ort = _import_onnxruntime()
+        self._graph = graph
+        self._pinned = threads
         from modelgraph.runner.threads import decide_threads
 
-        options.intra_op_num_threads = threads or decide_threads()
-        options.inter_op_num_threads = 1
         start = time.perf_counter()
-        self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        data, self.dequantized = self._export()
+        self.export_seconds = time.perf_counter() - start
+        count = threads or decide_threads()
+        start = time.perf_counter()
+        self.session = self._session(data, count)
         self.load_seconds = time.perf_counter() - start
+        self._sessions: dict[int, Any] = {count: self.session}
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
-        self.dequantized = result.dequantized
-        self._run_options = ort.RunOptions()
+        self._run_options = self._ort.RunOptions()
         self._run_options.log_severity_level = 4  # a failed run is one RunError line, not a log dump
+
+    def _export(self) -> tuple[bytes, Any]:
+        from modelgraph.saving.onnx import to_onnx
+
+        result = to_onnx(self._graph, check=False)
+        return result.model.SerializeToString(), result.dequantized
+
+    def _session(self, data: bytes, count: int) -> Any:
+        options = self._ort.SessionOptions()
+        options.graph_optimization_level = self._ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 4  # fatal only: failures become one line of ours
+        options.intra_op_num_threads = count
+        options.inter_op_num_threads = 1
+        return self._ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+
+    @property
+    def thread_counts(self) -> list[int]:
+        """The intra-op thread counts of the sessions kept, oldest first."""
+        return list(self._sessions)
+
+    def session_for(self, count: int) -> Any:
+        """The session with ``count`` intra-op threads: kept, or exported and built now (the model is
+        not kept serialized: a second session is rare and the export takes about a second)."""
+        session = self._sessions.get(count)
+        if session is None:
+            session = self._session(self._export()[0], count)
+            others = [c for c in self._sessions if self._sessions[c] is not self.session]
+            if len(self._sessions) >= MAX_SESSIONS and others:
+                del self._sessions[others[0]]
+            self._sessions[count] = session
+        return session
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """The model's outputs, in order, for the inputs in model order."""
+        from modelgraph.runner.threads import thread_count
+
+        session = self.session_for(self._pinned or thread_count())
         feeds = {name: np.ascontiguousarray(a) for name, a in zip(self.input_names, arrays, strict=True)}
-        return list(self.session.run(self.output_names, feeds, self._run_options))
+        return list(session.run(self.output_names, feeds, self._run_options))
 
 
 def first_line(exc: BaseException) -> str:

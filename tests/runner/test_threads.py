@@ -292,6 +292,31 @@ def _golden():
         return {k: g[k] for k in g.files}
 
 
+def test_the_onnxruntime_backend_runs_on_the_runs_thread_count():
+    """onnxruntime fixes a session's pool when it is built: the backend builds one per count a run
+    asks for (two kept), so a session built while the machine was busy does not keep one thread."""
+    pytest.importorskip("onnxruntime")
+    golden = _golden()
+    x = golden["input/img"]
+    threads.set_threads(1)
+    runner = modelgraph.Runner(modelgraph.load(CNN), backend="onnxruntime")
+    session = runner.backend_session
+    assert session.thread_counts == [1]
+    for pin, kept in ((2, [1, 2]), (1, [1, 2]), (3, [1, 3]), (2, [1, 2])):
+        threads.set_threads(pin)
+        out = runner.run(x)
+        assert session.thread_counts == kept
+        assert session.session_for(pin).get_session_options().intra_op_num_threads == pin
+        np.testing.assert_allclose(out["probs"], golden["output/0"], rtol=1e-4, atol=1e-5)
+    threads.set_threads(None)
+    # Pinned on the Runner: that count, whatever the process-wide pin.
+    runner = modelgraph.Runner(modelgraph.load(CNN), backend="onnxruntime", threads=2)
+    threads.set_threads(1)
+    runner.run(x)
+    assert runner.backend_session.thread_counts == [2]
+    threads.set_threads(None)
+
+
 @pytest.mark.parametrize("how", ["runner", "api", "set_threads", "env"])
 def test_a_pinned_count_is_what_blas_runs_with_during_a_model_run(how, monkeypatch):
     """Seen from inside the run (the progress callback fires within it): BLAS has the pinned count,
