@@ -16,6 +16,7 @@ import numpy as np
 
 from modelgraph.errors import ModelGraphError, RunError, ToolMissingError, UnsupportedError, UsageError
 from modelgraph.graph import ModelGraph
+from modelgraph.runner.threads import decide_threads, thread_count
 
 BACKENDS = ("numpy", "onnxruntime", "auto")
 
@@ -52,8 +53,6 @@ class OnnxRuntimeSession:
         self._ort = _import_onnxruntime()
         self._graph = graph
         self._pinned = threads
-        from modelgraph.runner.threads import decide_threads
-
         start = time.perf_counter()
         data, self.dequantized = self._export()
         self.export_seconds = time.perf_counter() - start
@@ -100,8 +99,6 @@ class OnnxRuntimeSession:
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """The model's outputs, in order, for the inputs in model order."""
-        from modelgraph.runner.threads import thread_count
-
         session = self.session_for(self._pinned or thread_count())
         feeds = {name: np.ascontiguousarray(a) for name, a in zip(self.input_names, arrays, strict=True)}
         return list(session.run(self.output_names, feeds, self._run_options))

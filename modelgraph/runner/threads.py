@@ -51,8 +51,7 @@ PROBE_SECONDS = 0.25
 
 _LOCK = threading.Lock()
 _pinned: int | None = None
-_auto: tuple[float, int] | None = None  # (monotonic time, threads) of the last probe
-_sample: CpuSample | None = None  # the CPU times read at the last probe
+_auto: tuple[CpuSample, int] | None = None  # the CPU times read at the last probe, and its threads
 _current: int | None = None  # the count of the run in progress
 
 
@@ -246,12 +245,10 @@ class CpuSample:
 def machine_busy_seconds(stat: Path = Path("/proc/stat")) -> float | None:
     """Seconds of CPU time all the machine's processes have spent busy since boot (the ``cpu`` line of
     ``stat``), or None when it cannot be read."""
-    try:
-        with stat.open() as fh:
-            line = fh.readline()
-    except (OSError, UnicodeDecodeError):
+    text = _read(stat)
+    if text is None:
         return None
-    fields = line.split()
+    fields = text.partition("\n")[0].split()
     if len(fields) < 8 or fields[0] != "cpu" or not all(f.isdigit() for f in fields[1:8]):
         return None
     ticks = sum(int(fields[1 + i]) for i in _BUSY_FIELDS)
@@ -335,18 +332,17 @@ def pinned_threads() -> int | None:
 
 def decide_threads() -> int:
     """The thread count a run starting now gets (see the module docstring)."""
-    global _auto, _sample
+    global _auto
     pinned = pinned_threads()
     if pinned is not None:
         return pinned
     now = time.monotonic()
     with _LOCK:
-        if _auto is None or now - _auto[0] > PROBE_SECONDS:
+        if _auto is None or now - _auto[0].wall > PROBE_SECONDS:
             sample = cpu_sample()
-            busy = None if _sample is None else other_busy_cores(_sample, sample)
+            busy = None if _auto is None else other_busy_cores(_auto[0], sample)
             others = other_runnable() if busy is None else int(busy + 0.5)
-            _sample = sample
-            _auto = (now, auto_threads(usable_cores(), others, os.cpu_count()))
+            _auto = (sample, auto_threads(usable_cores(), others, os.cpu_count()))
         return _auto[1]
 
 

@@ -4,6 +4,9 @@ through the BLAS thread count threadpoolctl reports while a model runs. No timin
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -170,10 +173,6 @@ def test_other_busy_cores_is_the_machine_time_less_our_own_per_second():
 
 
 def test_a_busy_process_shows_in_the_window_and_our_own_work_does_not():
-    import subprocess
-    import sys
-    import time
-
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.2)  # started and spinning
@@ -217,7 +216,6 @@ def test_decisions_after_the_first_use_the_window_since_the_last_probe(monkeypat
     monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(threads, "PROBE_SECONDS", -1.0)  # probe at every decision
     monkeypatch.setattr(threads, "_auto", None)
-    monkeypatch.setattr(threads, "_sample", None)
     assert threads.decide_threads() == 1 and instant == [1]  # no window yet: the instant probe
     assert threads.decide_threads() == 2 and instant == [1]  # 0.1 busy core is not a competitor
     assert threads.decide_threads() == 1 and instant == [1]

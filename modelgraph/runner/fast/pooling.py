@@ -56,9 +56,9 @@ def _compiled_avg_pool2d(
     x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], pads: Pads
 ) -> np.ndarray:
     """Average pooling of a C-ordered float32 ``(B, H, W, C)`` array with the compiled loops (the
-    ``jit`` extra): the window's rows summed into one row, then its columns, in cache (NASNetMobile's 3x3 pools of 7x7 to 28x28
-    inputs at batch 1: the separable NumPy passes cost 0.2-0.3 ms each, mostly per-call overhead),
-    images spread over threads when the call is big enough."""
+    ``jit`` extra): the window's rows summed into one row, then its columns, in cache (NASNetMobile's
+    3x3 pools of 7x7 to 28x28 inputs at batch 1: the separable NumPy passes cost 0.2-0.3 ms each,
+    mostly per-call overhead), images spread over threads when the call is big enough."""
     batch, height, width, channels = x.shape
     oh, ow = out_sizes([height + sum(pads[0]), width + sum(pads[1])], pool, strides, (1, 1))
     out = np.empty((batch, oh, ow, channels), dtype=x.dtype)
