@@ -31,7 +31,7 @@ from modelgraph.runner.fast.blocks import (
     window2d,
     window_rows,
 )
-from modelgraph.runner.fast.depthwise import DEPTHWISE_WORK, depthwise_slab, tiled_for
+from modelgraph.runner.fast.depthwise import DEPTHWISE_WORK, depthwise_slab
 from modelgraph.runner.fast.epilogue import (
     Epilogue,
     Region,
@@ -106,7 +106,7 @@ def _depthwise_2d(
     """Depthwise conv of an unpadded rank-1/2 channels-last array, kernel ``(k..., C, M)``, one block of
     output rows at a time (padded rows in a scratch slab, ``epilogue`` while the block is in cache).
     ``tiles`` (the calling kernel's own dict) keeps the kernel tiled along an output row by output
-    width (:func:`tiled_for`), so it is built once per layer and input size, not on every call.
+    width for the NumPy path (see :func:`depthwise_slab`), built once per layer and input size.
 
     Without column dilation: one einsum per block (per column phase when strided) whose inner loop
     runs over whole output rows. With it, wide layers: one ``einsum`` over a strided (pixels, taps,
@@ -128,9 +128,7 @@ def _depthwise_2d(
     if dil[1] == 1:
         # Each tap's window of one output row is a contiguous run of out_width * width values (of one
         # column phase when strided): the kernel tiled along the row lets one einsum cover it.
-        padded = [n + b + a for n, (b, a) in zip(x2.shape[1:3], pads2, strict=True)]
-        tiled = tiled_for(tiles, flat, out_sizes(padded, ks, st, dil)[1])
-        out = _depthwise_blocks(x2, flat, tiled, st, dil, pads2, epilogue, mult, pre)
+        out = _depthwise_blocks(x2, flat, tiles, st, dil, pads2, epilogue, mult, pre)
     elif width < EINSUM_MIN_CHANNELS:
         by_tap = kernel.reshape(-1, width)
 
@@ -146,7 +144,7 @@ def _depthwise_2d(
 
         out = window2d(x2, ks, st, dil, pads2, 0.0, first, step, finish, repeat=mult)
     else:
-        out = _depthwise_blocks(x2, flat, None, st, dil, pads2, epilogue, mult)
+        out = _depthwise_blocks(x2, flat, tiles, st, dil, pads2, epilogue, mult)
     return out[:, 0] if x.ndim == 3 else out
 
 
@@ -164,7 +162,7 @@ def _depthwise_work(pixels: int, width: int, kernel_hw: tuple[int, int], epilogu
 def _depthwise_blocks(
     x: np.ndarray,
     kernel: np.ndarray,
-    tiled: np.ndarray | None,
+    tiles: dict[int, np.ndarray],
     strides: tuple[int, ...],
     dilation: tuple[int, ...],
     pads: Pads,
@@ -196,7 +194,7 @@ def _depthwise_blocks(
                 src = copy
             pre(src)
         dst = out[n0:n1, h0:h1]
-        depthwise_slab(src, kernel, tiled, strides, dilation, dst)
+        depthwise_slab(src, kernel, tiles, strides, dilation, dst)
         epilogue(dst, (slice(n0, n1), slice(h0, h1)))
 
     # Blocks write disjoint output rows (scratch slabs are per thread): spread them when big enough.
@@ -395,7 +393,7 @@ def _make_depthwise(spec: KernelSpec, rank: int, pre_pads: Pads | None = None) -
     act_value, act, after = layout_activation(spec, fmt)
     epilogue = in_place_epilogue(bias, act_value, act)
     tiles: dict[int, np.ndarray] = {}
-    slabs = _OneSlabs(kernel, strides, dilation, mode, pre_pads, None, tiles, epilogue) if rank == 2 else None
+    slabs = _OneSlabs(kernel, strides, dilation, mode, pre_pads, None, epilogue) if rank == 2 else None
 
     def run(inputs: Any) -> np.ndarray:
         x = channels_last_input(inputs, dtype, fmt, rank, channels)
@@ -435,7 +433,7 @@ def _make_separable(
         pre = rowwise.relu_ if pre_activation == "relu" else rowwise.relu6_
     tiles: dict[int, np.ndarray] = {}
     slabs = (
-        _OneSlabs(depthwise, strides, dilation, mode, pre_pads, pre_activation, tiles, _no_epilogue)
+        _OneSlabs(depthwise, strides, dilation, mode, pre_pads, pre_activation, _no_epilogue)
         if rank == 2
         else None
     )
@@ -474,7 +472,6 @@ class _OneSlab:
     top: int
     left: int
     out: tuple[int, int, int, int]  # (B, oh, ow, C)
-    tiled: np.ndarray
     work: float  # for spread_parts: a kernel this big is spread over threads, so blocked
 
 
@@ -494,7 +491,6 @@ class _OneSlabs:
         mode: str,
         pre_pads: Pads | None,
         pre_activation: str | None,
-        tiles: dict[int, np.ndarray],
         epilogue: Epilogue,
     ) -> None:
         clamp = bias_act.bounds(pre_activation)
@@ -504,7 +500,6 @@ class _OneSlabs:
         )
         self.strides, self.dilation, self.mode, self.pre_pads = strides, dilation, mode, pre_pads
         self.clamp = clamp or (-np.inf, np.inf)
-        self.tiles = tiles
         self.epilogue = epilogue  # what runs on the depthwise output (its cost counts as the blocked path's)
         self.shapes: dict[tuple[int, ...], _OneSlab | None] = {}
 
@@ -531,16 +526,15 @@ class _OneSlabs:
             or batch * oh * ow >= _depthwise_block_units(channels, np.dtype(np.float32).itemsize)
         ):
             return None
-        tiled = tiled_for(self.tiles, self.flat, ow)
         work = _depthwise_work(batch * oh * ow, channels, (kh, kw), self.epilogue)
-        return _OneSlab((batch, hp, wp, channels), top, left, (batch, oh, ow, channels), tiled, work)
+        return _OneSlab((batch, hp, wp, channels), top, left, (batch, oh, ow, channels), work)
 
     def run(self, x: np.ndarray, one: _OneSlab, out: np.ndarray) -> None:
         """``out`` (C-ordered, ``one.out``) = the depthwise conv of ``x`` (no bias, no activation)."""
         padded = scratch(0, one.padded, np.float32)
         jit.pad_clamp(np.ascontiguousarray(x), padded, one.top, one.left, self.clamp)
         strides, dilation = self.strides, self.dilation
-        jit.depthwise(padded, self.flat, out, (strides[0], strides[1]), (dilation[0], dilation[1]), one.tiled)
+        jit.depthwise(padded, self.flat, out, (strides[0], strides[1]), (dilation[0], dilation[1]))
 
 
 # --- the fast factories (``modelgraph/runner/fast/__init__.py`` lists what each replaces) ------------

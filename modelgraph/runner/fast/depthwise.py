@@ -26,7 +26,7 @@ PHASES_BELOW_CHANNELS = 144
 
 def depthwise_tiled(kernel: np.ndarray, out_width: int) -> np.ndarray:
     """A ``(kh, kw, width)`` depthwise kernel repeated along an output row: ``(kh, kw, out_width*width)``,
-    for :func:`depthwise_slab` with unit column stride."""
+    for :func:`depthwise_slab`'s NumPy row einsums."""
     kh, kw, width = kernel.shape
     tiled = np.broadcast_to(kernel[:, :, None, :], (kh, kw, out_width, width))
     return np.ascontiguousarray(tiled).reshape(kh, kw, out_width * width)
@@ -44,7 +44,7 @@ def tiled_for(cache: dict[int, np.ndarray], kernel: np.ndarray, out_width: int) 
 def depthwise_slab(
     src: np.ndarray,
     kernel: np.ndarray,
-    tiled: np.ndarray | None,
+    tiles: dict[int, np.ndarray],
     strides: Sequence[int],
     dilation: Sequence[int],
     dst: np.ndarray,
@@ -53,21 +53,23 @@ def depthwise_slab(
     width)``, rows starting at the first input row of ``dst``'s first output row), kernel ``(kh, kw,
     width)``.
 
-    With ``tiled`` (from :func:`depthwise_tiled`) and no column dilation, each tap's window of one
-    output row is one contiguous run of ``ow * width`` values (for a column stride s > 1, after the
-    slab's columns are split into s phases, tap j reading phase j % s), so one einsum per phase runs
-    its inner loop over whole rows whatever the channel count. Otherwise (and for strided layers of
-    at least ``PHASES_BELOW_CHANNELS`` channels) one einsum over a strided (pixels, taps, channels)
-    view runs it over the channels, which is slow for narrow layers. With the optional Numba
-    (:mod:`modelgraph.runner.fast.jit`), compiled loops do the same sums instead.
+    Without column dilation, each tap's window of one output row is one contiguous run of ``ow *
+    width`` values (for a column stride s > 1, after the slab's columns are split into s phases, tap j
+    reading phase j % s), so one einsum per phase, against the kernel tiled along the row
+    (:func:`tiled_for`, kept in ``tiles``, the calling layer's own dict), runs its inner loop over
+    whole rows whatever the channel count. Otherwise (and for strided layers of at least
+    ``PHASES_BELOW_CHANNELS`` channels) one einsum over a strided (pixels, taps, channels) view runs
+    it over the channels, which is slow for narrow layers. With the optional Numba
+    (:mod:`modelgraph.runner.fast.jit`), compiled loops do the same sums instead (and tile the kernel
+    over a short stretch themselves: ``tiles`` stays empty).
     """
     nb, hb, ow, width = dst.shape
     kh, kw = kernel.shape[:2]
     sh, sw = strides
     if jit.available() and src.dtype == dst.dtype == kernel.dtype == np.float32:
-        jit.depthwise(src, kernel, dst, (sh, sw), (dilation[0], dilation[1]), tiled)
+        jit.depthwise(src, kernel, dst, (sh, sw), (dilation[0], dilation[1]))
         return
-    if tiled is None or dilation[1] != 1 or (sw > 1 and width >= PHASES_BELOW_CHANNELS):
+    if dilation[1] != 1 or (sw > 1 and width >= PHASES_BELOW_CHANNELS):
         s_n, s_h, s_w, s_c = effective_strides(src)
         view = strided_view(
             src,
@@ -76,6 +78,7 @@ def depthwise_slab(
         )
         np.einsum("nhwijc,ijc->nhwc", view, kernel, out=dst)
         return
+    tiled = tiled_for(tiles, kernel, ow)
     flat_dst = dst.reshape(nb, hb, ow * width)
     for phase in range(min(sw, kw)):
         taps = len(range(phase, kw, sw))

@@ -42,7 +42,7 @@ from modelgraph.runner.fast.conv import (
     padded_depthwise_conv2d,
     prepared_separable_conv2d,
 )
-from modelgraph.runner.fast.depthwise import DEPTHWISE_WORK, depthwise_slab, tiled_for
+from modelgraph.runner.fast.depthwise import DEPTHWISE_WORK, depthwise_slab
 from modelgraph.runner.fast.epilogue import (
     CopyingEpilogue,
     Epilogue,
@@ -145,7 +145,7 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
             f"fused block '{spec.name}': expand {None if expand is None else expand[0].shape}, "
             f"depthwise {dw_kernel.shape}, project {project_kernel.shape} do not chain"
         )
-    tiled_cache: dict[int, np.ndarray] = {}
+    tiles: dict[int, np.ndarray] = {}  # the depthwise kernel tiled along a row (NumPy path only)
 
     def run(inputs: Any, residual: Any = None) -> np.ndarray:
         if (residual is None) != (residual_name is None):
@@ -160,7 +160,6 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
             strides,
             (1, 1),
         )
-        tiled = tiled_for(tiled_cache, dw_kernel, ow)
 
         def compute(project_epilogue: Epilogue) -> np.ndarray:
             return _bottleneck(
@@ -169,7 +168,7 @@ def inverted_bottleneck(spec: KernelSpec) -> Kernel:
                 pads,
                 (oh, ow),
                 dw_kernel,
-                tiled,
+                tiles,
                 strides,
                 dw_epilogue,
                 project_kernel,
@@ -190,7 +189,7 @@ def _bottleneck(
     pads: list[tuple[int, int]],
     out_size: tuple[int, int],
     dw_kernel: np.ndarray,
-    dw_tiled: np.ndarray | None,
+    dw_tiles: dict[int, np.ndarray],
     strides: tuple[int, ...],
     dw_epilogue: Epilogue,
     project: np.ndarray,
@@ -237,7 +236,7 @@ def _bottleneck(
         fill = None if expand is None else expand_rows
         padded = slab(x, n0, n1, r0, r1, pads, 0.0, 0, fill=fill, channels=channels)
         dst = scratch(2, (nb, h1 - h0, ow, channels), np.float32)
-        depthwise_slab(padded, dw_kernel, dw_tiled, strides, (1, 1), dst)
+        depthwise_slab(padded, dw_kernel, dw_tiles, strides, (1, 1), dst)
         dw_epilogue(dst, None)
         block = out[n0:n1, h0:h1]
         np.matmul(dst.reshape(-1, channels), project, out=block.reshape(-1, project.shape[1]))

@@ -6,14 +6,18 @@ A depthwise conv does 9-49 multiply-adds per output value and no reuse across ch
 express it as whole-array passes (one ``einsum`` over strided views, about 7-8 GFLOP/s on one core of
 this machine, 5-7% of the float32 matmul peak). Two compiled loops keep the sums in L1 instead:
 
-* **Row loops** (:func:`depthwise` with a tiled kernel): the accumulator is a stretch of one output
-  row, ``(pixels, channels)`` flattened, and each tap adds one contiguous run of the input row times
-  the kernel tiled along the row, so the inner loop is long and unit-stride whatever the channel count;
-  a kernel row's taps are added in one pass, three at a time (one load and store of the accumulator
-  per three taps). A strided layer's slab is first split into column phases (pixels ``p, p + s, ...``)
-  so every tap still reads a contiguous run. Measured on one core against the pixel loops (stride 1):
-  11 channels 7x7 17.5 against 1.8-3.5 GFLOP/s, 44 channels 5x5 19.6 against 6-11, 144-672 channels
-  19-21 against 16-19.
+* **Row loops** (:func:`depthwise` without column dilation): the accumulator is a stretch of one
+  output row, ``(pixels, channels)`` flattened, and each tap adds one contiguous run of the input row
+  times the kernel tiled along the stretch, so the inner loop is long and unit-stride whatever the
+  channel count; a kernel row's taps are added in one pass, three at a time (one load and store of the
+  accumulator per three taps). A strided layer's slab is first split into column phases (pixels
+  ``p, p + s, ...``) so every tap still reads a contiguous run. Measured on one core against the
+  pixel loops (stride 1): 11 channels 7x7 17.5 against 1.8-3.5 GFLOP/s, 44 channels 5x5 19.6 against
+  6-11, 144-672 channels 19-21 against 16-19. Every stretch starts on a pixel, so the kernel tiled
+  over one stretch (at most ``kh * kw * ROW_STRETCH`` values, made on each call, in L1/L2) serves the
+  whole row: a kernel tiled over whole rows and kept per layer was 13.7 MiB for NASNetMobile at
+  224x224 (more than two thirds of its weights), read from memory on every run (whole model 0.97x
+  at batch 1; EfficientNetB0 0.93x at batch 1, MobileNetV2 0.94x at batch 8).
 * **Pixel loops**: per output pixel, every tap over the channels into a local accumulator. Used for
   column dilation and for strided layers of at least ``STRIDED_ROWS_BELOW_CHANNELS`` channels, where
   splitting the slab into phases costs more than it saves (stride 2, 3x3: 96 channels 0.37 ms against
@@ -100,16 +104,21 @@ def _kernel() -> Callable[..., None]:
     return numba.njit(nogil=True, cache=True, boundscheck=False)(_depthwise_loops)
 
 
-def _depthwise_row_loops(phased: Any, tiled: Any, dst: Any, sh: int, sw: int, dh: int, dw: int) -> None:
+def _depthwise_row_loops(phased: Any, kernel: Any, dst: Any, sh: int, sw: int, dh: int, dw: int) -> None:
     """The row loops Numba compiles: ``phased`` is the slab ``(nb, rows, sw, pixels * width)``, column
-    phase ``p`` holding pixels ``p, p + sw, ...`` flattened; ``tiled`` the kernel ``(kh, kw, ow * width)``
-    repeated along an output row."""
+    phase ``p`` holding pixels ``p, p + sw, ...`` flattened; ``kernel`` is ``(kh, kw, width)``."""
     # Slices, not offset indices: Numba checks a negative index on every signed subscript, which
     # stops LLVM from vectorizing the loop; a slice's loop index is known to be non-negative.
     nb, hb, ow, width = dst.shape
-    kh, kw = tiled.shape[0], tiled.shape[1]
+    kh, kw = kernel.shape[0], kernel.shape[1]
     total = ow * width
     stretch = min(total, max(width, (ROW_STRETCH // width) * width))
+    # Every stretch starts on a pixel, so the kernel tiled over one stretch serves them all.
+    tiled = np.empty((kh, kw, stretch), dtype=dst.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            for p in range(stretch // width):
+                tiled[i, j, p * width : (p + 1) * width] = kernel[i, j]
     acc = np.empty(stretch, dtype=dst.dtype)
     phase = np.empty(kw, dtype=np.int64)
     offset = np.empty(kw, dtype=np.int64)
@@ -127,7 +136,7 @@ def _depthwise_row_loops(phased: Any, tiled: Any, dst: Any, sh: int, sw: int, dh
                     j = 0
                     if i == 0:
                         s0 = row[phase[0], offset[0] + t0 : offset[0] + t0 + m]
-                        w0 = weights[0, t0 : t0 + m]
+                        w0 = weights[0, :m]
                         for t in range(m):
                             a[t] = s0[t] * w0[t]
                         j = 1
@@ -135,15 +144,15 @@ def _depthwise_row_loops(phased: Any, tiled: Any, dst: Any, sh: int, sw: int, dh
                         s0 = row[phase[j], offset[j] + t0 : offset[j] + t0 + m]
                         s1 = row[phase[j + 1], offset[j + 1] + t0 : offset[j + 1] + t0 + m]
                         s2 = row[phase[j + 2], offset[j + 2] + t0 : offset[j + 2] + t0 + m]
-                        w0 = weights[j, t0 : t0 + m]
-                        w1 = weights[j + 1, t0 : t0 + m]
-                        w2 = weights[j + 2, t0 : t0 + m]
+                        w0 = weights[j, :m]
+                        w1 = weights[j + 1, :m]
+                        w2 = weights[j + 2, :m]
                         for t in range(m):
                             a[t] = a[t] + s0[t] * w0[t] + s1[t] * w1[t] + s2[t] * w2[t]
                         j += 3
                     while j < kw:
                         s0 = row[phase[j], offset[j] + t0 : offset[j] + t0 + m]
-                        w0 = weights[j, t0 : t0 + m]
+                        w0 = weights[j, :m]
                         for t in range(m):
                             a[t] += s0[t] * w0[t]
                         j += 1
@@ -187,14 +196,13 @@ def depthwise(
     dst: np.ndarray,
     strides: tuple[int, int],
     dilation: tuple[int, int],
-    tiled: np.ndarray | None = None,
 ) -> None:
     """``dst`` (``(nb, hb, ow, width)``) = the depthwise conv of the padded slab ``src``, kernel
-    ``(kh, kw, width)``, any strides and dilation; ``tiled``, the kernel repeated along an output row
-    (``(kh, kw, ow * width)``), lets the row loops run (see the module's docstring for which)."""
+    ``(kh, kw, width)``, any strides and dilation: the row loops without column dilation, else the
+    pixel loops (and for wide strided layers; see the module's docstring)."""
     sh, sw = strides
     width = dst.shape[-1]
-    if tiled is None or dilation[1] != 1 or (sw > 1 and width >= STRIDED_ROWS_BELOW_CHANNELS):
+    if dilation[1] != 1 or (sw > 1 and width >= STRIDED_ROWS_BELOW_CHANNELS):
         _kernel()(src, kernel, dst, sh, sw, dilation[0], dilation[1])
         return
     rows_loops, split_loops = _row_kernels()
@@ -204,7 +212,7 @@ def depthwise(
     else:
         phased = scratch(SPLIT_SLOT, (nb, rows, sw, -(-wp // sw) * width), src.dtype)
         split_loops(src, phased, sw)
-    rows_loops(phased, tiled, dst, sh, sw, dilation[0], dilation[1])
+    rows_loops(phased, kernel, dst, sh, sw, dilation[0], dilation[1])
 
 
 def _pad_clamp_loops(x: Any, buf: Any, top: int, left: int, lo: Any, hi: Any) -> None:
