@@ -203,7 +203,7 @@ def test_builtin_fusion_roles() -> None:
     assert {k for k, f in roles.items() if f.activation} == {"Activation", "ReLU"}
     assert {k for k, f in roles.items() if f.zero_padding} == {"ZeroPadding2D"}
     padded = {k for k, f in roles.items() if f.takes_zero_padding}
-    assert padded == {"Conv2D", "DepthwiseConv2D", "MaxPooling2D"}
+    assert padded == {"Conv2D", "DepthwiseConv2D", "MaxPooling2D", "AveragePooling2D"}
     assert {s.key for s in catalogue.declared() if s.padded_kernel is not None} == padded
     assert {
         s.key: s.input_quantizer_axis for s in catalogue.declared() if s.input_quantizer_axis is not None

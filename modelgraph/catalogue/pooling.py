@@ -31,9 +31,10 @@ _MASKED = {
 }
 
 
-def max_pool_takes_zero_padding(config: Mapping[str, Any], pads: list[list[int]]) -> bool:
-    """A valid 2-D max pooling reads explicit zero pads narrower than its pool itself: no window is
-    then all padding, and a window that reaches into it takes the max with 0."""
+def pool_takes_zero_padding(config: Mapping[str, Any], pads: list[list[int]]) -> bool:
+    """A valid 2-D pooling reads explicit zero pads narrower than its pool itself: no window is then
+    all padding; a max pooling window that reaches into it takes the max with 0, an average pooling
+    window counts its padded cells as zeros (divided by the pool's area)."""
     pool = plain_ints(config.get("pool_size", 2))
     if pool is None or config.get("padding", "valid") != "valid":
         return False
@@ -42,7 +43,10 @@ def max_pool_takes_zero_padding(config: Mapping[str, Any], pads: list[list[int]]
 
 
 #: What the fusion passes may merge a pooling layer with (the others: nothing).
-_FUSION = {"MaxPooling2D": Fusion(takes_zero_padding=max_pool_takes_zero_padding)}
+_FUSION = {
+    "MaxPooling2D": Fusion(takes_zero_padding=pool_takes_zero_padding),
+    "AveragePooling2D": Fusion(takes_zero_padding=pool_takes_zero_padding),
+}
 
 SPECS = tuple(
     layer(

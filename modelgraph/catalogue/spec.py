@@ -218,8 +218,8 @@ class Fusion:
     ``"relu6"`` for a plain ``ReLU``), None when it is not exactly one. ``zero_padding(config)``: the
     explicit zeros it pads a channels-last 2-D input with (None: malformed), for the window op after
     it to read. ``takes_zero_padding(config, pads)``: whether its window reads those pads itself (its
-    ``padded_kernel``; Conv2D with one group, DepthwiseConv2D, a valid MaxPooling2D whose pool is wider
-    than the pads)."""
+    ``padded_kernel``; Conv2D with one group, DepthwiseConv2D, a valid MaxPooling2D or
+    AveragePooling2D whose pool is wider than the pads)."""
 
     channel_axis: int | None = None
     depthwise: bool = False

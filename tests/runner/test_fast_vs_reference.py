@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from modelgraph.runner import fast, parallel
 from modelgraph.runner.fast import blocks as fast_blocks
 from modelgraph.runner.fast import conv as fast_conv
+from modelgraph.runner.fast import jit
 from modelgraph.runner.fast import pooling as fast_pooling
 from modelgraph.runner.registry import KernelSpec
 
@@ -256,21 +257,40 @@ def test_fast_kernels_match_reference(cases, data):
 
 @SETTINGS
 @given(
-    pool_cases(ranks=(2,), kinds=("Max",), paddings=("valid",), formats=("channels_last",)),
+    pool_cases(ranks=(2,), kinds=("Max", "Average"), paddings=("valid",), formats=("channels_last",)),
+    st.booleans(),
     st.data(),
     st.data(),
 )
-def test_padded_max_pool2d_matches_reference_of_padded_input(case, pads_data, data):
-    """The merged ZeroPadding2D -> MaxPooling2D step (fast/fused.py) floors the windows that reach
-    into the zero padding at 0 instead of padding the input; each side of the padding is narrower
-    than the pool, as the fusion pass requires."""
+def test_padded_pool2d_matches_reference_of_padded_input(case, compiled, pads_data, data):
+    """The merged ZeroPadding2D -> MaxPooling2D / AveragePooling2D step (fast/fused.py) reads the
+    zero padding without building it: max pooling floors the windows that reach into it at 0,
+    average pooling counts its cells as zeros (the pool's area divides every window), on the
+    compiled loops and on the NumPy path; each side of the padding is narrower than the pool, as
+    the fusion pass requires."""
     spec, x = case
     pads = [tuple(pads_data.draw(st.integers(0, k - 1)) for _ in range(2)) for k in spec.config["pool_size"]]
-    want = fast.kernel_for("MaxPooling2D", spec, reference=True)(np.pad(x, [(0, 0), *pads, (0, 0)]))
-    with _blocking(data):
-        got = fast_pooling.padded_max_pool2d(spec, pads)(_layout(data, x))
+    want = fast.kernel_for(spec.class_name, spec, reference=True)(np.pad(x, [(0, 0), *pads, (0, 0)]))
+    padded = (
+        fast_pooling.padded_max_pool2d
+        if spec.class_name == "MaxPooling2D"
+        else fast_pooling.padded_avg_pool2d
+    )
+    saved = os.environ.get(jit.ENV)
+    os.environ[jit.ENV] = "1" if compiled else "0"
+    try:
+        with _blocking(data):
+            got = padded(spec, pads)(_layout(data, x))
+    finally:
+        if saved is None:
+            os.environ.pop(jit.ENV, None)
+        else:
+            os.environ[jit.ENV] = saved
     assert got.shape == want.shape and got.dtype == want.dtype
-    np.testing.assert_array_equal(got, want)
+    if spec.class_name == "MaxPooling2D":
+        np.testing.assert_array_equal(got, want)
+    else:  # the same cells summed in another order
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(x).max())))
 
 
 @pytest.mark.parametrize("fmt", ["channels_last", "channels_first"])

@@ -10,7 +10,7 @@ import pytest
 from modelgraph.loading import load
 from modelgraph.runner import fast
 from modelgraph.runner.fast import blocks
-from modelgraph.runner.fast.fused import PREPARED_SEPARABLE
+from modelgraph.runner.fast.fused import PREPARED_SEPARABLE, ZERO_PADDED
 from modelgraph.runner.fusion import fuse
 from modelgraph.runner.registry import KernelSpec, get_kernel
 
@@ -88,3 +88,24 @@ def test_nasnet_relus_and_paddings_merge_into_the_separable_convs(rebuilt_apps) 
     assert not {
         fused.layer(name).class_name for name in feeding if name in {lyr.name for lyr in fused.layers}
     } & {"ZeroPadding2D"}
+
+
+def test_nasnet_paddings_shared_by_pools_merge_into_every_pool(rebuilt_apps) -> None:
+    """Each reduction cell pads once for two max pools and an average pool: every pool reads the
+    padding itself and the padded tensor is not made. The adjusting blocks' padding, read by a
+    Cropping2D (which cannot take it), stays a layer of its own."""
+    graph = load(rebuilt_apps("apps/k3_nasnetmobile/manifest.json"))
+    fused = fuse(graph)
+    shared = {
+        node.inputs[0].layer
+        for node in graph.nodes
+        if graph.layer(node.layer).class_name in ("MaxPooling2D", "AveragePooling2D")
+        and node.inputs
+        and graph.layer(node.inputs[0].layer).class_name == "ZeroPadding2D"
+    }
+    assert len(shared) == 4
+    left = {lyr.name for lyr in fused.layers if lyr.class_name == "ZeroPadding2D"}
+    assert not shared & left
+    assert all(graph.layer(name).class_name == "ZeroPadding2D" for name in left) and len(left) == 4
+    merged = [lyr.config["class_name"] for lyr in fused.layers if lyr.class_name == ZERO_PADDED]
+    assert merged.count("MaxPooling2D") == 8 and merged.count("AveragePooling2D") == 4

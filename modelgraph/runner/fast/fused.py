@@ -50,7 +50,7 @@ from modelgraph.runner.fast.epilogue import (
     in_place_epilogue,
     with_residual,
 )
-from modelgraph.runner.fast.pooling import padded_max_pool2d
+from modelgraph.runner.fast.pooling import padded_avg_pool2d, padded_max_pool2d
 from modelgraph.runner.fast.scaled import scaled_pointwise_conv2d
 from modelgraph.runner.kernels.conv_utils import fused_activation, out_sizes, window_pads
 from modelgraph.runner.kernels.merge import merge_inputs, same_rank, sum_inputs
@@ -312,6 +312,7 @@ ZERO_PADDED = FUSED_PREFIX + "ZeroPadded"
 catalogue.provides("padded_kernel", "Conv2D")(padded_conv2d)
 catalogue.provides("padded_kernel", "DepthwiseConv2D")(padded_depthwise_conv2d)
 catalogue.provides("padded_kernel", "MaxPooling2D")(padded_max_pool2d)
+catalogue.provides("padded_kernel", "AveragePooling2D")(padded_avg_pool2d)
 
 
 def _valid_pads(pads: Any) -> bool:

@@ -260,9 +260,12 @@ def pad_clamp(x: np.ndarray, buf: np.ndarray, top: int, left: int, clamp: tuple[
     _pad_kernel()(x, buf, top, left, np.float32(clamp[0]), np.float32(clamp[1]))
 
 
-def _avg_pool_loops(x: Any, out: Any, ph: int, pw: int, sh: int, sw: int, top: int, left: int) -> None:
+def _avg_pool_loops(
+    x: Any, out: Any, ph: int, pw: int, sh: int, sw: int, top: int, left: int, area: int
+) -> None:
     """2-D average pooling of a C-ordered channels-last ``x`` into ``out``, padding ``top`` / ``left``
-    before the first row / column, each window's sum divided by its count of unpadded cells.
+    before the first row / column, each window's sum divided by its count of unpadded cells, or by
+    ``area`` when it is positive (the padding counted, as zeros: a pool over a zero-padded input).
 
     Row by row: the window's input rows are summed into one row ``v`` (``W * C`` values, unit-stride
     loops), then each output pixel sums its ``pw`` columns of ``v``. With unit column stride the
@@ -295,7 +298,7 @@ def _avg_pool_loops(x: Any, out: Any, ph: int, pw: int, sh: int, sw: int, top: i
                     continue
                 x0 = ox * sw - left
                 xa, xb = max(x0, 0), min(x0 + pw, width)
-                count = out.dtype.type(max(rows, 0) * max(xb - xa, 0))
+                count = out.dtype.type(area if area > 0 else max(rows, 0) * max(xb - xa, 0))
                 cell = dst[ox * channels : (ox + 1) * channels]
                 for c in range(channels):
                     cell[c] = 0.0
@@ -310,7 +313,7 @@ def _avg_pool_loops(x: Any, out: Any, ph: int, pw: int, sh: int, sw: int, top: i
                 span = dst[inner0 * channels : inner1 * channels]
                 m = (inner1 - inner0) * channels
                 base = (inner0 - left) * channels
-                count = out.dtype.type(max(rows, 0) * pw)
+                count = out.dtype.type(area if area > 0 else max(rows, 0) * pw)
                 if rows <= 0:
                     for t in range(m):
                         span[t] = 0.0
@@ -334,9 +337,16 @@ def _avg_pool_kernel() -> Callable[..., None]:
 
 
 def avg_pool2d(
-    x: np.ndarray, out: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], before: tuple[int, int]
+    x: np.ndarray,
+    out: np.ndarray,
+    pool: tuple[int, ...],
+    strides: tuple[int, ...],
+    before: tuple[int, int],
+    count_padding: bool = False,
 ) -> None:
     """``out`` (``(B, oh, ow, C)``) = the average pooling of ``x`` (``(B, H, W, C)``, float32) over
     ``pool`` windows at ``strides``, ``before`` padded rows / columns in front, the divisor the count
-    of unpadded cells in each window (Keras's ``same`` average pooling)."""
-    _avg_pool_kernel()(x, out, pool[0], pool[1], strides[0], strides[1], before[0], before[1])
+    of unpadded cells in each window (Keras's ``same`` average pooling), or with ``count_padding`` the
+    pool's area (a valid pooling of the input zero-padded)."""
+    area = pool[0] * pool[1] if count_padding else 0
+    _avg_pool_kernel()(x, out, pool[0], pool[1], strides[0], strides[1], before[0], before[1], area)

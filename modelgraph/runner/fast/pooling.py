@@ -53,19 +53,20 @@ def _pool_2d(x: np.ndarray, p: WindowParams, kind: str, pads: Pads) -> np.ndarra
 
 
 def _compiled_avg_pool2d(
-    x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], pads: Pads
+    x: np.ndarray, pool: tuple[int, ...], strides: tuple[int, ...], pads: Pads, count_padding: bool = False
 ) -> np.ndarray:
     """Average pooling of a C-ordered float32 ``(B, H, W, C)`` array with the compiled loops (the
     ``jit`` extra): the window's rows summed into one row, then its columns, in cache (NASNetMobile's
     3x3 pools of 7x7 to 28x28 inputs at batch 1: the separable NumPy passes cost 0.2-0.3 ms each,
-    mostly per-call overhead), images spread over threads when the call is big enough."""
+    mostly per-call overhead), images spread over threads when the call is big enough. Divided by
+    each window's count of unpadded cells, or with ``count_padding`` by the pool's area."""
     batch, height, width, channels = x.shape
     oh, ow = out_sizes([height + sum(pads[0]), width + sum(pads[1])], pool, strides, (1, 1))
     out = np.empty((batch, oh, ow, channels), dtype=x.dtype)
     before = (pads[0][0], pads[1][0])
 
     def image(n: int) -> None:
-        jit.avg_pool2d(x[n : n + 1], out[n : n + 1], pool, strides, before)
+        jit.avg_pool2d(x[n : n + 1], out[n : n + 1], pool, strides, before, count_padding)
 
     for_each(image, range(batch), out.size * pool[0] * pool[1])
     return out
@@ -214,10 +215,9 @@ def valid_counts(
     return counts
 
 
-def padded_max_pool2d(spec: KernelSpec, pads: Pads) -> Kernel:
-    """A valid-padded channels-last MaxPooling2D whose input is first zero-padded by ``pads`` (a
-    merged ZeroPadding2D, each side narrower than the pool): the max over the window's input cells,
-    then at least 0 where the window reaches into the padding. The padded input is never built."""
+def _zero_padded_pool(spec: KernelSpec, pads: Pads) -> WindowParams:
+    """The parameters of a 2-D pooling that reads explicit zero ``pads`` itself: channels-last, valid,
+    each pad narrower than the pool (so no window lies in the padding alone)."""
     p = pool_params(spec, 2)
     if p.fmt != "channels_last":
         raise spec.unsupported("data_format", spec.get("data_format"))
@@ -225,6 +225,14 @@ def padded_max_pool2d(spec: KernelSpec, pads: Pads) -> Kernel:
         raise spec.unsupported("padding", spec.get("padding"))
     if any(a >= k or b >= k or a < 0 or b < 0 for (a, b), k in zip(pads, p.kernel_size, strict=True)):
         raise spec.unsupported("pads", pads)
+    return p
+
+
+def padded_max_pool2d(spec: KernelSpec, pads: Pads) -> Kernel:
+    """A valid-padded channels-last MaxPooling2D whose input is first zero-padded by ``pads`` (a
+    merged ZeroPadding2D, each side narrower than the pool): the max over the window's input cells,
+    then at least 0 where the window reaches into the padding. The padded input is never built."""
+    p = _zero_padded_pool(spec, pads)
 
     def run(inputs: Any) -> np.ndarray:
         x = np.ascontiguousarray(p.channels_last_input(inputs))
@@ -239,6 +247,24 @@ def padded_max_pool2d(spec: KernelSpec, pads: Pads) -> Kernel:
                 index = (slice(None), o) if axis == 0 else (slice(None), slice(None), o)
                 np.maximum(out[index], zero, out=out[index])
         return out
+
+    return run
+
+
+def padded_avg_pool2d(spec: KernelSpec, pads: Pads) -> Kernel:
+    """A valid-padded channels-last AveragePooling2D whose input is first zero-padded by ``pads`` (a
+    merged ZeroPadding2D, each side narrower than the pool): each window's sum over its input cells
+    divided by the pool's area, the padding counting as zeros. The padded input is never built."""
+    p = _zero_padded_pool(spec, pads)
+    area = p.kernel_size[0] * p.kernel_size[1]
+
+    def run(inputs: Any) -> np.ndarray:
+        x = np.ascontiguousarray(p.channels_last_input(inputs))
+        if jit.available() and x.dtype == np.float32:
+            return _compiled_avg_pool2d(x, p.kernel_size, p.strides, pads, count_padding=True)
+        padded = [n + a + b for n, (a, b) in zip(x.shape[1:3], pads, strict=True)]
+        counts = np.full(out_sizes(padded, p.kernel_size, p.strides, (1, 1)), area, dtype=x.dtype)
+        return avg_pool2d(x, p.kernel_size, p.strides, pads, counts)
 
     return run
 

@@ -52,13 +52,19 @@ class Readers:
     def single(self, key: tuple[str, int]) -> Node | None:
         """The one node reading node ``key``'s output, when exactly one node reads it once and no
         model output is it."""
+        readers = self.every(key)
+        return readers[0] if readers is not None and len(readers) == 1 else None
+
+    def every(self, key: tuple[str, int]) -> list[Node] | None:
+        """The nodes reading node ``key``'s output, when each reads it as its only input and its
+        layer is called once, and no model output is it; None otherwise."""
         readers = self.of_node.get(key, [])
-        if key in self.outputs or len(readers) != 1:
+        if key in self.outputs or not readers:
             return None
-        reader = readers[0]
-        if len(reader.inputs) != 1 or self.graph.layer(reader.layer).node_count != 1:
-            return None
-        return reader
+        for reader in readers:
+            if len(reader.inputs) != 1 or self.graph.layer(reader.layer).node_count != 1:
+                return None
+        return readers
 
     def only(self, node: Node, ref: TensorRef) -> bool:
         """Whether ``node`` is the only node reading ``ref``'s node and no model output is it."""
@@ -103,6 +109,15 @@ class Rewrite:
         merge may take away."""
         follower = self.readers.single(node.key)
         return follower if follower is not None and plain_call(follower) else None
+
+    def all_readers(self, node: Node) -> list[Node] | None:
+        """Every node reading ``node``'s output, when each reads it as its only input and plainly,
+        its layer is called once and no model output is it (None otherwise): the links a merge into
+        every reader may take away."""
+        followers = self.readers.every(node.key)
+        if followers is None or not all(plain_call(f) for f in followers):
+            return None
+        return followers
 
     def replace_layer(self, layer: Layer, call: Node | None = None) -> None:
         """Put ``layer`` in place of the layer of its name; ``call``: the node whose call (args,

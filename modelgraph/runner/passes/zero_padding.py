@@ -1,10 +1,11 @@
 """Fusion pass: read zero padding as part of the op that follows it.
 
-Matches ``ZeroPadding2D -> Conv2D (groups 1) | DepthwiseConv2D | MaxPooling2D (valid, pads narrower
-than the pool)``, channels-last float32, the padded tensor read by nothing else. The catalogue entries
-decide: ``fusion.zero_padding`` (the pad), ``fusion.takes_zero_padding`` and ``padded_kernel`` (the op). Produces
-``modelgraph/ZeroPadded`` under the op's name, reading the padding's input: the padded copy of the
-tensor is never made.
+Matches ``ZeroPadding2D -> Conv2D (groups 1) | DepthwiseConv2D | MaxPooling2D | AveragePooling2D
+(pools: valid, pads narrower than the pool)``, channels-last float32, every reader of the padded tensor
+one of those (NASNetMobile's reduction cells pad once for two max pools and an average pool). The
+catalogue entries decide: ``fusion.zero_padding`` (the pad), ``fusion.takes_zero_padding`` and
+``padded_kernel`` (the op). Produces ``modelgraph/ZeroPadded`` under each op's name, reading the
+padding's input: the padded copy of the tensor is never made.
 """
 
 from __future__ import annotations
@@ -24,22 +25,24 @@ from modelgraph.runner.passes._graph import (
 
 
 def fold_zero_paddings(graph: ModelGraph) -> ModelGraph:
-    """Merge ``ZeroPadding2D`` into the one Conv2D (groups 1), DepthwiseConv2D or valid MaxPooling2D
-    (pads narrower than its pool) reading it: that op pads as it reads (``fused.zero_padded``), and
-    the padded copy of the tensor is never made. The merged step keeps the op's name and place."""
+    """Merge ``ZeroPadding2D`` into the Conv2D (groups 1), DepthwiseConv2D and valid pooling layers
+    (pads narrower than the pool) reading it, when every reader is one: each pads as it reads
+    (``fused.zero_padded``), and the padded copy of the tensor is never made. Each merged step keeps
+    its op's name and place."""
     rewrite = Rewrite.of(graph)
     for node in graph.nodes:
         pads = zero_pads(rewrite.layer(node.layer))
-        reader = rewrite.reader(node) if pads is not None and plain_call(node) else None
-        if pads is None or reader is None:
+        readers = rewrite.all_readers(node) if pads is not None and plain_call(node) else None
+        if pads is None or readers is None:
             continue
-        op = rewrite.layer(reader.layer)
-        if not (single_call_float32(op) and _pads_into(op, pads)):
+        ops = [rewrite.layer(reader.layer) for reader in readers]
+        if not all(single_call_float32(op) and _pads_into(op, pads) for op in ops):
             continue
-        config = {"pads": pads, "class_name": op.class_name, "layer": op.config}
-        weights = tuple(replace(w, name=f"layer/{w.name}") for w in op.weights)
-        merged = replace(op, class_name=ZERO_PADDED, config=MappingProxyType(config), weights=weights)
-        rewrite.replace_layer(merged, call=replace(reader, args=node.args, inputs=node.inputs))
+        for op, reader in zip(ops, readers, strict=True):
+            config = {"pads": pads, "class_name": op.class_name, "layer": op.config}
+            weights = tuple(replace(w, name=f"layer/{w.name}") for w in op.weights)
+            merged = replace(op, class_name=ZERO_PADDED, config=MappingProxyType(config), weights=weights)
+            rewrite.replace_layer(merged, call=replace(reader, args=node.args, inputs=node.inputs))
         rewrite.remove(node.layer)
     return rewrite.result()
 
