@@ -14,9 +14,10 @@ what it matches and what it produces:
    pads the depthwise conv's row slabs.
 5. ``residual``: ``Add(a, b) [-> ReLU]`` merged into the linear Conv2D or inverted bottleneck producing
    ``a`` (the sum and activation run in its epilogue).
-6. ``zero_padding``: ``ZeroPadding2D -> Conv2D / DepthwiseConv2D / MaxPooling2D`` as one step that pads
-   as it reads.
+6. ``zero_padding``: ``ZeroPadding2D -> Conv2D / DepthwiseConv2D / MaxPooling2D / AveragePooling2D``
+   as one step that pads as it reads (into every reader, when all of them can).
 7. ``add_activation``: any other ``Add -> ReLU`` as one chunked step.
+8. ``shared_activation``: several ``ReLU`` layers of the same tensor as one.
 
 A link is fused only when nothing else can observe the intermediate tensor: the producer and the
 consumer each have one call, the intermediate feeds exactly that one consumer and is no model
@@ -36,6 +37,7 @@ from modelgraph.runner.passes.bottleneck import merge_bottlenecks
 from modelgraph.runner.passes.fold_batchnorm import fold_batchnorms
 from modelgraph.runner.passes.residual import merge_residual_sums
 from modelgraph.runner.passes.separable_input import merge_separable_inputs
+from modelgraph.runner.passes.shared_activation import merge_shared_activations
 from modelgraph.runner.passes.squeeze_excite import merge_scaled_convs
 from modelgraph.runner.passes.zero_padding import fold_zero_paddings
 
@@ -47,6 +49,7 @@ PASSES: tuple[Callable[[ModelGraph], ModelGraph], ...] = (
     merge_residual_sums,
     fold_zero_paddings,
     merge_add_activations,
+    merge_shared_activations,
 )
 
 
