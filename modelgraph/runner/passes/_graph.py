@@ -107,8 +107,8 @@ class Rewrite:
         """The one node reading ``node``'s output, as its only input and plainly (:func:`plain_call`),
         when nothing else reads it, its layer is called once and it is no model output: the link a
         merge may take away."""
-        follower = self.readers.single(node.key)
-        return follower if follower is not None and plain_call(follower) else None
+        followers = self.all_readers(node)
+        return followers[0] if followers is not None and len(followers) == 1 else None
 
     def all_readers(self, node: Node) -> list[Node] | None:
         """Every node reading ``node``'s output, when each reads it as its only input and plainly,
