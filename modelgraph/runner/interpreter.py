@@ -55,6 +55,7 @@ from modelgraph.graph_walk import (
 from modelgraph.runner import dtypes as dt
 from modelgraph.runner import fast
 from modelgraph.runner import masks as mk
+from modelgraph.runner.fast import jit
 from modelgraph.runner.fast.fused import FUSED_PREFIX
 from modelgraph.runner.fusion import fuse as fuse_graph
 from modelgraph.runner.heap import keep_freed_memory
@@ -705,7 +706,7 @@ class Runner:
         (memory-mapped inputs are read one slice at a time) and the results concatenated;
         ``progress(done, total)`` is called after every slice.
         """
-        with run_threads(self.threads):
+        with run_threads(self.threads), jit.fixed_for_run():
             return self._run(feeds, taps, all_intermediates, batch_size, profile, progress)
 
     def _run(

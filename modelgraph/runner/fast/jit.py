@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -59,11 +60,38 @@ ROW_STRETCH = 512
 SPLIT_SLOT = 3
 
 
+# The answer of available() fixed for the model run in progress (None: no run, read the environment).
+_for_run: bool | None = None
+
+
 def available() -> bool:
-    """Whether Numba is installed and not turned off with ``MODELGRAPH_JIT=0``."""
+    """Whether Numba is installed and not turned off with ``MODELGRAPH_JIT=0`` (read once per model
+    run, see :func:`fixed_for_run`; outside a run, on every call)."""
+    if _for_run is not None:
+        return _for_run
+    return _enabled()
+
+
+def _enabled() -> bool:
     if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return False
     return _installed()
+
+
+@contextmanager
+def fixed_for_run() -> Iterator[bool]:
+    """Run the block as one model run: :func:`available` answers what the environment says at its
+    start, without reading it again (an unset variable costs 2 us per read, and a NASNetMobile run
+    asks about 400 times). Runs nest (the inner keeps the outer's answer)."""
+    global _for_run
+    if _for_run is not None:
+        yield _for_run
+        return
+    _for_run = _enabled()
+    try:
+        yield _for_run
+    finally:
+        _for_run = None
 
 
 @cache
