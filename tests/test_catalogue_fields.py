@@ -199,6 +199,8 @@ def test_builtin_fusion_roles() -> None:
     assert {k for k, f in roles.items() if f.residual} == {"Conv2D"}
     assert {k for k, f in roles.items() if f.sums} == {"Add"}
     assert {k for k, f in roles.items() if f.multiplies} == {"Multiply"}
+    poolings = ("MaxPooling", "AveragePooling", "GlobalMaxPooling", "GlobalAveragePooling")
+    assert {k for k, f in roles.items() if f.shareable} == {f"{p}{n}D" for p in poolings for n in (1, 2, 3)}
     assert {k for k, f in roles.items() if f.separable} == {"SeparableConv2D"}
     assert {k for k, f in roles.items() if f.activation} == {"Activation", "ReLU"}
     assert {k for k, f in roles.items() if f.zero_padding} == {"ZeroPadding2D"}

@@ -300,7 +300,7 @@ def _check_fusion(fusion: Fusion, bad: Callable[[str, str, Any], CatalogueError]
         raise bad("fusion.channel_axis", "a positive axis (counted with the batch axis) or None", axis)
     if fusion.bottleneck not in (None, "pointwise", "depthwise"):
         raise bad("fusion.bottleneck", "'pointwise', 'depthwise' or None", fusion.bottleneck)
-    for name in ("depthwise", "batchnorm", "residual", "sums", "multiplies", "separable"):
+    for name in ("depthwise", "batchnorm", "residual", "sums", "multiplies", "shareable", "separable"):
         if not isinstance(getattr(fusion, name), bool):
             raise bad(f"fusion.{name}", "True or False", getattr(fusion, name))
     for name in ("activation", "zero_padding", "takes_zero_padding"):

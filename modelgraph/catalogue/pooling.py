@@ -42,10 +42,12 @@ def pool_takes_zero_padding(config: Mapping[str, Any], pads: list[list[int]]) ->
     return len(pool) == 2 and all(max(p) < k for p, k in zip(pads, pool, strict=True))
 
 
-#: What the fusion passes may merge a pooling layer with (the others: nothing).
+#: What the fusion passes may do with a pooling layer: share one call among calls of the same config
+#: on the same tensor (every pooling), and merge explicit zero padding into the valid 2-D ones.
+_SHAREABLE = Fusion(shareable=True)
 _FUSION = {
-    "MaxPooling2D": Fusion(takes_zero_padding=pool_takes_zero_padding),
-    "AveragePooling2D": Fusion(takes_zero_padding=pool_takes_zero_padding),
+    "MaxPooling2D": Fusion(shareable=True, takes_zero_padding=pool_takes_zero_padding),
+    "AveragePooling2D": Fusion(shareable=True, takes_zero_padding=pool_takes_zero_padding),
 }
 
 SPECS = tuple(
@@ -55,7 +57,7 @@ SPECS = tuple(
         **WEIGHTLESS,
         config=ConfigSpec(upgrade=upgrades.dim_ordering if name.startswith("Global") else upgrades.pooling),
         masks=_MASKED.get(f"{name}{n}D", DROPS_MASK),
-        fusion=_FUSION.get(f"{name}{n}D"),
+        fusion=_FUSION.get(f"{name}{n}D", _SHAREABLE),
     )
     for name, alias in _POOLINGS
     for n in (1, 2, 3)

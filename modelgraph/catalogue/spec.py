@@ -211,6 +211,9 @@ class Fusion:
     layer whose epilogue may add a residual sum. ``sums``: it sums its inputs element-wise (Add), so
     the sum may run in an epilogue. ``multiplies``: it multiplies its inputs element-wise (Multiply),
     so a product of two read by a 1x1 conv may scale that conv's kernel rows instead of the tensor.
+    ``shareable``: its output depends on nothing but its input and config (no weights, no state, no
+    randomness at inference), so two calls of the same config on the same tensor compute the same
+    tensor and one may stand for both.
     ``separable``: a SeparableConv2D-like layer (``depthwise_kernel``, ``pointwise_kernel``, ``bias``
     on 2-D input) whose depthwise stage may apply the ReLU / relu6 and zero padding before it to its
     row slabs as it reads them. ``activation(config)``: the
@@ -228,6 +231,7 @@ class Fusion:
     residual: bool = False
     sums: bool = False
     multiplies: bool = False
+    shareable: bool = False
     separable: bool = False
     activation: Callable[[Mapping[str, Any]], Any] | None = None
     zero_padding: Callable[[Mapping[str, Any]], Pads2D | None] | None = None

@@ -4,20 +4,22 @@ A rewrite of the :class:`ModelGraph` the runner executes (the loaded graph is no
 models first, then these passes in order, each a module of :mod:`modelgraph.runner.passes` that says
 what it matches and what it produces:
 
-1. ``fold_batchnorm``: ``Conv*/DepthwiseConv*/Dense (linear) -> BatchNormalization -> ReLU`` folded
+1. ``shared_layers``: calls of a pooling (any shareable class) of the same config on the same tensor
+   as one.
+2. ``fold_batchnorm``: ``Conv*/DepthwiseConv*/Dense (linear) -> BatchNormalization -> ReLU`` folded
    into the producer's weights and activation.
-2. ``bottleneck``: ``[1x1 expand ->] [pad ->] depthwise -> 1x1 project`` as one inverted-bottleneck step
+3. ``bottleneck``: ``[1x1 expand ->] [pad ->] depthwise -> 1x1 project`` as one inverted-bottleneck step
    run band by band in cache.
-3. ``squeeze_excite``: ``Multiply([a, s]) -> Conv2D 1x1`` as one step that scales the kernel's rows per
+4. ``squeeze_excite``: ``Multiply([a, s]) -> Conv2D 1x1`` as one step that scales the kernel's rows per
    image instead of the tensor.
-4. ``separable_input``: ``[ReLU ->] [ZeroPadding2D ->] SeparableConv2D`` as one step that activates and
+5. ``separable_input``: ``[ReLU ->] [ZeroPadding2D ->] SeparableConv2D`` as one step that activates and
    pads the depthwise conv's row slabs.
-5. ``residual``: ``Add(a, b) [-> ReLU]`` merged into the linear Conv2D or inverted bottleneck producing
+6. ``residual``: ``Add(a, b) [-> ReLU]`` merged into the linear Conv2D or inverted bottleneck producing
    ``a`` (the sum and activation run in its epilogue).
-6. ``zero_padding``: ``ZeroPadding2D -> Conv2D / DepthwiseConv2D / MaxPooling2D / AveragePooling2D``
+7. ``zero_padding``: ``ZeroPadding2D -> Conv2D / DepthwiseConv2D / MaxPooling2D / AveragePooling2D``
    as one step that pads as it reads (into every reader, when all of them can).
-7. ``add_activation``: any other ``Add -> ReLU`` as one chunked step.
-8. ``shared_activation``: several ``ReLU`` layers of the same tensor as one.
+8. ``add_activation``: any other ``Add -> ReLU`` as one chunked step.
+9. ``shared_activation``: several ``ReLU`` layers of the same tensor as one.
 
 A link is fused only when nothing else can observe the intermediate tensor: the producer and the
 consumer each have one call, the intermediate feeds exactly that one consumer and is no model
@@ -38,10 +40,12 @@ from modelgraph.runner.passes.fold_batchnorm import fold_batchnorms
 from modelgraph.runner.passes.residual import merge_residual_sums
 from modelgraph.runner.passes.separable_input import merge_separable_inputs
 from modelgraph.runner.passes.shared_activation import merge_shared_activations
+from modelgraph.runner.passes.shared_layers import merge_shared_layers
 from modelgraph.runner.passes.squeeze_excite import merge_scaled_convs
 from modelgraph.runner.passes.zero_padding import fold_zero_paddings
 
 PASSES: tuple[Callable[[ModelGraph], ModelGraph], ...] = (
+    merge_shared_layers,
     fold_batchnorms,
     merge_bottlenecks,
     merge_scaled_convs,
