@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
@@ -138,6 +138,25 @@ class Rewrite:
         if not self._edited:
             return self.graph
         return _drop(self.graph, self._layers, self._removed, self._calls)
+
+
+def share_calls(graph: ModelGraph, signature: Callable[[Layer, Node], Hashable | None]) -> ModelGraph:
+    """``graph`` with one call kept per computation: among plain calls (:func:`plain_call`, none a
+    model output) whose ``signature(layer, node)`` is the same (None: not shareable), the first in
+    graph order stays and the others' readers read its output. ``signature`` must name the input
+    tensor and everything that decides the output, and only layers called once may have one."""
+    rewrite = Rewrite.of(graph)
+    kept: dict[Hashable, str] = {}
+    for node in graph.nodes:
+        if not plain_call(node) or node.key in rewrite.readers.outputs:
+            continue
+        key = signature(rewrite.layer(node.layer), node)
+        if key is None:
+            continue
+        first = kept.setdefault(key, node.layer)
+        if first != node.layer:
+            rewrite.remove(node.layer, TensorRef(first, 0, 0))
+    return rewrite.result()
 
 
 def _drop(

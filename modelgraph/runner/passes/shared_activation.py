@@ -11,19 +11,18 @@ own row slabs): only the ReLUs those left are shared.
 
 from __future__ import annotations
 
-from modelgraph.graph import ModelGraph, TensorRef
-from modelgraph.runner.passes._graph import Rewrite, plain_call, relu_name
+from collections.abc import Hashable
+
+from modelgraph.graph import Layer, ModelGraph, Node
+from modelgraph.runner.passes._graph import relu_name, share_calls
 
 
 def merge_shared_activations(graph: ModelGraph) -> ModelGraph:
     """Keep one of the ReLU / relu6 layers activating the same tensor; the others' readers read it."""
-    rewrite = Rewrite.of(graph)
-    kept: dict[tuple[TensorRef, str], str] = {}
-    for node in graph.nodes:
-        name = relu_name(rewrite.layer(node.layer)) if plain_call(node) else None
-        if name is None or node.key in rewrite.readers.outputs:
-            continue
-        first = kept.setdefault((node.args[0], name), node.layer)
-        if first != node.layer:
-            rewrite.remove(node.layer, TensorRef(first, 0, 0))
-    return rewrite.result()
+    return share_calls(graph, _activation)
+
+
+def _activation(layer: Layer, node: Node) -> Hashable | None:
+    """The input and the activation of a ReLU / relu6 layer called once (None for anything else)."""
+    name = relu_name(layer)
+    return None if name is None else (node.args[0], name)

@@ -14,37 +14,30 @@ carries its pooling's own config, name included).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
-from modelgraph.graph import Layer, ModelGraph, Node, TensorRef
-from modelgraph.runner.passes._graph import Rewrite, fusion, plain_call
+from modelgraph.graph import Layer, ModelGraph, Node
+from modelgraph.runner.passes._graph import fusion, share_calls
 
 
 def merge_shared_layers(graph: ModelGraph) -> ModelGraph:
     """Keep one of the calls computing the same tensor the same way; the others' readers read it."""
-    rewrite = Rewrite.of(graph)
-    kept: dict[tuple[str, TensorRef, str], str] = {}
-    for node in graph.nodes:
-        layer = rewrite.layer(node.layer)
-        if not _shareable(layer, node) or node.key in rewrite.readers.outputs:
-            continue
-        first = kept.setdefault((layer.key, node.args[0], _config_text(layer.config)), node.layer)
-        if first != node.layer:
-            rewrite.remove(node.layer, TensorRef(first, 0, 0))
-    return rewrite.result()
+    return share_calls(graph, _computation)
 
 
-def _shareable(layer: Layer, node: Node) -> bool:
-    """A weightless layer of a shareable class, called once, plainly."""
-    return (
+def _computation(layer: Layer, node: Node) -> Hashable | None:
+    """What a weightless layer of a shareable class called once computes: its class, input and config
+    without the name (None for any other layer)."""
+    if not (
         fusion(layer).shareable
         and layer.kind == "layer"
         and layer.subgraph is None
         and not layer.weights
         and layer.node_count == 1
-        and plain_call(node)
-    )
+    ):
+        return None
+    return (layer.key, node.args[0], _config_text(layer.config))
 
 
 def _config_text(config: Mapping[str, Any]) -> str:
