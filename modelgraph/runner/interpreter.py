@@ -61,7 +61,7 @@ from modelgraph.runner.fusion import fuse as fuse_graph
 from modelgraph.runner.heap import keep_freed_memory
 from modelgraph.runner.quantized import quantized_kernel
 from modelgraph.runner.registry import KernelSpec, get_entry
-from modelgraph.runner.schedule import SideBySide, StepGraph, run_side_by_side, side_by_side_plan
+from modelgraph.runner.schedule import ShapeSchedule, SideBySide, StepGraph, run_side_by_side
 from modelgraph.runner.threads import blas_threads_now, run_threads, thread_count
 from modelgraph.runner.threads import positive_threads as _positive_threads
 from modelgraph.runner.weights import LazyWeights
@@ -360,12 +360,9 @@ class Runner:
         self._kernels: dict[tuple[int, str], tuple[Callable[..., Any], dt.Policy] | None] = {}
         self._weight_bytes = 0
         self._mask_slots: set[int] = set()
-        # Per input shapes: the schedule that runs the plan's independent steps side by side (None:
-        # serially), decided from each step's fastest time in TIMED_RUNS serial runs with several
-        # threads after a first one (see runner/schedule.py); the serial runs and times so far.
-        self._side_by_side: dict[tuple[tuple[int, ...], ...], SideBySide | None] = {}
-        self._serial_runs: dict[tuple[tuple[int, ...], ...], int] = {}
-        self._step_seconds: dict[tuple[tuple[int, ...], ...], list[float]] = {}
+        # Per input shapes: whether the plan's independent steps run side by side, decided from that
+        # shape's own serial and trial runs with several threads (see runner/schedule.py).
+        self._schedules: dict[tuple[tuple[int, ...], ...], ShapeSchedule] = {}
         self._steps_graph: StepGraph | None = None
         # RNN layers (or wrappers of one) saved with stateful=True, by path.
         self.stateful_layers: list[str] = []
@@ -893,18 +890,19 @@ class Runner:
             prof_steps = profile.steps
             live = sum(_nbytes(a) for a in arrays)
             t_start = time.perf_counter()
-        side_key = tuple(a.shape for a in arrays)
-        plain = masks is None and tapped is None and profile is None and thread_count() > 1
-        side = self._side_by_side.get(side_key)
-        if side is not None and plain:
-            self._run_side_by_side(side, values)
-            return self._outputs(values)
-        # The first run of a shape warms up (scratch buffers, compiled loops); the next ones are timed.
+        schedule: ShapeSchedule | None = None
         timing: list[float] | None = None
-        if plain and side_key not in self._side_by_side:
-            runs = self._serial_runs[side_key] = self._serial_runs.get(side_key, 0) + 1
-            if runs > 1:
-                timing = [0.0] * len(self.steps)
+        if masks is None and tapped is None and profile is None and thread_count() > 1:
+            schedule = self._schedules.setdefault(tuple(a.shape for a in arrays), ShapeSchedule(TIMED_RUNS))
+            side = schedule.plan()
+            if side is not None:
+                t_side = time.perf_counter()
+                self._run_side_by_side(side, values)
+                schedule.trial_done(time.perf_counter() - t_side)
+                return self._outputs(values)
+            # The first run of a shape warms up (scratch buffers, compiled loops); the next ones are timed.
+            timing = schedule.serial_timing(len(self.steps))
+            t_serial = time.perf_counter()
         for step in self.steps:
             if step.kind == "model":
                 if tapped is not None and step.index in tapped:
@@ -953,14 +951,8 @@ class Runner:
                 values[s] = None
                 if masks is not None:
                     masks[s] = None
-        if timing is not None:
-            # Each step's fastest of the timed runs (a run slowed by another process says little).
-            fastest = self._step_seconds.get(side_key)
-            fastest = timing if fastest is None else [min(a, b) for a, b in zip(fastest, timing, strict=True)]
-            self._step_seconds[side_key] = fastest
-            if self._serial_runs[side_key] > TIMED_RUNS:
-                self._side_by_side[side_key] = side_by_side_plan(self._step_graph(), fastest, thread_count())
-                del self._step_seconds[side_key]
+        if schedule is not None and timing is not None:
+            schedule.serial_done(timing, time.perf_counter() - t_serial, self._step_graph(), thread_count())
         result_map = {**self._outputs(values), **taps}
         if profile is not None:
             profile.total_seconds += time.perf_counter() - t_start

@@ -9,18 +9,24 @@ only changed while no other step runs. Which steps are exclusive is fixed when t
 (those a simulated run starts with nothing else running or ready), not by the timing of each run,
 so every run computes every step the same way and gives the same numbers.
 
-Whether a plan is run this way is decided per input shape from each step's fastest time in a few
-serial runs (:func:`side_by_side_plan`): only when its steps are long enough for the work to
-outweigh the GIL (at batch 1 NASNetMobile's median step takes 0.24 ms, mostly Python and small NumPy
-calls, and side by side ran 1.1-1.2x slower; at batch 4, 0.5 ms) and the simulated run predicts a real gain (NASNetMobile at batch 8,
-two threads: 434 -> 299 ms). A step beside others may round differently from the same step spread
-over the cores in a serial run (its GEMMs split otherwise): within float32 rounding.
+Whether a plan is run this way is decided per input shape by measuring, not by a fixed step length
+(:class:`ShapeSchedule`): a few serial runs timed step by step feed a simulated run on the threads;
+when it predicts a gain, the next :data:`TRIAL_RUNS` runs go side by side, timed whole, and the
+schedule is kept only if the fastest of them took at most :data:`MAX_MEASURED_FRACTION` of the
+fastest serial run. Whether side by side pays depends on how long a step's work is next
+to its Python, which the GIL serialises, and that moves with the machine: NASNetMobile at batch 8
+had median steps of over 0.4 ms on the 2-core machine this was first measured on and has 0.21 ms
+on a faster one, and gains on both (434 -> 299 ms; 112 -> 76-87 ms), while at batch 1 (0.035 ms)
+it runs 1.3-1.5x slower side by side. The first side-by-side run of a shape also makes each
+thread's scratch, so the trial takes the fastest of three. A step beside others may round
+differently from the same step spread over the cores in a serial run (its GEMMs split otherwise):
+within float32 rounding.
 """
 
 from __future__ import annotations
 
 import heapq
-import statistics
+import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -28,10 +34,13 @@ from dataclasses import dataclass
 
 from modelgraph.runner import parallel
 
-# A plan runs side by side only when its median step takes at least this long in a serial run ...
-MIN_MEDIAN_STEP_SECONDS = 4e-4
-# ... and a simulated run on the threads finishes in at most this fraction of the serial time.
+# A plan is tried side by side when a simulated run on the threads finishes in at most this fraction
+# of the serial time ...
 MAX_PREDICTED_FRACTION = 0.85
+# ... for this many runs, timed whole; it keeps the schedule when the fastest of them took at most this
+# fraction of the fastest serial run.
+TRIAL_RUNS = 3
+MAX_MEASURED_FRACTION = 0.95
 
 # Threads of their own: a step's blocks use parallel.py's pool, and sharing it could leave a step
 # waiting for a thread that waits for the step.
@@ -112,13 +121,66 @@ def simulate(graph: StepGraph, seconds: Sequence[float], workers: int) -> SideBy
 
 
 def side_by_side_plan(graph: StepGraph, seconds: Sequence[float], workers: int) -> SideBySide | None:
-    """The schedule a plan whose steps took ``seconds`` in a serial run should run with on
-    ``workers`` threads, or None when it should run serially (see the module docstring)."""
-    total = sum(seconds)
-    if workers < 2 or not seconds or statistics.median(seconds) < MIN_MEDIAN_STEP_SECONDS:
+    """The schedule worth trying for a plan whose steps took ``seconds`` in a serial run on
+    ``workers`` threads, or None when a simulated run predicts no gain (see the module docstring)."""
+    if workers < 2 or not seconds:
         return None
     plan = simulate(graph, seconds, workers)
-    return plan if plan.predicted_seconds <= MAX_PREDICTED_FRACTION * total else None
+    return plan if plan.predicted_seconds <= MAX_PREDICTED_FRACTION * plan.serial_seconds else None
+
+
+class ShapeSchedule:
+    """The side-by-side decision for one input shape of a plan, from its own runs: a warm-up, then
+    ``timed_runs`` serial runs timed step by step, then (when :func:`side_by_side_plan` predicts a
+    gain) :data:`TRIAL_RUNS` side-by-side runs timed whole. Once decided, :meth:`plan` is fixed."""
+
+    def __init__(self, timed_runs: int) -> None:
+        self._timed_runs = timed_runs
+        self._serial_runs = 0
+        self._fastest_steps: list[float] | None = None
+        self._fastest_serial = math.inf
+        self._trial: SideBySide | None = None
+        self._trial_seconds: list[float] = []
+        self.decided = False
+        self.kept: SideBySide | None = None
+
+    def plan(self) -> SideBySide | None:
+        """The schedule the next run uses: the kept one, the one on trial, or None (serial)."""
+        return self.kept if self.decided else self._trial
+
+    def serial_timing(self, steps: int) -> list[float] | None:
+        """Per-step seconds to fill in the serial run about to start, or None when it is not timed
+        (the warm-up, or after the decision)."""
+        if self.decided:
+            return None
+        self._serial_runs += 1
+        return [0.0] * steps if self._serial_runs > 1 else None
+
+    def serial_done(self, step_seconds: list[float], seconds: float, graph: StepGraph, workers: int) -> None:
+        """Record a timed serial run (each step's time and the whole run's); after the last one,
+        start a trial or decide on serial runs."""
+        fastest = self._fastest_steps
+        # Each step's fastest of the timed runs (a run slowed by another process says little).
+        self._fastest_steps = (
+            step_seconds
+            if fastest is None
+            else [min(a, b) for a, b in zip(fastest, step_seconds, strict=True)]
+        )
+        self._fastest_serial = min(self._fastest_serial, seconds)
+        if self._serial_runs > self._timed_runs:
+            self._trial = side_by_side_plan(graph, self._fastest_steps, workers)
+            self._fastest_steps = None
+            self.decided = self._trial is None
+
+    def trial_done(self, seconds: float) -> None:
+        """Record a side-by-side run's time; after the last trial, keep the schedule if it paid."""
+        if self.decided:
+            return
+        self._trial_seconds.append(seconds)
+        if len(self._trial_seconds) >= TRIAL_RUNS:
+            self.decided = True
+            if min(self._trial_seconds) <= MAX_MEASURED_FRACTION * self._fastest_serial:
+                self.kept = self._trial
 
 
 def run_side_by_side(

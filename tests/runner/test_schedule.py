@@ -13,7 +13,14 @@ import pytest
 from modelgraph.loading import load
 from modelgraph.runner import interpreter, parallel, schedule
 from modelgraph.runner.interpreter import Runner
-from modelgraph.runner.schedule import SideBySide, StepGraph, run_side_by_side, side_by_side_plan, simulate
+from modelgraph.runner.schedule import (
+    ShapeSchedule,
+    SideBySide,
+    StepGraph,
+    run_side_by_side,
+    side_by_side_plan,
+    simulate,
+)
 
 GOLDENS = Path(__file__).resolve().parents[2] / "samples" / "goldens"
 
@@ -40,11 +47,50 @@ def test_predicted_time_of_a_diamond() -> None:
     plan = side_by_side_plan(graph, [s * 1e-3 for s in seconds], 2)  # 6 <= 0.85 * 8
     assert plan is not None and plan.exclusive == {0, 3, 4}
     assert side_by_side_plan(graph, [s * 1e-3 for s in seconds], 1) is None
-    # Steps too short for their work to outweigh the GIL: serial whatever the shape of the graph.
-    assert side_by_side_plan(graph, [s * 1e-5 for s in seconds], 2) is None
     # A chain gains nothing.
     chain = StepGraph.of([(9,), (0,), (1,)], [(0,), (1,), (2,)])
     assert side_by_side_plan(chain, [1e-3] * 3, 2) is None
+
+
+def _decide(trial_seconds: list[float], serial_seconds: float = 8e-3) -> ShapeSchedule:
+    """A diamond's schedule after a warm-up, two timed serial runs of ``serial_seconds`` and trial
+    runs of ``trial_seconds``."""
+    graph = StepGraph.of(DIAMOND_IN, DIAMOND_OUT)
+    steps = [1e-3, 3e-3, 2e-3, 1e-3, 1e-3]
+    decision = ShapeSchedule(timed_runs=2)
+    assert decision.serial_timing(len(steps)) is None  # the warm-up is not timed
+    for _ in range(2):
+        assert decision.serial_timing(len(steps)) is not None
+        assert decision.plan() is None  # serial until the timed runs are in
+        decision.serial_done(list(steps), serial_seconds, graph, workers=2)
+    assert decision.plan() is not None and not decision.decided  # 6 <= 0.85 * 8: on trial
+    for seconds in trial_seconds:
+        assert decision.plan() is not None
+        decision.trial_done(seconds)
+    return decision
+
+
+def test_side_by_side_is_kept_only_when_the_trial_runs_were_faster() -> None:
+    assert schedule.TRIAL_RUNS == 3
+    faster = _decide([9e-3, 7e-3, 6e-3])  # a slow first run (scratch), then 6 <= 0.95 * 8
+    assert faster.decided and faster.plan() is not None and faster.plan().exclusive == {0, 3, 4}
+    faster.trial_done(1.0)  # a slow run later changes nothing: the schedule is fixed
+    assert faster.plan() is not None and faster.serial_timing(5) is None
+    # Predicted faster but measured slower (steps mostly Python, which the GIL serialises): serial.
+    slower = _decide([12e-3, 10e-3, 9e-3])
+    assert slower.decided and slower.plan() is None and slower.serial_timing(5) is None
+    # Within 5% of the serial run is no gain worth other rounding.
+    assert _decide([7.9e-3, 7.7e-3, 7.8e-3]).plan() is None
+
+
+def test_a_chain_is_decided_serial_without_a_trial() -> None:
+    chain = StepGraph.of([(9,), (0,), (1,)], [(0,), (1,), (2,)])
+    decision = ShapeSchedule(timed_runs=2)
+    for _ in range(3):
+        timing = decision.serial_timing(3)
+        if timing is not None:
+            decision.serial_done([1e-3] * 3, 3e-3, chain, workers=2)
+    assert decision.decided and decision.plan() is None
 
 
 def _record_run(
@@ -114,15 +160,15 @@ def test_a_failing_step_stops_the_run_and_surfaces() -> None:
 def test_a_branching_app_runs_side_by_side_with_kerass_numbers(
     rebuilt_apps, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """NASNetMobile's cells, forced side by side (thresholds at zero): the third run of an input
-    shape runs side by side, within float32 rounding of a serial run and within the golden's
+    """NASNetMobile's cells, forced side by side (any predicted or measured time kept): the run after
+    the warm-up and the timed serial runs of an input shape runs side by side, within float32 rounding of a serial run and within the golden's
     tolerance of Keras."""
     golden = np.load(GOLDENS / "k3_app_nasnetmobile.npz")
     x = golden["input/input_layer"]
     graph = load(rebuilt_apps("apps/k3_nasnetmobile/manifest.json"))
     serial = Runner(graph, threads=1).run(x)
-    monkeypatch.setattr(schedule, "MIN_MEDIAN_STEP_SECONDS", 0.0)
     monkeypatch.setattr(schedule, "MAX_PREDICTED_FRACTION", 1.0)
+    monkeypatch.setattr(schedule, "MAX_MEASURED_FRACTION", float("inf"))
     calls: list[int] = []
     real = interpreter.run_side_by_side
 
