@@ -65,6 +65,28 @@ def batch_input(b: int, size: int) -> np.ndarray:
     return np.random.default_rng(b).standard_normal((b, size, size, 3)).astype(np.float32)
 
 
+def blas_kernels() -> str:
+    """Which BLAS NumPy runs and which kernel set it picked (threadpoolctl), with a warning when the
+    environment chose the kernel set: ``OPENBLAS_CORETYPE`` pins OpenBLAS to an older one on some
+    machines (Haswell's AVX2 kernels on an AVX-512 CPU ran sgemm at 250 instead of 467 GFLOP/s).
+    Unset it, with ``OPENBLAS_L2_SIZE``, for the benchmark command alone to time a current NumPy."""
+    from threadpoolctl import threadpool_info
+
+    pools = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+    if not pools:
+        return "no BLAS threadpoolctl knows"
+    p = pools[0]
+    text = f"{p.get('internal_api')} {p.get('version')}, {p.get('architecture')} kernels"
+    forced = {v: os.environ[v] for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if v in os.environ}
+    if forced:
+        text += (
+            " -- set by the environment ("
+            + ", ".join(f"{k}={v}" for k, v in forced.items())
+            + "); unset both for this command to time NumPy's own choice"
+        )
+    return text
+
+
 def sgemm_peak(n: int = 2048, repeat: int = 5, rounds: int = 4, pause: float = 0.3) -> float:
     """NumPy's float32 matmul throughput on this machine, GFLOP/s: the best of ``rounds`` rounds of
     ``repeat`` products, ``pause`` seconds apart, so that a neighbour busy for a moment on a shared
@@ -358,7 +380,9 @@ def main() -> None:
     proto_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     if args.engine == "sgemm":
-        proto_out.write(json.dumps({"sgemm_gflops": sgemm_peak(), "numpy": np.__version__}) + "\n")
+        proto_out.write(
+            json.dumps({"sgemm_gflops": sgemm_peak(), "numpy": np.__version__, "blas": blas_kernels()}) + "\n"
+        )
         proto_out.flush()
         return
     if args.model_path is None:

@@ -38,6 +38,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
+from _bench_worker import blas_kernels  # noqa: E402  (bench/ is sys.path[0] when run as a script)
 
 from modelgraph.runner import fast  # noqa: E402
 from modelgraph.runner.registry import KernelSpec  # noqa: E402
@@ -124,6 +125,7 @@ def main() -> int:
     print(f"load average: {os.getloadavg()}  threads: {ARGS.threads or 'default'}", flush=True)
     peak = sgemm_peak(ARGS.repeat)
     print(f"NumPy sgemm 2048^3 peak: {peak:.1f} GFLOP/s  (numpy {np.__version__})", flush=True)
+    print(f"BLAS: {blas_kernels()}", flush=True)
     header = f"{'layer':34s} {'batch':>5s} {'ms':>8s} {'GFLOP/s':>8s} {'%peak':>6s}"
     if not ARGS.no_keras:
         header += f" {'keras ms':>9s} {'ratio':>6s} {'maxdiff':>9s}"

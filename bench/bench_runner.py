@@ -6,9 +6,16 @@ needs tf2onnx and onnx; the onnxruntime worker needs onnxruntime)::
 
     python3 -m venv /work/venvs/k3
     /work/venvs/k3/bin/pip install keras==3.15.1 tensorflow-cpu==2.21.0 onnxruntime tf2onnx onnx
-    /work/venvs/k3/bin/pip install -e /work/main
-    KERAS_BACKEND=tensorflow /work/venvs/k3/bin/python bench/bench_runner.py \
-        [--models resnet50,mobilenetv2,efficientnetb0,nasnetmobile] [--batches 1,8] [--repeat 5] [--rounds 5]
+    /work/venvs/k3/bin/pip install -e '/work/main[jit]'
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE KERAS_BACKEND=tensorflow /work/venvs/k3/bin/python \
+        bench/bench_runner.py [--models resnet50,mobilenetv2,efficientnetb0,nasnetmobile] [--batches 1,8] \
+        [--repeat 5] [--rounds 5]
+
+Where the environment sets ``OPENBLAS_CORETYPE`` (some machines pin OpenBLAS to an older kernel set,
+for older builds that misdetect their CPU), NumPy's matmul runs those kernels, not the ones its
+OpenBLAS would pick: on an AVX-512 machine Haswell's kernels ran sgemm at 250 instead of 467 GFLOP/s
+and ResNet50 at batch 1 at 1.47x Keras's time instead of 0.99x. The first lines printed name the
+kernel set the workers run and warn when the environment chose it.
 
 This process builds each model (``keras.applications`` with random weights and randomised
 BatchNormalization statistics), saves it as ``.keras``, exports it to ONNX with
@@ -141,12 +148,14 @@ class Worker:
                 self.proc.wait()
 
 
-def sgemm_peak() -> float:
-    """NumPy's float32 matmul peak in GFLOP/s, measured in a NumPy-only subprocess."""
+def sgemm_peak() -> tuple[float, str]:
+    """NumPy's float32 matmul peak in GFLOP/s, measured in a NumPy-only subprocess, and which BLAS
+    kernels it ran (the workers run the same)."""
     out = subprocess.run(
         [sys.executable, str(WORKER), "sgemm"], check=True, capture_output=True, text=True
     ).stdout
-    return float(json.loads(out)["sgemm_gflops"])
+    got = json.loads(out)
+    return float(got["sgemm_gflops"]), str(got["blas"])
 
 
 def build_models(name: str, workdir: Path, size: int) -> tuple[Any, Path, Path, float]:
@@ -278,8 +287,9 @@ def main() -> None:
     # Results appear as they are measured, also when stdout is a pipe or a file.
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
 
-    peak = sgemm_peak()
+    peak, blas = sgemm_peak()
     print(f"machine: {os.cpu_count()} cores; numpy {np.__version__} float32 matmul peak {peak:.1f} GFLOP/s")
+    print(f"BLAS: {blas}")
     from modelgraph.runner.fast import jit
 
     loops = "compiled (numba, the jit extra)" if jit.available() else "NumPy einsum (no numba)"
@@ -408,7 +418,7 @@ def main() -> None:
                     )
     # Measured again: a peak taken while a neighbour held a core would understate it (and overstate
     # every fraction above); the summary uses the higher of the two.
-    end_peak = sgemm_peak()
+    end_peak = sgemm_peak()[0]
     best_peak = max(peak, end_peak)
     print(f"sgemm peak at start {peak:.1f}, at end {end_peak:.1f} GFLOP/s; the summary uses {best_peak:.1f}")
     print_summary(summary, exports, unavailable, best_peak)

@@ -1,8 +1,11 @@
 """Benchmark the thread policy: each model idle and beside 1 and 2 busy processes, for every pinned
 thread count 1..cores and the default, printing the default's time over the best setting's.
 
-    .venv/bin/python bench/bench_threads.py MODEL.keras [MODEL.keras ...] \
-        [--batch 1] [--loads 0,1,2] [--repeat 5] [--rounds 3]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/bench_threads.py \
+        MODEL.keras [MODEL.keras ...] [--batch 1] [--loads 0,1,2] [--repeat 5] [--rounds 3]
+
+(``env -u``: time the BLAS kernels NumPy picks, not ones the environment pinned; see
+``bench_runner.py``.)
 
 Models: any saved model modelgraph runs (``keras.applications`` models saved with random weights
 are what the issue names: ResNet50, MobileNetV2, EfficientNetB0, NASNetMobile). The busy processes
@@ -26,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _bench_worker import blas_kernels  # bench/ is sys.path[0] when run as a script
 
 import modelgraph
 from modelgraph.runner import threads as policy
@@ -86,6 +90,7 @@ def main() -> None:
     names = ["default", *(f"pin {n}" for n in range(1, cores + 1))]
     loads = [int(v) for v in args.loads.split(",")]
     print(f"usable cores {cores}, batch {args.batch}, {args.rounds} rounds x {args.repeat} runs per setting")
+    print(f"BLAS: {blas_kernels()}")
     summary: list[tuple[str, int, float]] = []
     for path in args.models:
         runner = modelgraph.Runner(modelgraph.load(path))
