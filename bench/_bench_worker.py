@@ -50,12 +50,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-ENGINES = ("modelgraph", "modelgraph-ort", "keras", "onnxruntime")
+ENGINES = ("modelgraph", "modelgraph-ort", "keras", "keras-eigen", "onnxruntime")
 # Runtimes a worker must not have imported (checked after loading and reported in "ready").
 FORBIDDEN = {
     "modelgraph": ("tensorflow", "keras", "onnxruntime"),
     "modelgraph-ort": ("tensorflow", "keras"),
     "keras": ("onnxruntime",),
+    "keras-eigen": ("onnxruntime",),
     "onnxruntime": ("tensorflow", "keras"),
 }
 
@@ -280,7 +281,7 @@ class Engine:
             self.info["session_seconds"] = session.load_seconds
             out_key = self.runner.output_keys[0]
             self._run = lambda x: self.runner.run(x)[out_key]
-        elif engine == "keras":
+        elif engine in ("keras", "keras-eigen"):  # the parent sets TF_ENABLE_ONEDNN_OPTS for each
             import keras
 
             model = keras.saving.load_model(model_path, compile=False)

@@ -29,8 +29,10 @@ alone); separate processes that sit idle on a pipe between requests do not.
 
 Engines: ``modelgraph`` (the NumPy runner), ``modelgraph-ort`` (``Runner(graph,
 backend="onnxruntime")``: modelgraph's own ONNX export, made without TensorFlow, run by onnxruntime;
-its export time is reported apart), ``keras`` and ``onnxruntime`` (on ``model.export(format="onnx")``,
-i.e. tf2onnx). The export times compared are Keras's ``model.export`` in this process against
+its export time is reported apart), ``keras`` (TensorFlow's default, with its oneDNN ops),
+``keras-eigen`` (``TF_ENABLE_ONEDNN_OPTS=0``) and ``onnxruntime`` (on ``model.export(format="onnx")``,
+i.e. tf2onnx). Keras is compared at its faster setting, chosen round by round (``keras-best``): which
+one wins depends on the CPU. The export times compared are Keras's ``model.export`` in this process against
 ``modelgraph export``'s work (load the ``.keras`` file, map, full ``onnx.checker``, write) in the
 modelgraph-ort worker.
 
@@ -86,17 +88,21 @@ from typing import Any
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-# Keras is timed at its fastest on this machine: TensorFlow's oneDNN ops off (its default on x86 is
-# on). Measured with predict_on_batch on ResNet50 at batch 1, two runs each in turn: 129.7 / 129.3 ms
-# with oneDNN, 108.7 / 115.6 ms without. Set TF_ENABLE_ONEDNN_OPTS=1 to time it with oneDNN.
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+# Keras is timed both ways TensorFlow runs convolutions on x86 and compared at the faster one, round by
+# round: "keras" with its oneDNN ops (TensorFlow's default) and "keras-eigen" without. Which wins
+# depends on the CPU: on an AVX2 machine ResNet50 at batch 1 took 129.7 / 129.3 ms with oneDNN and
+# 108.7 / 115.6 ms without; on an AVX-512 one (AMD EPYC) 30.9 / 28.9 ms with and 33.7 / 32.1 without,
+# NASNetMobile at batch 8 63-68 ms with and 109-124 ms without.
+KERAS_SETTINGS = {"keras": "1", "keras-eigen": "0"}
 
 import numpy as np  # noqa: E402
 from _bench_worker import batch_input  # noqa: E402  (bench/ is sys.path[0] when run as a script)
 
 MIB = 1024 * 1024
 WORKER = Path(__file__).resolve().with_name("_bench_worker.py")
-ENGINES = ("modelgraph", "modelgraph-ort", "keras", "onnxruntime")
+ENGINES = ("modelgraph", "modelgraph-ort", "keras", "keras-eigen", "onnxruntime")
+# The faster Keras setting of each round (see KERAS_SETTINGS): the yardstick of mg/keras.
+KERAS_BEST = "keras-best"
 
 
 class Unavailable(Exception):
@@ -109,8 +115,11 @@ class Worker:
     def __init__(self, engine: str, model_path: Path, size: int, warmup: int) -> None:
         self.engine = engine
         cmd = [sys.executable, str(WORKER), engine, str(model_path), "--size", str(size)]
+        env = dict(os.environ)
+        if engine in KERAS_SETTINGS:
+            env["TF_ENABLE_ONEDNN_OPTS"] = KERAS_SETTINGS[engine]
         self.proc = subprocess.Popen(
-            [*cmd, "--warmup", str(warmup)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [*cmd, "--warmup", str(warmup)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )
         first = self._read()
         if "unavailable" in first:
@@ -230,11 +239,13 @@ def print_summary(
 ) -> None:
     """The closing table: one row per model and batch size."""
     print(
-        "summary: median ms over all rounds; mg/keras = median of the per-round ratios (below 1: modelgraph "
-        "is faster); GFLOP/s and % of the sgemm peak for the whole model and for its depthwise convs alone"
+        "summary: median ms over all rounds; keras = the faster of Keras with oneDNN and without (eigen) in "
+        "each round; mg/keras = median of the per-round ratios (below 1: modelgraph is faster); GFLOP/s and "
+        "% of the sgemm peak for the whole model and for its depthwise convs alone"
     )
     head = (
-        f"{'model':14s} {'batch':>5s} {'keras':>8s} {'modelgraph':>10s} {'mg/keras':>8s} {'ort':>8s} "
+        f"{'model':14s} {'batch':>5s} {'onednn':>7s} {'eigen':>7s} {'keras':>8s} {'modelgraph':>10s} "
+        f"{'mg/keras':>8s} {'ort':>8s} "
         f"{'mg/ort':>7s} {'mg-ort':>8s} {'mg-ort/ort':>10s} {'GFLOP/s':>8s} {'%peak':>6s} {'dw GFLOP/s':>10s} "
         f"{'dw %peak':>8s}"
     )
@@ -249,8 +260,9 @@ def print_summary(
         r_o = ratios.get("modelgraph/onnxruntime")
         r_xo = ratios.get("modelgraph-ort/onnxruntime")
         print(
-            f"{row['model']:14s} {row['batch']:5d} {_ms(med, 'keras'):>8s} {_ms(med, 'modelgraph'):>10s} "
-            f"{ratios['modelgraph/keras']:7.2f}x {_ms(med, 'onnxruntime'):>8s} "
+            f"{row['model']:14s} {row['batch']:5d} {_ms(med, 'keras'):>7s} {_ms(med, 'keras-eigen'):>7s} "
+            f"{_ms(med, KERAS_BEST):>8s} {_ms(med, 'modelgraph'):>10s} "
+            f"{ratios[f'modelgraph/{KERAS_BEST}']:7.2f}x {_ms(med, 'onnxruntime'):>8s} "
             f"{f'{r_o:.2f}x' if r_o is not None else 'n/a':>7s} {_ms(med, 'modelgraph-ort'):>8s} "
             f"{f'{r_xo:.2f}x' if r_xo is not None else 'n/a':>10s} {row['gflops']:8.1f} "
             f"{row['gflops'] / peak:6.1%} {dw_rate}"
@@ -262,6 +274,11 @@ def print_summary(
             f"{name:14s} ONNX export: keras model.export {keras_export:.2f} s | modelgraph export "
             f"{mg_export:.2f} s | {mg_export / keras_export:.2f}x"
         )
+
+
+def faster_per_round(a: list[list[float]], b: list[list[float]]) -> list[list[float]]:
+    """Per round, the times of whichever of two engines had the lower median in that round."""
+    return [x if statistics.median(x) <= statistics.median(y) else y for x, y in zip(a, b, strict=True)]
 
 
 def _round_ratio(a: list[list[float]], b: list[list[float]]) -> float:
@@ -300,7 +317,8 @@ def main() -> None:
 
     print(
         f"keras {keras.__version__} / tensorflow {tf.__version__} "
-        f"(TF_ENABLE_ONEDNN_OPTS={os.environ['TF_ENABLE_ONEDNN_OPTS']}); "
+        "(timed with TensorFlow's oneDNN ops, engine keras, and without, keras-eigen; mg/keras against "
+        "the faster of the two in each round); "
         f"onnxruntime {importlib.metadata.version('onnxruntime')}"
     )
     print(
@@ -355,14 +373,19 @@ def main() -> None:
                         time.sleep(args.settle)
                         w.request(cmd="warmup", batch=b, n=args.warmup)
                     t = time_rounds(workers, b, args.rounds, args.repeat, args.settle)
-                    med = {e: statistics.median(_flat(t[e])) for e in workers}
-                    low = {e: min(_flat(t[e])) for e in workers}
+                    t[KERAS_BEST] = faster_per_round(t["keras"], t["keras-eigen"])
+                    med = {e: statistics.median(_flat(t[e])) for e in t}
+                    low = {e: min(_flat(t[e])) for e in t}
                     ratios = {
                         f"{x}/{y}": _round_ratio(t[x], t[y])
                         for x in ("modelgraph", "modelgraph-ort")
-                        for y in ("keras", "onnxruntime")
+                        for y in (KERAS_BEST, "onnxruntime")
                         if x in t and y in t
                     }
+                    wins = sum(
+                        statistics.median(k) <= statistics.median(e)
+                        for k, e in zip(t["keras"], t["keras-eigen"], strict=True)
+                    )
                     gflops = 2 * macs * b / med["modelgraph"] / 1e9
                     summary.append(
                         {"model": name, "batch": b, "med": med, "ratios": ratios, "gflops": gflops}
@@ -377,6 +400,9 @@ def main() -> None:
                             f"{k} {_ratio_of(med, k):.2f}x (per-round {v:.2f}x)" for k, v in ratios.items()
                         )
                         + f" | modelgraph {gflops:.1f} GFLOP/s = {gflops / peak:.0%} of sgemm peak"
+                    )
+                    print(
+                        f"    Keras's faster setting per round: oneDNN on in {wins} of {len(t['keras'])} rounds"
                     )
                     print(
                         "    per-round medians (ms): "
