@@ -198,11 +198,24 @@ def memory_check(model_path: Path, x: np.ndarray) -> dict[str, int]:
     of the Keras graph, each freed after its last reader (the unfused plan's accounting). The fused
     plan keeps fewer tensors alive (a merged block's widest tensors never exist whole), so its own
     live set is reported too, but it is not the yardstick.
+
+    Libraries are loaded before tracing: NumPy by the import above, and, with the ``jit`` extra,
+    Numba and its dispatcher, by one compiled call on a few bytes (``numba_bytes`` is what that
+    call traced: the first compiled call of a process imports Numba's typing machinery, 14-28 MiB
+    of Python objects whatever the model).
     """
     from modelgraph.loading import load
+    from modelgraph.runner.fast import jit
     from modelgraph.runner.interpreter import Profile, Runner
 
     graph = load(model_path)
+    numba_bytes = 0
+    if jit.available():
+        tracemalloc.start()
+        tiny = np.zeros((1, 2, 2, 1), np.float32)
+        jit.pad_clamp(tiny, np.zeros((1, 3, 3, 1), np.float32), 1, 1, (-np.inf, np.inf))
+        numba_bytes = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     runner = Runner(graph)
@@ -221,6 +234,7 @@ def memory_check(model_path: Path, x: np.ndarray) -> dict[str, int]:
         "peak_bytes": peak - base,
         "live_activation_bytes": model_profile.peak_live_bytes,
         "plan_live_activation_bytes": fused_profile.peak_live_bytes,
+        "numba_bytes": numba_bytes,
     }
 
 

@@ -440,7 +440,8 @@ def main() -> None:
                         f"{m['plan_bytes'] / MIB:.1f} MiB); weights {m['weights_file_bytes'] / MIB:.1f} MiB + "
                         f"1.3 x the model's largest live activation set {m['live_activation_bytes'] / MIB:.1f} MiB "
                         f"= budget {budget / MIB:.1f} MiB -> {total / budget:.2f}x of budget (the fused plan's "
-                        f"own live set: {m['plan_live_activation_bytes'] / MIB:.1f} MiB)"
+                        f"own live set: {m['plan_live_activation_bytes'] / MIB:.1f} MiB); loading Numba's "
+                        f"dispatcher before the trace: {m['numba_bytes'] / MIB:.1f} MiB, not counted"
                     )
     # Measured again: a peak taken while a neighbour held a core would understate it (and overstate
     # every fraction above); the summary uses the higher of the two.
