@@ -136,6 +136,17 @@ def _text_report(report: RunReport, failures_only: bool = False) -> str:
             f"{prof.total_seconds * 1e3:.2f} ms total, {prof.kernel_seconds * 1e3:.2f} ms in kernels, "
             f"peak activations {_fmt_bytes(prof.peak_live_bytes)}, weights {_fmt_bytes(prof.weight_bytes)}"
         )
+        setup = [f"{prof.threads} thread{'s' if prof.threads != 1 else ''}"] if prof.threads else []
+        for lib in prof.blas:
+            kernels = f", {lib.kernels} kernels" if lib.kernels else ""
+            chosen = (
+                f" (chosen by {lib.chosen_by}, not by the library: see docs/runner.md, Which BLAS kernels)"
+                if lib.chosen_by
+                else ""
+            )
+            setup.append(f"BLAS {lib.library} {lib.version or ''}{kernels}{chosen}".replace("  ", " "))
+        if setup:
+            lines.append("  " + "; ".join(setup))
         total = prof.kernel_seconds or 1.0
         top = sorted(prof.layers, key=lambda r: -r.seconds)[:25]
         rows = [

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-RUN_SCHEMA_VERSION = "1.2"  # 1.1: profile runs and warmup; 1.2: stream (a new optional field bumps the minor)
+RUN_SCHEMA_VERSION = "1.3"  # 1.1: profile runs and warmup; 1.2: stream; 1.3: profile threads and blas
+# (a new optional field bumps the minor)
 
 
 class _Report(BaseModel):
@@ -74,6 +75,15 @@ class LayerProfile(_Report):
     live_bytes: int
 
 
+class BlasReport(_Report):
+    library: str = Field(description="threadpoolctl's internal_api, e.g. openblas")
+    version: str | None = None
+    kernels: str | None = Field(default=None, description="the kernel set in use, e.g. SkylakeX, Haswell")
+    chosen_by: str | None = Field(
+        default=None, description="the environment variable that chose the kernel set (OPENBLAS_CORETYPE=...)"
+    )
+
+
 class ProfileReport(_Report):
     total_seconds: float
     kernel_seconds: float
@@ -82,6 +92,8 @@ class ProfileReport(_Report):
     layers: list[LayerProfile]
     runs: int = Field(default=1, description="timed runs; times are their medians (--repeat)")
     warmup: int = Field(default=0, description="untimed runs before the timed ones")
+    threads: int | None = Field(default=None, description="threads the timed runs used (runner and BLAS)")
+    blas: list[BlasReport] = Field(default_factory=list, description="the BLAS NumPy runs (NumPy backend)")
 
 
 class StreamReport(_Report):

@@ -97,6 +97,27 @@ def test_random_profile_json():
     assert payload["profile"]["layers"] and payload["profile"]["peak_live_bytes"] > 0
 
 
+def test_profile_names_the_threads_and_the_blas_kernels(monkeypatch: pytest.MonkeyPatch):
+    """The GEMMs' speed depends on the BLAS kernel set: the profile says which one ran (threadpoolctl's
+    own reading), on how many threads, and names OPENBLAS_CORETYPE when the environment chose it."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+    monkeypatch.setenv("MODELGRAPH_THREADS", "2")
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    payload = json.loads(invoke(NESTED, "--random", "--profile", "--format", "json").stdout)["profile"]
+    assert payload["threads"] == 2
+    assert [(b["library"], b["kernels"]) for b in payload["blas"]] == [
+        (p["internal_api"], p.get("architecture")) for p in blas
+    ]
+    assert all(b["chosen_by"] is None for b in payload["blas"])
+    text = invoke(NESTED, "--random", "--profile").stdout
+    assert "  2 threads; BLAS " in text and "chosen by" not in text
+    if blas and blas[0]["internal_api"] == "openblas":
+        monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+        text = invoke(NESTED, "--random", "--profile").stdout
+        assert "(chosen by OPENBLAS_CORETYPE=Haswell, not by the library" in text
+
+
 def test_profile_names_merged_steps_and_no_fuse_times_every_layer():
     model = SAMPLES / "k3" / "app_mobilenetv2.keras"
     fused = invoke(model, "--random", "--profile", "--format", "json")

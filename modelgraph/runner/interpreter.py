@@ -160,6 +160,7 @@ class Profile:
     peak_live_bytes: int = 0
     total_seconds: float = 0.0
     weight_bytes: int = 0
+    threads: int = 0  # threads of the profiled run (runner and BLAS); 0: not recorded
 
 
 def median_profile(profiles: Sequence[Profile]) -> Profile:
@@ -177,6 +178,7 @@ def median_profile(profiles: Sequence[Profile]) -> Profile:
         peak_live_bytes=max(p.peak_live_bytes for p in profiles),
         total_seconds=statistics.median(p.total_seconds for p in profiles),
         weight_bytes=first.weight_bytes,
+        threads=first.threads,
     )
 
 
@@ -887,6 +889,7 @@ class Runner:
             if not profile.steps:
                 profile.steps = [StepProfile(s.label, s.path, s.class_name) for s in self.steps]
                 profile.weight_bytes = self._weight_bytes
+            profile.threads = thread_count()
             prof_steps = profile.steps
             live = sum(_nbytes(a) for a in arrays)
             t_start = time.perf_counter()

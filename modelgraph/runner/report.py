@@ -12,7 +12,9 @@ from typing import Any
 from modelgraph._version import __version__
 from modelgraph.runner.compare import Comparison, TensorComparison
 from modelgraph.runner.interpreter import Problem, Profile
+from modelgraph.runner.threads import blas_libraries
 from modelgraph.schemas.run_report import (
+    BlasReport,
     CheckProblem,
     CheckReport,
     ComparisonReport,
@@ -50,7 +52,7 @@ def run_report(
     if comparison is not None:
         report.comparison = _comparison_report(comparison, reference)
     if profile is not None:
-        report.profile = _profile_report(profile)
+        report.profile = _profile_report(profile, backend)
     return report
 
 
@@ -111,7 +113,7 @@ _RENAMED = {"ref_shape": "reference_shape", "ref_nan": "reference_nan", "ref_inf
 _STEP_FIELDS = ("class_name", "calls", "seconds", "output_bytes", "live_bytes")
 
 
-def _profile_report(profile: Profile) -> ProfileReport:
+def _profile_report(profile: Profile, backend: str) -> ProfileReport:
     layers = [
         LayerProfile(node=s.label, layer=s.path, **{f: getattr(s, f) for f in _STEP_FIELDS})
         for s in profile.steps
@@ -123,4 +125,7 @@ def _profile_report(profile: Profile) -> ProfileReport:
         peak_live_bytes=profile.peak_live_bytes,
         weight_bytes=profile.weight_bytes,
         layers=layers,
+        threads=profile.threads or None,
+        # The GEMMs' speed depends on the kernel set the BLAS picked (or was told to pick).
+        blas=[BlasReport(**asdict(lib)) for lib in blas_libraries()] if backend == "numpy" else [],
     )

@@ -379,6 +379,37 @@ def _blas_pools() -> list[Any]:
     return [c for c in _controller().lib_controllers if c.user_api == "blas"]
 
 
+@dataclass(frozen=True)
+class BlasLibrary:
+    """A BLAS library NumPy runs, as threadpoolctl reports it: ``kernels`` is the kernel set it picked
+    for this CPU (OpenBLAS's core type), ``chosen_by`` the environment variable that chose it instead
+    (``OPENBLAS_CORETYPE=...``), if one is set."""
+
+    library: str
+    version: str | None
+    kernels: str | None
+    chosen_by: str | None
+
+
+def blas_libraries() -> list[BlasLibrary]:
+    """The BLAS libraries loaded (NumPy's OpenBLAS), for ``run --profile``: OpenBLAS's kernel set
+    decides GEMM speed (on an AVX-512 machine Haswell's kernels, pinned by ``OPENBLAS_CORETYPE``,
+    ran sgemm at about half the speed of the SkylakeX ones it picks itself)."""
+    found = []
+    for pool in _blas_pools():
+        api = str(pool.internal_api)
+        coretype = os.environ.get("OPENBLAS_CORETYPE", "").strip() if api == "openblas" else ""
+        found.append(
+            BlasLibrary(
+                library=api,
+                version=getattr(pool, "version", None),
+                kernels=getattr(pool, "architecture", None),
+                chosen_by=f"OPENBLAS_CORETYPE={coretype}" if coretype else None,
+            )
+        )
+    return found
+
+
 def blas_threads_now() -> int | None:
     """Threads of the first BLAS pool threadpoolctl finds (None: no BLAS it can control)."""
     pools = _blas_pools()
