@@ -10,7 +10,9 @@ this machine, 5-7% of the float32 matmul peak). Two compiled loops keep the sums
   output row, ``(pixels, channels)`` flattened, and each tap adds one contiguous run of the input row
   times the kernel tiled along the stretch, so the inner loop is long and unit-stride whatever the
   channel count; a kernel row's taps are added in one pass, three at a time (one load and store of the
-  accumulator per three taps). A strided layer's slab is first split into column phases (pixels
+  accumulator per three taps), and for kernels 3, 5 or 7 wide a whole kernel row a pass (loops
+  generated for those widths, :mod:`modelgraph.runner.fast.depthwise_rows`: 1.05-1.5x faster on
+  one core, the same sums in the same order). A strided layer's slab is first split into column phases (pixels
   ``p, p + s, ...``) so every tap still reads a contiguous run. Measured on one core against the
   pixel loops (stride 1): 11 channels 7x7 17.5 against 1.8-3.5 GFLOP/s, 44 channels 5x5 19.6 against
   6-11, 144-672 channels 19-21 against 16-19. Every stretch starts on a pixel, so the kernel tiled
@@ -218,6 +220,18 @@ def _row_kernels() -> tuple[Callable[..., None], Callable[..., None]]:
     return jit(_depthwise_row_loops), jit(_phase_split_loops)
 
 
+@cache
+def _fixed_width_rows() -> dict[int, Callable[..., None]]:
+    """Row loops for the kernel widths :mod:`modelgraph.runner.fast.depthwise_rows` has (a whole
+    kernel row a pass instead of three taps), compiled on first use."""
+    import numba
+
+    from modelgraph.runner.fast import depthwise_rows
+
+    jit = numba.njit(nogil=True, cache=True, boundscheck=False)
+    return {kw: jit(fn) for kw, fn in depthwise_rows.BY_WIDTH.items()}
+
+
 def depthwise(
     src: np.ndarray,
     kernel: np.ndarray,
@@ -234,6 +248,7 @@ def depthwise(
         _kernel()(src, kernel, dst, sh, sw, dilation[0], dilation[1])
         return
     rows_loops, split_loops = _row_kernels()
+    rows_loops = _fixed_width_rows().get(kernel.shape[1], rows_loops)
     nb, rows, wp = src.shape[:3]
     if sw == 1:
         phased = np.ascontiguousarray(src).reshape(nb, rows, 1, wp * width)
