@@ -293,7 +293,10 @@ def main() -> None:
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per engine per round")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed runs per engine per batch size")
+    # Six: modelgraph settles each input shape's schedule in its first six runs (a warm-up, two timed
+    # serial runs, three side-by-side trials; runner/schedule.py), Keras traces its function on the
+    # first call; every engine gets the same count.
+    ap.add_argument("--warmup", type=int, default=6, help="untimed runs per engine per batch size")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds per batch size")
     ap.add_argument("--settle", type=float, default=1.0, help="pause (s) before each engine's turn")
     ap.add_argument(
