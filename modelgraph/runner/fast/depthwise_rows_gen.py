@@ -10,8 +10,9 @@ once per row instead. On one core of an AVX-512 machine (GFLOP/s, generic -> who
 28 -> 37, 88 channels 31 -> 39; 7x7 with 22 channels 28 -> 32, 176 channels 33 -> 34. In
 NASNetMobile at batch 8 its unit-stride and narrow strided depthwise calls take 0.79-0.90x the
 time, the whole model about 0.93x (batch 1 0.95x; EfficientNetB0 and MobileNetV2 0.96-0.98x). Two
-kernel rows a pass, or every row, was slower for 7x7 kernels (too many input runs per pass), and a
-``while`` loop over the rows instead of a ``for`` loop kept LLVM from vectorizing (0.5x). The sums
+kernel rows a pass ran at 0.64-0.89x the speed of one (3x3 and 5x5; the height is only known at run
+time), every row in one pass at 0.84-1.56x with the height fixed too, and a ``while`` loop over the
+rows instead of a ``for`` loop kept LLVM from vectorizing (0.5x). The sums
 are added in the same order (row by row, tap by tap, each product rounded and added to a float32
 sum), so the results are bit for bit those of the generic loops.
 
