@@ -255,3 +255,27 @@ def test_float16_inputs_keep_dtype():
     out = sm(x)
     assert out.dtype == np.float16
     np.testing.assert_allclose(out.astype(np.float32).sum(-1), 1.0, atol=2e-3)
+
+
+@pytest.mark.parametrize("invert", [False, True])
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.random.default_rng(0).uniform(0, 255, (2, 5, 7, 3)).astype(np.float32),  # rows of W * C
+        np.random.default_rng(1).uniform(0, 255, (2, 7, 5, 3)).astype(np.float32).transpose(0, 2, 1, 3),
+        np.random.default_rng(2).uniform(0, 255, (4, 3)).astype(np.float32),
+    ],
+    ids=["contiguous", "strided", "rank2"],
+)
+def test_per_channel_normalization_on_rows_is_the_broadcast_formula_bit_for_bit(x, invert):
+    """Normalization's per-channel mean and variance run on rows of W x C values (a long inner loop)
+    where the input is C-contiguous; the values are those of Keras's formula as NumPy broadcasts it."""
+    mean = np.array([123.7, 116.3, 103.5])
+    variance = np.array([58.4, 57.1, 57.4]) ** 2
+    config = {"axis": -1, "mean": mean.tolist(), "variance": variance.tolist(), "invert": invert}
+    got = get_kernel("Normalization")(_spec("Normalization", config))(x)
+    m = mean.astype(np.float32)
+    d = np.maximum(np.sqrt(variance), 1e-7).astype(np.float32)
+    expected = m + x * d if invert else (x - m) / d
+    assert got.shape == x.shape and got.dtype == np.float32
+    np.testing.assert_array_equal(got, expected)
