@@ -71,13 +71,12 @@ def blas_kernels() -> str:
     environment chose the kernel set: ``OPENBLAS_CORETYPE`` pins OpenBLAS to an older one on some
     machines (Haswell's AVX2 kernels on an AVX-512 CPU ran sgemm at 250 instead of 467 GFLOP/s).
     Unset it, with ``OPENBLAS_L2_SIZE``, for the benchmark command alone to time a current NumPy."""
-    from threadpoolctl import threadpool_info
+    from modelgraph.runner.threads import blas_libraries
 
-    pools = [p for p in threadpool_info() if p.get("user_api") == "blas"]
-    if not pools:
+    libs = blas_libraries()
+    if not libs:
         return "no BLAS threadpoolctl knows"
-    p = pools[0]
-    text = f"{p.get('internal_api')} {p.get('version')}, {p.get('architecture')} kernels"
+    text = f"{libs[0].library} {libs[0].version}, {libs[0].kernels} kernels"
     forced = {v: os.environ[v] for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if v in os.environ}
     if forced:
         text += (

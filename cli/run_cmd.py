@@ -138,13 +138,12 @@ def _text_report(report: RunReport, failures_only: bool = False) -> str:
         )
         setup = [f"{prof.threads} thread{'s' if prof.threads != 1 else ''}"] if prof.threads else []
         for lib in prof.blas:
-            kernels = f", {lib.kernels} kernels" if lib.kernels else ""
-            chosen = (
-                f" (chosen by {lib.chosen_by}, not by the library: see docs/runner.md, Which BLAS kernels)"
-                if lib.chosen_by
-                else ""
-            )
-            setup.append(f"BLAS {lib.library} {lib.version or ''}{kernels}{chosen}".replace("  ", " "))
+            text = " ".join(part for part in ("BLAS", lib.library, lib.version) if part)
+            if lib.kernels:
+                text += f", {lib.kernels} kernels"
+            if lib.chosen_by:
+                text += f" (chosen by {lib.chosen_by}, not by the library: see docs/runner.md, Which BLAS kernels)"
+            setup.append(text)
         if setup:
             lines.append("  " + "; ".join(setup))
         total = prof.kernel_seconds or 1.0
