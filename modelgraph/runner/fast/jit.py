@@ -16,8 +16,8 @@ this machine, 5-7% of the float32 matmul peak). Two compiled loops keep the sums
   ``p, p + s, ...``) so every tap still reads a contiguous run. Measured on one core against the
   pixel loops (stride 1): 11 channels 7x7 17.5 against 1.8-3.5 GFLOP/s, 44 channels 5x5 19.6 against
   6-11, 144-672 channels 19-21 against 16-19. Every stretch starts on a pixel, so the kernel tiled
-  over one stretch (at most ``kh * kw * ROW_STRETCH`` values, made on each call, in L1/L2) serves the
-  whole row: a kernel tiled over whole rows and kept per layer was 13.7 MiB for NASNetMobile at
+  over one stretch (at most ``kh * kw * depthwise_rows.ROW_STRETCH`` values, made on each call, in
+  L1/L2) serves the whole row: a kernel tiled over whole rows and kept per layer was 13.7 MiB for NASNetMobile at
   224x224 (more than two thirds of its weights), read from memory on every run (whole model 0.97x
   at batch 1; EfficientNetB0 0.93x at batch 1, MobileNetV2 0.94x at batch 8).
 * **Pixel loops**: per output pixel, every tap over the channels into a local accumulator. Used for
@@ -52,10 +52,6 @@ ENV = "MODELGRAPH_JIT"
 # Strided depthwise layers narrower than this run the row loops (on a phase-split copy of the slab),
 # wider ones the pixel loops; unit-stride layers always run the row loops when given a tiled kernel.
 STRIDED_ROWS_BELOW_CHANNELS = 64
-
-# Output values one pass of the row loops accumulates (a stretch of one output row, 2 KiB of float32:
-# the accumulator, the kernel's tiled weights and the input runs stay in L1).
-ROW_STRETCH = 512
 
 # The scratch slot of a strided slab's phase-split copy (the NumPy path's phase copies use it too, never
 # in the same call).
@@ -134,66 +130,6 @@ def _kernel() -> Callable[..., None]:
     return numba.njit(nogil=True, cache=True, boundscheck=False)(_depthwise_loops)
 
 
-def _depthwise_row_loops(phased: Any, kernel: Any, dst: Any, sh: int, sw: int, dh: int, dw: int) -> None:
-    """The row loops Numba compiles: ``phased`` is the slab ``(nb, rows, sw, pixels * width)``, column
-    phase ``p`` holding pixels ``p, p + sw, ...`` flattened; ``kernel`` is ``(kh, kw, width)``."""
-    # Slices, not offset indices: Numba checks a negative index on every signed subscript, which
-    # stops LLVM from vectorizing the loop; a slice's loop index is known to be non-negative.
-    nb, hb, ow, width = dst.shape
-    kh, kw = kernel.shape[0], kernel.shape[1]
-    total = ow * width
-    stretch = min(total, max(width, (ROW_STRETCH // width) * width))
-    # Every stretch starts on a pixel, so the kernel tiled over one stretch serves them all.
-    tiled = np.empty((kh, kw, stretch), dtype=dst.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            for p in range(stretch // width):
-                tiled[i, j, p * width : (p + 1) * width] = kernel[i, j]
-    acc = np.empty(stretch, dtype=dst.dtype)
-    phase = np.empty(kw, dtype=np.int64)
-    offset = np.empty(kw, dtype=np.int64)
-    for j in range(kw):
-        phase[j] = (j * dw) % sw
-        offset[j] = ((j * dw) // sw) * width
-    for n in range(nb):
-        for y in range(hb):
-            for t0 in range(0, total, stretch):
-                m = min(stretch, total - t0)
-                a = acc[:m]
-                for i in range(kh):
-                    row = phased[n, y * sh + i * dh]
-                    weights = tiled[i]
-                    j = 0
-                    if i == 0:
-                        s0 = row[phase[0], offset[0] + t0 : offset[0] + t0 + m]
-                        w0 = weights[0, :m]
-                        for t in range(m):
-                            a[t] = s0[t] * w0[t]
-                        j = 1
-                    while kw - j >= 3:
-                        s0 = row[phase[j], offset[j] + t0 : offset[j] + t0 + m]
-                        s1 = row[phase[j + 1], offset[j + 1] + t0 : offset[j + 1] + t0 + m]
-                        s2 = row[phase[j + 2], offset[j + 2] + t0 : offset[j + 2] + t0 + m]
-                        w0 = weights[j, :m]
-                        w1 = weights[j + 1, :m]
-                        w2 = weights[j + 2, :m]
-                        for t in range(m):
-                            a[t] = a[t] + s0[t] * w0[t] + s1[t] * w1[t] + s2[t] * w2[t]
-                        j += 3
-                    while j < kw:
-                        s0 = row[phase[j], offset[j] + t0 : offset[j] + t0 + m]
-                        w0 = weights[j, :m]
-                        for t in range(m):
-                            a[t] += s0[t] * w0[t]
-                        j += 1
-                first = t0 // width
-                for p in range(m // width):
-                    out = dst[n, y, first + p]
-                    got = a[p * width : (p + 1) * width]
-                    for c in range(width):
-                        out[c] = got[c]
-
-
 def _phase_split_loops(src: Any, phased: Any, sw: int) -> None:
     """Copy the slab ``src`` (``(nb, rows, Wp, width)``) into ``phased`` (``(nb, rows, sw, pixels *
     width)``), column ``x`` to phase ``x % sw``, pixel ``x // sw``."""
@@ -216,8 +152,10 @@ def _phase_split_loops(src: Any, phased: Any, sw: int) -> None:
 def _row_kernels() -> tuple[Callable[..., None], Callable[..., None]]:
     import numba
 
+    from modelgraph.runner.fast import depthwise_rows
+
     jit = numba.njit(nogil=True, cache=True, boundscheck=False)
-    return jit(_depthwise_row_loops), jit(_phase_split_loops)
+    return jit(depthwise_rows.rows_any), jit(_phase_split_loops)
 
 
 @cache
