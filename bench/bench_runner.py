@@ -385,10 +385,7 @@ def main() -> None:
                         for y in (KERAS_BEST, "onnxruntime")
                         if x in t and y in t
                     }
-                    wins = sum(
-                        statistics.median(k) <= statistics.median(e)
-                        for k, e in zip(t["keras"], t["keras-eigen"], strict=True)
-                    )
+                    wins = sum(best is k for best, k in zip(t[KERAS_BEST], t["keras"], strict=True))
                     gflops = 2 * macs * b / med["modelgraph"] / 1e9
                     summary.append(
                         {"model": name, "batch": b, "med": med, "ratios": ratios, "gflops": gflops}
