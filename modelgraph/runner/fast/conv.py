@@ -479,9 +479,9 @@ class _OneSlabs:
     """A 2-D depthwise conv (alone or a separable conv's first stage) run in one padded slab when
     its input is small enough: what the blocked path computes for one block, without its per-call
     bookkeeping. The geometry is worked out once per input shape; the padded input (with a merged
-    ReLU clamped on the way) is written in one compiled pass, then the row loops run. At batch 1,
-    NASNetMobile's 160 separable convs spent more time in the bookkeeping than in their loops and
-    GEMMs. Needs the ``jit`` extra, float32, a depth multiplier of 1 and no column dilation."""
+    ReLU clamped on the way) is written in one compiled pass, then the depthwise loops run. At batch
+    1, NASNetMobile's 160 separable convs spent more time in the bookkeeping than in their loops and
+    GEMMs. Needs the ``jit`` extra, float32 and a depth multiplier of 1."""
 
     def __init__(
         self,
@@ -495,9 +495,7 @@ class _OneSlabs:
     ) -> None:
         clamp = bias_act.bounds(pre_activation)
         self.flat = kernel.reshape(*kernel.shape[:-2], -1)
-        self.usable = (
-            kernel.shape[-1] == 1 and dilation[1] == 1 and kernel.dtype == np.float32 and clamp is not None
-        )
+        self.usable = kernel.shape[-1] == 1 and kernel.dtype == np.float32 and clamp is not None
         self.strides, self.dilation, self.mode, self.pre_pads = strides, dilation, mode, pre_pads
         self.clamp = clamp or (-np.inf, np.inf)
         self.epilogue = epilogue  # what runs on the depthwise output (its cost counts as the blocked path's)

@@ -59,9 +59,9 @@ def depthwise_slab(
     (:func:`tiled_for`, kept in ``tiles``, the calling layer's own dict), runs its inner loop over
     whole rows whatever the channel count. Otherwise (and for strided layers of at least
     ``PHASES_BELOW_CHANNELS`` channels) one einsum over a strided (pixels, taps, channels) view runs
-    it over the channels, which is slow for narrow layers. With the optional Numba
-    (:mod:`modelgraph.runner.fast.jit`), compiled loops do the same sums instead (and tile the kernel
-    over a short stretch themselves: ``tiles`` stays empty).
+    it over the channels, which is slow for narrow layers. With the optional ``jit`` extra
+    (:mod:`modelgraph.runner.fast.jit`), compiled loops do the same sums instead, with no tiled
+    kernel (``tiles`` stays empty).
     """
     nb, hb, ow, width = dst.shape
     kh, kw = kernel.shape[:2]
