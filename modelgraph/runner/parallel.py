@@ -133,20 +133,26 @@ def blas_thread_count() -> int | None:
 
 
 class ThreadPool:
-    """A pool of named threads, made when first needed and replaced by a larger one when a caller
-    asks for more workers than it has."""
+    """Named threads made when first needed, one per share index: share ``k`` of every call runs on
+    thread ``k``. A call with fewer shares than an earlier one touches only the threads it needs, and
+    each thread keeps its own scratch buffers (:func:`modelgraph.runner.fast.blocks.scratch`). A
+    shared pool let whichever idle thread came first take a share, so a two-thread run could still
+    make a third thread's scratch after a four-thread run, and a pool replaced by a larger one kept
+    its threads and their scratch: 4.4 MB more than one batch of a stream needed, seen in tests."""
 
     def __init__(self, prefix: str) -> None:
         self._prefix = prefix
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        self._threads: list[ThreadPoolExecutor] = []
 
-    def get(self, workers: int) -> ThreadPoolExecutor:
-        """The pool, with at least ``workers`` threads."""
+    def run_each(self, count: int, fn: Callable[..., None], *args: object) -> list[Future[None]]:
+        """Start ``fn(*args)`` once on each of the first ``count`` threads."""
         with self._lock:
-            if self._pool is None or self._pool._max_workers < workers:  # noqa: SLF001 - grow once
-                self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=self._prefix)
-            return self._pool
+            while len(self._threads) < count:
+                name = f"{self._prefix}-{len(self._threads)}"
+                self._threads.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix=name))
+            chosen = self._threads[:count]
+        return [thread.submit(fn, *args) for thread in chosen]
 
 
 # The threads for_each hands a kernel's block shares to.
@@ -219,9 +225,7 @@ def for_each(fn: Callable[[T], None], items: Sequence[T], work: float | None = N
     queue = _Queue(len(items))
     error: BaseException | None = None
     with blas_threads(1):
-        futures: list[Future[None]] = [
-            _BLOCKS.get(threads - 1).submit(_run_share, fn, items, queue) for _ in range(threads - 1)
-        ]
+        futures = _BLOCKS.run_each(threads - 1, _run_share, fn, items, queue)
         try:
             _run_share(fn, items, queue)
         except BaseException as exc:  # noqa: BLE001 - re-raised once the other threads are done
@@ -232,6 +236,12 @@ def for_each(fn: Callable[[T], None], items: Sequence[T], work: float | None = N
                 error = exc
     if error is not None:
         raise error
+
+
+def blas_single_threaded() -> bool:
+    """Whether a BLAS call made on this thread now runs on one thread: inside a block share or a step
+    beside others (:func:`serial_kernels`: BLAS is set to one thread), or in a run of one thread."""
+    return getattr(_IN_SHARE, "active", False) or thread_count() <= 1
 
 
 @contextmanager

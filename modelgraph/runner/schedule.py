@@ -29,7 +29,6 @@ import heapq
 import math
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 from modelgraph.runner import parallel
@@ -255,7 +254,7 @@ def run_side_by_side(
                         heapq.heappush(ready, j)
                 cv.notify_all()
 
-    futures: list[Future[None]] = [_STEPS.get(workers - 1).submit(work) for _ in range(workers - 1)]
+    futures = _STEPS.run_each(workers - 1, work)
     try:
         work()
     finally:

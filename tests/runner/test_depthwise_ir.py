@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 if jit.available():
-    from modelgraph.runner.fast import depthwise_ir, depthwise_ir_call, object_cache
+    from modelgraph.runner.fast import depthwise_ir, ir, ir_call, object_cache
 
 
 def _reference(
@@ -34,11 +34,11 @@ def _reference(
 
 
 def _targets() -> list:
-    host = depthwise_ir.host_target()
+    host = ir.host_target()
     targets = [host]
     features = host.features.split(",")
     if "+avx2" in features and "+fma" in features and host.lanes == 16:
-        targets.append(depthwise_ir.Target("haswell", "", 8, 4))  # AVX2 vectors on an AVX-512 machine
+        targets.append(ir.Target("haswell", "", 8, 4))  # AVX2 vectors on an AVX-512 machine
     return targets
 
 
@@ -113,16 +113,16 @@ def test_other_dtypes_and_strided_channels_are_refused() -> None:
 
 def test_compiled_code_is_cached_on_disk_and_a_bad_entry_is_ignored(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv(object_cache.ENV, str(tmp_path))
-    target = depthwise_ir.host_target()
+    target = ir.host_target()
     source = depthwise_ir.module_source(target, 3, 1)
     first = object_cache.ObjectCache(source, target.cpu, target.features)
     assert not first.hit()
-    compiled = depthwise_ir._compile(target, source)  # writes the entry
+    compiled = ir.compile_source(target, source, "depthwise")  # writes the entry
     assert compiled.address
     (entry,) = tmp_path.iterdir()
     again = object_cache.ObjectCache(source, target.cpu, target.features)
     assert again.hit() and again.path == entry
-    assert depthwise_ir._compile(target, source).address  # loaded from the entry
+    assert ir.compile_source(target, source, "depthwise").address  # loaded from the entry
     data = entry.read_bytes()
     entry.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))  # changed: its digest no longer matches
     assert not object_cache.ObjectCache(source, target.cpu, target.features).hit()
@@ -134,13 +134,13 @@ def test_code_from_the_cache_computes_the_same() -> None:
     rng = np.random.default_rng(9)
     src = rng.standard_normal((1, 9, 9, 20)).astype(np.float32)
     kernel = rng.standard_normal((5, 5, 20)).astype(np.float32)
-    target = depthwise_ir.host_target()
+    target = ir.host_target()
     source = depthwise_ir.module_source(target, 5, 1)
     outputs = []
     for _ in range(2):  # compiled (or cached) once, then certainly read back from the cache
-        compiled = depthwise_ir._compile(target, source)
+        compiled = ir.compile_source(target, source, "depthwise")
         dst = np.empty((1, 5, 5, 20), np.float32)
-        depthwise_ir_call.checked_call(compiled.address, src, kernel, dst, 1, 1, 1, 1)
+        ir_call.depthwise(compiled.address, src, kernel, dst, 1, 1, 1, 1)
         outputs.append(dst)
     np.testing.assert_array_equal(outputs[0], outputs[1])
     np.testing.assert_allclose(

@@ -321,3 +321,45 @@ def test_a_costly_epilogue_counts_in_the_decision_to_spread(two_threads, activat
     np.testing.assert_allclose(
         out, get_activation(activation)(x.reshape(-1, 16) @ weights).reshape(out.shape), rtol=1e-5, atol=1e-5
     )
+
+
+def test_shares_run_on_the_first_threads_of_the_pool_only():
+    # Share k always runs on thread k: after a call with four shares, calls with one share keep to
+    # one thread, so they never make scratch buffers on the others.
+    pool = parallel.ThreadPool("test-pool")
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def record() -> None:
+        with lock:
+            seen.append(threading.current_thread().name)
+        time.sleep(0.002)
+
+    for future in pool.run_each(4, record):
+        future.result()
+    assert len(set(seen)) == 4
+    seen.clear()
+    for _ in range(20):
+        for future in pool.run_each(1, record):
+            future.result()
+    assert len(set(seen)) == 1 and seen[0].startswith("test-pool-0")
+
+
+@needs_blas_control
+def test_for_each_hands_shares_to_the_first_pool_threads(monkeypatch):
+    names: set[str] = set()
+    lock = threading.Lock()
+
+    def work(item: int) -> None:
+        with lock:
+            names.add(threading.current_thread().name)
+        time.sleep(0.005)
+
+    monkeypatch.setenv("MODELGRAPH_NUM_THREADS", "4")
+    parallel.for_each(work, list(range(12)))
+    monkeypatch.setenv("MODELGRAPH_NUM_THREADS", "2")
+    names.clear()
+    for _ in range(10):
+        parallel.for_each(work, list(range(4)))
+    pool_threads = {name for name in names if name.startswith("modelgraph")}
+    assert pool_threads and all(name.startswith("modelgraph-0") for name in pool_threads)

@@ -42,6 +42,7 @@ from modelgraph.runner.fast.epilogue import (
     with_residual,
 )
 from modelgraph.runner.fast.gemm import conv2d_gemm, im2col
+from modelgraph.runner.fast.gemm_ir import matmul
 from modelgraph.runner.fast.winograd import (
     conv2d_winograd,
     use_winograd,
@@ -447,7 +448,7 @@ def _make_separable(
             slabs.run(x, one, mid)
             out = np.empty((*one.out[:3], filters), dtype=np.float32)
             flat = out.reshape(-1, filters)
-            np.matmul(mid.reshape(-1, one.out[3]), pointwise, out=flat)
+            matmul(mid.reshape(-1, one.out[3]), pointwise, flat)
             epilogue(flat, None)
             return from_last(out, fmt)
         pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)

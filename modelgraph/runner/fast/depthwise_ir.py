@@ -31,13 +31,12 @@ CPU and llvmlite's version.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
 
 import numpy as np
+
+from modelgraph.runner.fast.ir import Function, Target, compiled, host_target
 
 # Kernel widths unrolled in the IR; wider kernels run a loop over their columns (no shared loads).
 MAX_UNROLLED_WIDTH = 11
@@ -54,118 +53,6 @@ ENTRY_SIZES = (
 )
 
 
-@dataclass(frozen=True)
-class Target:
-    """The machine the code is compiled for: its CPU name and features, and the vector shape."""
-
-    cpu: str
-    features: str
-    lanes: int  # floats per vector
-    pixels: int  # output pixels per tile
-
-    @property
-    def vector(self) -> str:
-        return f"<{self.lanes} x float>"
-
-
-@cache
-def host_target() -> Target:
-    """This machine's :class:`Target` (llvmlite's view of the host CPU)."""
-    from llvmlite import binding as ll
-
-    _initialize()
-    features = ll.get_host_cpu_features()
-    if features.get("avx512f"):
-        lanes, pixels = 16, 8
-    elif features.get("avx"):
-        lanes, pixels = 8, 4
-    else:
-        lanes, pixels = 4, 4
-    return Target(ll.get_host_cpu_name(), features.flatten(), lanes, pixels)
-
-
-@cache
-def _initialize() -> None:
-    from llvmlite import binding as ll
-
-    ll.initialize_native_target()
-    ll.initialize_native_asmprinter()
-
-
-@dataclass
-class _Function:
-    """IR text of one function, written top to bottom, with structured loops."""
-
-    lines: list[str] = field(default_factory=list)
-    count: int = 0
-    block: str = "entry"
-
-    def fresh(self, stem: str) -> str:
-        self.count += 1
-        return f"%{stem}{self.count}"
-
-    def let(self, text: str) -> str:
-        name = self.fresh("v")
-        self.lines.append(f"  {name} = {text}")
-        return name
-
-    def emit(self, text: str) -> None:
-        self.lines.append(f"  {text}")
-
-    def label(self, name: str) -> None:
-        self.lines.append(f"{name}:")
-        self.block = name
-
-    def loop(
-        self,
-        start: str | int,
-        stop: str,
-        step: int,
-        body: Callable[[str, list[str]], list[str] | None],
-        carried: list[tuple[str, str]] = (),  # type: ignore[assignment]
-    ) -> tuple[str, list[str]]:
-        """``for i in range(start, stop - step + 1, step)``: ``body(i, values)`` writes one pass and
-        returns the new ``carried`` values. Returns the index at the exit (the first block not run)
-        and the carried values there."""
-        n = self.fresh("L")[1:]
-        head, body_label, done = f"{n}.head", f"{n}.body", f"{n}.done"
-        entry = self.block
-        self.emit(f"br label %{head}")
-        self.label(head)
-        index, following = f"%{n}.i", f"%{n}.next"
-        values = [f"%{n}.c{j}" for j in range(len(carried))]
-        phis_at = len(self.lines)
-        self.lines.append("")  # the phis, written once the back edge is known
-        end = self.let(f"add i64 {index}, {step}")
-        more = self.let(f"icmp sle i64 {end}, {stop}")
-        self.emit(f"br i1 {more}, label %{body_label}, label %{done}")
-        self.label(body_label)
-        new = body(index, values) or []
-        latch = self.block
-        self.emit(f"{following} = add i64 {index}, {step}")
-        self.emit(f"br label %{head}")
-        phis = [f"  {index} = phi i64 [{start}, %{entry}], [{following}, %{latch}]"]
-        phis += [
-            f"  {value} = phi {ty} [{init}, %{entry}], [{new[j]}, %{latch}]"
-            for j, (value, (ty, init)) in enumerate(zip(values, carried, strict=True))
-        ]
-        self.lines[phis_at] = "\n".join(phis)
-        self.label(done)
-        return index, values
-
-    def branch(self, condition: str, then: Callable[[], None], otherwise: Callable[[], None]) -> None:
-        """``if condition: then() else: otherwise()``."""
-        n = self.fresh("B")[1:]
-        self.emit(f"br i1 {condition}, label %{n}.then, label %{n}.else")
-        self.label(f"{n}.then")
-        then()
-        self.emit(f"br label %{n}.end")
-        self.label(f"{n}.else")
-        otherwise()
-        self.emit(f"br label %{n}.end")
-        self.label(f"{n}.end")
-
-
 def _tile(target: Target, kw: int | None, pixels: int, masked: bool, stride: int | None) -> str:
     """One tile: ``pixels`` output pixels times one vector of channels, every tap of the kernel.
 
@@ -175,7 +62,7 @@ def _tile(target: Target, kw: int | None, pixels: int, masked: bool, stride: int
     channel count (the kernel's distance between taps); the output's distance between pixels; the
     lane mask."""
     vec, lanes = target.vector, target.lanes
-    f = _Function()
+    f = Function()
     f.lines.append(
         f"define internal void @{_tile_name(kw, pixels, masked)}(ptr noalias %src, ptr noalias %ker, "
         "ptr noalias %dst, i64 %kh, i64 %kw, i64 %row, i64 %tap, i64 %px, i64 %C, i64 %out_px, "
@@ -245,7 +132,7 @@ def _tile_sizes(target: Target) -> tuple[int, ...]:
 def _entry(target: Target, kw: int | None) -> str:
     """The whole conv: batches, output rows, tiles along the row, channel blocks."""
     lanes = target.lanes
-    f = _Function()
+    f = Function()
     params = ", ".join([*(f"ptr noalias %{a}" for a in ENTRY_POINTERS), *(f"i64 %{a}" for a in ENTRY_SIZES)])
     f.lines.append(f"define void @depthwise({params}) nounwind {{")
     f.label("entry")
@@ -331,50 +218,6 @@ def module_source(target: Target, kw: int | None, stride: int | None) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-@dataclass
-class _Compiled:
-    engine: Any  # kept alive: it owns the machine code
-    address: int
-
-
-_lock = threading.Lock()
-_compiled: dict[tuple[Target, int | None, int | None], _Compiled] = {}
-
-
-def compiled(target: Target, kw: int | None, stride: int | None) -> int:
-    """The address of the compiled entry point for ``(target, kw, stride)`` (see
-    :func:`module_source`), compiled on first use (or read from the object cache)."""
-    key = (target, kw, stride)
-    done = _compiled.get(key)
-    if done is None:
-        with _lock:
-            done = _compiled.get(key)
-            if done is None:
-                done = _compiled[key] = _compile(target, module_source(target, kw, stride))
-    return done.address
-
-
-def _compile(target: Target, source: str) -> _Compiled:
-    from llvmlite import binding as ll
-
-    from modelgraph.runner.fast import object_cache
-
-    _initialize()
-    module = ll.parse_assembly(source)
-    module.verify()
-    machine = ll.Target.from_default_triple().create_target_machine(
-        cpu=target.cpu, features=target.features, opt=3, jit=True
-    )
-    engine = ll.create_mcjit_compiler(module, machine)
-    cached = object_cache.ObjectCache(source, target.cpu, target.features)
-    engine.set_object_cache(cached.store, cached.load)
-    if not cached.hit():
-        builder = ll.create_pass_builder(machine, ll.create_pipeline_tuning_options(speed_level=3))
-        builder.getModulePassManager().run(module, builder)
-    engine.finalize_object()
-    return _Compiled(engine, engine.get_function_address("depthwise"))
-
-
 def depthwise(
     src: np.ndarray,
     kernel: np.ndarray,
@@ -395,12 +238,18 @@ def depthwise(
     kw = kernel.shape[1]
     unrolled = kw if kw <= MAX_UNROLLED_WIDTH else None
     stride = strides[1] if dilation[1] == 1 and strides[1] in CONSTANT_STRIDES else None
-    address = compiled(target or host_target(), unrolled, stride)
+    target = target or host_target()
+    address = compiled(
+        ("depthwise", target, unrolled, stride),
+        target,
+        lambda: module_source(target, unrolled, stride),
+        "depthwise",
+    )
     _caller()(address, src, kernel, dst, strides[0], strides[1], dilation[0], dilation[1])
 
 
 @cache
 def _caller() -> Callable[..., None]:
-    from modelgraph.runner.fast import depthwise_ir_call
+    from modelgraph.runner.fast import ir_call
 
-    return depthwise_ir_call.checked_call
+    return ir_call.depthwise

@@ -50,6 +50,7 @@ from modelgraph.runner.fast.epilogue import (
     in_place_epilogue,
     with_residual,
 )
+from modelgraph.runner.fast.gemm_ir import matmul
 from modelgraph.runner.fast.pooling import padded_avg_pool2d, padded_max_pool2d
 from modelgraph.runner.fast.scaled import scaled_pointwise_conv2d
 from modelgraph.runner.kernels.conv_utils import fused_activation, out_sizes, window_pads
@@ -230,7 +231,7 @@ def _bottleneck(
             assert expand is not None
             kernel, epilogue = expand
             rows = scratch(1, (nb, b - a, width_in, channels), np.float32)
-            np.matmul(x[n0:n1, a:b].reshape(-1, x.shape[3]), kernel, out=rows.reshape(-1, channels))
+            matmul(x[n0:n1, a:b].reshape(-1, x.shape[3]), kernel, rows.reshape(-1, channels))
             epilogue(rows, dst)
 
         fill = None if expand is None else expand_rows
@@ -239,7 +240,7 @@ def _bottleneck(
         depthwise_slab(padded, dw_kernel, dw_tiles, strides, (1, 1), dst)
         dw_epilogue(dst, None)
         block = out[n0:n1, h0:h1]
-        np.matmul(dst.reshape(-1, channels), project, out=block.reshape(-1, project.shape[1]))
+        matmul(dst.reshape(-1, channels), project, block.reshape(-1, project.shape[1]))
         project_epilogue(block, (slice(n0, n1), slice(h0, h1)))
 
     # Bands are independent (each writes its own output rows): spread them over the cores.

@@ -19,6 +19,7 @@ from modelgraph.runner.fast.blocks import (
     window_rows,
 )
 from modelgraph.runner.fast.epilogue import Epilogue, element_work
+from modelgraph.runner.fast.gemm_ir import matmul
 from modelgraph.runner.kernels.conv_utils import Pads, out_sizes, taps
 from modelgraph.runner.parallel import for_each
 
@@ -141,7 +142,7 @@ def conv2d_gemm(
         block = flat_out[m0:m1]
         region = (slice(n0, n1), slice(h0, h1))
         if pointwise:
-            np.matmul(x[n0:n1, h0:h1].reshape(-1, channels), weights, out=block)
+            matmul(x[n0:n1, h0:h1].reshape(-1, channels), weights, block)
             epilogue(block, region)
             return
         r0, r1 = window_rows(h0, h1, kh, strides[0], dilation[0])
@@ -160,7 +161,7 @@ def conv2d_gemm(
                     a : a + (hb - 1) * strides[0] + 1 : strides[0],
                     b : b + (ow - 1) * strides[1] + 1 : strides[1],
                 ]
-        np.matmul(cols.reshape(m1 - m0, depth), weights, out=block)
+        matmul(cols.reshape(m1 - m0, depth), weights, block)
         epilogue(block, region)
 
     # Blocks are independent (each writes its own output rows): when the conv is big enough and every

@@ -2,7 +2,9 @@
 :mod:`modelgraph.runner.fast.pooling` and :mod:`modelgraph.runner.fast.conv` when the optional ``jit``
 extra is installed (``pip install modelgraph[jit]``): padding with a clamp, 2-D average pooling (Numba
 loops) and depthwise convolutions (LLVM IR with explicit vectors, compiled with llvmlite, which Numba
-brings: :mod:`modelgraph.runner.fast.depthwise_ir`).
+brings: :mod:`modelgraph.runner.fast.depthwise_ir`; the narrow GEMMs of
+:mod:`modelgraph.runner.fast.gemm_ir` are written the same way). ``available()`` answers for all of
+them.
 
 A depthwise conv does 9-49 multiply-adds per output value and no reuse across channels: NumPy can only
 express it as whole-array passes (one ``einsum`` over strided views, about 7-8 GFLOP/s on one core of

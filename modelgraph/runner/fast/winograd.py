@@ -36,6 +36,7 @@ import numpy as np
 
 from modelgraph.runner.fast.blocks import GEMM_BLOCK_BYTES, scratch
 from modelgraph.runner.fast.epilogue import Epilogue
+from modelgraph.runner.fast.gemm_ir import matmul
 from modelgraph.runner.kernels.conv_utils import Pads
 from modelgraph.runner.parallel import for_each
 
@@ -410,7 +411,7 @@ def conv2d_winograd(
             m = _carve(own, lay.m, (16, nb, tb, tw, kc))
             # Plane by plane, in order: M may overlap the planes of V already used (see _offsets).
             for plane in range(16):
-                np.matmul(v[plane].reshape(-1, channels), u[plane], out=m[plane].reshape(-1, kc))
+                matmul(v[plane].reshape(-1, channels), u[plane], m[plane].reshape(-1, kc))
             region = (slice(n0, n1), slice(2 * t0, min(oh, 2 * t1)))
             dst = out[region]
             _transform_output(m, dst[..., k0:k1], _carve(own, lay.x, (4, nb, tb, tw, kc)))

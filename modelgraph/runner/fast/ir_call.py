@@ -1,6 +1,7 @@
-"""The Numba function that checks a depthwise conv's arrays and calls the IR loops of
-:mod:`modelgraph.runner.fast.depthwise_ir` at their address. Called through ctypes, the loops cost 7 us
-a call before any work (three array pointers and 19 converted arguments; NASNetMobile makes 335 calls
+"""The Numba functions that check the arrays of a call and run the IR loops of
+:mod:`modelgraph.runner.fast.depthwise_ir` and :mod:`modelgraph.runner.fast.gemm_ir` at their
+address: the loops read no bounds themselves. Called through ctypes, the depthwise loops cost 7 us a
+call before any work (three array pointers and 19 converted arguments; NASNetMobile makes 335 calls
 a run, 15% of its batch-1 time); a compiled function's dispatch costs about 0.3 us.
 """
 
@@ -17,8 +18,8 @@ from numba.extending import intrinsic
 
 @intrinsic
 def _call_at(typingctx: Any, address: Any, src: Any, kernel: Any, dst: Any, sizes: Any) -> Any:
-    """Call ``void(ptr src, ptr kernel, ptr dst, i64 sizes...)`` at ``address`` (the entry point of
-    :mod:`modelgraph.runner.fast.depthwise_ir`, its ``ENTRY_SIZES`` in order)."""
+    """Call ``void(ptr, ptr, ptr, i64 sizes...)`` at ``address`` (the entry points of the IR
+    modules: three arrays, then their sizes and strides in the order each module lists)."""
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         pointer, count = cgutils.voidptr_t, len(signature.args[-1])
@@ -34,7 +35,7 @@ def _call_at(typingctx: Any, address: Any, src: Any, kernel: Any, dst: Any, size
 
 
 @numba.njit(nogil=True, cache=True)
-def checked_call(address: int, src: Any, kernel: Any, dst: Any, sh: int, sw: int, dh: int, dw: int) -> None:
+def depthwise(address: int, src: Any, kernel: Any, dst: Any, sh: int, sw: int, dh: int, dw: int) -> None:
     """Check that ``src`` (``(nb, rows, Wp, C)``), ``kernel`` (``(kh, kw, C)``) and ``dst`` (``(nb, hb,
     ow, C)``) fit together for these strides and dilation (ValueError if not: the loops read no
     bounds), then run the loops at ``address``. The caller checks the dtypes (float32)."""
@@ -64,3 +65,32 @@ def checked_call(address: int, src: Any, kernel: Any, dst: Any, sh: int, sw: int
         kh, kw, sh, sw, dh, dw,
     )  # fmt: skip
     _call_at(address, src.ctypes.data, packed.ctypes.data, dst.ctypes.data, sizes)
+
+
+@numba.njit(nogil=True, cache=True)
+def gemm(address: int, a: Any, b: Any, out: Any, max_b_bytes: int) -> bool:
+    """``out`` = ``a @ b`` (2-D float32) by the loops at ``address``, compiled for ``b``'s column
+    count, when the layouts fit: ``b`` C-ordered and at most ``max_b_bytes``, the rows of ``a`` and
+    ``out`` unit-stride and apart, the shapes matching. Returns whether it ran (False: use BLAS).
+    The caller checks the dtypes."""
+    m, k = a.shape
+    n = b.shape[1]
+    if b.shape[0] != k or out.shape[0] != m or out.shape[1] != n or k * n * 4 > max_b_bytes:
+        return False
+    if (k > 1 and a.strides[1] != 4) or (n > 1 and (out.strides[1] != 4 or b.strides[1] != 4)):
+        return False
+    if m > 1 and (a.strides[0] < 4 * k or a.strides[0] % 4 or out.strides[0] < 4 * n or out.strides[0] % 4):
+        return False
+    if k > 1 and b.strides[0] != 4 * n:
+        return False
+    if m == 0 or n == 0:
+        return True
+    sizes = (
+        m,
+        k,
+        a.strides[0] // 4 if m > 1 else k,
+        n,
+        out.strides[0] // 4 if m > 1 else n,
+    )  # gemm_ir.ENTRY_SIZES
+    _call_at(address, a.ctypes.data, b.ctypes.data, out.ctypes.data, sizes)
+    return True

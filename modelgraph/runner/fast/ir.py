@@ -1,0 +1,176 @@
+"""Loops written as LLVM IR with explicit vectors and compiled with llvmlite (installed with Numba by
+the ``jit`` extra): the machine they are compiled for (:class:`Target`), a small writer for IR
+functions with structured loops (:class:`Function`), and compilation with a disk cache of the machine
+code (:func:`compiled`). The loops themselves are :mod:`modelgraph.runner.fast.depthwise_ir` and
+:mod:`modelgraph.runner.fast.gemm_ir`; :mod:`modelgraph.runner.fast.ir_call` calls them from Numba.
+
+Loops written for Numba leave vectors to LLVM's loop vectorizer, which only vectorizes an innermost
+loop and keeps nothing in registers across an outer one. Here a tile of results is a set of vector
+values carried through the loop over the sums (phi nodes), which LLVM keeps in registers, and every
+load is written once where it can serve several multiply-adds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Target:
+    """The machine the code is compiled for: its CPU name and features, and the vector shape."""
+
+    cpu: str
+    features: str
+    lanes: int  # floats per vector
+    pixels: int  # output pixels per tile
+
+    @property
+    def vector(self) -> str:
+        return f"<{self.lanes} x float>"
+
+
+@cache
+def host_target() -> Target:
+    """This machine's :class:`Target` (llvmlite's view of the host CPU)."""
+    from llvmlite import binding as ll
+
+    initialize()
+    features = ll.get_host_cpu_features()
+    if features.get("avx512f"):
+        lanes, pixels = 16, 8
+    elif features.get("avx"):
+        lanes, pixels = 8, 4
+    else:
+        lanes, pixels = 4, 4
+    return Target(ll.get_host_cpu_name(), features.flatten(), lanes, pixels)
+
+
+@cache
+def initialize() -> None:
+    from llvmlite import binding as ll
+
+    ll.initialize_native_target()
+    ll.initialize_native_asmprinter()
+
+
+@dataclass
+class Function:
+    """IR text of one function, written top to bottom, with structured loops."""
+
+    lines: list[str] = field(default_factory=list)
+    count: int = 0
+    block: str = "entry"
+
+    def fresh(self, stem: str) -> str:
+        self.count += 1
+        return f"%{stem}{self.count}"
+
+    def let(self, text: str) -> str:
+        name = self.fresh("v")
+        self.lines.append(f"  {name} = {text}")
+        return name
+
+    def emit(self, text: str) -> None:
+        self.lines.append(f"  {text}")
+
+    def label(self, name: str) -> None:
+        self.lines.append(f"{name}:")
+        self.block = name
+
+    def loop(
+        self,
+        start: str | int,
+        stop: str,
+        step: int,
+        body: Callable[[str, list[str]], list[str] | None],
+        carried: list[tuple[str, str]] = (),  # type: ignore[assignment]
+    ) -> tuple[str, list[str]]:
+        """``for i in range(start, stop - step + 1, step)``: ``body(i, values)`` writes one pass and
+        returns the new ``carried`` values. Returns the index at the exit (the first block not run)
+        and the carried values there."""
+        n = self.fresh("L")[1:]
+        head, body_label, done = f"{n}.head", f"{n}.body", f"{n}.done"
+        entry = self.block
+        self.emit(f"br label %{head}")
+        self.label(head)
+        index, following = f"%{n}.i", f"%{n}.next"
+        values = [f"%{n}.c{j}" for j in range(len(carried))]
+        phis_at = len(self.lines)
+        self.lines.append("")  # the phis, written once the back edge is known
+        end = self.let(f"add i64 {index}, {step}")
+        more = self.let(f"icmp sle i64 {end}, {stop}")
+        self.emit(f"br i1 {more}, label %{body_label}, label %{done}")
+        self.label(body_label)
+        new = body(index, values) or []
+        latch = self.block
+        self.emit(f"{following} = add i64 {index}, {step}")
+        self.emit(f"br label %{head}")
+        phis = [f"  {index} = phi i64 [{start}, %{entry}], [{following}, %{latch}]"]
+        phis += [
+            f"  {value} = phi {ty} [{init}, %{entry}], [{new[j]}, %{latch}]"
+            for j, (value, (ty, init)) in enumerate(zip(values, carried, strict=True))
+        ]
+        self.lines[phis_at] = "\n".join(phis)
+        self.label(done)
+        return index, values
+
+    def branch(self, condition: str, then: Callable[[], None], otherwise: Callable[[], None]) -> None:
+        """``if condition: then() else: otherwise()``."""
+        n = self.fresh("B")[1:]
+        self.emit(f"br i1 {condition}, label %{n}.then, label %{n}.else")
+        self.label(f"{n}.then")
+        then()
+        self.emit(f"br label %{n}.end")
+        self.label(f"{n}.else")
+        otherwise()
+        self.emit(f"br label %{n}.end")
+        self.label(f"{n}.end")
+
+
+@dataclass
+class _Compiled:
+    engine: Any  # kept alive: it owns the machine code
+    address: int
+
+
+_lock = threading.Lock()
+_compiled: dict[tuple[Any, ...], _Compiled] = {}
+
+
+def compiled(key: tuple[Any, ...], target: Target, source: Callable[[], str], entry: str) -> int:
+    """The address of function ``entry`` of the module ``source()`` writes, compiled for ``target``
+    on first use of ``key`` (or read from the object cache) and kept for the process."""
+    done = _compiled.get(key)
+    if done is None:
+        with _lock:
+            done = _compiled.get(key)
+            if done is None:
+                done = _compiled[key] = compile_source(target, source(), entry)
+    return done.address
+
+
+def compile_source(target: Target, source: str, entry: str) -> _Compiled:
+    """Compile the IR module ``source`` for ``target`` (optimised as clang's -O3 would, unless its
+    code is in the object cache) and find function ``entry``."""
+    from llvmlite import binding as ll
+
+    from modelgraph.runner.fast import object_cache
+
+    initialize()
+    module = ll.parse_assembly(source)
+    module.verify()
+    machine = ll.Target.from_default_triple().create_target_machine(
+        cpu=target.cpu, features=target.features, opt=3, jit=True
+    )
+    engine = ll.create_mcjit_compiler(module, machine)
+    cached = object_cache.ObjectCache(source, target.cpu, target.features)
+    engine.set_object_cache(cached.store, cached.load)
+    if not cached.hit():
+        builder = ll.create_pass_builder(machine, ll.create_pipeline_tuning_options(speed_level=3))
+        builder.getModulePassManager().run(module, builder)
+    engine.finalize_object()
+    return _Compiled(engine, engine.get_function_address(entry))
