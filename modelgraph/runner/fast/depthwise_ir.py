@@ -24,9 +24,10 @@ stride-2 5x5 and 7x7 with 32 channels 19-20 -> 45-47.
 Each product is fused into its sum (``llvm.fma``: one rounding per tap), taps added row by row and
 column by column from zero: within float32 rounding of every other path, not bit for bit.
 
-Kernels are compiled per (kernel width, column stride) on first use (60-120 ms each) and their
-machine code is cached on disk (:mod:`modelgraph.runner.fast.object_cache`), keyed by the IR, the
-CPU and llvmlite's version.
+Kernels are compiled per (kernel width, column stride) on first use (150-230 ms each on the AVX-512
+machine; NASNetMobile needs six) and their machine code is cached on disk
+(:mod:`modelgraph.runner.fast.object_cache`, about 2 ms to load), keyed by the IR, the CPU and
+llvmlite's version.
 """
 
 from __future__ import annotations
