@@ -117,12 +117,12 @@ def test_compiled_code_is_cached_on_disk_and_a_bad_entry_is_ignored(tmp_path, mo
     source = depthwise_ir.module_source(target, 3, 1)
     first = object_cache.ObjectCache(source, target.cpu, target.features)
     assert not first.hit()
-    compiled = ir.compile_source(target, source, "depthwise")  # writes the entry
-    assert compiled.address
+    compiled = ir.compile_source(target, source)  # writes the entry
+    assert compiled.address("depthwise")
     (entry,) = tmp_path.iterdir()
     again = object_cache.ObjectCache(source, target.cpu, target.features)
     assert again.hit() and again.path == entry
-    assert ir.compile_source(target, source, "depthwise").address  # loaded from the entry
+    assert ir.compile_source(target, source).address("depthwise")  # loaded from the entry
     data = entry.read_bytes()
     entry.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))  # changed: its digest no longer matches
     assert not object_cache.ObjectCache(source, target.cpu, target.features).hit()
@@ -138,9 +138,9 @@ def test_code_from_the_cache_computes_the_same() -> None:
     source = depthwise_ir.module_source(target, 5, 1)
     outputs = []
     for _ in range(2):  # compiled (or cached) once, then certainly read back from the cache
-        compiled = ir.compile_source(target, source, "depthwise")
+        compiled = ir.compile_source(target, source)
         dst = np.empty((1, 5, 5, 20), np.float32)
-        ir_call.depthwise(compiled.address, src, kernel, dst, 1, 1, 1, 1)
+        ir_call.depthwise(compiled.address("depthwise"), src, kernel, dst, 1, 1, 1, 1)
         outputs.append(dst)
     np.testing.assert_array_equal(outputs[0], outputs[1])
     np.testing.assert_allclose(

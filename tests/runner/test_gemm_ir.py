@@ -86,3 +86,65 @@ def test_matmul_gives_blas_results_within_rounding_in_and_out_of_block_shares() 
         with parallel.serial_kernels(single):
             gemm_ir.matmul(a, b, out)
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
+
+
+def _conv_reference(src, weights4, out_shape, strides, row_dilation):
+    nb, hb, ow, filters = out_shape
+    kh, kw = weights4.shape[:2]
+    out = np.zeros(out_shape)
+    for i in range(kh):
+        for j in range(kw):
+            rows = src[:, i * row_dilation : i * row_dilation + (hb - 1) * strides[0] + 1 : strides[0]]
+            window = rows[:, :, j : j + (ow - 1) * strides[1] + 1 : strides[1]]
+            out += np.einsum("nhwc,cf->nhwf", window.astype(np.float64), weights4[i, j].astype(np.float64))
+    return out
+
+
+# (kh, kw, channels, filters, stride, row dilation, output width): stems (3 channels, stride 2), a
+# ResNet-like 3x3, masked filter vectors, several filter blocks, a pixel narrower than a tile.
+CONVS = [
+    (3, 3, 3, 32, 2, 1, 13),
+    (7, 7, 3, 64, 2, 1, 20),
+    (3, 3, 64, 64, 1, 1, 9),
+    (3, 3, 16, 44, 1, 2, 5),
+    (1, 3, 5, 7, 1, 1, 3),
+    (3, 3, 8, 192, 1, 1, 17),
+    (2, 2, 4, 1, 1, 1, 1),
+]
+
+
+@pytest.mark.parametrize("case", CONVS, ids=lambda c: "k{}x{}-c{}-f{}-s{}-d{}-w{}".format(*c))
+def test_conv_rows_match_a_float64_reference(case) -> None:
+    kh, kw, channels, filters, stride, dilation, ow = case
+    rng = np.random.default_rng(kh * 7 + channels + filters)
+    nb, hb = 2, 3
+    rows, cols = (hb - 1) * stride + (kh - 1) * dilation + 2, (ow - 1) * stride + kw + 2
+    src = rng.standard_normal((nb, rows, cols, channels)).astype(np.float32)
+    weights4 = rng.standard_normal((kh, kw, channels, filters)).astype(np.float32)
+    expected = _conv_reference(src, weights4, (nb, hb, ow, filters), (stride, stride), dilation)
+    for target in _targets():
+        frame = np.full((nb, hb, ow + 1, filters), np.nan, np.float32)
+        dst = frame[:, :, :ow]
+        gemm_ir.conv_rows(
+            src, weights4.reshape(kh, kw * channels, filters), dst, (stride, stride), dilation, target=target
+        )
+        np.testing.assert_allclose(
+            dst, expected, rtol=1e-5, atol=1e-5 * kh * kw * channels, err_msg=str(target)
+        )
+        assert np.isnan(frame[:, :, ow:]).all()
+
+
+def test_conv_rows_refuse_a_slab_too_small() -> None:
+    src = np.zeros((1, 4, 9, 3), np.float32)
+    weights = np.zeros((3, 9, 8), np.float32)
+    with pytest.raises(ValueError, match="smaller than the output needs"):
+        gemm_ir.conv_rows(src, weights, np.zeros((1, 3, 7, 8), np.float32), (1, 1), 1)
+
+
+def test_a_column_slice_of_b_is_read_with_its_row_stride() -> None:
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((30, 12)).astype(np.float32)
+    b = rng.standard_normal((12, 40)).astype(np.float32)[:, 5:25]
+    out = np.empty((30, 20), np.float32)
+    gemm_ir.product(a, b, out)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)

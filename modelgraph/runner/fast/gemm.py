@@ -19,9 +19,13 @@ from modelgraph.runner.fast.blocks import (
     window_rows,
 )
 from modelgraph.runner.fast.epilogue import Epilogue, element_work
-from modelgraph.runner.fast.gemm_ir import matmul
+from modelgraph.runner.fast.gemm_ir import conv_applies, conv_rows, matmul
 from modelgraph.runner.kernels.conv_utils import Pads, out_sizes, taps
 from modelgraph.runner.parallel import for_each
+
+# Output pixels a thread needs before the IR conv loops spread over threads (they pack nothing, so
+# far fewer than a BLAS GEMM's GEMM_MIN_ROWS).
+DIRECT_MIN_ROWS = 64
 
 
 def strided_view(base: np.ndarray, shape: Sequence[int], strides: Sequence[int]) -> np.ndarray:
@@ -133,6 +137,8 @@ def conv2d_gemm(
     out = np.empty((batch, oh, ow, filters), dtype=x.dtype)
     flat_out = out.reshape(-1, filters)
     pointwise = kh == kw == 1 and tuple(strides) == (1, 1) and not any(b or a for b, a in pads)
+    # No im2col copy: the IR loops read each kernel row's taps straight from the slab.
+    direct = not pointwise and conv_applies(x.dtype, filters, weights.nbytes, ow, dilation[1])
     per_pixel = max(depth, filters)
     target = max(blocks.GEMM_MIN_ROWS, blocks.serial_block_bytes(out.nbytes) // (per_pixel * x.itemsize))
 
@@ -148,6 +154,11 @@ def conv2d_gemm(
         r0, r1 = window_rows(h0, h1, kh, strides[0], dilation[0])
         src = slab(x, n0, n1, r0, r1, pads, 0.0, 0)
         nb, hb = n1 - n0, h1 - h0
+        if direct:
+            shaped = weights.reshape(kh, kw * channels, filters)
+            conv_rows(src, shaped, block.reshape(nb, hb, ow, filters), (strides[0], strides[1]), dilation[0])
+            epilogue(block, region)
+            return
         if dilation[1] == 1:
             # The kw taps of one output pixel are kw*C contiguous values of a row: one copy.
             cols = scratch(1, (nb, hb, ow, kh, kw * channels), x.dtype)
@@ -165,14 +176,16 @@ def conv2d_gemm(
         epilogue(block, region)
 
     # Blocks are independent (each writes its own output rows): when the conv is big enough and every
-    # thread can get at least GEMM_MIN_ROWS rows, they are spread over the cores (im2col copies and
-    # epilogues too, not only the GEMMs), cut into a multiple of the thread count of equal blocks no
-    # bigger than the target. Otherwise they run in turn, each GEMM on all of BLAS's threads.
+    # thread can get at least GEMM_MIN_ROWS rows (DIRECT_MIN_ROWS for the IR conv loops), they are
+    # spread over the cores (im2col copies and epilogues too, not only the GEMMs), cut into a multiple
+    # of the thread count of equal blocks no bigger than the target. Otherwise they run in turn, each
+    # GEMM on all of BLAS's threads (the IR conv loops on this one).
     rows = batch * oh * ow
     work = rows * (depth * filters + filters * element_work(epilogue))
     threads = spread_parts(work)
-    if threads > 1 and rows >= threads * blocks.GEMM_MIN_ROWS:
-        share = max(blocks.GEMM_MIN_ROWS, blocks.SPREAD_BLOCK_BYTES // (per_pixel * x.itemsize))
+    least = DIRECT_MIN_ROWS if direct else blocks.GEMM_MIN_ROWS
+    if threads > 1 and rows >= threads * least:
+        share = max(least, blocks.SPREAD_BLOCK_BYTES // (per_pixel * x.itemsize))
         count = threads * -(-rows // (threads * share))
         for_each(block_of, row_blocks(batch, oh, ow, -(-rows // count), threads))
     else:

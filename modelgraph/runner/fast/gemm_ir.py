@@ -38,6 +38,10 @@ MAX_B_BYTES = 1 << 20
 # of a, b and out, in floats.
 ENTRY_SIZES = ("M", "K", "lda", "ldb", "ldc")
 
+# Dense 2-D convs run by the IR conv loops need output rows at least this wide (a 14-pixel row ran
+# at 0.84x im2col + GEMM's speed, 28 at 1.0x, 56 at 1.4x, 112 at 1.7x for 3 input channels).
+MIN_CONV_ROW = 28
+
 # Vectors of columns one tile holds, at most.
 _MAX_VECTORS = {16: 4, 8: 3, 4: 3}
 
@@ -60,17 +64,23 @@ def _blocks(target: Target, columns: int) -> list[tuple[int, list[int]]]:
     return [(i * lanes, widths[i : i + most]) for i in range(0, len(widths), most)]
 
 
-def _tile_name(rows: int, widths: list[int]) -> str:
-    return f"tile_{rows}_{'_'.join(map(str, widths))}"
+def _tile_name(rows: int, widths: list[int], conv: bool = False) -> str:
+    return f"{'conv' if conv else 'tile'}_{rows}_{'_'.join(map(str, widths))}"
 
 
-def _tile(target: Target, rows: int, widths: list[int]) -> str:
-    """``rows`` rows of the product times ``len(widths)`` vectors of columns, over the whole depth."""
+def _tile(target: Target, rows: int, widths: list[int], conv: bool = False) -> str:
+    """``rows`` rows of the product times ``len(widths)`` vectors of columns, over the whole depth.
+
+    ``conv``: the rows are output pixels of a dense 2-D conv and the depth is ``kh`` kernel rows of
+    ``K`` values each (``kw * C``, contiguous in an input row): kernel row ``i`` reads ``a`` from
+    ``i * %arow`` on and ``b`` from ``i * %brow`` on, its rows ``%lda`` apart (the column stride
+    times ``C``: neighbouring pixels' windows overlap, and no im2col copy is made)."""
     lanes, vec = target.lanes, target.vector
     f = Function()
+    extra = ", i64 %kh, i64 %arow, i64 %brow" if conv else ""
     f.lines.append(
-        f"define internal void @{_tile_name(rows, widths)}(ptr noalias %a, ptr noalias %b, ptr noalias %c, "
-        "i64 %K, i64 %lda, i64 %ldb, i64 %ldc) alwaysinline nounwind {"
+        f"define internal void @{_tile_name(rows, widths, conv)}(ptr noalias %a, ptr noalias %b, ptr noalias %c, "
+        f"i64 %K, i64 %lda, i64 %ldb, i64 %ldc{extra}) alwaysinline nounwind {{"
     )
     f.label("entry")
     masks = [
@@ -78,8 +88,8 @@ def _tile(target: Target, rows: int, widths: list[int]) -> str:
         for used in widths
     ]
 
-    def step(k: str, sums: list[str]) -> list[str]:
-        row_of_b = f.let(f"getelementptr inbounds float, ptr %b, i64 {f.let(f'mul i64 {k}, %ldb')}")
+    def step(a_base: str, b_base: str, k: str, sums: list[str]) -> list[str]:
+        row_of_b = f.let(f"getelementptr inbounds float, ptr {b_base}, i64 {f.let(f'mul i64 {k}, %ldb')}")
         weights = []
         for v, mask in enumerate(masks):
             at = f.let(f"getelementptr inbounds float, ptr {row_of_b}, i64 {v * lanes}")
@@ -96,7 +106,7 @@ def _tile(target: Target, rows: int, widths: list[int]) -> str:
         for r in range(rows):
             row_start = f.let(f"mul i64 %lda, {r}")
             offset = f.let(f"add i64 {row_start}, {k}")
-            at = f.let(f"getelementptr inbounds float, ptr %a, i64 {offset}")
+            at = f.let(f"getelementptr inbounds float, ptr {a_base}, i64 {offset}")
             value = f.let(f"load float, ptr {at}, align 4")
             one = f.let(f"insertelement {vec} poison, float {value}, i64 0")
             every = f.let(f"shufflevector {vec} {one}, {vec} poison, <{lanes} x i32> zeroinitializer")
@@ -107,7 +117,20 @@ def _tile(target: Target, rows: int, widths: list[int]) -> str:
                 )
         return new
 
-    _, sums = f.loop(0, "%K", 1, step, [(vec, "zeroinitializer")] * (rows * len(widths)))
+    def depth(a_base: str, b_base: str, sums: list[str]) -> list[str]:
+        return f.loop(0, "%K", 1, lambda k, s: step(a_base, b_base, k, s), [(vec, v) for v in sums])[1]
+
+    zeros = ["zeroinitializer"] * (rows * len(widths))
+    if conv:
+
+        def kernel_row(i: str, sums: list[str]) -> list[str]:
+            a_base = f.let(f"getelementptr inbounds float, ptr %a, i64 {f.let(f'mul i64 {i}, %arow')}")
+            b_base = f.let(f"getelementptr inbounds float, ptr %b, i64 {f.let(f'mul i64 {i}, %brow')}")
+            return depth(a_base, b_base, sums)
+
+        _, sums = f.loop(0, "%kh", 1, kernel_row, [(vec, v) for v in zeros])
+    else:
+        sums = depth("%a", "%b", zeros)
     for r in range(rows):
         row_of_c = f.let(f"getelementptr inbounds float, ptr %c, i64 {f.let(f'mul i64 %ldc, {r}')}")
         for v, mask in enumerate(masks):
@@ -165,8 +188,79 @@ def _entry(target: Target, columns: int) -> str:
     return "\n".join(f.lines)
 
 
+# The conv entry point's arguments after its three pointers (src, weights, dst), in floats: the
+# output block's shape, the kernel's height and its row length (kw * C), the input's step between
+# images, output rows, kernel rows and output pixels, the weights' step between kernel rows and
+# between taps (the column count), the output's step between images, rows and pixels.
+CONV_SIZES = (
+    *("nb", "hb", "ow", "kh", "K"),
+    *("src_n", "row_step", "arow", "src_px"),
+    *("brow", "ldb", "dst_n", "dst_h", "dst_px"),
+)
+
+
+def _conv_entry(target: Target, columns: int) -> str:
+    """A dense 2-D conv without column dilation: every image and output row, every column block,
+    tiles of output pixels along the row (the last one overlapping the one before, or pixel by pixel
+    when the row is narrower than a tile)."""
+    f = Function()
+    params = ", ".join(
+        ["ptr noalias %src", "ptr noalias %w", "ptr noalias %dst", *(f"i64 %{s}" for s in CONV_SIZES)]
+    )
+    f.lines.append(f"define void @conv({params}) nounwind {{")
+    f.label("entry")
+
+    def tile_at(rows: int, widths: list[int], first_column: int, src_row: str, dst_row: str, x: str) -> None:
+        src_at = f.let(f"add i64 {src_row}, {f.let(f'mul i64 {x}, %src_px')}")
+        a = f.let(f"getelementptr inbounds float, ptr %src, i64 {src_at}")
+        out_at = f.let(f"add i64 {dst_row}, {f.let(f'mul i64 {x}, %dst_px')}")
+        c = f.let(f"getelementptr inbounds float, ptr %dst, i64 {f.let(f'add i64 {out_at}, {first_column}')}")
+        b = f.let(f"getelementptr inbounds float, ptr %w, i64 {first_column}")
+        f.emit(
+            f"call void @{_tile_name(rows, widths, True)}(ptr {a}, ptr {b}, ptr {c}, i64 %K, i64 %src_px, "
+            "i64 %ldb, i64 %dst_px, i64 %kh, i64 %arow, i64 %brow)"
+        )
+
+    def output_row(src_row: str, dst_row: str) -> None:
+        for first_column, widths in _blocks(target, columns):
+            rows = _rows(target, len(widths))
+
+            def tiled(widths: list[int] = widths, first_column: int = first_column, rows: int = rows) -> None:
+                end, _ = f.loop(
+                    0, "%ow", rows, lambda x, _: tile_at(rows, widths, first_column, src_row, dst_row, x)
+                )
+                last = f.let(f"sub i64 %ow, {rows}")
+                f.branch(
+                    f.let(f"icmp slt i64 {end}, %ow"),
+                    lambda: tile_at(rows, widths, first_column, src_row, dst_row, last),
+                    lambda: None,
+                )
+
+            def by_pixel(widths: list[int] = widths, first_column: int = first_column) -> None:
+                f.loop(0, "%ow", 1, lambda x, _: tile_at(1, widths, first_column, src_row, dst_row, x))
+
+            f.branch(f.let(f"icmp sge i64 %ow, {rows}"), tiled, by_pixel)
+
+    def image(n: str, _: list[str]) -> None:
+        src_image = f.let(f"mul i64 {n}, %src_n")
+        dst_image = f.let(f"mul i64 {n}, %dst_n")
+
+        def row(y: str, _: list[str]) -> None:
+            src_row = f.let(f"add i64 {src_image}, {f.let(f'mul i64 {y}, %row_step')}")
+            dst_row = f.let(f"add i64 {dst_image}, {f.let(f'mul i64 {y}, %dst_h')}")
+            output_row(src_row, dst_row)
+
+        f.loop(0, "%hb", 1, row)
+
+    f.loop(0, "%nb", 1, image)
+    f.emit("ret void")
+    f.lines.append("}")
+    return "\n".join(f.lines)
+
+
 def module_source(target: Target, columns: int) -> str:
-    """The LLVM IR module multiplying by a ``b`` ``columns`` wide."""
+    """The LLVM IR module multiplying by a ``b`` ``columns`` wide (entry ``gemm``), and running dense
+    2-D convs with that many filters (entry ``conv``)."""
     vec, lanes = target.vector, target.lanes
     parts = [
         f"declare {vec} @llvm.fma.v{lanes}f32({vec}, {vec}, {vec})",
@@ -178,8 +272,9 @@ def module_source(target: Target, columns: int) -> str:
         for _, widths in _blocks(target, columns)
         for rows in (_rows(target, len(widths)), 1)
     }
-    parts += [_tile(target, rows, list(widths)) for rows, widths in sorted(shapes)]
-    parts.append(_entry(target, columns))
+    for conv in (False, True):
+        parts += [_tile(target, rows, list(widths), conv) for rows, widths in sorted(shapes)]
+    parts += [_entry(target, columns), _conv_entry(target, columns)]
     return "\n\n".join(parts) + "\n"
 
 
@@ -226,6 +321,50 @@ def _host_address(columns: int) -> int:
 
 def _address(target: Target, columns: int) -> int:
     return compiled(("gemm", target, columns), target, lambda: module_source(target, columns), "gemm")
+
+
+def conv_applies(
+    dtype: np.dtype, filters: int, weights_bytes: int, out_width: int, column_dilation: int
+) -> bool:
+    """Whether :func:`conv_rows` runs a dense 2-D conv (with the ``jit`` extra): float32, at most
+    :data:`MAX_COLUMNS` filters, weights within :data:`MAX_B_BYTES`, no column dilation, output rows
+    at least :data:`MIN_CONV_ROW` wide."""
+    return (
+        dtype == np.float32
+        and filters <= MAX_COLUMNS
+        and weights_bytes <= MAX_B_BYTES
+        and out_width >= MIN_CONV_ROW
+        and column_dilation == 1
+        and jit.available()
+    )
+
+
+def conv_rows(
+    src: np.ndarray,
+    weights: np.ndarray,
+    dst: np.ndarray,
+    strides: tuple[int, int],
+    row_dilation: int,
+    target: Target | None = None,
+) -> None:
+    """``dst`` (``(nb, hb, ow, F)``) = the dense 2-D conv of the padded slab ``src`` (``(nb, rows, Wp,
+    C)``) by ``weights`` (``(kh, kw * C, F)``, C-ordered), no column dilation, by the IR loops (``F``
+    at most :data:`MAX_COLUMNS`). ValueError if the arrays do not fit together."""
+    if not (src.dtype == weights.dtype == dst.dtype == np.float32) or src.ndim != 4 or dst.ndim != 4:
+        raise ValueError("the IR conv loops take float32 (batch, rows, columns, channels) arrays")
+    if weights.ndim != 3 or not weights.flags.c_contiguous or weights.shape[2] > MAX_COLUMNS:
+        raise ValueError(f"the IR conv loops take C-ordered (kh, kw * C, F<={MAX_COLUMNS}) weights")
+    columns = weights.shape[2]
+    address = compiled(("gemm", target or host_target(), columns), target or host_target(),
+                       lambda: module_source(target or host_target(), columns), "conv")  # fmt: skip
+    _conv_caller()(address, src, weights, dst, strides[0], strides[1], row_dilation)
+
+
+@cache
+def _conv_caller() -> Callable[..., None]:
+    from modelgraph.runner.fast import ir_call
+
+    return ir_call.conv
 
 
 @cache

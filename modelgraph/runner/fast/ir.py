@@ -132,30 +132,43 @@ class Function:
 
 
 @dataclass
-class _Compiled:
-    engine: Any  # kept alive: it owns the machine code
-    address: int
+class Compiled:
+    """A compiled module: its engine (kept alive: it owns the machine code) and its functions'
+    addresses, looked up once each."""
+
+    engine: Any
+    addresses: dict[str, int] = field(default_factory=dict)
+
+    def address(self, entry: str) -> int:
+        """The address of function ``entry``."""
+        found = self.addresses.get(entry)
+        if found is None:
+            found = self.addresses[entry] = self.engine.get_function_address(entry)
+            if not found:
+                raise LookupError(f"the compiled module has no function {entry!r}")
+        return found
 
 
 _lock = threading.Lock()
-_compiled: dict[tuple[Any, ...], _Compiled] = {}
+_compiled: dict[tuple[Any, ...], Compiled] = {}
 
 
 def compiled(key: tuple[Any, ...], target: Target, source: Callable[[], str], entry: str) -> int:
     """The address of function ``entry`` of the module ``source()`` writes, compiled for ``target``
-    on first use of ``key`` (or read from the object cache) and kept for the process."""
+    on first use of ``key`` (whatever entry asked first; or read from the object cache) and kept for
+    the process."""
     done = _compiled.get(key)
     if done is None:
         with _lock:
             done = _compiled.get(key)
             if done is None:
-                done = _compiled[key] = compile_source(target, source(), entry)
-    return done.address
+                done = _compiled[key] = compile_source(target, source())
+    return done.address(entry)
 
 
-def compile_source(target: Target, source: str, entry: str) -> _Compiled:
+def compile_source(target: Target, source: str) -> Compiled:
     """Compile the IR module ``source`` for ``target`` (optimised as clang's -O3 would, unless its
-    code is in the object cache) and find function ``entry``."""
+    code is in the object cache)."""
     from llvmlite import binding as ll
 
     from modelgraph.runner.fast import object_cache
@@ -173,4 +186,4 @@ def compile_source(target: Target, source: str, entry: str) -> _Compiled:
         builder = ll.create_pass_builder(machine, ll.create_pipeline_tuning_options(speed_level=3))
         builder.getModulePassManager().run(module, builder)
     engine.finalize_object()
-    return _Compiled(engine, engine.get_function_address(entry))
+    return Compiled(engine)

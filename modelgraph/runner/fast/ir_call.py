@@ -70,8 +70,8 @@ def depthwise(address: int, src: Any, kernel: Any, dst: Any, sh: int, sw: int, d
 @numba.njit(nogil=True, cache=True)
 def gemm(address: int, a: Any, b: Any, out: Any, max_b_bytes: int) -> bool:
     """``out`` = ``a @ b`` (2-D float32) by the loops at ``address``, compiled for ``b``'s column
-    count, when the layouts fit: ``b`` C-ordered and at most ``max_b_bytes``, the rows of ``a`` and
-    ``out`` unit-stride and apart, the shapes matching. Returns whether it ran (False: use BLAS).
+    count, when the layouts fit: ``b`` at most ``max_b_bytes``, the rows of ``a``, ``b`` and ``out``
+    unit-stride and apart, the shapes matching. Returns whether it ran (False: use BLAS).
     The caller checks the dtypes."""
     m, k = a.shape
     n = b.shape[1]
@@ -81,16 +81,50 @@ def gemm(address: int, a: Any, b: Any, out: Any, max_b_bytes: int) -> bool:
         return False
     if m > 1 and (a.strides[0] < 4 * k or a.strides[0] % 4 or out.strides[0] < 4 * n or out.strides[0] % 4):
         return False
-    if k > 1 and b.strides[0] != 4 * n:
+    if k > 1 and (b.strides[0] < 4 * n or b.strides[0] % 4):
         return False
     if m == 0 or n == 0:
         return True
-    sizes = (
-        m,
-        k,
-        a.strides[0] // 4 if m > 1 else k,
-        n,
-        out.strides[0] // 4 if m > 1 else n,
+    lda = a.strides[0] // 4 if m > 1 else k
+    ldb = b.strides[0] // 4 if k > 1 else n
+    ldc = out.strides[0] // 4 if m > 1 else n
+    _call_at(
+        address, a.ctypes.data, b.ctypes.data, out.ctypes.data, (m, k, lda, ldb, ldc)
     )  # gemm_ir.ENTRY_SIZES
-    _call_at(address, a.ctypes.data, b.ctypes.data, out.ctypes.data, sizes)
     return True
+
+
+@numba.njit(nogil=True, cache=True)
+def conv(address: int, src: Any, weights: Any, dst: Any, sh: int, sw: int, dh: int) -> None:
+    """``dst`` (``(nb, hb, ow, F)``) = the dense 2-D conv of the padded slab ``src`` (``(nb, rows, Wp,
+    C)``) by ``weights`` (``(kh, kw * C, F)``, C-ordered), strides ``(sh, sw)``, row dilation ``dh``,
+    no column dilation, by the loops at ``address`` (compiled for ``F``). ValueError if the arrays do
+    not fit. The caller checks the dtypes."""
+    nb, hb, ow, filters = dst.shape
+    kh, depth = weights.shape[0], weights.shape[1]
+    channels = src.shape[3]
+    if weights.shape[2] != filters or src.shape[0] != nb or channels == 0 or depth % channels:
+        raise ValueError("conv: the input, weights and output do not fit")
+    kw = depth // channels
+    if sh < 1 or sw < 1 or dh < 1 or kh < 1 or kw < 1:
+        raise ValueError("conv: strides, dilation and kernel sizes must be positive")
+    if nb == 0 or hb == 0 or ow == 0 or filters == 0:
+        return
+    if src.shape[1] < (hb - 1) * sh + (kh - 1) * dh + 1 or src.shape[2] < (ow - 1) * sw + kw:
+        raise ValueError("conv: the input slab is smaller than the output needs")
+    if (channels > 1 and src.strides[3] != 4) or (src.shape[2] > 1 and src.strides[2] != 4 * channels):
+        raise ValueError("conv: the IR loops need each input row's pixels and channels contiguous")
+    if filters > 1 and dst.strides[3] != 4:
+        raise ValueError("conv: the IR loops need unit output channel strides")
+    for i in range(3):
+        if src.shape[i] > 1 and (src.strides[i] < 0 or src.strides[i] % 4):
+            raise ValueError("conv: strides must be non-negative multiples of a float")
+        if dst.shape[i] > 1 and (dst.strides[i] < 4 * filters or dst.strides[i] % 4):
+            raise ValueError("conv: output pixels, rows and images must not overlap")
+    packed = np.ascontiguousarray(weights)
+    sizes = (
+        nb, hb, ow, kh, depth,
+        src.strides[0] // 4, sh * (src.strides[1] // 4), dh * (src.strides[1] // 4), sw * channels,
+        depth * filters, filters, dst.strides[0] // 4, dst.strides[1] // 4, dst.strides[2] // 4,
+    )  # fmt: skip
+    _call_at(address, src.ctypes.data, packed.ctypes.data, dst.ctypes.data, sizes)  # gemm_ir.CONV_SIZES
