@@ -32,3 +32,20 @@ def _plan_matches_plain(graph, rtol: float = 1e-4, atol: float = 1e-6) -> None:
 def plan_matches_plain():
     """``plan_matches_plain(graph)``: assert the fused plan computes what the plain graph does."""
     return _plan_matches_plain
+
+
+@pytest.fixture(scope="session")
+def ir_targets():
+    """The targets the IR loops are tested for (``modelgraph/runner/fast/ir.py``): this machine's, and
+    on an AVX-512 machine with AVX2 also Haswell's (8-float vectors, 4-pixel tiles), so both vector
+    widths run here. Skips without the ``jit`` extra."""
+    from modelgraph.runner.fast import jit
+
+    if not jit.available():
+        pytest.skip("the jit extra (numba, llvmlite) is not installed")
+    from modelgraph.runner.fast import ir
+
+    host = ir.host_target()
+    features = host.features.split(",")
+    narrower = host.lanes == 16 and "+avx2" in features and "+fma" in features
+    return [host, ir.Target("haswell", "", 8, 4)] if narrower else [host]

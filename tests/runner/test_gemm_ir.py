@@ -15,16 +15,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 if jit.available():
-    from modelgraph.runner.fast import gemm_ir, ir
-
-
-def _targets() -> list:
-    host = ir.host_target()
-    targets = [host]
-    features = host.features.split(",")
-    if "+avx2" in features and "+fma" in features and host.lanes == 16:
-        targets.append(ir.Target("haswell", "", 8, 4))  # AVX2 vectors on an AVX-512 machine
-    return targets
+    from modelgraph.runner.fast import gemm_ir
 
 
 # (rows, depth, columns): one value; fewer rows than a tile; masked last vectors; several column
@@ -43,13 +34,13 @@ SHAPES = [
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_matches_a_float64_reference_with_strided_rows(shape) -> None:
+def test_matches_a_float64_reference_with_strided_rows(shape, ir_targets) -> None:
     rows, depth, columns = shape
     rng = np.random.default_rng(rows * 1000 + depth + columns)
     a = rng.standard_normal((rows, depth + 3)).astype(np.float32)[:, 1 : depth + 1]  # rows apart
     b = rng.standard_normal((depth, columns)).astype(np.float32)
     expected = a.astype(np.float64) @ b.astype(np.float64)
-    for target in _targets():
+    for target in ir_targets:
         frame = np.full((rows, columns + 2), np.nan, np.float32)
         gemm_ir.product(a, b, frame[:, :columns], target=target)
         np.testing.assert_allclose(
@@ -114,7 +105,7 @@ CONVS = [
 
 
 @pytest.mark.parametrize("case", CONVS, ids=lambda c: "k{}x{}-c{}-f{}-s{}-d{}-w{}".format(*c))
-def test_conv_rows_match_a_float64_reference(case) -> None:
+def test_conv_rows_match_a_float64_reference(case, ir_targets) -> None:
     kh, kw, channels, filters, stride, dilation, ow = case
     rng = np.random.default_rng(kh * 7 + channels + filters)
     nb, hb = 2, 3
@@ -122,7 +113,7 @@ def test_conv_rows_match_a_float64_reference(case) -> None:
     src = rng.standard_normal((nb, rows, cols, channels)).astype(np.float32)
     weights4 = rng.standard_normal((kh, kw, channels, filters)).astype(np.float32)
     expected = _conv_reference(src, weights4, (nb, hb, ow, filters), (stride, stride), dilation)
-    for target in _targets():
+    for target in ir_targets:
         frame = np.full((nb, hb, ow + 1, filters), np.nan, np.float32)
         dst = frame[:, :, :ow]
         gemm_ir.conv_rows(

@@ -171,26 +171,11 @@ def _entry(target: Target, kw: int | None) -> str:
         dst_at = f.let(f"add i64 {dst_row}, {f.let(f'mul i64 {x}, %dst_w')}")
         channels(pixels, src_at, dst_at)
 
-    def along_row(sizes: tuple[int, ...], src_row: str, dst_row: str) -> None:
-        # The largest tile that fits; a last tile overlapping the one before covers what is left.
-        pixels = sizes[0]
-        if pixels == 1:
-            f.loop(0, "%ow", 1, lambda x, _: tiles_at(1, x, src_row, dst_row))
-            return
-
-        def tiled() -> None:
-            end, _ = f.loop(0, "%ow", pixels, lambda x, _: tiles_at(pixels, x, src_row, dst_row))
-            left = f.let(f"icmp slt i64 {end}, %ow")
-            last = f.let(f"sub i64 %ow, {pixels}")
-            f.branch(left, lambda: tiles_at(pixels, last, src_row, dst_row), lambda: None)
-
-        f.branch(f.let(f"icmp sge i64 %ow, {pixels}"), tiled, lambda: along_row(sizes[1:], src_row, dst_row))
-
     def output_row(n_src: str, n_dst: str) -> Callable[[str, list[str]], None]:
         def body(y: str, _: list[str]) -> None:
             src_row = f.let(f"add i64 {n_src}, {f.let(f'mul i64 {y}, {out_row}')}")
             dst_row = f.let(f"add i64 {n_dst}, {f.let(f'mul i64 {y}, %dst_h')}")
-            along_row(_tile_sizes(target), src_row, dst_row)
+            f.tiles("%ow", _tile_sizes(target), lambda pixels, x: tiles_at(pixels, x, src_row, dst_row))
 
         return body
 

@@ -34,10 +34,6 @@ MAX_COLUMNS = 192
 # ... and so do those whose ``b`` is larger than this (it is read once per tile of rows).
 MAX_B_BYTES = 1 << 20
 
-# The entry point's arguments after its three pointers (a, b, out): rows, depth, and the row strides
-# of a, b and out, in floats.
-ENTRY_SIZES = ("M", "K", "lda", "ldb", "ldc")
-
 # Dense 2-D convs run by the IR conv loops need output rows at least this wide (a 14-pixel row ran
 # at 0.84x im2col + GEMM's speed, 28 at 1.0x, 56 at 1.4x, 112 at 1.7x for 3 input channels).
 MIN_CONV_ROW = 28
@@ -64,23 +60,22 @@ def _blocks(target: Target, columns: int) -> list[tuple[int, list[int]]]:
     return [(i * lanes, widths[i : i + most]) for i in range(0, len(widths), most)]
 
 
-def _tile_name(rows: int, widths: list[int], conv: bool = False) -> str:
-    return f"{'conv' if conv else 'tile'}_{rows}_{'_'.join(map(str, widths))}"
+def _tile_name(rows: int, widths: list[int]) -> str:
+    return f"tile_{rows}_{'_'.join(map(str, widths))}"
 
 
-def _tile(target: Target, rows: int, widths: list[int], conv: bool = False) -> str:
-    """``rows`` rows of the product times ``len(widths)`` vectors of columns, over the whole depth.
-
-    ``conv``: the rows are output pixels of a dense 2-D conv and the depth is ``kh`` kernel rows of
-    ``K`` values each (``kw * C``, contiguous in an input row): kernel row ``i`` reads ``a`` from
-    ``i * %arow`` on and ``b`` from ``i * %brow`` on, its rows ``%lda`` apart (the column stride
-    times ``C``: neighbouring pixels' windows overlap, and no im2col copy is made)."""
+def _tile(target: Target, rows: int, widths: list[int]) -> str:
+    """``rows`` rows of the result times ``len(widths)`` vectors of columns, over the whole depth:
+    ``kh`` parts of ``K`` values each, part ``i`` reading ``a`` from ``i * %arow`` on (its rows
+    ``%lda`` apart) and ``b`` from ``i * %brow`` on. A product is one part. In a dense 2-D conv the
+    rows are output pixels and part ``i`` is kernel row ``i``, whose taps are ``kw * C`` contiguous
+    values of an input row: the rows are the column stride times ``C`` apart, so neighbouring
+    pixels' windows overlap and no im2col copy is made."""
     lanes, vec = target.lanes, target.vector
     f = Function()
-    extra = ", i64 %kh, i64 %arow, i64 %brow" if conv else ""
     f.lines.append(
-        f"define internal void @{_tile_name(rows, widths, conv)}(ptr noalias %a, ptr noalias %b, ptr noalias %c, "
-        f"i64 %K, i64 %lda, i64 %ldb, i64 %ldc{extra}) alwaysinline nounwind {{"
+        f"define internal void @{_tile_name(rows, widths)}(ptr noalias %a, ptr noalias %b, ptr noalias %c, "
+        "i64 %K, i64 %lda, i64 %ldb, i64 %ldc, i64 %kh, i64 %arow, i64 %brow) alwaysinline nounwind {"
     )
     f.label("entry")
     masks = [
@@ -120,17 +115,12 @@ def _tile(target: Target, rows: int, widths: list[int], conv: bool = False) -> s
     def depth(a_base: str, b_base: str, sums: list[str]) -> list[str]:
         return f.loop(0, "%K", 1, lambda k, s: step(a_base, b_base, k, s), [(vec, v) for v in sums])[1]
 
-    zeros = ["zeroinitializer"] * (rows * len(widths))
-    if conv:
+    def part(i: str, sums: list[str]) -> list[str]:
+        a_base = f.let(f"getelementptr inbounds float, ptr %a, i64 {f.let(f'mul i64 {i}, %arow')}")
+        b_base = f.let(f"getelementptr inbounds float, ptr %b, i64 {f.let(f'mul i64 {i}, %brow')}")
+        return depth(a_base, b_base, sums)
 
-        def kernel_row(i: str, sums: list[str]) -> list[str]:
-            a_base = f.let(f"getelementptr inbounds float, ptr %a, i64 {f.let(f'mul i64 {i}, %arow')}")
-            b_base = f.let(f"getelementptr inbounds float, ptr %b, i64 {f.let(f'mul i64 {i}, %brow')}")
-            return depth(a_base, b_base, sums)
-
-        _, sums = f.loop(0, "%kh", 1, kernel_row, [(vec, v) for v in zeros])
-    else:
-        sums = depth("%a", "%b", zeros)
+    _, sums = f.loop(0, "%kh", 1, part, [(vec, "zeroinitializer")] * (rows * len(widths)))
     for r in range(rows):
         row_of_c = f.let(f"getelementptr inbounds float, ptr %c, i64 {f.let(f'mul i64 %ldc, {r}')}")
         for v, mask in enumerate(masks):
@@ -147,65 +137,25 @@ def _tile(target: Target, rows: int, widths: list[int], conv: bool = False) -> s
     return "\n".join(f.lines)
 
 
-def _entry(target: Target, columns: int) -> str:
-    """Every column block, down the rows in tiles; the rows left over run in one tile overlapping the
-    one before (rewriting some rows with the same values), or row by row when there are fewer rows
-    than a tile."""
-    f = Function()
-    params = ", ".join(
-        ["ptr noalias %a", "ptr noalias %b", "ptr noalias %c", *(f"i64 %{s}" for s in ENTRY_SIZES)]
-    )
-    f.lines.append(f"define void @gemm({params}) nounwind {{")
-    f.label("entry")
-
-    def tile_at(rows: int, widths: list[int], first_column: int, row: str) -> None:
-        a = f.let(f"getelementptr inbounds float, ptr %a, i64 {f.let(f'mul i64 {row}, %lda')}")
-        out_row = f.let(f"mul i64 {row}, %ldc")
-        c = f.let(f"getelementptr inbounds float, ptr %c, i64 {f.let(f'add i64 {out_row}, {first_column}')}")
-        b = f.let(f"getelementptr inbounds float, ptr %b, i64 {first_column}")
-        f.emit(
-            f"call void @{_tile_name(rows, widths)}(ptr {a}, ptr {b}, ptr {c}, i64 %K, i64 %lda, i64 %ldb, i64 %ldc)"
-        )
-
-    for first_column, widths in _blocks(target, columns):
-        rows = _rows(target, len(widths))
-
-        def tiled(widths: list[int] = widths, first_column: int = first_column, rows: int = rows) -> None:
-            end, _ = f.loop(0, "%M", rows, lambda i, _: tile_at(rows, widths, first_column, i))
-            last = f.let(f"sub i64 %M, {rows}")
-            f.branch(
-                f.let(f"icmp slt i64 {end}, %M"),
-                lambda: tile_at(rows, widths, first_column, last),
-                lambda: None,
-            )
-
-        def by_rows(widths: list[int] = widths, first_column: int = first_column) -> None:
-            f.loop(0, "%M", 1, lambda i, _: tile_at(1, widths, first_column, i))
-
-        f.branch(f.let(f"icmp sge i64 %M, {rows}"), tiled, by_rows)
-    f.emit("ret void")
-    f.lines.append("}")
-    return "\n".join(f.lines)
-
-
-# The conv entry point's arguments after its three pointers (src, weights, dst), in floats: the
-# output block's shape, the kernel's height and its row length (kw * C), the input's step between
-# images, output rows, kernel rows and output pixels, the weights' step between kernel rows and
-# between taps (the column count), the output's step between images, rows and pixels.
-CONV_SIZES = (
+# The entry point's arguments after its three pointers (src, weights, dst), in floats: the output
+# block's shape, the kernel's height and its row length (kw * C), the input's step between images,
+# output rows, kernel rows and output pixels, the weights' step between kernel rows and between taps
+# (the column count), the output's step between images, rows and pixels. A product a @ b is a conv
+# of one image, one output row of M pixels and one kernel row of K taps, its pixels lda apart.
+ENTRY_SIZES = (
     *("nb", "hb", "ow", "kh", "K"),
     *("src_n", "row_step", "arow", "src_px"),
     *("brow", "ldb", "dst_n", "dst_h", "dst_px"),
 )
 
 
-def _conv_entry(target: Target, columns: int) -> str:
-    """A dense 2-D conv without column dilation: every image and output row, every column block,
-    tiles of output pixels along the row (the last one overlapping the one before, or pixel by pixel
-    when the row is narrower than a tile)."""
+def _entry(target: Target, columns: int) -> str:
+    """A dense 2-D conv without column dilation (or a product): every image and output row, every
+    column block, tiles of output pixels along the row (the last one overlapping the one before, or
+    pixel by pixel when the row is narrower than a tile)."""
     f = Function()
     params = ", ".join(
-        ["ptr noalias %src", "ptr noalias %w", "ptr noalias %dst", *(f"i64 %{s}" for s in CONV_SIZES)]
+        ["ptr noalias %src", "ptr noalias %w", "ptr noalias %dst", *(f"i64 %{s}" for s in ENTRY_SIZES)]
     )
     f.lines.append(f"define void @conv({params}) nounwind {{")
     f.label("entry")
@@ -217,29 +167,18 @@ def _conv_entry(target: Target, columns: int) -> str:
         c = f.let(f"getelementptr inbounds float, ptr %dst, i64 {f.let(f'add i64 {out_at}, {first_column}')}")
         b = f.let(f"getelementptr inbounds float, ptr %w, i64 {first_column}")
         f.emit(
-            f"call void @{_tile_name(rows, widths, True)}(ptr {a}, ptr {b}, ptr {c}, i64 %K, i64 %src_px, "
+            f"call void @{_tile_name(rows, widths)}(ptr {a}, ptr {b}, ptr {c}, i64 %K, i64 %src_px, "
             "i64 %ldb, i64 %dst_px, i64 %kh, i64 %arow, i64 %brow)"
         )
 
     def output_row(src_row: str, dst_row: str) -> None:
         for first_column, widths in _blocks(target, columns):
-            rows = _rows(target, len(widths))
-
-            def tiled(widths: list[int] = widths, first_column: int = first_column, rows: int = rows) -> None:
-                end, _ = f.loop(
-                    0, "%ow", rows, lambda x, _: tile_at(rows, widths, first_column, src_row, dst_row, x)
-                )
-                last = f.let(f"sub i64 %ow, {rows}")
-                f.branch(
-                    f.let(f"icmp slt i64 {end}, %ow"),
-                    lambda: tile_at(rows, widths, first_column, src_row, dst_row, last),
-                    lambda: None,
-                )
-
-            def by_pixel(widths: list[int] = widths, first_column: int = first_column) -> None:
-                f.loop(0, "%ow", 1, lambda x, _: tile_at(1, widths, first_column, src_row, dst_row, x))
-
-            f.branch(f.let(f"icmp sge i64 %ow, {rows}"), tiled, by_pixel)
+            sizes = (_rows(target, len(widths)), 1)
+            f.tiles(
+                "%ow",
+                sizes,
+                lambda rows, x, w=widths, c=first_column: tile_at(rows, w, c, src_row, dst_row, x),
+            )
 
     def image(n: str, _: list[str]) -> None:
         src_image = f.let(f"mul i64 {n}, %src_n")
@@ -259,8 +198,8 @@ def _conv_entry(target: Target, columns: int) -> str:
 
 
 def module_source(target: Target, columns: int) -> str:
-    """The LLVM IR module multiplying by a ``b`` ``columns`` wide (entry ``gemm``), and running dense
-    2-D convs with that many filters (entry ``conv``)."""
+    """The LLVM IR module running dense 2-D convs with ``columns`` filters, and products by a ``b``
+    ``columns`` wide (entry ``conv``)."""
     vec, lanes = target.vector, target.lanes
     parts = [
         f"declare {vec} @llvm.fma.v{lanes}f32({vec}, {vec}, {vec})",
@@ -272,9 +211,8 @@ def module_source(target: Target, columns: int) -> str:
         for _, widths in _blocks(target, columns)
         for rows in (_rows(target, len(widths)), 1)
     }
-    for conv in (False, True):
-        parts += [_tile(target, rows, list(widths), conv) for rows, widths in sorted(shapes)]
-    parts += [_entry(target, columns), _conv_entry(target, columns)]
+    parts += [_tile(target, rows, list(widths)) for rows, widths in sorted(shapes)]
+    parts.append(_entry(target, columns))
     return "\n\n".join(parts) + "\n"
 
 
@@ -320,7 +258,7 @@ def _host_address(columns: int) -> int:
 
 
 def _address(target: Target, columns: int) -> int:
-    return compiled(("gemm", target, columns), target, lambda: module_source(target, columns), "gemm")
+    return compiled(("gemm", target, columns), target, lambda: module_source(target, columns), "conv")
 
 
 def conv_applies(
@@ -354,9 +292,7 @@ def conv_rows(
         raise ValueError("the IR conv loops take float32 (batch, rows, columns, channels) arrays")
     if weights.ndim != 3 or not weights.flags.c_contiguous or weights.shape[2] > MAX_COLUMNS:
         raise ValueError(f"the IR conv loops take C-ordered (kh, kw * C, F<={MAX_COLUMNS}) weights")
-    columns = weights.shape[2]
-    address = compiled(("gemm", target or host_target(), columns), target or host_target(),
-                       lambda: module_source(target or host_target(), columns), "conv")  # fmt: skip
+    address = _address(target or host_target(), weights.shape[2])
     _conv_caller()(address, src, weights, dst, strides[0], strides[1], row_dilation)
 
 

@@ -118,6 +118,25 @@ class Function:
         self.label(done)
         return index, values
 
+    def tiles(self, count: str, sizes: tuple[int, ...], at: Callable[[int, str], None]) -> None:
+        """Cover ``0 .. count - 1`` with tiles: ``at(size, start)`` writes a tile of ``size`` from
+        ``start``. The largest size no larger than ``count`` is used, the last tile overlapping the
+        one before it (it rewrites a few results with the same values) instead of a tail loop;
+        ``sizes`` run from the largest down to 1."""
+        size = sizes[0]
+        if size == 1:
+            self.loop(0, count, 1, lambda i, _: at(1, i))
+            return
+
+        def tiled() -> None:
+            end, _ = self.loop(0, count, size, lambda i, _: at(size, i))
+            last = self.let(f"sub i64 {count}, {size}")
+            self.branch(self.let(f"icmp slt i64 {end}, {count}"), lambda: at(size, last), lambda: None)
+
+        self.branch(
+            self.let(f"icmp sge i64 {count}, {size}"), tiled, lambda: self.tiles(count, sizes[1:], at)
+        )
+
     def branch(self, condition: str, then: Callable[[], None], otherwise: Callable[[], None]) -> None:
         """``if condition: then() else: otherwise()``."""
         n = self.fresh("B")[1:]

@@ -88,9 +88,9 @@ def gemm(address: int, a: Any, b: Any, out: Any, max_b_bytes: int) -> bool:
     lda = a.strides[0] // 4 if m > 1 else k
     ldb = b.strides[0] // 4 if k > 1 else n
     ldc = out.strides[0] // 4 if m > 1 else n
-    _call_at(
-        address, a.ctypes.data, b.ctypes.data, out.ctypes.data, (m, k, lda, ldb, ldc)
-    )  # gemm_ir.ENTRY_SIZES
+    # one image, one output row of m pixels lda apart, one kernel row of k taps (gemm_ir.ENTRY_SIZES)
+    sizes = (1, 1, m, 1, k, 0, 0, 0, lda, 0, ldb, 0, 0, ldc)
+    _call_at(address, a.ctypes.data, b.ctypes.data, out.ctypes.data, sizes)
     return True
 
 
@@ -127,4 +127,4 @@ def conv(address: int, src: Any, weights: Any, dst: Any, sh: int, sw: int, dh: i
         src.strides[0] // 4, sh * (src.strides[1] // 4), dh * (src.strides[1] // 4), sw * channels,
         depth * filters, filters, dst.strides[0] // 4, dst.strides[1] // 4, dst.strides[2] // 4,
     )  # fmt: skip
-    _call_at(address, src.ctypes.data, packed.ctypes.data, dst.ctypes.data, sizes)  # gemm_ir.CONV_SIZES
+    _call_at(address, src.ctypes.data, packed.ctypes.data, dst.ctypes.data, sizes)  # gemm_ir.ENTRY_SIZES
