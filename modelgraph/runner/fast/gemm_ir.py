@@ -1,6 +1,8 @@
-"""Matrix products with few columns (``a @ b``, ``b`` at most :data:`MAX_COLUMNS` wide) as LLVM IR
-loops compiled per column count (:mod:`modelgraph.runner.fast.ir`), used by the convolutions'
-GEMMs when BLAS would run them on one thread anyway (:func:`matmul`).
+"""Matrix products with few columns (``a @ b``, ``b`` at most :data:`MAX_COLUMNS` wide) and dense 2-D
+convs with that few filters, as LLVM IR loops compiled per column count
+(:mod:`modelgraph.runner.fast.ir`): the convolutions' GEMMs when BLAS would run them on one thread
+anyway (:func:`matmul`), and convs without an im2col copy (:func:`conv_rows`, see
+:func:`_tile` for how a conv's kernel rows are read in place; :data:`MIN_CONV_ROW` for when).
 
 The 1x1 convolutions of NASNet-like and mobile models multiply many pixels by narrow kernels: 44,
 88 or 176 output channels, 11 or 22 in the stems. OpenBLAS packs both operands and computes in
