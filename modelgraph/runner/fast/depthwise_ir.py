@@ -33,11 +33,10 @@ llvmlite's version.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
 
 import numpy as np
 
-from modelgraph.runner.fast.ir import Function, Target, compiled, host_target
+from modelgraph.runner.fast.ir import Function, Target, callers, compiled, declarations, host_target
 
 # Kernel widths unrolled in the IR; wider kernels run a loop over their columns (no shared loads).
 MAX_UNROLLED_WIDTH = 11
@@ -63,7 +62,8 @@ def _tile(target: Target, kw: int | None, pixels: int, masked: bool, stride: int
     channel count (the kernel's distance between taps); the output's distance between pixels; the
     lane mask."""
     vec, lanes = target.vector, target.lanes
-    f = Function()
+    mask = "%mask" if masked else None
+    f = Function(target)
     f.lines.append(
         f"define internal void @{_tile_name(kw, pixels, masked)}(ptr noalias %src, ptr noalias %ker, "
         "ptr noalias %dst, i64 %kh, i64 %kw, i64 %row, i64 %tap, i64 %px, i64 %C, i64 %out_px, "
@@ -71,17 +71,8 @@ def _tile(target: Target, kw: int | None, pixels: int, masked: bool, stride: int
     )
     f.label("entry")
 
-    def load(base: str, offset: str) -> str:
-        at = f.let(f"getelementptr inbounds float, ptr {base}, i64 {offset}")
-        if masked:
-            return f.let(
-                f"call {vec} @llvm.masked.load.v{lanes}f32.p0(ptr {at}, i32 4, <{lanes} x i1> %mask, "
-                f"{vec} zeroinitializer)"
-            )
-        return f.let(f"load {vec}, ptr {at}, align 4")
-
-    def taps(ky: str, kx: str | int, sums: list[str], src_row: str, ker_row: str) -> list[str]:
-        weight = load(ker_row, f.let(f"mul i64 %C, {kx}"))
+    def taps(kx: str | int, sums: list[str], src_row: str, ker_row: str) -> list[str]:
+        weight = f.load_vector(ker_row, f.let(f"mul i64 %C, {kx}"), mask)
         new = []
         for p in range(pixels):
             if stride is not None and isinstance(kx, int):
@@ -89,10 +80,7 @@ def _tile(target: Target, kw: int | None, pixels: int, masked: bool, stride: int
                 offset = f.let(f"mul i64 %tap, {p * stride + kx}")
             else:
                 offset = f.let(f"add i64 {f.let(f'mul i64 %px, {p}')}, {f.let(f'mul i64 %tap, {kx}')}")
-            value = load(src_row, offset)
-            new.append(
-                f.let(f"call {vec} @llvm.fma.v{lanes}f32({vec} {value}, {vec} {weight}, {vec} {sums[p]})")
-            )
+            new.append(f.fma(f.load_vector(src_row, offset, mask), weight, sums[p]))
         return new
 
     def kernel_row(ky: str, sums: list[str]) -> list[str]:
@@ -101,21 +89,13 @@ def _tile(target: Target, kw: int | None, pixels: int, masked: bool, stride: int
         ker_row = f.let(f"getelementptr inbounds float, ptr %ker, i64 {f.let(f'mul i64 {taps_before}, %C')}")
         if kw is not None:
             for kx in range(kw):
-                sums = taps(ky, kx, sums, src_row, ker_row)
+                sums = taps(kx, sums, src_row, ker_row)
             return sums
-        return f.loop(0, "%kw", 1, lambda kx, s: taps(ky, kx, s, src_row, ker_row), [(vec, v) for v in sums])[
-            1
-        ]
+        return f.loop(0, "%kw", 1, lambda kx, s: taps(kx, s, src_row, ker_row), [(vec, v) for v in sums])[1]
 
     _, sums = f.loop(0, "%kh", 1, kernel_row, [(vec, "zeroinitializer")] * pixels)
     for p in range(pixels):
-        at = f.let(f"getelementptr inbounds float, ptr %dst, i64 {f.let(f'mul i64 %out_px, {p}')}")
-        if masked:
-            f.emit(
-                f"call void @llvm.masked.store.v{lanes}f32.p0({vec} {sums[p]}, ptr {at}, i32 4, <{lanes} x i1> %mask)"
-            )
-        else:
-            f.emit(f"store {vec} {sums[p]}, ptr {at}, align 4")
+        f.store_vector(sums[p], "%dst", f.let(f"mul i64 %out_px, {p}"), mask)
     f.emit("ret void")
     f.lines.append("}")
     return "\n".join(f.lines)
@@ -133,7 +113,7 @@ def _tile_sizes(target: Target) -> tuple[int, ...]:
 def _entry(target: Target, kw: int | None) -> str:
     """The whole conv: batches, output rows, tiles along the row, channel blocks."""
     lanes = target.lanes
-    f = Function()
+    f = Function(target)
     params = ", ".join([*(f"ptr noalias %{a}" for a in ENTRY_POINTERS), *(f"i64 %{a}" for a in ENTRY_SIZES)])
     f.lines.append(f"define void @depthwise({params}) nounwind {{")
     f.label("entry")
@@ -191,12 +171,7 @@ def _entry(target: Target, kw: int | None) -> str:
 def module_source(target: Target, kw: int | None, stride: int | None) -> str:
     """The LLVM IR module for kernels ``kw`` wide (None: any width) at column stride ``stride``
     without column dilation (None: any stride and dilation, read at run time)."""
-    vec, lanes = target.vector, target.lanes
-    parts = [
-        f"declare {vec} @llvm.fma.v{lanes}f32({vec}, {vec}, {vec})",
-        f"declare {vec} @llvm.masked.load.v{lanes}f32.p0(ptr, i32, <{lanes} x i1>, {vec})",
-        f"declare void @llvm.masked.store.v{lanes}f32.p0({vec}, ptr, i32, <{lanes} x i1>)",
-    ]
+    parts = declarations(target)
     for pixels in _tile_sizes(target):
         for masked in (False, True):
             parts.append(_tile(target, kw, pixels, masked, stride))
@@ -231,11 +206,4 @@ def depthwise(
         lambda: module_source(target, unrolled, stride),
         "depthwise",
     )
-    _caller()(address, src, kernel, dst, strides[0], strides[1], dilation[0], dilation[1])
-
-
-@cache
-def _caller() -> Callable[..., None]:
-    from modelgraph.runner.fast import ir_call
-
-    return ir_call.depthwise
+    callers().depthwise(address, src, kernel, dst, strides[0], strides[1], dilation[0], dilation[1])

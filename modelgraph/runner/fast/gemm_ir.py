@@ -22,14 +22,19 @@ rounding of BLAS, not bit for bit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import cache
-
 import numpy as np
 
 from modelgraph.runner import parallel
 from modelgraph.runner.fast import jit
-from modelgraph.runner.fast.ir import Function, Target, compiled, host_target
+from modelgraph.runner.fast.ir import (
+    Function,
+    Target,
+    callers,
+    compiled,
+    declarations,
+    host_target,
+    lane_mask,
+)
 
 # Products with more columns than this go to BLAS.
 MAX_COLUMNS = 192
@@ -74,31 +79,17 @@ def _tile(target: Target, rows: int, widths: list[int]) -> str:
     values of an input row: the rows are the column stride times ``C`` apart, so neighbouring
     pixels' windows overlap and no im2col copy is made."""
     lanes, vec = target.lanes, target.vector
-    f = Function()
+    f = Function(target)
     f.lines.append(
         f"define internal void @{_tile_name(rows, widths)}(ptr noalias %a, ptr noalias %b, ptr noalias %c, "
         "i64 %K, i64 %lda, i64 %ldb, i64 %ldc, i64 %kh, i64 %arow, i64 %brow) alwaysinline nounwind {"
     )
     f.label("entry")
-    masks = [
-        None if used == lanes else "<" + ", ".join(f"i1 {str(i < used).lower()}" for i in range(lanes)) + ">"
-        for used in widths
-    ]
+    masks = [lane_mask(lanes, used) for used in widths]
 
     def step(a_base: str, b_base: str, k: str, sums: list[str]) -> list[str]:
         row_of_b = f.let(f"getelementptr inbounds float, ptr {b_base}, i64 {f.let(f'mul i64 {k}, %ldb')}")
-        weights = []
-        for v, mask in enumerate(masks):
-            at = f.let(f"getelementptr inbounds float, ptr {row_of_b}, i64 {v * lanes}")
-            if mask is None:
-                weights.append(f.let(f"load {vec}, ptr {at}, align 4"))
-            else:
-                weights.append(
-                    f.let(
-                        f"call {vec} @llvm.masked.load.v{lanes}f32.p0(ptr {at}, i32 4, <{lanes} x i1> {mask}, "
-                        f"{vec} zeroinitializer)"
-                    )
-                )
+        weights = [f.load_vector(row_of_b, v * lanes, mask) for v, mask in enumerate(masks)]
         new = list(sums)
         for r in range(rows):
             row_start = f.let(f"mul i64 %lda, {r}")
@@ -109,9 +100,7 @@ def _tile(target: Target, rows: int, widths: list[int]) -> str:
             every = f.let(f"shufflevector {vec} {one}, {vec} poison, <{lanes} x i32> zeroinitializer")
             for v in range(len(widths)):
                 i = r * len(widths) + v
-                new[i] = f.let(
-                    f"call {vec} @llvm.fma.v{lanes}f32({vec} {every}, {vec} {weights[v]}, {vec} {new[i]})"
-                )
+                new[i] = f.fma(every, weights[v], new[i])
         return new
 
     def depth(a_base: str, b_base: str, sums: list[str]) -> list[str]:
@@ -126,14 +115,7 @@ def _tile(target: Target, rows: int, widths: list[int]) -> str:
     for r in range(rows):
         row_of_c = f.let(f"getelementptr inbounds float, ptr %c, i64 {f.let(f'mul i64 %ldc, {r}')}")
         for v, mask in enumerate(masks):
-            at = f.let(f"getelementptr inbounds float, ptr {row_of_c}, i64 {v * lanes}")
-            total = sums[r * len(widths) + v]
-            if mask is None:
-                f.emit(f"store {vec} {total}, ptr {at}, align 4")
-            else:
-                f.emit(
-                    f"call void @llvm.masked.store.v{lanes}f32.p0({vec} {total}, ptr {at}, i32 4, <{lanes} x i1> {mask})"
-                )
+            f.store_vector(sums[r * len(widths) + v], row_of_c, v * lanes, mask)
     f.emit("ret void")
     f.lines.append("}")
     return "\n".join(f.lines)
@@ -155,7 +137,7 @@ def _entry(target: Target, columns: int) -> str:
     """A dense 2-D conv without column dilation (or a product): every image and output row, every
     column block, tiles of output pixels along the row (the last one overlapping the one before, or
     pixel by pixel when the row is narrower than a tile)."""
-    f = Function()
+    f = Function(target)
     params = ", ".join(
         ["ptr noalias %src", "ptr noalias %w", "ptr noalias %dst", *(f"i64 %{s}" for s in ENTRY_SIZES)]
     )
@@ -202,12 +184,7 @@ def _entry(target: Target, columns: int) -> str:
 def module_source(target: Target, columns: int) -> str:
     """The LLVM IR module running dense 2-D convs with ``columns`` filters, and products by a ``b``
     ``columns`` wide (entry ``conv``)."""
-    vec, lanes = target.vector, target.lanes
-    parts = [
-        f"declare {vec} @llvm.fma.v{lanes}f32({vec}, {vec}, {vec})",
-        f"declare {vec} @llvm.masked.load.v{lanes}f32.p0(ptr, i32, <{lanes} x i1>, {vec})",
-        f"declare void @llvm.masked.store.v{lanes}f32.p0({vec}, ptr, i32, <{lanes} x i1>)",
-    ]
+    parts = declarations(target)
     shapes = {
         (rows, tuple(widths))
         for _, widths in _blocks(target, columns)
@@ -219,11 +196,11 @@ def module_source(target: Target, columns: int) -> str:
 
 
 def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, target: Target | None = None) -> None:
-    """``out`` = ``a @ b`` by the IR loops: 2-D float32, ``b`` C-ordered, the rows of ``a`` and ``out``
-    unit-stride and apart. ValueError for anything else."""
+    """``out`` = ``a @ b`` by the IR loops: 2-D float32, the rows of ``a``, ``b`` and ``out`` unit-stride
+    and apart. ValueError for anything else."""
     if not (a.dtype == b.dtype == out.dtype == np.float32) or a.ndim != 2 or b.ndim != 2 or out.ndim != 2:
         raise ValueError("the IR gemm loops take 2-D float32 arrays")
-    if not _caller()(_address(target or host_target(), b.shape[1]), a, b, out, 1 << 62):
+    if not callers().gemm(_address(target or host_target(), b.shape[1]), a, b, out, 1 << 62):
         raise ValueError(f"the IR gemm loops cannot take these arrays: {a.shape} @ {b.shape} -> {out.shape}")
 
 
@@ -249,7 +226,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     ):
         columns = b.shape[1]
         address = _host_addresses.get(columns) or _host_address(columns)
-        if _caller()(address, a, b, out, MAX_B_BYTES):
+        if callers().gemm(address, a, b, out, MAX_B_BYTES):
             return
     np.matmul(a, b, out=out)
 
@@ -295,18 +272,4 @@ def conv_rows(
     if weights.ndim != 3 or not weights.flags.c_contiguous or weights.shape[2] > MAX_COLUMNS:
         raise ValueError(f"the IR conv loops take C-ordered (kh, kw * C, F<={MAX_COLUMNS}) weights")
     address = _address(target or host_target(), weights.shape[2])
-    _conv_caller()(address, src, weights, dst, strides[0], strides[1], row_dilation)
-
-
-@cache
-def _conv_caller() -> Callable[..., None]:
-    from modelgraph.runner.fast import ir_call
-
-    return ir_call.conv
-
-
-@cache
-def _caller() -> Callable[..., bool]:
-    from modelgraph.runner.fast import ir_call
-
-    return ir_call.gemm
+    callers().conv(address, src, weights, dst, strides[0], strides[1], row_dilation)

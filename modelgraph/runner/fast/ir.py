@@ -57,13 +57,67 @@ def initialize() -> None:
     ll.initialize_native_asmprinter()
 
 
+def declarations(target: Target) -> list[str]:
+    """The intrinsics every module's loops call: fused multiply-add, masked vector load and store."""
+    vec, lanes = target.vector, target.lanes
+    return [
+        f"declare {vec} @llvm.fma.v{lanes}f32({vec}, {vec}, {vec})",
+        f"declare {vec} @llvm.masked.load.v{lanes}f32.p0(ptr, i32, <{lanes} x i1>, {vec})",
+        f"declare void @llvm.masked.store.v{lanes}f32.p0({vec}, ptr, i32, <{lanes} x i1>)",
+    ]
+
+
+def lane_mask(lanes: int, used: int) -> str | None:
+    """A constant mask of the first ``used`` of ``lanes`` lanes (None: all of them)."""
+    if used == lanes:
+        return None
+    return "<" + ", ".join(f"i1 {str(i < used).lower()}" for i in range(lanes)) + ">"
+
+
+@cache
+def callers() -> Any:
+    """:mod:`modelgraph.runner.fast.ir_call`, the Numba functions that check a call's arrays and run
+    the loops (imported on first use: it imports Numba)."""
+    from modelgraph.runner.fast import ir_call
+
+    return ir_call
+
+
 @dataclass
 class Function:
-    """IR text of one function, written top to bottom, with structured loops."""
+    """IR text of one function for ``target``, written top to bottom, with structured loops."""
 
+    target: Target
     lines: list[str] = field(default_factory=list)
     count: int = 0
     block: str = "entry"
+
+    def load_vector(self, base: str, offset: str | int, mask: str | None = None) -> str:
+        """The vector at float ``offset`` from pointer ``base`` (only the lanes of ``mask``, an
+        ``<lanes x i1>`` operand, when given; the others zero)."""
+        vec, lanes = self.target.vector, self.target.lanes
+        at = self.let(f"getelementptr inbounds float, ptr {base}, i64 {offset}")
+        if mask is None:
+            return self.let(f"load {vec}, ptr {at}, align 4")
+        return self.let(
+            f"call {vec} @llvm.masked.load.v{lanes}f32.p0(ptr {at}, i32 4, <{lanes} x i1> {mask}, {vec} zeroinitializer)"
+        )
+
+    def store_vector(self, value: str, base: str, offset: str | int, mask: str | None = None) -> None:
+        """Store vector ``value`` at float ``offset`` from pointer ``base`` (the lanes of ``mask``)."""
+        vec, lanes = self.target.vector, self.target.lanes
+        at = self.let(f"getelementptr inbounds float, ptr {base}, i64 {offset}")
+        if mask is None:
+            self.emit(f"store {vec} {value}, ptr {at}, align 4")
+        else:
+            self.emit(
+                f"call void @llvm.masked.store.v{lanes}f32.p0({vec} {value}, ptr {at}, i32 4, <{lanes} x i1> {mask})"
+            )
+
+    def fma(self, a: str, b: str, c: str) -> str:
+        """``a * b + c`` on vectors, rounded once."""
+        vec = self.target.vector
+        return self.let(f"call {vec} @llvm.fma.v{self.target.lanes}f32({vec} {a}, {vec} {b}, {vec} {c})")
 
     def fresh(self, stem: str) -> str:
         self.count += 1
