@@ -915,6 +915,9 @@
   show();
   renderPanel();
   runFragment();
+  // The minimap's first drawing now, not in a later animation frame: a page read right after it
+  // loads (headless Chromium's --dump-dom on a busy machine) showed it undrawn.
+  drawMini();
   window.addEventListener("hashchange", runFragment);
   document.body.dataset.readyMs = performance.now().toFixed(0);
   document.body.dataset.ready = "1";
