@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -125,12 +126,19 @@ def _fold_batchnorm(producer: Layer, bn: Layer, kernel_rank: int | None) -> Laye
         bias = weights["bias"].read().astype(np.float64) if "bias" in weights else np.zeros_like(mean)
         return kernel.astype(np.float32), ((bias - mean) * scale + beta).astype(np.float32)
 
-    cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    # The folded pair is computed once for the reads of its two parts, then let go (a later read
+    # folds again): a kernel that keeps its weights in a form of its own (packed panels) must not
+    # have the folded kernel held beside them for the plan's life.
+    pending: dict[str, Any] = {}
 
     def part(index: int) -> np.ndarray:
-        if "value" not in cache:
-            cache["value"] = folded()
-        return cache["value"][index]
+        if "pair" not in pending:
+            pending["pair"], pending["unread"] = folded(), {0, 1}
+        value = pending["pair"][index]
+        pending["unread"].discard(index)
+        if not pending["unread"]:
+            pending.clear()
+        return value
 
     location = f"{kernel_w.location} (BatchNormalization '{bn.name}' folded in)"
     kept = tuple(w for w in producer.weights if w.name not in (scaled, "bias"))  # a separable's depthwise
