@@ -41,8 +41,9 @@ from modelgraph.runner.fast.epilogue import (
     then_activate,
     with_residual,
 )
-from modelgraph.runner.fast.gemm import conv2d_gemm, im2col
+from modelgraph.runner.fast.gemm import conv2d_gemm, im2col, worth_packing
 from modelgraph.runner.fast.gemm_ir import matmul
+from modelgraph.runner.fast.packed import PackedWeights
 from modelgraph.runner.fast.winograd import (
     conv2d_winograd,
     use_winograd,
@@ -289,6 +290,11 @@ def _make_conv(
 
     elif rank <= 2:
         flat = np.ascontiguousarray(kernel.reshape(ktot * cin, filters))
+        # Replaced by its packed form (for the IR product loops) by the first call that runs it as a
+        # GEMM when that is worth it (:func:`gemm.worth_packing`); the plain matrix is then dropped.
+        weights: np.ndarray | PackedWeights = flat
+        del flat
+        undecided = rank == 2
         # 3x3 stride-1 float32 Conv2D: Winograd F(2x2, 3x3) when the call is big enough to gain.
         winograd = rank == 2 and winograd_eligible(kernel_size, strides, dilation, dtype)
         # Its transformed kernel, when worth keeping, is made by the first call that runs Winograd and
@@ -298,16 +304,24 @@ def _make_conv(
 
         def compute(x: np.ndarray, epilogue: Epilogue) -> np.ndarray:
             """The conv of a channels-last input, ``epilogue`` run on every output block."""
+            nonlocal weights, undecided
             if x.ndim != rank + 2 or x.shape[-1] != cin:
                 raise ValueError(f"expected a rank-{rank + 2} input with {cin} channels, got shape {x.shape}")
             pads = window_pads(mode, x.shape[1:-1], kernel_size, strides, dilation, pre_pads)
             x2, pads2, ks, st, dil = _as_2d(x, pads, kernel_size, strides, dilation)
             if winograd and use_winograd(x2.shape, pads2, filters):
+                # (packed weights are unpacked for it: once when U is kept, else a copy a call,
+                # small beside a Winograd call's work)
+                matrix = weights if isinstance(weights, np.ndarray) else weights.matrix()
                 if keep and not transformed:
-                    transformed.append(winograd_kernel(flat))
-                out = conv2d_winograd(x2, flat, pads2, epilogue, kernel=transformed[0] if keep else None)
+                    transformed.append(winograd_kernel(matrix))
+                out = conv2d_winograd(x2, matrix, pads2, epilogue, kernel=transformed[0] if keep else None)
             else:
-                out = conv2d_gemm(x2, flat, ks, st, dil, pads2, epilogue)
+                if undecided:
+                    if worth_packing(x2, weights, ks, st, dil, pads2):
+                        weights = PackedWeights(weights)
+                    undecided = False
+                out = conv2d_gemm(x2, weights, ks, st, dil, pads2, epilogue)
             return out[:, 0] if rank == 1 else out
 
         if residual_activation is not None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from modelgraph.runner.fast import blocks
+from modelgraph.runner.fast import blocks, packed
 from modelgraph.runner.fast.blocks import (
     padded_out_sizes,
     row_blocks,
@@ -20,6 +20,7 @@ from modelgraph.runner.fast.blocks import (
 )
 from modelgraph.runner.fast.epilogue import Epilogue, element_work
 from modelgraph.runner.fast.gemm_ir import conv_applies, conv_rows, matmul
+from modelgraph.runner.fast.packed import PackedWeights
 from modelgraph.runner.kernels.conv_utils import Pads, out_sizes, taps
 from modelgraph.runner.parallel import for_each
 
@@ -113,16 +114,57 @@ def im2col(
     return cols.reshape(groups, n, ktot * cg)
 
 
+def is_pointwise(kernel: Sequence[int], strides: Sequence[int], pads: Pads) -> bool:
+    """Whether a 2-D conv is a plain product of its input's pixels: 1x1, stride 1, no padding."""
+    return tuple(kernel) == (1, 1) and tuple(strides) == (1, 1) and not any(b or a for b, a in pads)
+
+
+def runs_direct(
+    x: np.ndarray,
+    weights: np.ndarray | PackedWeights,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    pads: Pads,
+) -> bool:
+    """Whether :func:`conv2d_gemm` runs this conv by the IR conv loops, with no im2col copy (plain
+    weights only: see :func:`modelgraph.runner.fast.gemm_ir.conv_applies`)."""
+    if is_pointwise(kernel, strides, pads) or not isinstance(weights, np.ndarray):
+        return False
+    ow = padded_out_sizes(x, pads, kernel, strides, dilation)[1]
+    return conv_applies(x.dtype, weights.shape[1], weights.nbytes, ow, dilation[1])
+
+
+def worth_packing(
+    x: np.ndarray,
+    weights: np.ndarray | PackedWeights,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    pads: Pads,
+) -> bool:
+    """Whether a conv :func:`conv2d_gemm` runs should keep its weights packed
+    (:class:`PackedWeights`): float32 with the ``jit`` extra, not run by the IR conv loops (they read
+    the plain layout), and at least :data:`packed.PACK_MIN_MACS` multiply-adds per image."""
+    if not isinstance(weights, np.ndarray) or not packed.can_pack(x.dtype):
+        return False
+    if runs_direct(x, weights, kernel, strides, dilation, pads):
+        return False
+    pixels = math.prod(padded_out_sizes(x, pads, kernel, strides, dilation))
+    return pixels * weights.shape[0] * weights.shape[1] >= packed.PACK_MIN_MACS
+
+
 def conv2d_gemm(
     x: np.ndarray,
-    weights: np.ndarray,
+    weights: np.ndarray | PackedWeights,
     kernel: Sequence[int],
     strides: Sequence[int],
     dilation: Sequence[int],
     pads: Pads,
     epilogue: Epilogue,
 ) -> np.ndarray:
-    """A dense 2-D conv of a C-ordered ``(B, H, W, C)`` array, ``weights`` ``(kh*kw*C, F)``.
+    """A dense 2-D conv of a C-ordered ``(B, H, W, C)`` array, ``weights`` ``(kh*kw*C, F)`` (plain or
+    packed).
 
     Output rows are done a block at a time: the block's padded input rows are copied to a scratch slab,
     its im2col patches (columns ordered kh, kw, c) to a scratch block of about ``GEMM_BLOCK_BYTES``,
@@ -136,9 +178,9 @@ def conv2d_gemm(
     filters = weights.shape[1]
     out = np.empty((batch, oh, ow, filters), dtype=x.dtype)
     flat_out = out.reshape(-1, filters)
-    pointwise = kh == kw == 1 and tuple(strides) == (1, 1) and not any(b or a for b, a in pads)
+    pointwise = is_pointwise(kernel, strides, pads)
     # No im2col copy: the IR loops read each kernel row's taps straight from the slab.
-    direct = not pointwise and conv_applies(x.dtype, filters, weights.nbytes, ow, dilation[1])
+    direct = runs_direct(x, weights, kernel, strides, dilation, pads)
     per_pixel = max(depth, filters)
     target = max(blocks.GEMM_MIN_ROWS, blocks.serial_block_bytes(out.nbytes) // (per_pixel * x.itemsize))
 

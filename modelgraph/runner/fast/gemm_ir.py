@@ -16,11 +16,16 @@ row, so every load serves four to sixteen fused multiply-adds. Measured on one c
 so wider products stay with BLAS. ``b`` must fit in the core's L2 cache with room to spare
 (:data:`MAX_B_BYTES`): the loops do not block the depth.
 
+Products by packed weights (:func:`packed_source`, entry ``packed``; the weights and the threads:
+:mod:`modelgraph.runner.fast.packed`) use the same tiles over blocks of the depth, any column count.
+
 The sums run over ``k`` in order from zero with one rounding per fused multiply-add: within float32
 rounding of BLAS, not bit for bit.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -82,7 +87,7 @@ def _tile(target: Target, rows: int, widths: list[int]) -> str:
     f = Function(target)
     f.lines.append(
         f"define internal void @{_tile_name(rows, widths)}(ptr noalias %a, ptr noalias %b, ptr noalias %c, "
-        "i64 %K, i64 %lda, i64 %ldb, i64 %ldc, i64 %kh, i64 %arow, i64 %brow) alwaysinline nounwind {"
+        "i64 %K, i64 %lda, i64 %ldb, i64 %ldc, i64 %kh, i64 %arow, i64 %brow, i1 %acc) alwaysinline nounwind {"
     )
     f.label("entry")
     masks = [lane_mask(lanes, used) for used in widths]
@@ -115,7 +120,11 @@ def _tile(target: Target, rows: int, widths: list[int]) -> str:
     for r in range(rows):
         row_of_c = f.let(f"getelementptr inbounds float, ptr %c, i64 {f.let(f'mul i64 %ldc, {r}')}")
         for v, mask in enumerate(masks):
-            f.store_vector(sums[r * len(widths) + v], row_of_c, v * lanes, mask)
+            total = sums[r * len(widths) + v]
+            # %acc: add the sums to what ``c`` holds (a later block of the depth); else overwrite it.
+            # (The first block's load reads whatever is there and the select drops it.)
+            held = f.let(f"fadd {vec} {total}, {f.load_vector(row_of_c, v * lanes, mask)}")
+            f.store_vector(f.let(f"select i1 %acc, {vec} {held}, {vec} {total}"), row_of_c, v * lanes, mask)
     f.emit("ret void")
     f.lines.append("}")
     return "\n".join(f.lines)
@@ -152,7 +161,7 @@ def _entry(target: Target, columns: int) -> str:
         b = f.let(f"getelementptr inbounds float, ptr %w, i64 {first_column}")
         f.emit(
             f"call void @{_tile_name(rows, widths)}(ptr {a}, ptr {b}, ptr {c}, i64 %K, i64 %src_px, "
-            "i64 %ldb, i64 %dst_px, i64 %kh, i64 %arow, i64 %brow)"
+            "i64 %ldb, i64 %dst_px, i64 %kh, i64 %arow, i64 %brow, i1 false)"
         )
 
     def output_row(src_row: str, dst_row: str) -> None:
@@ -195,6 +204,109 @@ def module_source(target: Target, columns: int) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+# --- products by packed weights ------------------------------------------------------------------
+
+# A packed weight matrix is stored as panels of PANEL columns, each ``(K, PANEL)`` C-ordered (the last
+# panel's unused columns zero), so a tile reads its row of weights from consecutive memory; the depth
+# is taken in blocks of DEPTH_BLOCK (a block of a panel, 64 KB with 64 columns, stays in L2 while
+# every tile of rows reads it) and the rows in blocks of ROW_BLOCK (their block of ``a`` stays in L2
+# while every panel reads it).
+DEPTH_BLOCK = 256
+ROW_BLOCK = 192
+
+# The packed entry point's arguments after its three pointers (a, panels, c): the rows and depth of
+# ``a``, its step between rows and the result's, the panels to do (first <= j < last) and how many
+# panels are full (a last narrower panel follows them).
+PACKED_SIZES = ("M", "K", "lda", "ldc", "first", "last", "full")
+
+
+def panel_width(target: Target) -> int:
+    """Columns of one panel of packed weights: a widest tile's."""
+    return target.lanes * _MAX_VECTORS[target.lanes]
+
+
+def _widths(target: Target, columns: int) -> list[int]:
+    lanes = target.lanes
+    return [lanes] * (columns // lanes) + ([columns % lanes] if columns % lanes else [])
+
+
+def _packed_entry(target: Target, rest: int) -> str:
+    """``c[:, panels first..last]`` = ``a @ panels``: depth blocks, row blocks, panels, then tiles of
+    rows over one block of the depth (the first depth block writes ``c``, later ones add to it)."""
+    f = Function(target)
+    width = panel_width(target)
+    params = ", ".join(
+        ["ptr noalias %a", "ptr noalias %bp", "ptr noalias %c", *(f"i64 %{s}" for s in PACKED_SIZES)]
+    )
+    f.lines.append(f"define void @packed({params}) nounwind {{")
+    f.label("entry")
+    panel_floats = f.let(f"mul i64 %K, {width}")
+
+    def panel(j: str, widths: list[int], k0: str, kc: str, acc: str, m0: str, mc: str) -> None:
+        b_at = f.let(f"add i64 {f.let(f'mul i64 {j}, {panel_floats}')}, {f.let(f'mul i64 {k0}, {width}')}")
+        b = f.let(f"getelementptr inbounds float, ptr %bp, i64 {b_at}")
+        c_at = f.let(f"add i64 {f.let(f'mul i64 {m0}, %ldc')}, {f.let(f'mul i64 {j}, {width}')}")
+        a_at = f.let(f"add i64 {f.let(f'mul i64 {m0}, %lda')}, {k0}")
+
+        def tile_at(rows: int, x: str) -> None:
+            a_x = f.let(f"add i64 {a_at}, {f.let(f'mul i64 {x}, %lda')}")
+            c_x = f.let(f"add i64 {c_at}, {f.let(f'mul i64 {x}, %ldc')}")
+            a = f.let(f"getelementptr inbounds float, ptr %a, i64 {a_x}")
+            c = f.let(f"getelementptr inbounds float, ptr %c, i64 {c_x}")
+            f.emit(
+                f"call void @{_tile_name(rows, widths)}(ptr {a}, ptr {b}, ptr {c}, i64 {kc}, i64 %lda, "
+                f"i64 {width}, i64 %ldc, i64 1, i64 0, i64 0, i1 {acc})"
+            )
+
+        f.exact_tiles(mc, _rows(target, len(widths)), tile_at)
+
+    def rows_block(k0: str, kc: str, acc: str, m0: str, mc: str) -> None:
+        stop = f.let(f"select i1 {f.let('icmp slt i64 %last, %full')}, i64 %last, i64 %full")
+        full = _widths(target, width)
+        f.loop("%first", stop, 1, lambda j, _: panel(j, full, k0, kc, acc, m0, mc))
+        if rest:
+            f.branch(
+                f.let("icmp sgt i64 %last, %full"),
+                lambda: panel("%full", _widths(target, rest), k0, kc, acc, m0, mc),
+                lambda: None,
+            )
+
+    def blocks(count: str, size: int, body: Callable[[str, str], None]) -> None:
+        """``body(start, length)`` over blocks of ``size`` covering ``0 .. count - 1``."""
+        end, _ = f.loop(0, count, size, lambda i, _: body(i, str(size)))
+        rest_length = f.let(f"sub i64 {count}, {end}")
+        f.branch(f.let(f"icmp sgt i64 {rest_length}, 0"), lambda: body(end, rest_length), lambda: None)
+
+    def depth_block(k0: str, kc: str) -> None:
+        acc = f.let(f"icmp sgt i64 {k0}, 0")
+        blocks("%M", ROW_BLOCK, lambda m0, mc: rows_block(k0, kc, acc, m0, mc))
+
+    blocks("%K", DEPTH_BLOCK, depth_block)
+    f.emit("ret void")
+    f.lines.append("}")
+    return "\n".join(f.lines)
+
+
+def packed_source(target: Target, rest: int) -> str:
+    """The LLVM IR module of products by packed weights whose last panel is ``rest`` columns wide (0:
+    every panel full), entry ``packed``."""
+    shapes = {
+        (rows, tuple(_widths(target, panel_width(target))))
+        for rows in range(1, 1 + _rows(target, _MAX_VECTORS[target.lanes]))
+    }
+    if rest:
+        widths = tuple(_widths(target, rest))
+        shapes |= {(rows, widths) for rows in range(1, 1 + _rows(target, len(widths)))}
+    parts = declarations(target) + [_tile(target, rows, list(widths)) for rows, widths in sorted(shapes)]
+    parts.append(_packed_entry(target, rest))
+    return "\n\n".join(parts) + "\n"
+
+
+def packed_address(target: Target, rest: int) -> int:
+    """The compiled ``packed`` entry for a last panel ``rest`` columns wide."""
+    return compiled(("packed", target, rest), target, lambda: packed_source(target, rest), "packed")
+
+
 def product(a: np.ndarray, b: np.ndarray, out: np.ndarray, target: Target | None = None) -> None:
     """``out`` = ``a @ b`` by the IR loops: 2-D float32, the rows of ``a``, ``b`` and ``out`` unit-stride
     and apart. ValueError for anything else."""
@@ -212,7 +324,11 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     """``np.matmul(a, b, out=out)`` for the convolutions' 2-D float32 GEMMs: by the IR loops when
     ``b`` is narrow and small, the layouts fit (:func:`product`), and BLAS would run on one thread
     anyway (the call runs in a block share or a step beside others, or the run has one thread); else
-    by BLAS. About 1 us of checks a call (NASNetMobile makes about 300 a run)."""
+    by BLAS. About 1 us of checks a call (NASNetMobile makes about 300 a run). ``b`` may also be
+    packed weights (:class:`modelgraph.runner.fast.packed.PackedWeights`): their own product."""
+    if type(b) is not np.ndarray:
+        b.product(a, out)
+        return
     if (
         b.ndim == 2
         and b.shape[1] <= MAX_COLUMNS

@@ -191,6 +191,19 @@ class Function:
             self.let(f"icmp sge i64 {count}, {size}"), tiled, lambda: self.tiles(count, sizes[1:], at)
         )
 
+    def exact_tiles(self, count: str, size: int, at: Callable[[int, str], None]) -> None:
+        """Cover ``0 .. count - 1`` with tiles of ``size`` and one smaller tile for the rest, none
+        overlapping (for tiles that add to what is there): ``at(size, start)`` writes a tile."""
+        end, _ = self.loop(0, count, size, lambda i, _: at(size, i))
+        rest = self.let(f"sub i64 {count}, {end}")
+
+        def smaller(s: int) -> None:
+            if s == 0:
+                return
+            self.branch(self.let(f"icmp eq i64 {rest}, {s}"), lambda: at(s, end), lambda: smaller(s - 1))
+
+        smaller(size - 1)
+
     def branch(self, condition: str, then: Callable[[], None], otherwise: Callable[[], None]) -> None:
         """``if condition: then() else: otherwise()``."""
         n = self.fresh("B")[1:]

@@ -128,3 +128,66 @@ def conv(address: int, src: Any, weights: Any, dst: Any, sh: int, sw: int, dh: i
         depth * filters, filters, dst.strides[0] // 4, dst.strides[1] // 4, dst.strides[2] // 4,
     )  # fmt: skip
     _call_at(address, src.ctypes.data, packed.ctypes.data, dst.ctypes.data, sizes)  # gemm_ir.ENTRY_SIZES
+
+
+@numba.njit(nogil=True, cache=True)
+def _packed_sizes(a: Any, panels: Any, out: Any) -> Any:
+    """The packed entry's sizes (gemm_ir.PACKED_SIZES) for ``out = a @ panels``, the panels to do
+    left at all of them; ValueError if the arrays do not fit (the loops read no bounds)."""
+    m, k = a.shape
+    count, depth, width = panels.shape
+    n = out.shape[1]
+    if depth != k or out.shape[0] != m or -(-n // width) != count:
+        raise ValueError("packed: the rows, depth or columns of a, the panels and out do not fit")
+    if not panels.flags.c_contiguous:
+        raise ValueError("packed: the panels must be C-ordered")
+    if (k > 1 and a.strides[1] != 4) or (n > 1 and out.strides[1] != 4):
+        raise ValueError("packed: the rows of a and out must be unit-stride")
+    if m > 1 and (a.strides[0] < 4 * k or a.strides[0] % 4 or out.strides[0] < 4 * n or out.strides[0] % 4):
+        raise ValueError("packed: the rows of a and out must be apart")
+    lda = a.strides[0] // 4 if m > 1 else k
+    ldc = out.strides[0] // 4 if m > 1 else n
+    return (m, k, lda, ldc, 0, count, n // width)
+
+
+@numba.njit(nogil=True, cache=True)
+def packed(address: int, a: Any, panels: Any, out: Any) -> None:
+    """``out`` = ``a @`` the weights packed as ``panels`` (``(P, K, width)``, C-ordered, see
+    :func:`modelgraph.runner.fast.gemm_ir.packed_source`) by the loops at ``address`` (compiled for
+    the last panel's column count), on this thread. ValueError if the arrays do not fit. The caller
+    checks the dtypes."""
+    sizes = _packed_sizes(a, panels, out)
+    if a.shape[0] == 0 or panels.shape[0] == 0:
+        return
+    if a.shape[1] == 0:
+        out[:] = 0.0
+        return
+    _call_at(address, a.ctypes.data, panels.ctypes.data, out.ctypes.data, sizes)
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def packed_shares(address: int, a: Any, panels: Any, out: Any, bounds: Any, by_rows: bool) -> None:
+    """:func:`packed` in shares run on Numba's threads (``numba.set_num_threads`` of them): share
+    ``s`` does rows (``by_rows``) or panels ``bounds[s]`` to ``bounds[s + 1]``."""
+    m, k, lda, ldc, _, count, full = _packed_sizes(a, panels, out)
+    if m == 0 or count == 0 or k == 0:
+        packed(address, a, panels, out)
+        return
+    limit = m if by_rows else count
+    for s in range(len(bounds) - 1):
+        if not 0 <= bounds[s] <= bounds[s + 1] <= limit:
+            raise ValueError("packed: the shares' bounds are out of range")
+    for s in numba.prange(len(bounds) - 1):
+        lo, hi = bounds[s], bounds[s + 1]
+        if by_rows:
+            sizes = (hi - lo, k, lda, ldc, 0, count, full)
+            _call_at(
+                address,
+                a.ctypes.data + lo * lda * 4,
+                panels.ctypes.data,
+                out.ctypes.data + lo * ldc * 4,
+                sizes,
+            )
+        else:
+            sizes = (m, k, lda, ldc, lo, hi, full)
+            _call_at(address, a.ctypes.data, panels.ctypes.data, out.ctypes.data, sizes)
