@@ -16,6 +16,8 @@ import pytest
 from modelgraph.runner import parallel, threads
 from modelgraph.runner.fast import jit
 
+from . import test_parity_samples as parity
+
 pytestmark = pytest.mark.skipif(
     not jit.available(), reason="the jit extra (numba, llvmlite) is not installed"
 )
@@ -24,6 +26,9 @@ if jit.available():
     from modelgraph.runner.fast import gemm_ir, ir, packed
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+# Every sample with a golden, in its first container.
+_FIRST_CONTAINERS = list({case.values[0]: case for case in parity._cases()}.values())
 
 
 # (rows, depth, columns): one value; a last panel of a masked vector; a tile's worth of rows and a
@@ -125,6 +130,17 @@ def test_empty_depth_gives_zeros() -> None:
     out = np.full((4, 70), np.nan, np.float32)
     weights.product(np.zeros((4, 0), np.float32), out)
     assert (out == 0).all()
+
+
+@pytest.mark.parametrize(("stem", "variant", "model", "weights"), _FIRST_CONTAINERS)
+def test_samples_with_every_conv_packed_match_keras(
+    stem, variant, model, weights, rebuilt_apps, monkeypatch
+) -> None:
+    """The committed samples are small (no conv reaches ``PACK_MIN_MACS``): here every conv run as a
+    GEMM (Conv1D and Conv2D, any filter count) is packed, and each sample still matches its Keras
+    golden as in tests/runner/test_parity_samples.py."""
+    monkeypatch.setattr(packed, "PACK_MIN_MACS", 0)
+    parity.test_sample_parity(stem, variant, model, weights, rebuilt_apps)
 
 
 @pytest.mark.parametrize("app", ["resnet50", "inceptionv3"])

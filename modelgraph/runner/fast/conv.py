@@ -289,12 +289,10 @@ def _make_conv(
             return y.transpose(1, 0, 2).reshape(x.shape[0], *out, filters)
 
     elif rank <= 2:
-        flat = np.ascontiguousarray(kernel.reshape(ktot * cin, filters))
         # Replaced by its packed form (for the IR product loops) by the first call that runs it as a
         # GEMM when that is worth it (:func:`gemm.worth_packing`); the plain matrix is then dropped.
-        weights: np.ndarray | PackedWeights = flat
-        del flat
-        undecided = rank == 2
+        weights: np.ndarray | PackedWeights = np.ascontiguousarray(kernel.reshape(ktot * cin, filters))
+        undecided = True
         # 3x3 stride-1 float32 Conv2D: Winograd F(2x2, 3x3) when the call is big enough to gain.
         winograd = rank == 2 and winograd_eligible(kernel_size, strides, dilation, dtype)
         # Its transformed kernel, when worth keeping, is made by the first call that runs Winograd and
