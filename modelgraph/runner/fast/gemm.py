@@ -119,39 +119,33 @@ def is_pointwise(kernel: Sequence[int], strides: Sequence[int], pads: Pads) -> b
     return tuple(kernel) == (1, 1) and tuple(strides) == (1, 1) and not any(b or a for b, a in pads)
 
 
-def runs_direct(
+def gemm_route(
     x: np.ndarray,
     weights: np.ndarray | PackedWeights,
     kernel: Sequence[int],
     strides: Sequence[int],
     dilation: Sequence[int],
     pads: Pads,
-) -> bool:
-    """Whether :func:`conv2d_gemm` runs this conv by the IR conv loops, with no im2col copy (plain
-    weights only: see :func:`modelgraph.runner.fast.gemm_ir.conv_applies`)."""
-    if is_pointwise(kernel, strides, pads) or not isinstance(weights, np.ndarray):
-        return False
-    ow = padded_out_sizes(x, pads, kernel, strides, dilation)[1]
-    return conv_applies(x.dtype, weights.shape[1], weights.nbytes, ow, dilation[1])
-
-
-def worth_packing(
-    x: np.ndarray,
-    weights: np.ndarray | PackedWeights,
-    kernel: Sequence[int],
-    strides: Sequence[int],
-    dilation: Sequence[int],
-    pads: Pads,
-) -> bool:
-    """Whether a conv :func:`conv2d_gemm` runs should keep its weights packed
-    (:class:`PackedWeights`): float32 with the ``jit`` extra, not run by the IR conv loops (they read
-    the plain layout), and at least :data:`packed.PACK_MIN_MACS` multiply-adds per image."""
-    if not isinstance(weights, np.ndarray) or not packed.can_pack(x.dtype):
-        return False
-    if runs_direct(x, weights, kernel, strides, dilation, pads):
-        return False
-    pixels = math.prod(padded_out_sizes(x, pads, kernel, strides, dilation))
-    return pixels * weights.shape[0] * weights.shape[1] >= packed.PACK_MIN_MACS
+) -> str:
+    """How :func:`conv2d_gemm` runs this conv: ``"direct"`` by the IR conv loops with no im2col copy
+    (plain weights only: :func:`modelgraph.runner.fast.gemm_ir.conv_applies`); ``"pack"`` as GEMMs
+    whose plain weights are worth packing (:class:`PackedWeights`: float32 with the ``jit`` extra and
+    at least :data:`packed.PACK_MIN_MACS` multiply-adds per image), or ``"gemm"``."""
+    plain = isinstance(weights, np.ndarray)
+    oh, ow = padded_out_sizes(x, pads, kernel, strides, dilation)
+    if (
+        plain
+        and not is_pointwise(kernel, strides, pads)
+        and conv_applies(x.dtype, weights.shape[1], weights.nbytes, ow, dilation[1])
+    ):
+        return "direct"
+    if (
+        plain
+        and packed.can_pack(x.dtype)
+        and oh * ow * weights.shape[0] * weights.shape[1] >= packed.PACK_MIN_MACS
+    ):
+        return "pack"
+    return "gemm"
 
 
 def conv2d_gemm(
@@ -180,7 +174,7 @@ def conv2d_gemm(
     flat_out = out.reshape(-1, filters)
     pointwise = is_pointwise(kernel, strides, pads)
     # No im2col copy: the IR loops read each kernel row's taps straight from the slab.
-    direct = runs_direct(x, weights, kernel, strides, dilation, pads)
+    direct = gemm_route(x, weights, kernel, strides, dilation, pads) == "direct"
     per_pixel = max(depth, filters)
     target = max(blocks.GEMM_MIN_ROWS, blocks.serial_block_bytes(out.nbytes) // (per_pixel * x.itemsize))
 

@@ -93,13 +93,13 @@ def _tile(target: Target, rows: int, widths: list[int]) -> str:
     masks = [lane_mask(lanes, used) for used in widths]
 
     def step(a_base: str, b_base: str, k: str, sums: list[str]) -> list[str]:
-        row_of_b = f.let(f"getelementptr inbounds float, ptr {b_base}, i64 {f.let(f'mul i64 {k}, %ldb')}")
+        row_of_b = f.pointer(b_base, f.let(f"mul i64 {k}, %ldb"))
         weights = [f.load_vector(row_of_b, v * lanes, mask) for v, mask in enumerate(masks)]
         new = list(sums)
         for r in range(rows):
             row_start = f.let(f"mul i64 %lda, {r}")
             offset = f.let(f"add i64 {row_start}, {k}")
-            at = f.let(f"getelementptr inbounds float, ptr {a_base}, i64 {offset}")
+            at = f.pointer(a_base, offset)
             value = f.let(f"load float, ptr {at}, align 4")
             one = f.let(f"insertelement {vec} poison, float {value}, i64 0")
             every = f.let(f"shufflevector {vec} {one}, {vec} poison, <{lanes} x i32> zeroinitializer")
@@ -112,13 +112,13 @@ def _tile(target: Target, rows: int, widths: list[int]) -> str:
         return f.loop(0, "%K", 1, lambda k, s: step(a_base, b_base, k, s), [(vec, v) for v in sums])[1]
 
     def part(i: str, sums: list[str]) -> list[str]:
-        a_base = f.let(f"getelementptr inbounds float, ptr %a, i64 {f.let(f'mul i64 {i}, %arow')}")
-        b_base = f.let(f"getelementptr inbounds float, ptr %b, i64 {f.let(f'mul i64 {i}, %brow')}")
+        a_base = f.pointer("%a", f.let(f"mul i64 {i}, %arow"))
+        b_base = f.pointer("%b", f.let(f"mul i64 {i}, %brow"))
         return depth(a_base, b_base, sums)
 
     _, sums = f.loop(0, "%kh", 1, part, [(vec, "zeroinitializer")] * (rows * len(widths)))
     for r in range(rows):
-        row_of_c = f.let(f"getelementptr inbounds float, ptr %c, i64 {f.let(f'mul i64 %ldc, {r}')}")
+        row_of_c = f.pointer("%c", f.let(f"mul i64 %ldc, {r}"))
         for v, mask in enumerate(masks):
             total = sums[r * len(widths) + v]
             # %acc: add the sums to what ``c`` holds (a later block of the depth); else overwrite it.
@@ -128,6 +128,20 @@ def _tile(target: Target, rows: int, widths: list[int]) -> str:
     f.emit("ret void")
     f.lines.append("}")
     return "\n".join(f.lines)
+
+
+def _call_tile(
+    f: Function,
+    rows: int,
+    widths: list[int],
+    pointers: tuple[str, str, str],
+    sizes: tuple[str, ...],
+    acc: str = "false",
+) -> None:
+    """Call the tile of ``rows`` x ``widths`` on pointers ``(a, b, c)`` with its sizes ``(K, lda, ldb,
+    ldc, kh, arow, brow)``, adding to ``c`` when ``acc`` (an ``i1``) is true."""
+    args = ", ".join([*(f"ptr {p}" for p in pointers), *(f"i64 {v}" for v in sizes), f"i1 {acc}"])
+    f.emit(f"call void @{_tile_name(rows, widths)}({args})")
 
 
 # The entry point's arguments after its three pointers (src, weights, dst), in floats: the output
@@ -155,14 +169,11 @@ def _entry(target: Target, columns: int) -> str:
 
     def tile_at(rows: int, widths: list[int], first_column: int, src_row: str, dst_row: str, x: str) -> None:
         src_at = f.let(f"add i64 {src_row}, {f.let(f'mul i64 {x}, %src_px')}")
-        a = f.let(f"getelementptr inbounds float, ptr %src, i64 {src_at}")
+        a = f.pointer("%src", src_at)
         out_at = f.let(f"add i64 {dst_row}, {f.let(f'mul i64 {x}, %dst_px')}")
-        c = f.let(f"getelementptr inbounds float, ptr %dst, i64 {f.let(f'add i64 {out_at}, {first_column}')}")
-        b = f.let(f"getelementptr inbounds float, ptr %w, i64 {first_column}")
-        f.emit(
-            f"call void @{_tile_name(rows, widths)}(ptr {a}, ptr {b}, ptr {c}, i64 %K, i64 %src_px, "
-            "i64 %ldb, i64 %dst_px, i64 %kh, i64 %arow, i64 %brow, i1 false)"
-        )
+        c = f.pointer("%dst", f.let(f"add i64 {out_at}, {first_column}"))
+        b = f.pointer("%w", first_column)
+        _call_tile(f, rows, widths, (a, b, c), ("%K", "%src_px", "%ldb", "%dst_px", "%kh", "%arow", "%brow"))
 
     def output_row(src_row: str, dst_row: str) -> None:
         for first_column, widths in _blocks(target, columns):
@@ -244,19 +255,16 @@ def _packed_entry(target: Target, rest: int) -> str:
 
     def panel(j: str, widths: list[int], k0: str, kc: str, acc: str, m0: str, mc: str) -> None:
         b_at = f.let(f"add i64 {f.let(f'mul i64 {j}, {panel_floats}')}, {f.let(f'mul i64 {k0}, {width}')}")
-        b = f.let(f"getelementptr inbounds float, ptr %bp, i64 {b_at}")
+        b = f.pointer("%bp", b_at)
         c_at = f.let(f"add i64 {f.let(f'mul i64 {m0}, %ldc')}, {f.let(f'mul i64 {j}, {width}')}")
         a_at = f.let(f"add i64 {f.let(f'mul i64 {m0}, %lda')}, {k0}")
 
         def tile_at(rows: int, x: str) -> None:
             a_x = f.let(f"add i64 {a_at}, {f.let(f'mul i64 {x}, %lda')}")
             c_x = f.let(f"add i64 {c_at}, {f.let(f'mul i64 {x}, %ldc')}")
-            a = f.let(f"getelementptr inbounds float, ptr %a, i64 {a_x}")
-            c = f.let(f"getelementptr inbounds float, ptr %c, i64 {c_x}")
-            f.emit(
-                f"call void @{_tile_name(rows, widths)}(ptr {a}, ptr {b}, ptr {c}, i64 {kc}, i64 %lda, "
-                f"i64 {width}, i64 %ldc, i64 1, i64 0, i64 0, i1 {acc})"
-            )
+            a = f.pointer("%a", a_x)
+            c = f.pointer("%c", c_x)
+            _call_tile(f, rows, widths, (a, b, c), (kc, "%lda", str(width), "%ldc", "1", "0", "0"), acc)
 
         f.exact_tiles(mc, _rows(target, len(widths)), tile_at)
 

@@ -92,11 +92,15 @@ class Function:
     count: int = 0
     block: str = "entry"
 
+    def pointer(self, base: str, offset: str | int) -> str:
+        """The pointer ``offset`` floats from pointer ``base``."""
+        return self.let(f"getelementptr inbounds float, ptr {base}, i64 {offset}")
+
     def load_vector(self, base: str, offset: str | int, mask: str | None = None) -> str:
         """The vector at float ``offset`` from pointer ``base`` (only the lanes of ``mask``, an
         ``<lanes x i1>`` operand, when given; the others zero)."""
         vec, lanes = self.target.vector, self.target.lanes
-        at = self.let(f"getelementptr inbounds float, ptr {base}, i64 {offset}")
+        at = self.pointer(base, offset)
         if mask is None:
             return self.let(f"load {vec}, ptr {at}, align 4")
         return self.let(
@@ -106,7 +110,7 @@ class Function:
     def store_vector(self, value: str, base: str, offset: str | int, mask: str | None = None) -> None:
         """Store vector ``value`` at float ``offset`` from pointer ``base`` (the lanes of ``mask``)."""
         vec, lanes = self.target.vector, self.target.lanes
-        at = self.let(f"getelementptr inbounds float, ptr {base}, i64 {offset}")
+        at = self.pointer(base, offset)
         if mask is None:
             self.emit(f"store {vec} {value}, ptr {at}, align 4")
         else:
