@@ -121,7 +121,7 @@ OPENMP_SPIN_COUNT = 3000
 
 
 @cache
-def _shorten_openmp_spin() -> None:
+def shorten_openmp_spin() -> None:
     """Set ``GOMP_SPINCOUNT`` for libgomp to read when Numba's threading layer loads it (unless the
     user set it or ``OMP_WAIT_POLICY``). Without effect if another library loaded libgomp first."""
     if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
@@ -131,7 +131,7 @@ def _shorten_openmp_spin() -> None:
 def numba_threads(count: int) -> int:
     """Size the next Numba parallel call made from this thread: ``count`` threads, at most as many
     as Numba started with; returns the count set. (Imports Numba: call only with the ``jit`` extra.)"""
-    _shorten_openmp_spin()
+    shorten_openmp_spin()
     import numba
 
     count = max(1, min(count, numba.config.NUMBA_NUM_THREADS))

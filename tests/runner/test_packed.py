@@ -164,8 +164,22 @@ def test_models_with_every_conv_packed_match_keras(app, rebuilt_apps, monkeypatc
     results = runner.run(feeds)
     held = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    kept = [o for o in gc.get_objects() if isinstance(o, packed.PackedWeights)]
-    assert sum(w.nbytes for w in kept) > runner.weight_bytes / 2  # most of the weights are packed
+    if packed.pool_spins():  # (else convs stay on BLAS: see the test below)
+        kept = [o for o in gc.get_objects() if isinstance(o, packed.PackedWeights)]
+        assert sum(w.nbytes for w in kept) > runner.weight_bytes / 2  # most of the weights are packed
     comparison = compare_results(results, golden, runner.output_keys, atol=1e-5, rtol=1e-4)
     assert comparison.passed, [(t.name, t.max_abs, t.max_rel) for t in comparison.outputs]
     assert held < 1.25 * runner.weight_bytes
+
+
+def test_convs_stay_on_blas_without_a_spinning_threading_layer(monkeypatch) -> None:
+    """On Numba's workqueue layer (no libgomp, no TBB) nothing is packed; on OpenMP it is."""
+    calls = ir.callers()
+    for layer, packs in (("workqueue", False), ("omp", True), ("tbb", True)):
+        monkeypatch.setattr(calls, "threading_layer", lambda layer=layer: layer)
+        packed.pool_spins.cache_clear()
+        try:
+            assert packed.can_pack(np.dtype(np.float32)) is packs
+        finally:
+            packed.pool_spins.cache_clear()
+    assert not packed.can_pack(np.dtype(np.float64))

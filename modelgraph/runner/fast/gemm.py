@@ -141,8 +141,8 @@ def gemm_route(
         return "direct"
     if (
         plain
-        and packed.can_pack(x.dtype)
         and oh * ow * weights.shape[0] * weights.shape[1] >= packed.PACK_MIN_MACS
+        and packed.can_pack(x.dtype)
     ):
         return "pack"
     return "gemm"

@@ -191,3 +191,18 @@ def packed_shares(address: int, a: Any, panels: Any, out: Any, bounds: Any, by_r
         else:
             sizes = (m, k, lda, ldc, lo, hi, full)
             _call_at(address, a.ctypes.data, panels.ctypes.data, out.ctypes.data, sizes)
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _two_shares(n: int) -> int:
+    total = 0
+    for i in numba.prange(n):
+        total += i
+    return total
+
+
+def threading_layer() -> str:
+    """The threading layer Numba runs parallel loops on (``omp``, ``tbb`` or ``workqueue``), started by
+    a parallel call on two shares if none ran yet."""
+    _two_shares(2)
+    return numba.threading_layer()
