@@ -7,6 +7,7 @@ against Keras's outputs, their weights held once."""
 from __future__ import annotations
 
 import gc
+import os
 import tracemalloc
 from pathlib import Path
 
@@ -183,3 +184,41 @@ def test_convs_stay_on_blas_without_a_spinning_threading_layer(monkeypatch) -> N
         finally:
             packed.pool_spins.cache_clear()
     assert not packed.can_pack(np.dtype(np.float64))
+
+
+_CONCURRENT = """
+import threading, numpy as np
+from modelgraph.runner import threads
+from modelgraph.runner.fast import packed
+threads.set_threads(2)
+rng = np.random.default_rng(0)
+a = rng.standard_normal((300, 512)).astype(np.float32)
+weights = packed.PackedWeights(rng.standard_normal((512, 384)).astype(np.float32))
+expected = np.empty((300, 384), np.float32)
+weights.product(a, expected)
+wrong = []
+def work():
+    out = np.empty_like(expected)
+    for _ in range(100):
+        weights.product(a, out)
+        wrong.extend([1] if not np.array_equal(out, expected) else [])
+workers = [threading.Thread(target=work) for _ in range(3)]
+for t in workers: t.start()
+for t in workers: t.join()
+print("wrong", len(wrong))
+"""
+
+
+def test_products_from_several_python_threads_at_once_on_workqueue() -> None:
+    """Numba's workqueue layer aborts the process when two threads launch parallel loops at once;
+    packed products from three Python threads take turns spreading (the others run on their own
+    thread) and all give the same result."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue"}
+    done = subprocess.run(
+        [sys.executable, "-c", _CONCURRENT], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "wrong 0"
