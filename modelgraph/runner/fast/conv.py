@@ -41,7 +41,7 @@ from modelgraph.runner.fast.epilogue import (
     then_activate,
     with_residual,
 )
-from modelgraph.runner.fast.gemm import conv2d_gemm, gemm_route, im2col
+from modelgraph.runner.fast.gemm import conv2d_gemm, im2col, worth_packing
 from modelgraph.runner.fast.gemm_ir import matmul
 from modelgraph.runner.fast.packed import PackedWeights
 from modelgraph.runner.fast.winograd import (
@@ -290,7 +290,7 @@ def _make_conv(
 
     elif rank <= 2:
         # Replaced by its packed form (for the IR product loops) by the first call that runs it as a
-        # GEMM when that is worth it (:func:`gemm.gemm_route`); the plain matrix is then dropped.
+        # GEMM when that is worth it (:func:`gemm.worth_packing`); the plain matrix is then dropped.
         weights: np.ndarray | PackedWeights = np.ascontiguousarray(kernel.reshape(ktot * cin, filters))
         undecided = True
         # 3x3 stride-1 float32 Conv2D: Winograd F(2x2, 3x3) when the call is big enough to gain.
@@ -316,7 +316,7 @@ def _make_conv(
                 out = conv2d_winograd(x2, matrix, pads2, epilogue, kernel=transformed[0] if keep else None)
             else:
                 if undecided:
-                    if gemm_route(x2, weights, ks, st, dil, pads2) == "pack":
+                    if worth_packing(x2, weights, ks, st, dil, pads2):
                         weights = PackedWeights(weights)
                     undecided = False
                 out = conv2d_gemm(x2, weights, ks, st, dil, pads2, epilogue)

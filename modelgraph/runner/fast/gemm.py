@@ -119,33 +119,38 @@ def is_pointwise(kernel: Sequence[int], strides: Sequence[int], pads: Pads) -> b
     return tuple(kernel) == (1, 1) and tuple(strides) == (1, 1) and not any(b or a for b, a in pads)
 
 
-def gemm_route(
+def runs_direct(
     x: np.ndarray,
     weights: np.ndarray | PackedWeights,
     kernel: Sequence[int],
     strides: Sequence[int],
     dilation: Sequence[int],
     pads: Pads,
-) -> str:
-    """How :func:`conv2d_gemm` runs this conv: ``"direct"`` by the IR conv loops with no im2col copy
-    (plain weights only: :func:`modelgraph.runner.fast.gemm_ir.conv_applies`); ``"pack"`` as GEMMs
-    whose plain weights are worth packing (:class:`PackedWeights`: float32 with the ``jit`` extra and
-    at least :data:`packed.PACK_MIN_MACS` multiply-adds per image), or ``"gemm"``."""
-    plain = isinstance(weights, np.ndarray)
-    oh, ow = padded_out_sizes(x, pads, kernel, strides, dilation)
-    if (
-        plain
-        and not is_pointwise(kernel, strides, pads)
-        and conv_applies(x.dtype, weights.shape[1], weights.nbytes, ow, dilation[1])
-    ):
-        return "direct"
-    if (
-        plain
-        and oh * ow * weights.shape[0] * weights.shape[1] >= packed.PACK_MIN_MACS
-        and packed.can_pack(x.dtype)
-    ):
-        return "pack"
-    return "gemm"
+) -> bool:
+    """Whether :func:`conv2d_gemm` runs this conv by the IR conv loops, with no im2col copy (plain
+    weights only: :func:`modelgraph.runner.fast.gemm_ir.conv_applies`)."""
+    if not isinstance(weights, np.ndarray) or is_pointwise(kernel, strides, pads):
+        return False
+    ow = padded_out_sizes(x, pads, kernel, strides, dilation)[1]
+    return conv_applies(x.dtype, weights.shape[1], weights.nbytes, ow, dilation[1])
+
+
+def worth_packing(
+    x: np.ndarray,
+    weights: np.ndarray | PackedWeights,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilation: Sequence[int],
+    pads: Pads,
+) -> bool:
+    """Whether a conv's plain weights should be packed (:class:`PackedWeights`) for the GEMMs
+    :func:`conv2d_gemm` runs: not run by the IR conv loops (they read the plain layout), at least
+    :data:`packed.PACK_MIN_MACS` multiply-adds per image, float32 with the ``jit`` extra and a
+    spinning Numba threading layer (asked last: the first ask starts it)."""
+    if not isinstance(weights, np.ndarray) or runs_direct(x, weights, kernel, strides, dilation, pads):
+        return False
+    pixels = math.prod(padded_out_sizes(x, pads, kernel, strides, dilation))
+    return pixels * weights.shape[0] * weights.shape[1] >= packed.PACK_MIN_MACS and packed.can_pack(x.dtype)
 
 
 def conv2d_gemm(
@@ -174,7 +179,7 @@ def conv2d_gemm(
     flat_out = out.reshape(-1, filters)
     pointwise = is_pointwise(kernel, strides, pads)
     # No im2col copy: the IR loops read each kernel row's taps straight from the slab.
-    direct = gemm_route(x, weights, kernel, strides, dilation, pads) == "direct"
+    direct = runs_direct(x, weights, kernel, strides, dilation, pads)
     per_pixel = max(depth, filters)
     target = max(blocks.GEMM_MIN_ROWS, blocks.serial_block_bytes(out.nbytes) // (per_pixel * x.itemsize))
 

@@ -82,23 +82,18 @@ class PackedWeights:
         """``out`` = ``a @`` the matrix (2-D float32, rows unit-stride and apart): on this thread inside
         a block share or a step beside others, or when small; else in one share per thread."""
         rows = a.shape[0]
-        threads = parallel.thread_count()
+        # One spread at a time (Numba's fallback threading layer, workqueue, aborts the process on
+        # concurrent launches): a call made meanwhile from another Python thread runs on its own.
         if (
-            threads <= 1
-            or parallel.blas_single_threaded()
+            parallel.blas_single_threaded()
             or rows * self.shape[0] * self.shape[1] < SPREAD_MIN_MACS
+            or not _LAUNCH.acquire(blocking=False)
         ):
-            callers().packed(self._address, a, self.panels, out)
-            return
-        # One parallel call at a time (Numba's fallback threading layer, workqueue, aborts the process
-        # on concurrent launches): a call made while another runs, from another Python thread, runs
-        # on its own thread.
-        if not _LAUNCH.acquire(blocking=False):
             callers().packed(self._address, a, self.panels, out)
             return
         try:
             count = self.panels.shape[0]
-            threads = parallel.numba_threads(threads)
+            threads = parallel.numba_threads(parallel.thread_count())
             by_rows = count < threads or rows >= threads * ROW_BLOCK
             parts = rows if by_rows else count
             bounds = np.array([parts * i // threads for i in range(threads + 1)], dtype=np.int64)
